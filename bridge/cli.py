@@ -1,0 +1,82 @@
+"""The ``slurm-bridge`` command.
+
+    slurm-bridge version
+    slurm-bridge config check FILE
+    slurm-bridge sandbox slurm up|down|status ...   (real Slurm in a chroot, for tests/demo)
+    slurm-bridge sandbox kube-api up|down|status ...  (the sandbox Kubernetes API server)
+    slurm-bridge scheduler|controller|admission --config FILE
+
+Components are found by module name at run time (``<component>.app:main``) so that the
+shared core never imports a component: import-linter enforces that direction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+from typing import cast
+
+from bridge import __version__
+from bridge.config import load_config
+from bridge.errors import ConfigError
+
+# subcommand -> "module:function" taking the remaining argv and returning an exit code
+_DELEGATES = {
+    ("scheduler",): "scheduler.app:main",
+    ("controller",): "controller.app:main",
+    ("admission",): "admission.app:main",
+    ("sandbox", "slurm"): "bridge.sandbox.slurm:main",
+    ("sandbox", "kube-api"): "bridge.sandbox.kubeapi.cli:main",
+}
+
+
+def _delegate(target: str, argv: Sequence[str]) -> int:
+    module_name, func_name = target.split(":")
+    func = cast(
+        Callable[[list[str]], int], getattr(importlib.import_module(module_name), func_name)
+    )
+    return func(list(argv))
+
+
+def _config_check(path: str) -> int:
+    try:
+        cfg = load_config(path)
+    except ConfigError as e:
+        print(f"invalid: {e}", file=sys.stderr)
+        return 1
+    print(f"ok: {path} (schedulerName={cfg.scheduler_name}, slurmRestApi={cfg.slurm_rest_api})")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    for prefix, target in _DELEGATES.items():
+        if tuple(args[: len(prefix)]) == prefix:
+            return _delegate(target, args[len(prefix) :])
+
+    parser = argparse.ArgumentParser(prog="slurm-bridge", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("version", help="print the version")
+    cfg = sub.add_parser("config", help="configuration tools")
+    cfg_sub = cfg.add_subparsers(dest="config_command", required=True)
+    check = cfg_sub.add_parser("check", help="validate a config file (and env overrides)")
+    check.add_argument("file")
+    sandbox = sub.add_parser("sandbox", help="local sandboxes: slurm, kube-api")
+    sandbox.add_argument("which", choices=["slurm", "kube-api"])
+    for name in ("scheduler", "controller", "admission"):
+        sub.add_parser(name, help=f"run the {name} (--config FILE)")
+
+    ns = parser.parse_args(args)
+    if ns.command == "version":
+        print(f"slurm-bridge {__version__}")
+        return 0
+    if ns.command == "config":
+        return _config_check(ns.file)
+    parser.print_help()
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

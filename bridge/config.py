@@ -1,0 +1,271 @@
+"""The one configuration file shared by every component.
+
+YAML, camelCase keys. Upstream slurm-bridge's keys work unchanged (schedulerName,
+slurmRestApi, managedNamespaces, managedNamespaceSelector, mcsLabel, partition); the
+rest are ours. Unknown keys and bad values are rejected with a message that names the
+key and the reason. Environment variables override the file:
+
+* ``SLURM_BRIDGE_<KEY>`` for a top-level key, the camelCase name in UPPER_SNAKE
+  (``SLURM_BRIDGE_SLURM_REST_API``, ``SLURM_BRIDGE_MANAGED_NAMESPACES=a,b``);
+* ``SLURM_BRIDGE_<SECTION>__<KEY>`` inside a section (``SLURM_BRIDGE_ADMISSION__PORT``);
+* ``SLURM_JWT_FILE``, upstream's name, for ``slurmTokenFile``.
+
+Nothing here is read at import time: :func:`load_config` is called by each
+component's composition root.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.alias_generators import to_camel
+
+from bridge.errors import ConfigError
+
+ENV_PREFIX = "SLURM_BRIDGE_"
+SUPPORTED_SLURM_API_VERSIONS = ("v0.0.43", "v0.0.44", "v0.0.45")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+class LabelSelectorRequirement(_Section):
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: tuple[str, ...] = ()
+
+
+class LabelSelector(_Section):
+    """A Kubernetes LabelSelector, as in upstream's managedNamespaceSelector."""
+
+    match_labels: dict[str, str] = Field(default_factory=dict)
+    match_expressions: tuple[LabelSelectorRequirement, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        if any(labels.get(k) != v for k, v in self.match_labels.items()):
+            return False
+        for req in self.match_expressions:
+            present = req.key in labels
+            if req.operator == "Exists" and not present:
+                return False
+            if req.operator == "DoesNotExist" and present:
+                return False
+            if req.operator == "In" and (not present or labels[req.key] not in req.values):
+                return False
+            if req.operator == "NotIn" and present and labels[req.key] in req.values:
+                return False
+        return True
+
+
+class SchedulerSettings(_Section):
+    """``scheduler:`` section."""
+
+    # One Slurm job for a batch/v1 Job with parallelism > 1 or Indexed completion
+    # (upstream makes one job per pod; set false to get that behaviour back).
+    gang_batch_jobs: bool = True
+    # "jobset": one gang per JobSet; "replicatedJob": one gang per replicated job.
+    jobset_grouping: Literal["jobset", "replicatedJob"] = "jobset"
+    # Extended resource name -> Slurm GRES name, on top of nvidia.com/gpu and amd.com/gpu.
+    gres_mapping: dict[str, str] = Field(default_factory=dict)
+    # Map a pod's PriorityClass value onto the Slurm job priority.
+    priority_from_priority_class: bool = False
+    # Parallel workers for submit/bind; different groups proceed in parallel.
+    workers: int = Field(default=16, ge=1, le=1024)
+    # Backoff after Slurm rejects a job (seconds): first retry, then doubling up to max.
+    reject_backoff_seconds: float = Field(default=5.0, gt=0)
+    reject_backoff_max_seconds: float = Field(default=300.0, gt=0)
+
+
+class ControllerSettings(_Section):
+    """``controller:`` section."""
+
+    # What happens to running pods whose Slurm job ended: "fail" marks them Failed
+    # with the Slurm state and reason; "delete" deletes them (upstream's behaviour).
+    job_ended_pod_policy: Literal["fail", "delete"] = "fail"
+    # Kubernetes cordon -> Slurm DRAIN, and Slurm DOWN/DRAIN/FAIL -> node taint.
+    sync_node_state: bool = True
+    # Also cordon a Kubernetes node whose Slurm node is DOWN, DRAIN or FAIL.
+    cordon_on_slurm_drain: bool = False
+    # Pods stuck Terminating on a node that is gone or NotReady longer than this are
+    # force-cleaned (their finalizer removed after their job ended).
+    stuck_terminating_grace_seconds: float = Field(default=300.0, ge=0)
+    workers: int = Field(default=8, ge=1, le=1024)
+
+
+class AdmissionSettings(_Section):
+    """``admission:`` section."""
+
+    port: int = Field(default=9443, ge=1, le=65535)
+    bind_address: str = "0.0.0.0"
+    tls_cert_file: Path = Path("/tls/tls.crt")
+    tls_key_file: Path = Path("/tls/tls.key")
+    max_request_bytes: int = Field(default=3 * 1024 * 1024, ge=1024)
+    request_timeout_seconds: float = Field(default=10.0, gt=0)
+
+
+class BridgeConfig(_Section):
+    """The whole configuration file. Field docs are the README's config reference."""
+
+    # --- upstream keys (same names, same defaults) ---
+    scheduler_name: str = "slurm-bridge-scheduler"
+    slurm_rest_api: str = "http://slurm-restapi.slurm:6820"
+    managed_namespaces: tuple[str, ...] = ("slurm-bridge",)
+    managed_namespace_selector: LabelSelector | None = None
+    mcs_label: str = "kubernetes"
+    partition: str = "slurm-bridge"
+
+    # --- Slurm REST ---
+    slurm_api_version: str = "auto"
+    slurm_token_file: Path = Path("/var/run/secrets/slurm/auth-token")
+    slurm_user_name: str | None = None
+    slurm_request_timeout_seconds: float = Field(default=10.0, gt=0)
+    slurm_poll_interval_seconds: float = Field(default=0.25, gt=0)
+    slurm_resync_interval_seconds: float = Field(default=30.0, gt=0)
+
+    # --- Kubernetes ---
+    kubeconfig: Path | None = None
+    kube_request_timeout_seconds: float = Field(default=10.0, gt=0)
+    leader_election: bool = True
+    leader_election_namespace: str = "slurm-bridge"
+    lease_duration_seconds: float = Field(default=15.0, gt=0)
+    renew_deadline_seconds: float = Field(default=10.0, gt=0)
+    retry_period_seconds: float = Field(default=2.0, gt=0)
+
+    # --- operations ---
+    log_format: Literal["json", "console"] = "json"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    metrics_port: int = Field(default=8080, ge=0, le=65535)
+    health_port: int = Field(default=8081, ge=0, le=65535)
+
+    scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
+    controller: ControllerSettings = Field(default_factory=ControllerSettings)
+    admission: AdmissionSettings = Field(default_factory=AdmissionSettings)
+
+    @field_validator("slurm_api_version")
+    @classmethod
+    def _known_version(cls, v: str) -> str:
+        if v != "auto" and v not in SUPPORTED_SLURM_API_VERSIONS:
+            raise ValueError(f"must be 'auto' or one of {', '.join(SUPPORTED_SLURM_API_VERSIONS)}")
+        return v
+
+    @field_validator("slurm_rest_api")
+    @classmethod
+    def _http_url(cls, v: str) -> str:
+        if not re.match(r"^https?://[^/\s]+", v):
+            raise ValueError("must be an http:// or https:// URL")
+        return v.rstrip("/")
+
+    @field_validator("scheduler_name", "partition")
+    @classmethod
+    def _not_empty(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must not be empty")
+        return v
+
+    def namespace_is_managed(self, namespace: str, labels: Mapping[str, str]) -> bool:
+        """True when a namespace is allow-listed by name or by the namespace selector."""
+        if namespace in self.managed_namespaces:
+            return True
+        sel = self.managed_namespace_selector
+        return (
+            sel is not None
+            and bool(sel.match_labels or sel.match_expressions)
+            and (sel.matches(labels))
+        )
+
+
+def _env_name(path: tuple[str, ...]) -> str:
+    def snake(camel: str) -> str:
+        return re.sub(r"(?<!^)(?=[A-Z])", "_", camel).upper()
+
+    return ENV_PREFIX + "__".join(snake(p) for p in path)
+
+
+def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
+    """Collect ``SLURM_BRIDGE_*`` variables into a nested dict of camelCase keys."""
+    out: dict[str, Any] = {}
+    if "SLURM_JWT_FILE" in env:
+        out["slurmTokenFile"] = env["SLURM_JWT_FILE"]
+    fields: list[tuple[tuple[str, ...], Any]] = []
+    for name, info in BridgeConfig.model_fields.items():
+        alias = to_camel(name)
+        ann = info.annotation
+        if isinstance(ann, type) and issubclass(ann, _Section):
+            fields += [((alias, to_camel(sub)), None) for sub in ann.model_fields]
+        else:
+            fields.append(((alias,), None))
+    known = {_env_name(path): path for path, _ in fields}
+    for var, value in env.items():
+        if not var.startswith(ENV_PREFIX):
+            continue
+        path = known.get(var)
+        if path is None:
+            raise ConfigError(var, "unknown environment override (no such config key)")
+        parsed: Any = value
+        stripped = value.strip()
+        if stripped[:1] in "[{":
+            try:
+                parsed = json.loads(stripped)
+            except json.JSONDecodeError as e:
+                raise ConfigError(var, f"not valid JSON: {e.msg}") from None
+        elif path == ("managedNamespaces",):
+            parsed = [s.strip() for s in value.split(",") if s.strip()]
+        target = out
+        for part in path[:-1]:
+            target = target.setdefault(part, {})
+        target[path[-1]] = parsed
+    return out
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for k, v in over.items():
+        if isinstance(v, Mapping) and isinstance(merged.get(k), Mapping):
+            merged[k] = _merge(dict(merged[k]), v)
+        else:
+            merged[k] = v
+    return merged
+
+
+def parse_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> BridgeConfig:
+    """Validate a config mapping (plus env overrides) or raise ConfigError naming the key."""
+    if not isinstance(data, Mapping):
+        raise ConfigError("<root>", "the config file must be a YAML mapping")
+    merged = _merge(dict(data), _env_overrides(env or {}))
+    try:
+        return BridgeConfig.model_validate(merged)
+    except ValidationError as e:
+        first = e.errors()[0]
+        key = ".".join(str(p) for p in first["loc"]) or "<root>"
+        reason = first["msg"]
+        if first["type"] == "extra_forbidden":
+            reason = "unknown key"
+        raise ConfigError(key, reason) from None
+
+
+def load_config(path: str | Path | None, env: Mapping[str, str] | None = None) -> BridgeConfig:
+    """Read the YAML file at ``path`` (None: defaults only) and apply ``env`` overrides.
+
+    ``env`` defaults to ``os.environ``; tests pass their own mapping.
+    """
+    data: Any = {}
+    if path is not None:
+        try:
+            text = Path(path).read_text()
+        except OSError as e:
+            raise ConfigError("<file>", f"cannot read {path}: {e.strerror}") from None
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError("<file>", f"{path} is not valid YAML: {e}") from None
+    return parse_config(data, os.environ if env is None else env)

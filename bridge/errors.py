@@ -1,0 +1,144 @@
+"""The one exception tree of slurm-bridge.
+
+Every error the project raises on purpose derives from :class:`BridgeError`. This is the
+only module that decides what kind an error is: clients classify by HTTP status and by
+Slurm error numbers, never by message text.
+
+    BridgeError
+    +-- ConfigError              bad configuration: names the key and the reason
+    +-- InvalidInput             bad user input (annotation, quantity, field): names it
+    +-- SlurmError               talking to slurmrestd
+    |   +-- SlurmUnauthorized    401/403/511, or Slurm auth error numbers
+    |   +-- SlurmNotFound        404, or "invalid job id" (2017) and friends
+    |   +-- SlurmRejected        Slurm said no: carries error_number and Slurm's text
+    |   +-- SlurmUnavailable     connection refused, 5xx without a Slurm verdict
+    |       +-- SlurmTimeout     no answer within the request timeout
+    +-- KubeError                talking to the Kubernetes API
+        +-- KubeConflict         409 (stale resourceVersion, AlreadyExists, already bound)
+        +-- KubeNotFound         404
+        +-- KubeGone             410 (watch version too old: re-list)
+        +-- KubeForbidden        401/403
+        +-- KubeInvalid          400/415/422: the request itself is wrong
+        +-- KubeUnavailable      connection errors, 429, 5xx
+            +-- KubeTimeout      no answer within the request timeout
+
+Messages never include credentials: the JWT is held only by the token provider and
+is never formatted into an exception (tests/unit/test_secrets.py proves it).
+"""
+
+from __future__ import annotations
+
+
+class BridgeError(Exception):
+    """Root of every error slurm-bridge raises on purpose."""
+
+
+class ConfigError(BridgeError):
+    """The configuration is invalid. ``key`` is the dotted config key at fault."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        self.key = key
+        self.reason = reason
+        super().__init__(f"config key {key!r}: {reason}")
+
+
+class InvalidInput(BridgeError):
+    """User input that cannot be turned into a Slurm job.
+
+    ``field`` names what is wrong the way a user would find it: an annotation key, a
+    pod field path (``spec.containers[0].resources.limits.cpu``) or an object field.
+    ``obj`` names the object (``Pod default/web-0``) when known.
+    """
+
+    def __init__(self, field: str, reason: str, obj: str | None = None) -> None:
+        self.field = field
+        self.reason = reason
+        self.obj = obj
+        where = f"{obj}: " if obj else ""
+        super().__init__(f"{where}{field}: {reason}")
+
+
+class SlurmError(BridgeError):
+    """Any failure talking to slurmrestd.
+
+    ``endpoint`` is the operation (``job_submit``, ``job_get`` ...) for metrics and logs;
+    ``status`` the HTTP status when there was an answer.
+    """
+
+    def __init__(self, message: str, *, endpoint: str = "", status: int | None = None) -> None:
+        self.endpoint = endpoint
+        self.status = status
+        super().__init__(message)
+
+
+class SlurmUnauthorized(SlurmError):
+    """The token was refused (HTTP 401/403/511 or a Slurm authentication error)."""
+
+
+class SlurmNotFound(SlurmError):
+    """The job, node or partition does not exist (any more)."""
+
+
+class SlurmRejected(SlurmError):
+    """Slurm refused the request; ``error_number`` and ``slurm_message`` are Slurm's own."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        error_number: int,
+        slurm_message: str,
+        endpoint: str = "",
+        status: int | None = None,
+    ) -> None:
+        self.error_number = error_number
+        self.slurm_message = slurm_message
+        super().__init__(message, endpoint=endpoint, status=status)
+
+
+class SlurmUnavailable(SlurmError):
+    """slurmrestd or slurmctld cannot be reached or answered with a server error.
+
+    Unknown is not gone: callers must never treat this as "the job does not exist".
+    """
+
+
+class SlurmTimeout(SlurmUnavailable):
+    """No answer within the configured request timeout."""
+
+
+class KubeError(BridgeError):
+    """Any failure talking to the Kubernetes API server."""
+
+    def __init__(self, message: str, *, status: int | None = None, reason: str = "") -> None:
+        self.status = status
+        self.reason = reason
+        super().__init__(message)
+
+
+class KubeConflict(KubeError):
+    """409: stale resourceVersion, AlreadyExists, or a pod already bound."""
+
+
+class KubeNotFound(KubeError):
+    """404: the object does not exist."""
+
+
+class KubeGone(KubeError):
+    """410: the watch's resourceVersion is too old; re-list."""
+
+
+class KubeForbidden(KubeError):
+    """401/403: RBAC or authentication refused the request."""
+
+
+class KubeInvalid(KubeError):
+    """400/415/422: the request was malformed or invalid; retrying will not help."""
+
+
+class KubeUnavailable(KubeError):
+    """Connection failure, 429 or 5xx: worth retrying later."""
+
+
+class KubeTimeout(KubeUnavailable):
+    """No answer within the request timeout."""

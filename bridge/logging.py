@@ -1,0 +1,48 @@
+"""structlog setup. Constant event names; variables go in keys (pod=, group=, job_id=)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import MutableMapping
+from typing import Any
+
+import structlog
+
+# Keys whose values are never logged, whatever a caller passes by mistake.
+_SECRET_KEYS = frozenset({"token", "jwt", "authorization", "x-slurm-user-token", "password"})
+
+
+def _redact(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    for key in list(event):
+        if key.lower() in _SECRET_KEYS:
+            event[key] = "<redacted>"
+    return event
+
+
+def configure_logging(level: str = "info", fmt: str = "json") -> None:
+    """Configure structlog and the stdlib root logger once, from the composition root."""
+    lvl = getattr(logging, level.upper())
+    logging.basicConfig(stream=sys.stderr, level=lvl, format="%(message)s", force=True)
+    renderer: Any = (
+        structlog.processors.JSONRenderer()
+        if fmt == "json"
+        else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            _redact,
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(lvl),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+
+
+def get_logger(name: str) -> Any:
+    return structlog.get_logger(name)

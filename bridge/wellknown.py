@@ -1,0 +1,85 @@
+"""Every label, annotation, finalizer, taint and condition key the bridge reads or writes.
+
+The keys are upstream slurm-bridge's (SchedMD Slinky), unchanged, so users can move over.
+"""
+
+from __future__ import annotations
+
+# --- prefixes -------------------------------------------------------------------------
+SLINKY = "slinky.slurm.net/"
+SCHEDULER_PREFIX = "scheduler.slinky.slurm.net/"
+SLURMJOB_PREFIX = "slurmjob.slinky.slurm.net/"
+TOPOLOGY_PREFIX = "topology.slinky.slurm.net/"
+
+# --- written by the bridge on pods ----------------------------------------------------
+# Pod label: the Slurm job id of the placeholder job (same on every pod of a group).
+LABEL_JOB_ID = SCHEDULER_PREFIX + "slurm-jobid"
+# Pod annotation: the Kubernetes node the bridge chose for this pod.
+ANNOTATION_SLURM_NODE = SLINKY + "slurm-node"
+# Pod finalizer: held until the pod's Slurm job has ended, so no allocation leaks.
+FINALIZER = SCHEDULER_PREFIX + "finalizer"
+# Toleration key on managed pods / taint key on bridge nodes (value: the scheduler name).
+MANAGED_NODE_TAINT = SLINKY + "managed-node"
+
+# --- read from nodes ------------------------------------------------------------------
+# Node label: the Slurm node name when it differs from the Kubernetes node name.
+LABEL_SLURM_NODENAME = SLINKY + "slurm-nodename"
+# Node label: register this Kubernetes node in Slurm as a State=EXTERNAL node.
+LABEL_EXTERNAL_NODE = SCHEDULER_PREFIX + "external-node"
+# Node annotation: comma-separated partitions for an external node.
+ANNOTATION_EXTERNAL_NODE_PARTITIONS = SCHEDULER_PREFIX + "external-node-partitions"
+# Node annotation: Slurm topology string.
+ANNOTATION_TOPOLOGY_SPEC = TOPOLOGY_PREFIX + "spec"
+
+# --- user annotations (pod or group object) -------------------------------------------
+# Every key upstream accepts under slurmjob.slinky.slurm.net/; bridge.translate parses them.
+SLURMJOB_KEYS = (
+    "account",
+    "constraints",
+    "cpu-per-task",
+    "exclusive",
+    "gres",
+    "group-id",
+    "job-name",
+    "licenses",
+    "max-nodes",
+    "mem-per-node",
+    "min-nodes",
+    "partition",
+    "priority",
+    "qos",
+    "reservation",
+    "timelimit",
+    "user-id",
+    "wckey",
+)
+# The old (v0.x) spelling of the job-name annotation, still accepted.
+LEGACY_ANNOTATION_JOB_NAME = SLINKY + "job-name"
+
+# --- workload grouping keys (set by other controllers) --------------------------------
+LABEL_POD_GROUP = "scheduling.x-k8s.io/pod-group"
+LABEL_LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
+LABEL_LWS_GROUP_KEY = "leaderworkerset.sigs.k8s.io/group-key"
+LABEL_LWS_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
+LABEL_LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
+ANNOTATION_LWS_SIZE = "leaderworkerset.sigs.k8s.io/size"
+LABEL_JOB_NAME = "batch.kubernetes.io/job-name"
+LABEL_JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+ANNOTATION_JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+LABEL_JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+LABEL_JOBSET_REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
+LABEL_JOBSET_JOB_INDEX = "jobset.sigs.k8s.io/job-index"
+
+# --- conditions and event reasons written by the bridge -------------------------------
+CONDITION_POD_SCHEDULED = "PodScheduled"
+# A condition type of our own, set when the Slurm job ended while the pod still ran.
+CONDITION_SLURM_JOB_ENDED = "slinky.slurm.net/SlurmJobEnded"
+# Node taint set when Slurm reports the node DOWN, DRAIN or FAIL.
+TAINT_SLURM_NODE_UNAVAILABLE = SLINKY + "slurm-node-unavailable"
+# Prefix of Slurm node reasons the bridge sets (only these drains are undone by uncordon).
+SLURM_REASON_PREFIX = "slurm-bridge: "
+
+
+def slurmjob_annotation(key: str) -> str:
+    """The full annotation name for a ``slurmjob.slinky.slurm.net/`` key."""
+    return SLURMJOB_PREFIX + key

@@ -1,0 +1,1 @@
+"""slurm-bridge controller component."""
