@@ -61,7 +61,7 @@ class WorkQueue:
         """Queue ``key`` after its next backoff step; returns the delay used."""
         n = self._failures.get(key, 0)
         self._failures[key] = n + 1
-        delay = min(self._base * (2**n), self._max)
+        delay = float(min(self._base * (2**n), self._max))
         self.add_after(key, delay)
         return delay
 
