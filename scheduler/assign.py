@@ -58,12 +58,12 @@ def assign(
         if pod in kept:
             result.append(Assignment(pod, kept[pod]))
             continue
-        node = next(slots, None)
-        if node is None:
+        free = next(slots, None)
+        if free is None:
             raise AssignmentError(
                 f"allocation of {len(slurm_nodes)} node(s) has no room for pod {pod}"
             )
-        result.append(Assignment(pod, node))
+        result.append(Assignment(pod, free))
     return result
 
 
