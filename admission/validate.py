@@ -20,12 +20,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bridge.translate.annotations import annotation_errors
-
 from admission.policy import AdmissionContext, mapping_at, pod_managed, scheduler_name_of
 from admission.review import AdmissionRequest, AdmissionResponse, allow, deny, object_name
 from bridge import wellknown
 from bridge.errors import InvalidInput
+from bridge.translate.annotations import annotation_errors
 
 # (API group, kind) of the workload objects whose slurmjob annotations are checked.
 GROUP_KINDS = frozenset(
