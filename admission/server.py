@@ -84,7 +84,7 @@ class _Handler:
         self.log.info("admission_bad_request", endpoint=self.endpoint, error=message)
         return web.json_response({"error": message}, status=400)
 
-    async def __call__(self, request: web.Request) -> web.StreamResponse:
+    async def handle(self, request: web.Request) -> web.StreamResponse:
         started = time.perf_counter()
         settings = self.deps.ctx.config.admission
         try:
@@ -169,8 +169,8 @@ def _health_routes(app: web.Application, ready: Callable[[], bool]) -> None:
 def build_webhook_app(deps: WebhookDeps) -> web.Application:
     """The HTTPS app: /mutate, /validate, /healthz, /readyz."""
     app = web.Application(client_max_size=deps.ctx.config.admission.max_request_bytes)
-    app.router.add_post("/mutate", _Handler(deps, "mutate", deps.mutate))
-    app.router.add_post("/validate", _Handler(deps, "validate", deps.validate))
+    app.router.add_post("/mutate", _Handler(deps, "mutate", deps.mutate).handle)
+    app.router.add_post("/validate", _Handler(deps, "validate", deps.validate).handle)
     _health_routes(app, deps.ready)
     return app
 
