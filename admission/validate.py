@@ -83,8 +83,8 @@ def _bridge_key_problems(
         new = mapping_at(new_obj, path, errors).get(key)
         old = mapping_at(old_obj, path, errors).get(key) if old_obj is not None else None
         if new != old:
-            verb = "set" if old_obj is None else "changed"
-            reason = f"is written by slurm-bridge only; users may not have it {verb}"
+            verb = "set" if old_obj is None else "add, change or remove"
+            reason = f"is written by slurm-bridge only; users may not {verb} it"
             out.append(InvalidInput(f"{path}[{key}]", reason))
     return out
 
