@@ -153,6 +153,12 @@ _PARSERS: dict[str, tuple[str, Parser]] = {
     "wckey": ("wckey", _token),
 }
 assert set(_PARSERS) == set(SLURMJOB_KEYS), "every upstream key has exactly one parser"
+_KEY_OF_FIELD = {field: key for key, (field, _) in _PARSERS.items()}
+
+
+def annotation_key(field: str) -> str:
+    """The full annotation name of a :class:`SlurmJobOptions` field."""
+    return slurmjob_annotation(_KEY_OF_FIELD[field])
 
 
 def _parse(annotations: Mapping[str, str], obj: str) -> tuple[SlurmJobOptions, list[InvalidInput]]:

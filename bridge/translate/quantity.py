@@ -53,7 +53,9 @@ def parse_quantity(value: str, *, field: str, obj: str | None = None) -> Decimal
     return number.scaleb(exponent)
 
 
-def _non_negative(q: Decimal, *, field: str, obj: str | None) -> Decimal:
+def parse_non_negative(value: str, *, field: str, obj: str | None = None) -> Decimal:
+    """Like :func:`parse_quantity`, but a negative amount is an error too."""
+    q = parse_quantity(value, field=field, obj=obj)
     if q < 0:
         raise InvalidInput(field, "must not be negative", obj)
     return q
@@ -66,19 +68,19 @@ def ceil_int(q: Decimal) -> int:
 
 def whole_cpus(value: str, *, field: str, obj: str | None = None) -> int:
     """A CPU quantity rounded UP to whole CPUs (``500m`` -> 1, ``2`` -> 2)."""
-    q = _non_negative(parse_quantity(value, field=field, obj=obj), field=field, obj=obj)
+    q = parse_non_negative(value, field=field, obj=obj)
     return ceil_int(q)
 
 
 def mebibytes(value: str, *, field: str, obj: str | None = None) -> int:
     """A byte quantity rounded UP to MiB (``500Mi`` -> 500, ``1G`` -> 954)."""
-    q = _non_negative(parse_quantity(value, field=field, obj=obj), field=field, obj=obj)
+    q = parse_non_negative(value, field=field, obj=obj)
     return ceil_int(q / MIB)
 
 
 def whole_count(value: str, *, field: str, obj: str | None = None) -> int:
     """A count that must be a non-negative integer (GPUs): ``2`` ok, ``500m`` an error."""
-    q = _non_negative(parse_quantity(value, field=field, obj=obj), field=field, obj=obj)
+    q = parse_non_negative(value, field=field, obj=obj)
     if q != q.to_integral_value():
         raise InvalidInput(field, f"{value!r} must be a whole number", obj)
     return int(q)
