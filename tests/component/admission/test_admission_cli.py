@@ -6,15 +6,14 @@ import asyncio
 import signal
 import socket
 import ssl
+import subprocess
 import sys
 from pathlib import Path
 
 import aiohttp
-import pytest
 import trustme
 import yaml
 
-from admission.app import main
 from tests.admission_helpers import make_pod, make_review
 
 
@@ -24,13 +23,25 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_missing_certificate_exits_1_naming_the_key(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_missing_certificate_exits_1_naming_the_key(tmp_path: Path) -> None:
+    # a real process: main() configures logging globally, which must not leak into other tests
     cfg = tmp_path / "c.yaml"
     cfg.write_text(yaml.safe_dump({"admission": {"tlsCertFile": str(tmp_path / "none.crt")}}))
-    assert main(["--config", str(cfg)]) == 1
-    assert "admission.tlsCertFile" in capsys.readouterr().err
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from admission.app import main; sys.exit(main(sys.argv[1:]))",
+            "--config",
+            str(cfg),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "admission.tlsCertFile" in done.stderr
 
 
 async def test_cli_serves_the_webhook_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
