@@ -111,6 +111,21 @@ class AdmissionSettings(_Section):
     tls_key_file: Path = Path("/tls/tls.key")
     max_request_bytes: int = Field(default=3 * 1024 * 1024, ge=1024)
     request_timeout_seconds: float = Field(default=10.0, gt=0)
+    # How often the TLS cert/key files are checked for rotation (new handshakes use the
+    # new pair; a half-written pair is ignored until it loads).
+    cert_reload_interval_seconds: float = Field(default=10.0, gt=0)
+    # Identities (request.userInfo.username) allowed to write the bridge's own keys
+    # (job-id label, slurm-node annotation): the scheduler's and controller's accounts.
+    bridge_usernames: tuple[str, ...] = (
+        "system:serviceaccount:slurm-bridge:slurm-bridge-scheduler",
+        "system:serviceaccount:slurm-bridge:slurm-bridge-controller",
+    )
+    # "Fail": an internal error (bug, timeout, namespace lookup failure) denies the
+    # request; "Ignore": it is allowed unchanged. Also the webhooks' failurePolicy.
+    failure_policy: Literal["Fail", "Ignore"] = "Fail"
+    # How long a namespace's labels are cached (only looked up when
+    # managedNamespaceSelector is set and the namespace is not listed by name).
+    namespace_cache_seconds: float = Field(default=30.0, ge=0)
 
 
 class BridgeConfig(_Section):

@@ -83,3 +83,11 @@ SLURM_REASON_PREFIX = "slurm-bridge: "
 def slurmjob_annotation(key: str) -> str:
     """The full annotation name for a ``slurmjob.slinky.slurm.net/`` key."""
     return SLURMJOB_PREFIX + key
+
+
+# --- API versions of the group objects translation reads --------------------------------
+API_POD_GROUP = "scheduling.x-k8s.io/v1alpha1"  # coscheduling PodGroup (kind PodGroup)
+API_WORKLOAD_POD_GROUP = "scheduling.k8s.io/v1alpha2"  # built-in PodGroup (Kubernetes 1.36)
+API_LWS = "leaderworkerset.x-k8s.io/v1"
+API_JOBSET = "jobset.x-k8s.io/v1alpha2"
+API_JOB = "batch/v1"

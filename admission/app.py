@@ -1,0 +1,186 @@
+"""Composition root of the admission webhook: ``slurm-bridge admission --config FILE``.
+
+The only place that builds real clients (a Kubernetes ApiClient, and only when
+``managedNamespaceSelector`` needs namespace labels) and opens sockets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from typing import Any
+
+from aiohttp import web
+
+from admission.metrics import AdmissionMetrics
+from admission.namespaces import CachedNamespaceLabels, NamespaceLabelSource, kube_namespace_fetch
+from admission.policy import AdmissionContext
+from admission.server import WebhookDeps, build_ops_app, build_webhook_app
+from admission.tls import CertReloader
+from bridge.clock import Clock, SystemClock
+from bridge.config import BridgeConfig, load_config
+from bridge.errors import ConfigError
+from bridge.logging import configure_logging, get_logger
+
+
+def _bound_port(site: web.TCPSite) -> int:
+    server: Any = site._server  # aiohttp keeps the asyncio Server here
+    return int(server.sockets[0].getsockname()[1])
+
+
+class AdmissionServer:
+    """The webhook's HTTPS listener, the ops listener(s) and the TLS reload loop.
+
+    ``webhook_port`` / ``metrics_port`` / ``health_port`` override the config (0 = any free
+    port); in the config, ``metricsPort``/``healthPort`` 0 means "off". After
+    :meth:`start`, the ``*_bound`` attributes hold the real ports (None = not listening).
+    """
+
+    def __init__(
+        self,
+        cfg: BridgeConfig,
+        *,
+        clock: Clock | None = None,
+        namespaces: NamespaceLabelSource | None = None,
+        deps: WebhookDeps | None = None,
+        webhook_port: int | None = None,
+        metrics_port: int | None = None,
+        health_port: int | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.clock = clock or SystemClock()
+        self._ready = False
+        self.deps = deps or WebhookDeps(ctx=AdmissionContext(cfg), metrics=AdmissionMetrics())
+        self.deps.namespaces = namespaces or self.deps.namespaces
+        self.deps.ready = lambda: self._ready
+        self._ports = (
+            cfg.admission.port if webhook_port is None else webhook_port,
+            cfg.metrics_port if metrics_port is None else metrics_port,
+            cfg.health_port if health_port is None else health_port,
+        )
+        self._explicit_ops = (metrics_port is not None, health_port is not None)
+        self.reloader: CertReloader | None = None
+        self._runners: list[web.AppRunner] = []
+        self._reload_task: asyncio.Task[None] | None = None
+        self.webhook_bound: int | None = None
+        self.metrics_bound: int | None = None
+        self.health_bound: int | None = None
+        self.log = get_logger("admission")
+
+    async def _listen(self, app: web.Application, port: int, ssl_ctx: Any = None) -> int:
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        self._runners.append(runner)
+        site = web.TCPSite(runner, self.cfg.admission.bind_address, port, ssl_context=ssl_ctx)
+        await site.start()
+        return _bound_port(site)
+
+    async def start(self) -> None:
+        settings = self.cfg.admission
+        self.reloader = CertReloader(settings.tls_cert_file, settings.tls_key_file)
+        wport, mport, hport = self._ports
+        metrics_on = mport != 0 or self._explicit_ops[0]
+        health_on = hport != 0 or self._explicit_ops[1]
+        self.webhook_bound = await self._listen(
+            build_webhook_app(self.deps), wport, self.reloader.server_context()
+        )
+        if metrics_on and health_on and mport == hport and mport != 0:
+            self.metrics_bound = self.health_bound = await self._listen(
+                build_ops_app(self.deps.metrics, self.deps.ready), mport
+            )
+        else:
+            if metrics_on:
+                app = build_ops_app(self.deps.metrics, self.deps.ready)
+                self.metrics_bound = await self._listen(app, mport)
+            if health_on:
+                self.health_bound = await self._listen(build_ops_app(None, self.deps.ready), hport)
+        self._reload_task = asyncio.create_task(
+            self.reloader.run(self.clock, settings.cert_reload_interval_seconds)
+        )
+        self._ready = True
+        self.log.info(
+            "admission_started",
+            port=self.webhook_bound,
+            metrics_port=self.metrics_bound,
+            health_port=self.health_bound,
+            scheduler_name=self.cfg.scheduler_name,
+            managed_namespaces=list(self.cfg.managed_namespaces),
+            failure_policy=settings.failure_policy,
+        )
+
+    async def stop(self) -> None:
+        self._ready = False
+        if self._reload_task is not None:
+            self._reload_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reload_task
+        for runner in reversed(self._runners):
+            await runner.cleanup()
+        self._runners.clear()
+        self.log.info("admission_stopped")
+
+
+async def _kube_api_client(cfg: BridgeConfig) -> Any:
+    from kubernetes_asyncio import client
+    from kubernetes_asyncio import config as kube_config
+
+    config: Any = kube_config
+    if cfg.kubeconfig is not None:
+        await config.load_kube_config(config_file=str(cfg.kubeconfig))
+    else:
+        try:
+            config.load_incluster_config()
+        except config.ConfigException:
+            await config.load_kube_config()
+    return client.ApiClient()
+
+
+def _selector_in_use(cfg: BridgeConfig) -> bool:
+    sel = cfg.managed_namespace_selector
+    return sel is not None and bool(sel.match_labels or sel.match_expressions)
+
+
+async def serve(cfg: BridgeConfig, stop: asyncio.Event) -> None:
+    """Run until ``stop`` is set."""
+    api_client: Any = None
+    namespaces: NamespaceLabelSource | None = None
+    clock = SystemClock()
+    if _selector_in_use(cfg):
+        api_client = await _kube_api_client(cfg)
+        fetch = kube_namespace_fetch(api_client, cfg.kube_request_timeout_seconds)
+        namespaces = CachedNamespaceLabels(fetch, clock, cfg.admission.namespace_cache_seconds)
+    server = AdmissionServer(cfg, clock=clock, namespaces=namespaces)
+    try:
+        await server.start()
+        await stop.wait()
+    finally:
+        await server.stop()
+        if api_client is not None:
+            await api_client.close()
+
+
+async def _main_async(cfg: BridgeConfig) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await serve(cfg, stop)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="slurm-bridge admission", description="Run the admission webhook (HTTPS)."
+    )
+    parser.add_argument("--config", help="the slurm-bridge YAML config file")
+    args = parser.parse_args(argv)
+    try:
+        cfg = load_config(args.config)
+        configure_logging(cfg.log_level, cfg.log_format)
+        return asyncio.run(_main_async(cfg))
+    except ConfigError as e:
+        print(f"slurm-bridge admission: {e}", file=sys.stderr)
+        return 1

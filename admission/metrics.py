@@ -1,0 +1,35 @@
+"""Prometheus metrics of the webhook, in a registry of their own (no global state)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+
+class AdmissionMetrics:
+    """``slurm_bridge_admission_reviews_total`` and ``..._review_seconds``."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        self.reviews = Counter(
+            "slurm_bridge_admission_reviews",
+            "AdmissionReviews answered, by endpoint, object kind, operation and result "
+            "(allowed, patched, denied, error, bad_request, too_large).",
+            ["endpoint", "kind", "operation", "result"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "slurm_bridge_admission_review_seconds",
+            "Time to answer one AdmissionReview, by endpoint.",
+            ["endpoint"],
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0),
+            registry=self.registry,
+        )
+
+    def observe(
+        self, endpoint: str, kind: str, operation: str, result: str, seconds: float
+    ) -> None:
+        self.reviews.labels(endpoint, kind, operation, result).inc()
+        self.latency.labels(endpoint).observe(seconds)
+
+    def exposition(self) -> bytes:
+        return bytes(generate_latest(self.registry))

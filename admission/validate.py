@@ -1,0 +1,171 @@
+"""The validating webhook, as a pure function: ``validate(request, ctx) -> AdmissionResponse``.
+
+Pods (CREATE, UPDATE) that are managed, and workload objects (PodGroup, JobSet,
+LeaderWorkerSet, batch Job) in managed namespaces:
+
+* every ``slurmjob.slinky.slurm.net/*`` annotation must parse (the shared parser of
+  :mod:`bridge.translate.annotations`, so admission and the scheduler agree exactly); on
+  UPDATE only when one of them changed, so an old object never blocks unrelated updates
+  (a finalizer removal, say);
+* only the bridge (``admission.bridgeUsernames``) writes the pod label
+  ``scheduler.slinky.slurm.net/slurm-jobid`` and the annotation ``slinky.slurm.net/slurm-node``,
+  on CREATE and UPDATE alike;
+* once a pod is bound (``spec.nodeName`` set), its slurmjob annotations are immutable.
+
+Every error is reported in ONE denial; each names its field and the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from admission.policy import AdmissionContext, mapping_at, pod_managed, scheduler_name_of
+from admission.review import AdmissionRequest, AdmissionResponse, allow, deny, object_name
+from bridge import wellknown
+from bridge.errors import InvalidInput
+from bridge.translate.annotations import annotation_errors
+
+# (API group, kind) of the workload objects whose slurmjob annotations are checked.
+GROUP_KINDS = frozenset(
+    {
+        ("scheduling.x-k8s.io", "PodGroup"),
+        ("scheduling.k8s.io", "PodGroup"),
+        ("jobset.x-k8s.io", "JobSet"),
+        ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"),
+        ("batch", "Job"),
+    }
+)
+
+# Where each workload kind keeps its pod templates' specs (for a schedulerName that is ours).
+_TEMPLATE_SPEC_PATHS: Mapping[str, tuple[str, ...]] = {
+    "Job": ("spec.template.spec",),
+    "LeaderWorkerSet": (
+        "spec.leaderWorkerTemplate.leaderTemplate.spec",
+        "spec.leaderWorkerTemplate.workerTemplate.spec",
+    ),
+}
+
+_BRIDGE_ONLY = (
+    ("metadata.labels", wellknown.LABEL_JOB_ID),
+    ("metadata.annotations", wellknown.ANNOTATION_SLURM_NODE),
+)
+
+
+def _is_slurmjob_key(key: str) -> bool:
+    return key.startswith(wellknown.SLURMJOB_PREFIX) or key == wellknown.LEGACY_ANNOTATION_JOB_NAME
+
+
+def _slurmjob_subset(annotations: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in annotations.items() if _is_slurmjob_key(k)}
+
+
+def _annotation_problems(
+    new: Mapping[str, Any], old: Mapping[str, Any] | None, obj: str
+) -> list[InvalidInput]:
+    """Parse errors of the slurmjob annotations; on UPDATE only if any of them changed."""
+    mine = _slurmjob_subset(new)
+    if not mine or (old is not None and mine == _slurmjob_subset(old)):
+        return []
+    return [
+        InvalidInput(f"metadata.annotations[{e.field}]", e.reason, e.obj)
+        if _is_slurmjob_key(e.field)
+        else e
+        for e in annotation_errors(mine, obj=obj)
+    ]
+
+
+def _bridge_key_problems(
+    new_obj: Mapping[str, Any], old_obj: Mapping[str, Any] | None, errors: list[InvalidInput]
+) -> list[InvalidInput]:
+    out: list[InvalidInput] = []
+    for path, key in _BRIDGE_ONLY:
+        new = mapping_at(new_obj, path, errors).get(key)
+        old = mapping_at(old_obj, path, errors).get(key) if old_obj is not None else None
+        if new != old:
+            verb = "set" if old_obj is None else "add, change or remove"
+            reason = f"is written by slurm-bridge only; users may not {verb} it"
+            out.append(InvalidInput(f"{path}[{key}]", reason))
+    return out
+
+
+def _bound_immutability(
+    new_ann: Mapping[str, Any], old_ann: Mapping[str, Any], node: str
+) -> list[InvalidInput]:
+    new, old = _slurmjob_subset(new_ann), _slurmjob_subset(old_ann)
+    return [
+        InvalidInput(
+            f"metadata.annotations[{key}]",
+            f"is immutable once the pod is bound (spec.nodeName={node})",
+        )
+        for key in sorted(set(new) | set(old))
+        if new.get(key) != old.get(key)
+    ]
+
+
+def _validate_pod(req: AdmissionRequest, ctx: AdmissionContext) -> AdmissionResponse:
+    pod, old = req.object, req.old_object
+    name = object_name(req)
+    if pod is None:
+        return deny(req.uid, name, [InvalidInput("request.object", "missing")])
+    if req.operation == "UPDATE" and old is None:
+        return deny(req.uid, name, [InvalidInput("request.oldObject", "missing on UPDATE")])
+    errors: list[InvalidInput] = []
+    spec = mapping_at(pod, "spec", errors)
+    sched = scheduler_name_of(spec, "spec.schedulerName", errors)
+    annotations = mapping_at(pod, "metadata.annotations", errors)
+    mapping_at(pod, "metadata.labels", errors)
+    if errors:
+        return deny(req.uid, name, errors)
+    if not pod_managed(sched, req.namespace, ctx):
+        return allow(req.uid)
+
+    old_ann: dict[str, Any] | None = None
+    if old is not None:
+        old_ann = mapping_at(old, "metadata.annotations", errors)
+    errors += _annotation_problems(annotations, old_ann, name)
+    if not ctx.is_bridge_user(req.user_info.username):
+        errors += _bridge_key_problems(pod, old, errors)
+    if old is not None and old_ann is not None:
+        node = mapping_at(old, "spec", errors).get("nodeName")
+        if node:
+            errors += _bound_immutability(annotations, old_ann, str(node))
+    return deny(req.uid, name, errors) if errors else allow(req.uid)
+
+
+def _group_managed(req: AdmissionRequest, obj: Mapping[str, Any], ctx: AdmissionContext) -> bool:
+    if ctx.namespace_managed(req.namespace):
+        return True
+    ignored: list[InvalidInput] = []
+    for path in _TEMPLATE_SPEC_PATHS.get(req.kind.kind, ()):
+        spec = mapping_at(obj, path, ignored)
+        if scheduler_name_of(spec, path, ignored) == ctx.scheduler_name:
+            return True
+    return False
+
+
+def _validate_group(req: AdmissionRequest, ctx: AdmissionContext) -> AdmissionResponse:
+    obj, old = req.object, req.old_object
+    name = object_name(req)
+    if obj is None:
+        return deny(req.uid, name, [InvalidInput("request.object", "missing")])
+    errors: list[InvalidInput] = []
+    annotations = mapping_at(obj, "metadata.annotations", errors)
+    if errors:
+        return deny(req.uid, name, errors)
+    if not _slurmjob_subset(annotations) or not _group_managed(req, obj, ctx):
+        return allow(req.uid)
+    old_ann = mapping_at(old, "metadata.annotations", []) if old is not None else None
+    errors += _annotation_problems(annotations, old_ann, name)
+    return deny(req.uid, name, errors) if errors else allow(req.uid)
+
+
+def validate(req: AdmissionRequest, ctx: AdmissionContext) -> AdmissionResponse:
+    """The validating verdict for one request. Never performs I/O."""
+    if req.operation not in ("CREATE", "UPDATE"):
+        return allow(req.uid)
+    if req.kind.group == "" and req.kind.kind == "Pod":
+        return _validate_pod(req, ctx)
+    if (req.kind.group, req.kind.kind) in GROUP_KINDS:
+        return _validate_group(req, ctx)
+    return allow(req.uid)

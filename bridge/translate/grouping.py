@@ -1,0 +1,293 @@
+"""Which gang a pod belongs to, how big the gang must be, and the order of its pods.
+
+One adapter per workload kind, tried in this order (the first that claims the pod wins):
+
+=================  ==================================================  =====================
+kind               how a pod is recognised                             group name
+=================  ==================================================  =====================
+PodGroup           label ``scheduling.x-k8s.io/pod-group``             the PodGroup's name
+WorkloadPodGroup   ``spec.schedulingGroup.podGroupName``               the PodGroup's name
+LeaderWorkerSet    labels ``leaderworkerset.sigs.k8s.io/name`` +       ``<lws>-<groupIndex>``
+                   ``group-index``
+JobSet             label ``jobset.sigs.k8s.io/jobset-name``            ``<jobset>`` or
+                                                                       ``<jobset>-<rjob>``
+Job                controller owner is a batch/v1 Job with             the Job's name
+                   parallelism > 1 (or Indexed, when the Job is
+                   not known) and ``scheduler.gangBatchJobs``
+Pod                anything else (one Slurm job per pod)               the pod's name
+=================  ==================================================  =====================
+
+``owners`` maps uid -> owner object (Job, JobSet, StatefulSet, LWS, leader pod ...) for
+whatever the caller could read; the controller chain is walked through it to the root.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from bridge.models import GroupId, GroupKind
+from bridge.translate import kobj
+from bridge.translate.settings import TranslateSettings
+from bridge.wellknown import (
+    ANNOTATION_JOB_COMPLETION_INDEX,
+    ANNOTATION_LWS_SIZE,
+    API_JOB,
+    API_JOBSET,
+    API_LWS,
+    API_POD_GROUP,
+    API_WORKLOAD_POD_GROUP,
+    LABEL_JOB_COMPLETION_INDEX,
+    LABEL_JOBSET_JOB_INDEX,
+    LABEL_JOBSET_NAME,
+    LABEL_JOBSET_REPLICATED_JOB,
+    LABEL_LWS_GROUP_INDEX,
+    LABEL_LWS_NAME,
+    LABEL_LWS_WORKER_INDEX,
+    LABEL_POD_GROUP,
+)
+
+Owners = Mapping[str, Mapping[str, Any]]  # uid -> object
+
+
+class ObjectRef(BaseModel):
+    """An object to read: enough to GET it (uid when known)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str | None = None
+
+
+class GroupRef(BaseModel):
+    """A pod's group: its identity, and the object that describes it (``source``).
+
+    ``source`` is None for a plain pod. For a pod of a Job that is not a gang, ``kind``
+    is ``Pod`` but ``source`` is the Job (its annotations and deadline still apply).
+    ``uid`` is the group's uid when known without reading ``source``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: GroupKind
+    namespace: str
+    name: str
+    uid: str | None = None
+    source: ObjectRef | None = None
+    replicated_job: str | None = None  # JobSet split per replicated job
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}/{self.namespace}/{self.name}"
+
+    def group_id(self, source_object: Mapping[str, Any] | None) -> GroupId:
+        """The stable identity, taking the uid from ``source_object`` when not known."""
+        uid = self.uid or (kobj.uid(source_object) if source_object else "") or ""
+        return GroupId(kind=self.kind, namespace=self.namespace, name=self.name, uid=uid)
+
+
+def _controller_ref(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    refs = [r for r in kobj.sequence(obj, "metadata", "ownerReferences") if isinstance(r, Mapping)]
+    for ref in refs:
+        if ref.get("controller") is True:
+            return ref
+    return refs[0] if refs else None
+
+
+def owner_chain(obj: Mapping[str, Any], owners: Owners) -> list[ObjectRef]:
+    """The controller owners of ``obj``, nearest first, as far as ``owners`` reaches."""
+    chain: list[ObjectRef] = []
+    ns = kobj.namespace(obj)
+    seen: set[str] = set()
+    current: Mapping[str, Any] | None = obj
+    while current is not None:
+        ref = _controller_ref(current)
+        if ref is None:
+            break
+        uid = kobj.text(ref, "uid")
+        if uid in seen:  # a cycle: stop rather than loop
+            break
+        seen.add(uid)
+        chain.append(
+            ObjectRef(
+                api_version=kobj.text(ref, "apiVersion"),
+                kind=kobj.text(ref, "kind"),
+                namespace=ns,
+                name=kobj.text(ref, "name"),
+                uid=uid or None,
+            )
+        )
+        current = owners.get(uid) if uid else None
+    return chain
+
+
+def _find(chain: Sequence[ObjectRef], kind: str) -> ObjectRef | None:
+    return next((r for r in chain if r.kind == kind), None)
+
+
+def _int_label(values: Mapping[str, str], key: str) -> int | None:
+    raw = values.get(key, "")
+    return int(raw) if raw.isdigit() and len(raw) < 10 else None
+
+
+def _job_parallelism(job_spec: Any) -> int:
+    """Pods of a Job that run at the same time: min(parallelism, completions)."""
+    parallelism = kobj.integer(job_spec, "parallelism")
+    parallelism = 1 if parallelism is None else parallelism
+    completions = kobj.integer(job_spec, "completions")
+    return parallelism if completions is None else min(parallelism, completions)
+
+
+def group_of(
+    pod: Mapping[str, Any], owners: Owners, settings: TranslateSettings | None = None
+) -> GroupRef:
+    """The group a pod belongs to (see the module table)."""
+    s = settings or TranslateSettings()
+    ns = kobj.namespace(pod)
+    labels = kobj.labels(pod)
+    chain = owner_chain(pod, owners)
+
+    if pod_group := labels.get(LABEL_POD_GROUP):
+        src = ObjectRef(api_version=API_POD_GROUP, kind="PodGroup", namespace=ns, name=pod_group)
+        return GroupRef(kind="PodGroup", namespace=ns, name=pod_group, source=src)
+
+    if wpg := kobj.text(pod, "spec", "schedulingGroup", "podGroupName"):
+        src = ObjectRef(api_version=API_WORKLOAD_POD_GROUP, kind="PodGroup", namespace=ns, name=wpg)
+        return GroupRef(kind="WorkloadPodGroup", namespace=ns, name=wpg, source=src)
+
+    lws = labels.get(LABEL_LWS_NAME)
+    if lws and LABEL_LWS_GROUP_INDEX in labels:
+        ref = _find(chain, "LeaderWorkerSet")
+        uid = ref.uid if ref else None
+        src = ObjectRef(
+            api_version=API_LWS, kind="LeaderWorkerSet", namespace=ns, name=lws, uid=uid
+        )
+        name = f"{lws}-{labels[LABEL_LWS_GROUP_INDEX]}"
+        return GroupRef(kind="LeaderWorkerSet", namespace=ns, name=name, uid=uid, source=src)
+
+    if jobset := labels.get(LABEL_JOBSET_NAME):
+        ref = _find(chain, "JobSet")
+        uid = ref.uid if ref else None
+        src = ObjectRef(api_version=API_JOBSET, kind="JobSet", namespace=ns, name=jobset, uid=uid)
+        rjob = labels.get(LABEL_JOBSET_REPLICATED_JOB)
+        if s.jobset_grouping == "replicatedJob" and rjob:
+            return GroupRef(
+                kind="JobSet",
+                namespace=ns,
+                name=f"{jobset}-{rjob}",
+                uid=uid,
+                source=src,
+                replicated_job=rjob,
+            )
+        return GroupRef(kind="JobSet", namespace=ns, name=jobset, uid=uid, source=src)
+
+    if chain and chain[0].kind == "Job":
+        job_ref = chain[0].model_copy(update={"api_version": chain[0].api_version or API_JOB})
+        job = owners.get(job_ref.uid or "")
+        if job is not None:
+            gang = _job_parallelism(kobj.get(job, "spec")) > 1
+        else:
+            gang = LABEL_JOB_COMPLETION_INDEX in labels
+        if s.gang_batch_jobs and gang:
+            return GroupRef(
+                kind="Job", namespace=ns, name=job_ref.name, uid=job_ref.uid, source=job_ref
+            )
+        return GroupRef(
+            kind="Pod", namespace=ns, name=kobj.name(pod), uid=kobj.uid(pod), source=job_ref
+        )
+
+    return GroupRef(kind="Pod", namespace=ns, name=kobj.name(pod), uid=kobj.uid(pod))
+
+
+def expected_size(
+    ref: GroupRef, group_object: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]]
+) -> int | None:
+    """How many pods the group needs before it can be submitted; None = not known yet
+    (the group object has not been read or does not exist)."""
+    if ref.kind == "Pod":
+        return 1
+    if ref.kind == "LeaderWorkerSet":
+        size = kobj.integer(group_object, "spec", "leaderWorkerTemplate", "size")
+        if size is None:
+            sizes = {kobj.annotations(p).get(ANNOTATION_LWS_SIZE, "") for p in pods}
+            digits = [int(x) for x in sizes if x.isdigit() and len(x) < 10]
+            size = max(digits) if digits else None
+        return size
+    if group_object is None:
+        return None
+    spec = kobj.get(group_object, "spec")
+    if ref.kind == "PodGroup":
+        n = kobj.integer(spec, "minMember")
+        return n if n is not None and n > 0 else 1
+    if ref.kind == "WorkloadPodGroup":
+        for path in (("schedulingPolicy", "gang", "minCount"), ("policy", "gang", "minCount")):
+            n = kobj.integer(spec, *path)
+            if n is not None and n > 0:
+                return n
+        return 1
+    if ref.kind == "Job":
+        return _job_parallelism(spec)
+    # JobSet: replicas x pods per Job, over the (selected) replicated jobs.
+    total = 0
+    for rj in kobj.sequence(spec, "replicatedJobs"):
+        if ref.replicated_job is not None and kobj.text(rj, "name") != ref.replicated_job:
+            continue
+        replicas = kobj.integer(rj, "replicas")
+        replicas = 1 if replicas is None else replicas
+        total += replicas * _job_parallelism(kobj.get(rj, "template", "spec"))
+    return total or None
+
+
+def is_complete(
+    ref: GroupRef, group_object: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]]
+) -> bool:
+    size = expected_size(ref, group_object, pods)
+    return size is not None and len(pods) >= size
+
+
+def _completion_index(pod: Mapping[str, Any]) -> int:
+    labels = kobj.labels(pod)
+    idx = _int_label(labels, LABEL_JOB_COMPLETION_INDEX)
+    if idx is None:
+        idx = _int_label(kobj.annotations(pod), ANNOTATION_JOB_COMPLETION_INDEX)
+    return -1 if idx is None else idx
+
+
+def order_pods(
+    ref: GroupRef, group_object: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]]
+) -> list[Mapping[str, Any]]:
+    """Pods in a deterministic order: LWS leader first then worker index; Job by
+    completion index; JobSet by replicated job (spec order), job index, completion
+    index; otherwise by name. Ties break on the pod name."""
+    if ref.kind == "LeaderWorkerSet":
+        return sorted(
+            pods,
+            key=lambda p: (_int_label(kobj.labels(p), LABEL_LWS_WORKER_INDEX) or 0, kobj.name(p)),
+        )
+    if ref.kind == "Job":
+        return sorted(pods, key=lambda p: (_completion_index(p), kobj.name(p)))
+    if ref.kind == "JobSet":
+        rjobs = [
+            kobj.text(rj, "name") for rj in kobj.sequence(group_object, "spec", "replicatedJobs")
+        ]
+
+        def jobset_key(p: Mapping[str, Any]) -> tuple[int, str, int, int, str]:
+            labels = kobj.labels(p)
+            rj = labels.get(LABEL_JOBSET_REPLICATED_JOB, "")
+            pos = rjobs.index(rj) if rj in rjobs else len(rjobs)
+            job_index = _int_label(labels, LABEL_JOBSET_JOB_INDEX)
+            return (
+                pos,
+                rj,
+                -1 if job_index is None else job_index,
+                _completion_index(p),
+                kobj.name(p),
+            )
+
+        return sorted(pods, key=jobset_key)
+    return sorted(pods, key=kobj.name)

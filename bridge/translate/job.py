@@ -1,0 +1,242 @@
+"""The one entry point: a complete group of pods -> one Slurm placeholder ``JobSpec``.
+
+Precedence of every Slurm option: pod annotations > group object annotations (PodGroup,
+LWS, JobSet, Job) > defaults derived from the workload (deadline, priority) > config.
+All pods of a group must carry the same slurmjob annotations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bridge.errors import InvalidInput
+from bridge.models import GroupId, JobSpec
+from bridge.translate import kobj
+from bridge.translate.annotations import (
+    SlurmJobOptions,
+    annotation_key,
+    parse_slurmjob_annotations,
+)
+from bridge.translate.grouping import GroupRef, expected_size, group_of, order_pods
+from bridge.translate.identity import admin_comment, human_comment
+from bridge.translate.placement import excluded_nodes
+from bridge.translate.resources import PodResources, pod_resources, tres_string
+from bridge.translate.settings import TranslateSettings
+from bridge.wellknown import slurmjob_annotation
+
+Obj = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """The group is not complete yet: a wait state, not an error."""
+
+    group: GroupId
+    have: int
+    want: int | None  # None: the group object is missing, so the size is unknown
+
+    @property
+    def reason(self) -> str:
+        if self.want is None:
+            return f"waiting for {self.group.kind} {self.group.namespace}/{self.group.name}"
+        return f"waiting for pods: {self.have} of {self.want}"
+
+
+def _group_of_all(pods: Sequence[Obj], owners: Mapping[str, Obj], s: TranslateSettings) -> GroupRef:
+    refs = [group_of(p, owners, s) for p in pods]
+    first = refs[0]
+    for pod, ref in zip(pods, refs, strict=True):
+        if ref.key != first.key:
+            raise InvalidInput(
+                "metadata",
+                f"pod belongs to {ref.key}, not to {first.key} like the other pods",
+                kobj.describe(pod, "Pod"),
+            )
+    return first
+
+
+def _options(pods: Sequence[Obj], group_object: Obj | None) -> SlurmJobOptions:
+    """Pod annotations over group-object annotations; pods must agree with each other."""
+    first = pods[0]
+    pod_opts = parse_slurmjob_annotations(kobj.annotations(first), obj=kobj.describe(first, "Pod"))
+    want = pod_opts.set_fields()
+    for pod in pods[1:]:
+        here = kobj.describe(pod, "Pod")
+        got = parse_slurmjob_annotations(kobj.annotations(pod), obj=here).set_fields()
+        if got != want:
+            field = sorted(k for k in want.keys() | got.keys() if want.get(k) != got.get(k))[0]
+            raise InvalidInput(
+                annotation_key(field),
+                f"differs between pods of one group ({kobj.pod_key(first)}: {want.get(field)!r}, "
+                f"{kobj.pod_key(pod)}: {got.get(field)!r})",
+                here,
+            )
+    if group_object is None:
+        return pod_opts
+    group_opts = parse_slurmjob_annotations(
+        kobj.annotations(group_object), obj=kobj.describe(group_object)
+    )
+    return pod_opts.overlay(group_opts)
+
+
+def _minutes(seconds: int | None, field: str, obj: str) -> int | None:
+    if seconds is None:
+        return None
+    if seconds <= 0:
+        raise InvalidInput(field, f"must be positive, got {seconds}", obj)
+    return -(-seconds // 60)
+
+
+def _deadline_minutes(ref: GroupRef, group_object: Obj | None, pods: Sequence[Obj]) -> int | None:
+    """The workload's own deadline: a Job's (or every replicated job's) activeDeadlineSeconds,
+    else every pod's spec.activeDeadlineSeconds; ceil to minutes."""
+    source_kind = ref.source.kind if ref.source else ""
+    field = "spec.activeDeadlineSeconds"
+    if group_object is not None and source_kind == "Job":
+        seconds = kobj.integer(group_object, "spec", "activeDeadlineSeconds")
+        return _minutes(seconds, field, kobj.describe(group_object, "Job"))
+    if group_object is not None and source_kind == "JobSet":
+        limits: list[int | None] = []
+        for i, rj in enumerate(kobj.sequence(group_object, "spec", "replicatedJobs")):
+            if ref.replicated_job is not None and kobj.text(rj, "name") != ref.replicated_job:
+                continue
+            seconds = kobj.integer(rj, "template", "spec", "activeDeadlineSeconds")
+            path = f"spec.replicatedJobs[{i}].template.{field}"
+            limits.append(_minutes(seconds, path, kobj.describe(group_object, "JobSet")))
+        if limits and all(m is not None for m in limits):
+            return max(m for m in limits if m is not None)
+        return None
+    pod_limits = [
+        _minutes(kobj.integer(p, "spec", "activeDeadlineSeconds"), field, kobj.describe(p, "Pod"))
+        for p in pods
+    ]
+    if all(m is not None for m in pod_limits):
+        return max(m for m in pod_limits if m is not None)
+    return None
+
+
+def _priority(pods: Sequence[Obj]) -> int | None:
+    values = [kobj.integer(p, "spec", "priority") for p in pods]
+    known = [v for v in values if v is not None]
+    return max(0, max(known)) if known else None
+
+
+def _gres_annotation(raw: str) -> str:
+    """``gpu:2`` -> ``gres/gpu:2``; a full tres (``gres/gpu:2``, ``license/x:1``) is kept."""
+    return ",".join(p if "/" in p else f"gres/{p}" for p in raw.split(",") if p)
+
+
+def _max_resources(resources: Iterable[PodResources]) -> PodResources:
+    cpus = mem = 0
+    gres: dict[str, int] = {}
+    for r in resources:
+        cpus, mem = max(cpus, r.cpus), max(mem, r.memory_mib)
+        for name, n in r.gres.items():
+            gres[name] = max(gres.get(name, 0), n)
+    return PodResources(cpus=cpus, memory_mib=mem, gres=gres)
+
+
+def translate_group(
+    pods: Sequence[Obj],
+    group_object: Obj | None,
+    nodes: Iterable[Obj],
+    settings: TranslateSettings,
+    *,
+    owners: Mapping[str, Obj] | None = None,
+) -> JobSpec | Waiting:
+    """One Slurm placeholder job for a group of pods, or :class:`Waiting` when the group
+    is not complete. Raises InvalidInput naming the object, field and reason.
+
+    ``group_object`` is the object the group comes from (PodGroup, LWS, JobSet, or Job),
+    None for a plain pod; ``nodes`` the current Kubernetes nodes (for excluded_nodes);
+    ``owners`` (uid -> object) any further owner objects the caller has read.
+    """
+    if not pods:
+        raise InvalidInput("pods", "a group needs at least one pod")
+    lookup: dict[str, Obj] = dict(owners or {})
+    if group_object is not None and kobj.uid(group_object):
+        lookup[kobj.uid(group_object)] = group_object
+    ref = _group_of_all(pods, lookup, settings)
+    group = ref.group_id(group_object)
+    where = f"{ref.kind} {ref.namespace}/{ref.name}"
+    size = expected_size(ref, group_object, pods)
+    if size is None or len(pods) < size:
+        return Waiting(group=group, have=len(pods), want=size)
+    ordered = order_pods(ref, group_object, pods)
+    opts = _options(ordered, group_object)
+    need = _max_resources(pod_resources(p, settings.gres_mapping) for p in ordered)
+    cpus = opts.cpu_per_task or max(1, need.cpus)
+    memory = opts.mem_per_node_mib or need.memory_mib or None
+    gres_override = _gres_annotation(opts.gres) if opts.gres else None
+    count = len(ordered)
+    exclusive = opts.exclusive is not False
+
+    placement: dict[str, Any]
+    if exclusive:
+        gang = min(size, count)
+        max_nodes = min(opts.max_nodes or count, count)
+        if opts.max_nodes is not None and gang > opts.max_nodes:
+            raise InvalidInput(
+                slurmjob_annotation("max-nodes"),
+                f"a gang of {gang} pods needs {gang} nodes with exclusive placement (one pod "
+                f'per node), but max-nodes is {opts.max_nodes}; set exclusive to "false" '
+                "to pack pods",
+                where,
+            )
+        min_nodes = opts.min_nodes or gang
+        if min_nodes > max_nodes:
+            raise InvalidInput(
+                slurmjob_annotation("min-nodes"),
+                f"min-nodes ({min_nodes}) is larger than the {count} pods of the group "
+                "(exclusive placement puts one pod per node)",
+                where,
+            )
+        placement = {
+            "min_nodes": min_nodes,
+            "max_nodes": max_nodes,
+            "tasks": min_nodes,
+            "tasks_per_node": 1,
+            "memory_per_node_mib": memory,
+            "tres_per_node": gres_override or tres_string(need.gres),
+        }
+    else:
+        min_nodes = opts.min_nodes or 1
+        max_nodes = max(opts.max_nodes or count, min_nodes)
+        per_cpu = None if memory is None or opts.mem_per_node_mib else -(-memory // cpus)
+        placement = {
+            "min_nodes": min_nodes,
+            "max_nodes": max_nodes,
+            "tasks": count,
+            "memory_per_cpu_mib": per_cpu,
+            "memory_per_node_mib": opts.mem_per_node_mib,
+            "tres_per_node": gres_override,
+            "tres_per_task": None if gres_override else tres_string(need.gres),
+        }
+
+    priority = opts.priority
+    if priority is None and settings.priority_from_priority_class:
+        priority = _priority(ordered)
+    time_limit = opts.timelimit_minutes or _deadline_minutes(ref, group_object, ordered)
+    return JobSpec(
+        name=opts.job_name or ref.name,
+        partition=opts.partition or settings.partition,
+        cpus_per_task=cpus,
+        exclusive=exclusive,
+        time_limit_minutes=time_limit,
+        account=opts.account,
+        qos=opts.qos,
+        reservation=opts.reservation,
+        licenses=opts.licenses,
+        constraints=opts.constraints,
+        wckey=opts.wckey,
+        user_id=opts.user_id,
+        group_id=opts.group_id,
+        priority=priority,
+        mcs_label=settings.mcs_label,
+        excluded_nodes=excluded_nodes(ordered, nodes, obj=where),
+        comment=human_comment(group, count),
+        admin_comment=admin_comment(group, [kobj.pod_key(p) for p in ordered]),
+        **placement,
+    )

@@ -1,0 +1,78 @@
+"""Tolerant readers for Kubernetes objects given as plain dicts (JSON from the API).
+
+Objects come from the API server, but a field can always be missing or of the wrong
+type; these helpers never raise on shape and return empty values instead.
+"""
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+Obj = Mapping[str, Any]
+
+
+def get(obj: Any, *path: str) -> Any:
+    """``obj[path[0]][path[1]]...`` or None when any step is missing or not a mapping."""
+    for key in path:
+        if not isinstance(obj, Mapping):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def mapping(obj: Any, *path: str) -> Mapping[str, Any]:
+    value = get(obj, *path)
+    return value if isinstance(value, Mapping) else {}
+
+
+def sequence(obj: Any, *path: str) -> Sequence[Any]:
+    value = get(obj, *path)
+    return value if isinstance(value, list | tuple) else ()
+
+
+def string_map(obj: Any, *path: str) -> dict[str, str]:
+    """A labels/annotations-like map; non-string entries dropped."""
+    return {
+        k: v for k, v in mapping(obj, *path).items() if isinstance(k, str) and isinstance(v, str)
+    }
+
+
+def text(obj: Any, *path: str) -> str:
+    value = get(obj, *path)
+    return value if isinstance(value, str) else ""
+
+
+def integer(obj: Any, *path: str) -> int | None:
+    value = get(obj, *path)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def name(obj: Obj) -> str:
+    return text(obj, "metadata", "name")
+
+
+def namespace(obj: Obj) -> str:
+    return text(obj, "metadata", "namespace")
+
+
+def uid(obj: Obj) -> str:
+    return text(obj, "metadata", "uid")
+
+
+def labels(obj: Obj) -> dict[str, str]:
+    return string_map(obj, "metadata", "labels")
+
+
+def annotations(obj: Obj) -> dict[str, str]:
+    return string_map(obj, "metadata", "annotations")
+
+
+def describe(obj: Obj, kind: str | None = None) -> str:
+    """``Kind namespace/name``, the way errors and events name an object."""
+    k = kind or text(obj, "kind") or "Object"
+    ns = namespace(obj)
+    return f"{k} {ns}/{name(obj)}" if ns else f"{k} {name(obj)}"
+
+
+def pod_key(pod: Obj) -> str:
+    """``namespace/name`` of a pod (the form used in admin_comment)."""
+    return f"{namespace(pod)}/{name(pod)}"

@@ -1,0 +1,34 @@
+"""The part of the configuration translation needs, as one small frozen model."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bridge.config import BridgeConfig
+
+
+class TranslateSettings(BaseModel):
+    """Config defaults for translation (lowest precedence, below group and pod annotations)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    partition: str = "slurm-bridge"
+    mcs_label: str | None = "kubernetes"
+    gres_mapping: dict[str, str] = Field(default_factory=dict)
+    gang_batch_jobs: bool = True
+    jobset_grouping: Literal["jobset", "replicatedJob"] = "jobset"
+    priority_from_priority_class: bool = False
+
+    @classmethod
+    def from_config(cls, config: BridgeConfig) -> TranslateSettings:
+        s = config.scheduler
+        return cls(
+            partition=config.partition,
+            mcs_label=config.mcs_label or None,
+            gres_mapping=dict(s.gres_mapping),
+            gang_batch_jobs=s.gang_batch_jobs,
+            jobset_grouping=s.jobset_grouping,
+            priority_from_priority_class=s.priority_from_priority_class,
+        )

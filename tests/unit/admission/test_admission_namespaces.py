@@ -1,0 +1,66 @@
+"""The namespace label cache: TTL on injected time, one lookup per namespace at a time."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+
+import pytest
+
+from admission.namespaces import CachedNamespaceLabels
+from bridge.clock import FakeClock
+from bridge.errors import KubeUnavailable
+
+
+class Source:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.labels: dict[str, dict[str, str] | None] = {"a": {"team": "hpc"}, "gone": None}
+        self.fail = False
+
+    async def fetch(self, name: str) -> Mapping[str, str] | None:
+        self.calls.append(name)
+        await self.gate.wait()
+        if self.fail:
+            raise KubeUnavailable("down", status=503)
+        return self.labels.get(name)
+
+
+async def test_labels_are_cached_until_the_ttl_passes() -> None:
+    src, clock = Source(), FakeClock()
+    cache = CachedNamespaceLabels(src.fetch, clock, ttl_seconds=30)
+    assert await cache.labels("a") == {"team": "hpc"}
+    clock.advance(29)
+    src.labels["a"] = {"team": "web"}
+    assert await cache.labels("a") == {"team": "hpc"}
+    clock.advance(1)
+    assert await cache.labels("a") == {"team": "web"}
+    assert src.calls == ["a", "a"]
+
+
+async def test_missing_namespace_has_no_labels() -> None:
+    cache = CachedNamespaceLabels(Source().fetch, FakeClock(), 30)
+    assert await cache.labels("gone") == {}
+
+
+async def test_concurrent_requests_share_one_lookup() -> None:
+    src = Source()
+    src.gate.clear()
+    cache = CachedNamespaceLabels(src.fetch, FakeClock(), 30)
+    waiters = [asyncio.create_task(cache.labels("a")) for _ in range(5)]
+    await asyncio.sleep(0)
+    src.gate.set()
+    assert [await w for w in waiters] == [{"team": "hpc"}] * 5
+    assert src.calls == ["a"]
+
+
+async def test_failed_lookup_raises_and_is_not_cached() -> None:
+    src = Source()
+    src.fail = True
+    cache = CachedNamespaceLabels(src.fetch, FakeClock(), 30)
+    with pytest.raises(KubeUnavailable):
+        await cache.labels("a")
+    src.fail = False
+    assert await cache.labels("a") == {"team": "hpc"}

@@ -1,0 +1,138 @@
+"""excluded_nodes: the nodes some pod cannot use, by Slurm name; never required_nodes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bridge.errors import InvalidInput
+from bridge.translate.placement import excluded_nodes, pod_fits_node, slurm_node_name
+from bridge.wellknown import LABEL_SLURM_NODENAME
+
+
+def node(
+    name: str,
+    labels: dict[str, str] | None = None,
+    taints: list[Any] | None = None,
+    unschedulable: bool = False,
+) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {"taints": taints or [], "unschedulable": unschedulable},
+    }
+
+
+def pod(**spec: Any) -> dict[str, Any]:
+    return {"metadata": {"name": "p", "namespace": "ns"}, "spec": spec}
+
+
+def affinity(*terms: Any) -> dict[str, Any]:
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}
+        }
+    }
+
+
+def expr(key: str, op: str, *values: str) -> dict[str, Any]:
+    return {"matchExpressions": [{"key": key, "operator": op, "values": list(values)}]}
+
+
+GPU = node("gpu", {"type": "gpu", "cores": "64"})
+CPU = node("cpu", {"type": "cpu", "cores": "8"})
+TAINT = {"key": "dedicated", "value": "ml", "effect": "NoSchedule"}
+
+
+@pytest.mark.parametrize(
+    ("p", "n", "fits"),
+    [
+        pytest.param(pod(), CPU, True, id="no-constraints"),
+        pytest.param(pod(), node("x", unschedulable=True), False, id="cordoned"),
+        pytest.param(pod(nodeSelector={"type": "gpu"}), GPU, True, id="selector-match"),
+        pytest.param(pod(nodeSelector={"type": "gpu"}), CPU, False, id="selector-mismatch"),
+        pytest.param(pod(affinity=affinity(expr("type", "In", "gpu"))), GPU, True, id="in"),
+        pytest.param(pod(affinity=affinity(expr("type", "NotIn", "gpu"))), GPU, False, id="notin"),
+        pytest.param(pod(affinity=affinity(expr("type", "Exists"))), CPU, True, id="exists"),
+        pytest.param(
+            pod(affinity=affinity(expr("type", "DoesNotExist"))), CPU, False, id="does-not-exist"
+        ),
+        pytest.param(pod(affinity=affinity(expr("cores", "Gt", "16"))), GPU, True, id="gt"),
+        pytest.param(pod(affinity=affinity(expr("cores", "Lt", "16"))), GPU, False, id="lt"),
+        pytest.param(
+            pod(affinity=affinity(expr("type", "Gt", "1"))), GPU, False, id="gt-non-integer-label"
+        ),
+        pytest.param(
+            pod(affinity=affinity(expr("type", "In", "x"), expr("type", "In", "cpu"))),
+            CPU,
+            True,
+            id="terms-are-ored",
+        ),
+        pytest.param(
+            pod(
+                affinity=affinity(
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["cpu"]}]}
+                )
+            ),
+            CPU,
+            True,
+            id="match-fields-name",
+        ),
+        pytest.param(pod(affinity=affinity({})), CPU, False, id="empty-term-matches-nothing"),
+        pytest.param(pod(), node("t", taints=[TAINT]), False, id="untolerated-taint"),
+        pytest.param(
+            pod(),
+            node("t", taints=[{**TAINT, "effect": "PreferNoSchedule"}]),
+            True,
+            id="prefer-no-schedule-ignored",
+        ),
+        pytest.param(
+            pod(tolerations=[{"key": "dedicated", "operator": "Equal", "value": "ml"}]),
+            node("t", taints=[TAINT]),
+            True,
+            id="tolerated-equal",
+        ),
+        pytest.param(
+            pod(tolerations=[{"key": "dedicated", "value": "other"}]),
+            node("t", taints=[TAINT]),
+            False,
+            id="wrong-value",
+        ),
+        pytest.param(
+            pod(tolerations=[{"operator": "Exists"}]),
+            node("t", taints=[TAINT]),
+            True,
+            id="empty-key-exists-tolerates-all",
+        ),
+        pytest.param(
+            pod(tolerations=[{"key": "dedicated", "operator": "Exists", "effect": "NoExecute"}]),
+            node("t", taints=[TAINT]),
+            False,
+            id="effect-must-match",
+        ),
+    ],
+)
+def test_pod_fits_node(p: dict[str, Any], n: dict[str, Any], fits: bool) -> None:
+    assert pod_fits_node(p, n) is fits
+
+
+def test_excluded_nodes_use_slurm_names_sorted() -> None:
+    nodes = [node("k-b", {LABEL_SLURM_NODENAME: "s-b"}), node("k-a"), GPU]
+    got = excluded_nodes([pod(nodeSelector={"type": "gpu"})], nodes, obj="Pod ns/p")
+    assert got == ("k-a", "s-b")
+    assert slurm_node_name(nodes[0]) == "s-b"
+
+
+def test_a_node_is_excluded_when_any_pod_of_the_group_cannot_use_it() -> None:
+    pods = [pod(), pod(nodeSelector={"type": "gpu"})]
+    assert excluded_nodes(pods, [GPU, CPU], obj="g") == ("cpu",)
+
+
+def test_every_node_excluded_is_an_error_with_a_reason() -> None:
+    with pytest.raises(InvalidInput, match="no node fits") as e:
+        excluded_nodes([pod(nodeSelector={"type": "tpu"})], [GPU, CPU], obj="PodGroup ns/g")
+    assert e.value.obj == "PodGroup ns/g"
+
+
+def test_no_known_nodes_excludes_nothing() -> None:
+    assert excluded_nodes([pod()], [], obj="g") == ()
