@@ -168,3 +168,13 @@ def watch_script(
         return resp
 
     server.on("GET", path, handler)
+
+
+async def wait_until(pred: Callable[[], object], *, within: float = 10.0, what: str = "") -> None:
+    """Poll ``pred`` until true; fail (never hang) after ``within`` seconds."""
+    step = 0.005
+    for _ in range(int(within / step)):
+        if pred():
+            return
+        await asyncio.sleep(step)
+    raise AssertionError(f"condition not reached within {within}s: {what or pred}")
