@@ -1,0 +1,633 @@
+"""The scheduling loop: pending pods -> one Slurm placeholder job per group -> bound pods.
+
+Phases of one group's cycle (:meth:`Scheduler.process`), one sequential worker per group:
+
+1. snapshot: the group's unbound pods from the watch-fed cache, its group object, the
+   node list, its Slurm job (known from the submit, the pods' job-id label, the start-up
+   sweep of Slurm's admin_comments, or the poller);
+2. translate (pure, bridge.translate) and decide (pure, scheduler.decide);
+3. act: submit / update / cancel in Slurm, annotate and bind pods, write conditions and
+   events;
+4. requeue: rate-limited on errors, immediately when an action moved the group forward.
+
+Restart safety: the pod<->job link is written on both sides (pod label + Slurm
+admin_comment), node choices are annotated on every pod before any pod is bound, and a
+group whose submit answer was lost is looked up by its identity before submitting again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from bridge.clock import Clock
+from bridge.config import BridgeConfig
+from bridge.errors import (
+    BridgeError,
+    InvalidInput,
+    KubeError,
+    KubeNotFound,
+    SlurmError,
+    SlurmNotFound,
+)
+from bridge.kube.client import KubeClient
+from bridge.kube.events import EventRecorder
+from bridge.kube.resources import JOBS, JOBSETS, LEADERWORKERSETS, PODGROUPS, KubeObject, Resource
+from bridge.models import GroupId, JobSpec
+from bridge.slurm.client import SlurmClient
+from bridge.slurm.models import SlurmJob
+from bridge.translate import (
+    GroupRef,
+    TranslateSettings,
+    Waiting,
+    group_of,
+    order_pods,
+    parse_admin_comment,
+    translate_group,
+)
+from bridge.wellknown import (
+    ANNOTATION_SLURM_NODE,
+    CONDITION_POD_SCHEDULED,
+    FINALIZER,
+    LABEL_JOB_ID,
+    LABEL_SLURM_NODENAME,
+    MANAGED_NODE_TAINT,
+)
+from scheduler.assign import AssignmentError, assign, tasks_per_node_even
+from scheduler.decide import (
+    REASON_SCHEDULER_ERROR,
+    REASON_UNSCHEDULABLE,
+    Bind,
+    Cancel,
+    Decision,
+    Ended,
+    GroupSnapshot,
+    JobView,
+    Pending,
+    PodView,
+    Reject,
+    Submit,
+    Update,
+    Wait,
+    decide,
+)
+from scheduler.metrics import SchedulerMetrics
+from scheduler.poller import JobPoller
+from scheduler.queue import WorkQueue
+
+log = structlog.get_logger("scheduler")
+
+_OWNER_KINDS: dict[str, Resource] = {
+    "Job": JOBS,
+    "JobSet": JOBSETS,
+    "LeaderWorkerSet": LEADERWORKERSETS,
+    "PodGroup": PODGROUPS,
+}
+SPEC_MARK = " spec="
+
+
+def pod_key(pod: Mapping[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}"
+
+
+def _meta(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    return pod.get("metadata") or {}
+
+
+def _job_id_label(pod: Mapping[str, Any]) -> int | None:
+    raw = (_meta(pod).get("labels") or {}).get(LABEL_JOB_ID)
+    try:
+        return int(raw) if raw else None
+    except ValueError:
+        return None
+
+
+def _spec_hash_of(job: SlurmJob) -> str | None:
+    _, sep, rest = job.comment.rpartition(SPEC_MARK)
+    return rest.split()[0] if sep and rest else None
+
+
+def job_view(job: SlurmJob) -> JobView:
+    tpn: tuple[tuple[str, int], ...] | None = None
+    return JobView(
+        job_id=job.job_id,
+        state=job.state.primary,
+        reason=job.state_reason or None,
+        nodes=job.nodes,
+        spec_hash=_spec_hash_of(job),
+        tasks_per_node=tpn,
+    )
+
+
+@dataclass
+class GroupState:
+    ref: GroupRef
+    pods: set[str] = field(default_factory=set)
+    job: SlurmJob | None = None
+    job_spec: JobSpec | None = None
+    # A submit whose answer was lost: look the job up by identity before submitting again.
+    uncertain_submit: bool = False
+    first_seen: dict[str, float] = field(default_factory=dict)
+
+
+class Scheduler:
+    def __init__(
+        self,
+        cfg: BridgeConfig,
+        kube: KubeClient,
+        slurm: SlurmClient,
+        clock: Clock,
+        *,
+        metrics: SchedulerMetrics | None = None,
+        events: EventRecorder | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.kube = kube
+        self.slurm = slurm
+        self.clock = clock
+        self.settings = TranslateSettings.from_config(cfg)
+        self.metrics = metrics or SchedulerMetrics()
+        self.events = events or EventRecorder(kube, cfg.scheduler_name)
+        self.queue = WorkQueue(
+            clock, base_backoff=0.05, max_backoff=cfg.scheduler.reject_backoff_max_seconds
+        )
+        self.poller = JobPoller(slurm, self._on_job_change)
+        self.pods: dict[str, KubeObject] = {}  # unbound managed pods, by ns/name
+        self.pod_group: dict[str, str] = {}  # pod key -> group key
+        self.groups: dict[str, GroupState] = {}
+        self.nodes: dict[str, KubeObject] = {}
+        self.namespace_labels: dict[str, dict[str, str]] = {}
+        self.owners: dict[str, KubeObject] = {}  # uid -> owner/group object
+        self.jobs_by_group_uid: dict[str, SlurmJob] = {}  # from the start-up sweep
+        self.swept = False
+        self._rejects: dict[str, int] = {}
+        self._background: set[asyncio.Task[Any]] = set()
+
+    # ------------------------------------------------------------------ feeding
+    def managed(self, pod: Mapping[str, Any]) -> bool:
+        ns = str(_meta(pod).get("namespace") or "")
+        spec = pod.get("spec") or {}
+        return (
+            spec.get("schedulerName") == self.cfg.scheduler_name
+            and not spec.get("nodeName")
+            and self.cfg.namespace_is_managed(ns, self.namespace_labels.get(ns, {}))
+        )
+
+    async def on_pod_event(self, kind: str, pod: KubeObject) -> None:
+        """Apply one watch event (ADDED/MODIFIED/DELETED) of an unscheduled pod."""
+        key = pod_key(pod)
+        if kind == "DELETED" or not self.managed(pod) or _meta(pod).get("deletionTimestamp"):
+            self.pods.pop(key, None)
+            gkey = self.pod_group.pop(key, None)
+            if gkey and gkey in self.groups:
+                self.groups[gkey].pods.discard(key)
+                self.queue.add(gkey)
+            return
+        first = key not in self.pods
+        self.pods[key] = pod
+        if first or key not in self.pod_group:
+            ref = await self._resolve_group(pod)
+            g = self.groups.get(ref.key)
+            if g is None:
+                g = self.groups[ref.key] = GroupState(ref)
+            g.ref = ref
+            g.pods.add(key)
+            g.first_seen.setdefault(key, time.monotonic())
+            self.pod_group[key] = ref.key
+        self.queue.add(self.pod_group[key])
+
+    def on_node_event(self, kind: str, node: KubeObject) -> None:
+        name = str(_meta(node).get("name"))
+        if kind == "DELETED":
+            self.nodes.pop(name, None)
+        else:
+            self.nodes[name] = node
+
+    def on_namespace_event(self, kind: str, ns: KubeObject) -> None:
+        name = str(_meta(ns).get("name"))
+        if kind == "DELETED":
+            self.namespace_labels.pop(name, None)
+        else:
+            self.namespace_labels[name] = dict(_meta(ns).get("labels") or {})
+
+    async def _get_object(self, res: Resource, namespace: str, name: str) -> KubeObject | None:
+        try:
+            obj = await self.kube.get(res, name, namespace)
+        except KubeNotFound:
+            return None
+        uid = str(_meta(obj).get("uid") or "")
+        if uid:
+            self.owners[uid] = obj
+        return obj
+
+    async def _resolve_group(self, pod: KubeObject) -> GroupRef:
+        """Walk the pod's controller chain, reading the owners grouping needs."""
+        ns = str(_meta(pod).get("namespace"))
+        current: Mapping[str, Any] = pod
+        for _ in range(4):
+            ref = next(
+                (o for o in (_meta(current).get("ownerReferences") or []) if o.get("controller")),
+                None,
+            )
+            if ref is None or ref.get("kind") not in _OWNER_KINDS:
+                break
+            owner = self.owners.get(str(ref.get("uid")))
+            if owner is None:
+                try:
+                    owner = await self._get_object(_OWNER_KINDS[ref["kind"]], ns, ref["name"])
+                except KubeError as e:
+                    log.warning("owner_read_failed", pod=pod_key(pod), error=str(e))
+                    owner = None
+            if owner is None:
+                break
+            current = owner
+        return group_of(pod, self.owners, self.settings)
+
+    def _on_job_change(self, job: SlurmJob) -> None:
+        for g in self.groups.values():
+            if g.job is not None and g.job.job_id == job.job_id:
+                g.job = job
+                self.queue.add(g.ref.key)
+
+    # ------------------------------------------------------------------ start-up
+    async def sweep(self) -> None:
+        """Index the bridge's active jobs by group uid (one full list, once, at start),
+        so a restarted scheduler never submits a duplicate."""
+        jobs = (await self.slurm.list_jobs()).jobs
+        for job in jobs:
+            parsed = parse_admin_comment(job.admin_comment)
+            if parsed is None or parsed[0] is None or not job.state.active:
+                continue
+            self.jobs_by_group_uid[parsed[0].uid] = job
+        self.swept = True
+        log.info("slurm_sweep_done", jobs=len(jobs), bridge_jobs=len(self.jobs_by_group_uid))
+
+    # ------------------------------------------------------------------ one group
+    async def _group_object(self, ref: GroupRef) -> KubeObject | None:
+        src = ref.source
+        if src is None:
+            return None
+        cached = self.owners.get(src.uid or "") if src.uid else None
+        if cached is not None and ref.kind != "PodGroup":
+            return cached
+        res = _OWNER_KINDS.get(src.kind)
+        if res is None:
+            return None
+        return await self._get_object(res, src.namespace, src.name)
+
+    async def _known_job(self, g: GroupState, gid: GroupId | None, pods: list[KubeObject]) -> None:
+        """Find the group's Slurm job if the scheduler does not hold it yet."""
+        if g.job is not None:
+            return
+        if gid is not None and gid.uid in self.jobs_by_group_uid:
+            g.job = self.jobs_by_group_uid.pop(gid.uid)
+        else:
+            label = next((j for j in map(_job_id_label, pods) if j is not None), None)
+            if label is not None:
+                try:
+                    g.job = await self.slurm.get_job(label)
+                except SlurmNotFound:
+                    g.job = None  # purged after MinJobAge: the pods never ran, submit anew
+        if g.job is None and g.uncertain_submit and gid is not None:
+            found = await self.slurm.find_jobs_by_admin_comment(f'"uid":"{gid.uid}"')
+            if found:
+                g.job = found[0]
+            g.uncertain_submit = False
+        if g.job is not None and g.job.state.primary == "PENDING":
+            self.poller.watch(g.job)
+
+    async def process(self, gkey: str) -> None:
+        g = self.groups.get(gkey)
+        if g is None:
+            return
+        pods: list[KubeObject] = [self.pods[k] for k in g.pods if k in self.pods]
+        if not pods:
+            if g.job is not None:
+                self.poller.unwatch(g.job.job_id)
+            self.groups.pop(gkey, None)
+            return
+        gobj = await self._group_object(g.ref)
+        pods = [dict(p) for p in order_pods(g.ref, gobj, pods)]
+        spec: JobSpec | None = None
+        invalid: InvalidInput | None = None
+        expected = len(pods)
+        gid: GroupId | None = None
+        try:
+            result = translate_group(
+                pods, gobj, self.nodes.values(), self.settings, owners=self.owners
+            )
+            if isinstance(result, Waiting):
+                gid = result.group
+                expected = result.want if result.want is not None else len(pods) + 1
+            else:
+                spec = result
+        except InvalidInput as e:
+            invalid = e
+        if gid is None and g.ref.uid:
+            gid = g.ref.group_id(gobj)
+        elif gid is None and spec is not None:
+            parsed = parse_admin_comment(spec.admin_comment)
+            gid = parsed[0] if parsed else None
+        await self._known_job(g, gid, pods)
+        views = tuple(
+            PodView(
+                pod_key(p),
+                str(_meta(p).get("uid")),
+                _job_id_label(p),
+                (_meta(p).get("annotations") or {}).get(ANNOTATION_SLURM_NODE),
+            )
+            for p in pods
+        )
+        snap = GroupSnapshot(
+            group=gid
+            or GroupId(kind=g.ref.kind, namespace=g.ref.namespace, name=g.ref.name, uid=""),
+            pods=views,
+            expected=expected,
+            spec=spec,
+            invalid=invalid,
+            job=job_view(g.job) if g.job is not None else None,
+        )
+        decision = decide(snap)
+        self.metrics.attempts.labels(type(decision).__name__.lower()).inc()
+        await self._act(g, decision, pods)
+
+    # ------------------------------------------------------------------ acting
+    async def _act(self, g: GroupState, d: Decision, pods: list[KubeObject]) -> None:
+        bound = structlog.contextvars.bound_contextvars(group=g.ref.key)
+        with bound:
+            match d:
+                case Wait(reason=reason, message=message):
+                    await self._say(pods, reason, message)
+                case Reject(message=message):
+                    await self._say(pods, REASON_UNSCHEDULABLE, message, warning=True)
+                    self.queue.add_after(g.ref.key, self._reject_delay(g.ref.key))
+                case Submit(spec=spec, spec_hash=h):
+                    await self._submit(g, spec, h, pods)
+                case Update(job_id=job_id, spec=spec, spec_hash=h):
+                    await self.slurm.update_job(job_id, self._stamp(spec, h))
+                    log.info("job_updated", job_id=job_id)
+                    g.job = await self.slurm.get_job(job_id)
+                    self.queue.add(g.ref.key)
+                case Cancel(job_id=job_id, message=message):
+                    await self.slurm.cancel(job_id)
+                    self.poller.unwatch(job_id)
+                    log.info("job_cancelled", job_id=job_id, why=message)
+                    g.job = None
+                    await asyncio.gather(*(self._unlabel(p) for p in pods))
+                    await self._say(pods, REASON_UNSCHEDULABLE, message)
+                case Pending(message=message):
+                    await self._say(pods, REASON_UNSCHEDULABLE, message)
+                case Ended(message=message):
+                    self.poller.unwatch(d.job_id)
+                    await self._say(pods, REASON_UNSCHEDULABLE, message, warning=True)
+                case Bind():
+                    await self._bind(g, d, pods)
+
+    def _reject_delay(self, gkey: str) -> float:
+        """Backoff after Slurm (or validation) refused a group: never loop hot."""
+        n = self._rejects.get(gkey, 0)
+        self._rejects[gkey] = n + 1
+        return float(
+            min(
+                self.cfg.scheduler.reject_backoff_seconds * 2**n,
+                self.cfg.scheduler.reject_backoff_max_seconds,
+            )
+        )
+
+    @staticmethod
+    def _stamp(spec: JobSpec, h: str) -> JobSpec:
+        return spec.model_copy(update={"comment": f"{spec.comment}{SPEC_MARK}{h}"})
+
+    async def _submit(self, g: GroupState, spec: JobSpec, h: str, pods: list[KubeObject]) -> None:
+        t0 = time.monotonic()
+        try:
+            job_id = await self.slurm.submit(self._stamp(spec, h))
+        except SlurmError as e:
+            from bridge.errors import SlurmUnavailable
+
+            if isinstance(e, SlurmUnavailable):
+                # The job may exist: never submit blindly again (see DESIGN: known traps).
+                g.uncertain_submit = True
+                raise
+            await self._say(
+                pods, REASON_UNSCHEDULABLE, f"Slurm rejected the job: {e}", warning=True
+            )
+            self.queue.add_after(g.ref.key, self._reject_delay(g.ref.key))
+            return
+        self.metrics.submit_seconds.observe(time.monotonic() - t0)
+        self.metrics.jobs_submitted.inc()
+        log.info("job_submitted", job_id=job_id, pods=len(pods))
+        g.job_spec = spec
+        self.queue.forget(g.ref.key)
+        # Fast path: Slurm often allocates at submit; one GET tells.
+        try:
+            g.job = await self.slurm.get_job(job_id)
+        except SlurmError:
+            g.job = None
+        running = g.job is not None and g.job.state.primary == "RUNNING" and bool(g.job.nodes)
+        if g.job is not None and g.job.state.primary == "PENDING":
+            self.poller.watch(g.job)
+        if not running:
+            await asyncio.gather(*(self._link(p, job_id, None) for p in pods))
+        self.queue.add(g.ref.key)
+
+    async def _link(self, pod: KubeObject, job_id: int, node: str | None) -> None:
+        """One patch: job-id label, finalizer, managed-node toleration, node annotation."""
+        meta = _meta(pod)
+        ns, name = str(meta.get("namespace")), str(meta.get("name"))
+        labels = meta.get("labels") or {}
+        annotations = meta.get("annotations") or {}
+        tolerations = list((pod.get("spec") or {}).get("tolerations") or [])
+        need: dict[str, Any] = {}
+        if labels.get(LABEL_JOB_ID) != str(job_id):
+            need.setdefault("metadata", {})["labels"] = {LABEL_JOB_ID: str(job_id)}
+        if FINALIZER not in (meta.get("finalizers") or []):
+            need.setdefault("metadata", {})["finalizers"] = [FINALIZER]
+        if node is not None and annotations.get(ANNOTATION_SLURM_NODE) != node:
+            need.setdefault("metadata", {})["annotations"] = {ANNOTATION_SLURM_NODE: node}
+        if not any(t.get("key") == MANAGED_NODE_TAINT for t in tolerations):
+            toleration = {
+                "key": MANAGED_NODE_TAINT,
+                "operator": "Equal",
+                "value": self.cfg.scheduler_name,
+                "effect": "NoExecute",
+            }
+            need["spec"] = {"tolerations": [*tolerations, toleration]}
+        if not need:
+            return
+        if "metadata" in need:
+            need["metadata"]["resourceVersion"] = meta.get("resourceVersion")
+        updated = await self.kube.patch_pod(ns, name, need, patch_type="strategic")
+        key = pod_key(updated)
+        if key in self.pods:
+            self.pods[key] = updated
+
+    async def _unlabel(self, pod: KubeObject) -> None:
+        meta = _meta(pod)
+        if LABEL_JOB_ID not in (meta.get("labels") or {}):
+            return
+        await self.kube.patch_pod(
+            str(meta.get("namespace")),
+            str(meta.get("name")),
+            {"metadata": {"labels": {LABEL_JOB_ID: None}}},
+            patch_type="merge",
+        )
+
+    def _to_kube(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for name, node in self.nodes.items():
+            slurm_name = (_meta(node).get("labels") or {}).get(LABEL_SLURM_NODENAME)
+            out[slurm_name or name] = name
+        return out
+
+    async def _bind(self, g: GroupState, d: Bind, pods: list[KubeObject]) -> None:
+        job = g.job
+        assert job is not None
+        keys = [pod_key(p) for p in pods]
+        tpn = None
+        if (job.shared and "none" not in job.shared) or (len(job.nodes) < len(pods)):
+            total = len(pods) + sum(
+                1 for k in keys if False
+            )  # pods already bound are not here; spread what is left
+            tpn = tasks_per_node_even(job.nodes, max(total, len(job.nodes)))
+            if job.allocation and job.cpus_per_task:
+                tpn = {a.name: max((a.cpus or 0) // job.cpus_per_task, 1) for a in job.allocation}
+        already = {
+            k: v
+            for k, v in (
+                (pod_key(p), (_meta(p).get("annotations") or {}).get(ANNOTATION_SLURM_NODE))
+                for p in pods
+            )
+            if v
+        }
+        try:
+            plan = assign(
+                keys, job.nodes, to_kube=self._to_kube(), tasks_per_node=tpn, already=already
+            )
+        except AssignmentError as e:
+            await self._say(pods, REASON_SCHEDULER_ERROR, str(e), warning=True)
+            self.queue.add_after(g.ref.key, self._reject_delay(g.ref.key))
+            return
+        by_key = {pod_key(p): p for p in pods}
+        # Phase 1: every pod carries its node before any is bound (restart-safe).
+        await asyncio.gather(*(self._link(by_key[a.pod], job.job_id, a.node) for a in plan))
+        # Phase 2: bind.
+        results = await asyncio.gather(
+            *(self._bind_one(by_key[a.pod], a.node, g) for a in plan), return_exceptions=True
+        )
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            log.warning("bind_failed", job_id=job.job_id, errors=len(errors), first=str(errors[0]))
+            self.queue.add_rate_limited(g.ref.key)
+        else:
+            self.queue.forget(g.ref.key)
+            log.info("group_bound", job_id=job.job_id, pods=len(plan))
+
+    async def _bind_one(self, pod: KubeObject, node: str, g: GroupState) -> None:
+        meta = _meta(pod)
+        ns, name = str(meta.get("namespace")), str(meta.get("name"))
+        await self.kube.bind_pod(ns, name, str(meta.get("uid")), node)
+        key = pod_key(pod)
+        started = g.first_seen.pop(key, None)
+        if started is not None:
+            self.metrics.bind_seconds.observe(time.monotonic() - started)
+        self.metrics.pods_bound.inc()
+        # Best effort, off the bind path: an Event never delays a binding.
+        task = asyncio.create_task(
+            self.events.record(
+                pod, "Normal", "Scheduled", f"Successfully assigned {ns}/{name} to {node}"
+            )
+        )
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _say(
+        self, pods: list[KubeObject], reason: str, message: str, *, warning: bool = False
+    ) -> None:
+        """PodScheduled=False with ``message`` on each pod; an event only when it changed."""
+
+        async def one(pod: KubeObject) -> None:
+            meta = _meta(pod)
+            cond = next(
+                (
+                    c
+                    for c in (pod.get("status") or {}).get("conditions") or []
+                    if c.get("type") == CONDITION_POD_SCHEDULED
+                ),
+                None,
+            )
+            if cond and cond.get("reason") == reason and cond.get("message") == message:
+                return
+            updated = await self.kube.set_pod_unschedulable(
+                str(meta.get("namespace")),
+                str(meta.get("name")),
+                reason=reason,
+                message=message,
+                pod=pod,
+            )
+            if pod_key(updated) in self.pods:
+                self.pods[pod_key(updated)] = updated
+            await self.events.record(
+                pod,
+                "Warning" if warning else "Normal",
+                "FailedScheduling" if warning else "Pending",
+                message,
+            )
+
+        await asyncio.gather(*(one(p) for p in pods), return_exceptions=True)
+
+    # ------------------------------------------------------------------ loops
+    async def worker(self) -> None:
+        while True:
+            key = await self.queue.get()
+            if key is None:
+                return
+            try:
+                await self.process(key)
+            except (BridgeError, AssertionError) as e:
+                if isinstance(e, SlurmError):
+                    self.metrics.rest_errors.labels(e.endpoint or "?", str(e.status or 0)).inc()
+                elif isinstance(e, KubeError):
+                    self.metrics.kube_errors.labels("process", e.reason or str(e.status)).inc()
+                log.warning("cycle_failed", group=key, error=str(e), kind=type(e).__name__)
+                self.queue.add_rate_limited(key)
+            except Exception:
+                log.exception("cycle_crashed", group=key)
+                self.queue.add_rate_limited(key)
+            finally:
+                self.queue.done(key)
+
+    async def poll_forever(self) -> None:
+        while True:
+            try:
+                await self.poller.run_once()
+            except SlurmError as e:
+                self.metrics.rest_errors.labels(e.endpoint or "?", str(e.status or 0)).inc()
+                log.warning("poll_failed", error=str(e))
+            await self.clock.sleep(self.cfg.slurm_poll_interval_seconds)
+
+    def update_gauges(self) -> None:
+        counts: dict[str, int] = {}
+        for pod in self.pods.values():
+            cond = next(
+                (
+                    c
+                    for c in (pod.get("status") or {}).get("conditions") or []
+                    if c.get("type") == CONDITION_POD_SCHEDULED
+                ),
+                None,
+            )
+            msg = str((cond or {}).get("message") or "")
+            reason = (
+                msg.rpartition(": ")[2] if "pending" in msg else (cond or {}).get("reason", "New")
+            )
+            counts[str(reason)] = counts.get(str(reason), 0) + 1
+        self.metrics.pending_pods.clear()
+        for r, n in counts.items():
+            self.metrics.pending_pods.labels(r).set(n)

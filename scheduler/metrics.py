@@ -1,0 +1,53 @@
+"""The scheduler's Prometheus metrics, in a registry of their own (no global state)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class SchedulerMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.attempts = Counter(
+            "slurm_bridge_scheduling_attempts",
+            "Scheduling cycles run for a group, by decision",
+            ["decision"],
+            registry=r,
+        )
+        self.pending_pods = Gauge(
+            "slurm_bridge_pending_pods",
+            "Unbound managed pods, by the reason they wait",
+            ["reason"],
+            registry=r,
+        )
+        self.submit_seconds = Histogram(
+            "slurm_bridge_submit_seconds",
+            "Time to submit one placeholder job to slurmrestd",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.bind_seconds = Histogram(
+            "slurm_bridge_bind_seconds",
+            "Time from a pod entering the scheduler's cache to its binding",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.rest_errors = Counter(
+            "slurm_bridge_slurm_rest_errors",
+            "slurmrestd errors by endpoint and HTTP status (0 = no answer)",
+            ["endpoint", "status"],
+            registry=r,
+        )
+        self.kube_errors = Counter(
+            "slurm_bridge_kube_errors",
+            "Kubernetes API errors by operation and reason",
+            ["operation", "reason"],
+            registry=r,
+        )
+        self.jobs_submitted = Counter(
+            "slurm_bridge_jobs_submitted", "Placeholder jobs submitted", registry=r
+        )
+        self.pods_bound = Counter("slurm_bridge_pods_bound", "Pods bound", registry=r)
