@@ -631,7 +631,11 @@ def main(argv: list[str], environ: Mapping[str, str] | None = None) -> int:
             if not cmd:
                 _err("exec needs a command: exec -- squeue")
                 return 2
-            return subprocess.run(["chroot", str(paths.root(s)), *cmd], check=False).returncode
+            root = paths.root(s)
+            if not (root / "etc/slurm/slurm.conf").is_file():
+                _err(f"no sandbox at {root} (run: slurm-bridge sandbox slurm up)")
+                return 1
+            return subprocess.run(["chroot", str(root), *cmd], check=False).returncode
         args = [ns.command, "--purge"] if ns.command == "down" and ns.purge else [ns.command]
         rc = _run_script(args, script_env(s, paths, env)).returncode
         if rc == 0 and ns.command in ("rest-start", "restart-ctld") and paths.env_file.exists():
