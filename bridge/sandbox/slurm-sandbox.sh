@@ -18,6 +18,7 @@
 #   SBX_EXTERNAL_NODES count of State=EXTERNAL nodes (needs Slurm >= 25.05)
 #   SBX_ACCOUNTING 0|1   SBX_MYSQL_PORT   SBX_REST_PORT   SBX_OPENAPI
 #   SBX_TOKEN_USER SBX_TOKEN_LIFESPAN SBX_JWT_FILE (written 0600, never printed)
+#   SBX_LOCK_HELD  1 = the caller holds SBX_DIR/.lock (else the script takes it)
 # `up` ends by printing machine-readable facts on stdout: SLURM_VERSION=, SLURM_API_VERSIONS=.
 # Progress goes to stderr. Only processes whose /proc/PID/root is SBX_ROOT are ever signalled.
 set -euo pipefail
@@ -386,8 +387,10 @@ mkdir -p "$DIR"
 case $cmd in
   status) cmd_status ;;
   up | down | restart-ctld | rest-stop | rest-start)
-    exec 9>"$DIR/.lock"
-    flock -w 600 9 || die "another sandbox command holds $DIR/.lock"
+    if [ "${SBX_LOCK_HELD:-0}" != 1 ]; then # slurm.py holds it while it calls us
+      exec 9>"$DIR/.lock"
+      flock -w 600 9 || die "another sandbox command holds $DIR/.lock"
+    fi
     case $cmd in
       up) cmd_up ;;
       down) cmd_down "$@" ;;

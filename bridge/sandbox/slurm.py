@@ -20,7 +20,9 @@ change only what they name; ``--defaults`` starts from the defaults again.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import fcntl
 import json
 import os
 import re
@@ -29,7 +31,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -462,6 +464,7 @@ def script_env(
         SBX_TOKEN_USER=TOKEN_USER,
         SBX_TOKEN_LIFESPAN=str(TOKEN_LIFESPAN_SECONDS),
         SBX_JWT_FILE=str(paths.jwt_file),
+        SBX_LOCK_HELD="1",
     )
     return env
 
@@ -477,6 +480,28 @@ def _run_script(
             text=True,
             check=False,
         )
+
+
+@contextlib.contextmanager
+def _locked(paths: Paths, limit: float = 600.0) -> Iterator[None]:
+    """One changing command at a time per sandbox dir (helpers share one sandbox).
+
+    The script takes the same lock itself unless told (SBX_LOCK_HELD) that we hold it.
+    """
+    paths.dir.mkdir(parents=True, exist_ok=True)
+    with open(paths.dir / ".lock", "w") as f:
+        deadline = time.monotonic() + limit
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise ConfigError(
+                        str(paths.dir), "another sandbox command holds the lock"
+                    ) from None
+                time.sleep(0.2)
+        yield
 
 
 def _rest_ready(url: str, api: str, token_file: Path) -> bool:
@@ -620,9 +645,10 @@ def main(argv: list[str], environ: Mapping[str, str] | None = None) -> int:
         return 1
     try:
         if ns.command == "up":
-            saved = None if ns.defaults else load_saved(paths)
-            s = resolve_settings(saved, env, {k: getattr(ns, k) for k in UP_OPTIONS})
-            return cmd_up(paths, s, env, ns.no_cache)
+            with _locked(paths):
+                saved = None if ns.defaults else load_saved(paths)
+                s = resolve_settings(saved, env, {k: getattr(ns, k) for k in UP_OPTIONS})
+                return cmd_up(paths, s, env, ns.no_cache)
         s = _current(paths, env)
         if ns.command == "status":
             return cmd_status(paths, s, env)
@@ -637,7 +663,8 @@ def main(argv: list[str], environ: Mapping[str, str] | None = None) -> int:
                 return 1
             return subprocess.run(["chroot", str(root), *cmd], check=False).returncode
         args = [ns.command, "--purge"] if ns.command == "down" and ns.purge else [ns.command]
-        rc = _run_script(args, script_env(s, paths, env)).returncode
+        with _locked(paths):
+            rc = _run_script(args, script_env(s, paths, env)).returncode
         if rc == 0 and ns.command in ("rest-start", "restart-ctld") and paths.env_file.exists():
             cluster = parse_env_file(paths.env_file.read_text())
             url, api = cluster["SLURM_REST_URL"], cluster["SLURM_API_VERSION"]
