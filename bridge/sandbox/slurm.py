@@ -675,3 +675,7 @@ def main(argv: list[str], environ: Mapping[str, str] | None = None) -> int:
     except ConfigError as e:
         _err(str(e))
         return 2
+    except BrokenPipeError:
+        # our reader went away (| head): the work is done; do not die on the final flush
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
