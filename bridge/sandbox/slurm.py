@@ -289,8 +289,8 @@ def render_slurmdbd_conf(s: Settings) -> str:
         "LogFile=/var/log/slurm/slurmdbd.log\n"
         "PidFile=/run/slurmdbd.pid\n"
         "StorageType=accounting_storage/mysql\n"
-        "StorageHost=127.0.0.1\n"
-        f"StoragePort={s.mysql_port}\n"
+        # localhost = MariaDB's unix socket (the TCP port is mysql_port, for other clients)
+        "StorageHost=localhost\n"
         "StorageLoc=slurm_acct_db\n"
         "StorageUser=slurm\n"
         "StoragePass=slurmdbpass\n"

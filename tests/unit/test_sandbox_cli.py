@@ -130,7 +130,7 @@ def test_slurm_conf_with_accounting_uses_slurmdbd_and_gpu_tres() -> None:
     assert "AccountingStorageType=accounting_storage/slurmdbd" in lines
     assert "AccountingStorageTRES=gres/gpu" in lines
     assert "AccountingStoragePort=36819" in lines
-    assert "StoragePort=33306" in files["slurmdbd.conf"].splitlines()
+    assert "DbdPort=36819" in files["slurmdbd.conf"].splitlines()
     assert "openapi/slurmdbd" in files["slurmrestd.args"]
 
 
