@@ -308,7 +308,8 @@ class SlurmClient:
         return jobs[0]
 
     async def list_jobs(self, update_since: datetime | None = None) -> JobList:
-        """``GET /jobs/``; with ``update_since`` only jobs changed since then (cheap).
+        """``GET /jobs/``; with ``update_since``, nothing at all when no job changed since
+        then (cheap: ``unchanged=True``), else the whole table (Slurm's granularity).
 
         Pass the previous answer's ``last_update`` as the next ``update_since``.
         """
@@ -319,7 +320,11 @@ class SlurmClient:
         resp = await self._call(
             "GET", c.path("jobs/"), endpoint="jobs_get", idempotent=True, params=params
         )
-        return c.decode_jobs(resp.body)
+        listed = c.decode_jobs(resp.body)
+        if update_since is not None and not listed.jobs and listed.last_update is None:
+            # "No job changes since update_time": Slurm sends no jobs and last_update 0.
+            return JobList(jobs=(), last_update=update_since, unchanged=True)
+        return listed
 
     async def list_job_states(
         self, job_ids: Sequence[int] | None = None
