@@ -142,3 +142,58 @@ class KubeUnavailable(KubeError):
 
 class KubeTimeout(KubeUnavailable):
     """No answer within the request timeout."""
+
+
+# --- Slurm error classification (by HTTP status and Slurm error number only) -----------
+
+# SLURM_PROTOCOL_AUTHENTICATION_ERROR (1007) and the ESLURM_AUTH_* block (6000-6099,
+# e.g. 6010 "Rejecting authentication of user nobody").
+SLURM_AUTH_ERROR_NUMBERS = frozenset({1007})
+SLURM_AUTH_ERROR_RANGE = range(6000, 6100)
+# ESLURM_INVALID_JOB_ID (2017) and "Invalid node name specified" (2018, seen from node
+# update/delete on 26.05). ESLURM_ALREADY_DONE (2021) is
+# NOT here: a finished job exists (callers decide what "already done" means).
+SLURM_NOT_FOUND_ERROR_NUMBERS = frozenset({2017, 2018})
+HTTP_UNAUTHORIZED = frozenset({401, 403, 511})
+
+
+def classify_slurm_error(
+    *,
+    endpoint: str,
+    status: int | None,
+    error_number: int = 0,
+    slurm_message: str = "",
+) -> SlurmError:
+    """The one decision of what a failed slurmrestd answer means.
+
+    ``status`` is the HTTP status (``None``: no answer at all); ``error_number`` the
+    first non-zero ``errors[].error_number`` (0: none, e.g. a plain-text body);
+    ``slurm_message`` Slurm's own text (never a credential: callers pass the body's
+    error text only). Order: auth first (a bad token can look like anything), then
+    not-found, then a Slurm verdict, then "no verdict" by status.
+    """
+    where = f"{endpoint}: " if endpoint else ""
+    http = f"HTTP {status}" if status is not None else "no answer"
+    detail = f"Slurm error {error_number}: {slurm_message}" if error_number else slurm_message
+    message = f"{where}{http}" + (f": {detail}" if detail else "")
+    if error_number in SLURM_AUTH_ERROR_NUMBERS or error_number in SLURM_AUTH_ERROR_RANGE:
+        return SlurmUnauthorized(message, endpoint=endpoint, status=status)
+    if status in HTTP_UNAUTHORIZED:
+        return SlurmUnauthorized(message, endpoint=endpoint, status=status)
+    if error_number in SLURM_NOT_FOUND_ERROR_NUMBERS or status == 404:
+        return SlurmNotFound(message, endpoint=endpoint, status=status)
+    if error_number:
+        return SlurmRejected(
+            message,
+            error_number=error_number,
+            slurm_message=slurm_message,
+            endpoint=endpoint,
+            status=status,
+        )
+    if status is None or status >= 500 or status in (408, 429):
+        return SlurmUnavailable(message, endpoint=endpoint, status=status)
+    # 4xx without a Slurm verdict (400 "Failure during parsing", 422 with no errors[]):
+    # the request itself is wrong; retrying will not help.
+    return SlurmRejected(
+        message, error_number=0, slurm_message=slurm_message, endpoint=endpoint, status=status
+    )

@@ -1,0 +1,477 @@
+"""Async client for slurmrestd (REST API v0.0.43, v0.0.44, v0.0.45).
+
+One :class:`SlurmClient` owns one aiohttp session; use it as an async context manager.
+Every request carries a fresh JWT from :class:`~bridge.slurm.token.TokenProvider` and a
+timeout (``slurmRequestTimeoutSeconds``). Answers are decoded by the pure codec of the
+chosen API version (``slurmApiVersion``: pinned, or ``auto`` = the newest of
+v0.0.45/44/43 that the server's ``/openapi/v3`` document lists; read once, cached).
+
+Errors are classified only by :func:`bridge.errors.classify_slurm_error` (HTTP status and
+Slurm error numbers, never text).
+
+Retries (tenacity, on :class:`~bridge.errors.SlurmUnavailable` / ``SlurmTimeout`` only)
+apply to idempotent calls: every GET, cancel, node state updates and node deletion.
+
+**Submit is never retried.** A submit whose answer was lost (timeout, connection reset,
+5xx) may or may not have created a job: Slurm has no idempotency key. The rule is:
+
+1. the caller gives every job an identity it can find again: ``admin_comment`` (the
+   bridge writes the group's UID there) and/or ``name``;
+2. after a ``SlurmUnavailable`` from :meth:`SlurmClient.submit`, the caller calls
+   :meth:`SlurmClient.find_jobs_by_admin_comment` (one ``GET /jobs/``) and adopts an
+   active job it finds instead of submitting again;
+3. only when none is found does it submit again; a periodic sweep cancels strays (jobs
+   whose identity matches no live group).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Self
+
+import aiohttp
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
+from tenacity.wait import wait_exponential
+
+from bridge.clock import Clock, SystemClock
+from bridge.config import BridgeConfig
+from bridge.errors import (
+    ConfigError,
+    SlurmError,
+    SlurmNotFound,
+    SlurmTimeout,
+    SlurmUnavailable,
+    classify_slurm_error,
+)
+from bridge.logging import get_logger
+from bridge.models import JobSpec
+from bridge.slurm.codec import CODECS, SUPPORTED_VERSIONS, Codec, codec_for
+from bridge.slurm.models import (
+    JobList,
+    JobStateItem,
+    PingResult,
+    SlurmJob,
+    SlurmNode,
+    SlurmPartition,
+    SubmitResult,
+)
+from bridge.slurm.token import TokenProvider
+from bridge.slurm.transport import SlurmConnector
+
+# ESLURM_ALREADY_DONE: "Job/step already completing or completed".
+ALREADY_DONE = 2021
+OPENAPI_PATH = "/openapi/v3"
+_log = get_logger("bridge.slurm")
+
+
+class _Response:
+    __slots__ = ("body", "status")
+
+    def __init__(self, status: int, body: Any) -> None:
+        self.status = status
+        self.body = body
+
+
+class SlurmClient:
+    """slurmrestd client. Not thread-safe; safe to share between tasks of one loop."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: TokenProvider,
+        *,
+        api_version: str = "auto",
+        request_timeout_seconds: float = 10.0,
+        retry_attempts: int = 4,
+        retry_max_wait_seconds: float = 2.0,
+        clock: Clock | None = None,
+    ) -> None:
+        if api_version != "auto" and api_version not in SUPPORTED_VERSIONS:
+            raise ConfigError("slurmApiVersion", f"must be 'auto' or one of {SUPPORTED_VERSIONS}")
+        if request_timeout_seconds <= 0:
+            raise ConfigError("slurmRequestTimeoutSeconds", "must be > 0")
+        self._base = base_url.rstrip("/")
+        self._token = token
+        self._api_version = api_version
+        self._timeout = aiohttp.ClientTimeout(total=request_timeout_seconds)
+        self._retry_attempts = max(1, retry_attempts)
+        self._retry_max_wait = retry_max_wait_seconds
+        self._clock = clock or SystemClock()
+        self._session: aiohttp.ClientSession | None = None
+        self._codec: Codec | None = None if api_version == "auto" else codec_for(api_version)
+        self._codec_lock = asyncio.Lock()
+
+    @classmethod
+    def from_config(cls, cfg: BridgeConfig, *, clock: Clock | None = None) -> SlurmClient:
+        return cls(
+            cfg.slurm_rest_api,
+            TokenProvider(cfg.slurm_token_file, cfg.slurm_user_name),
+            api_version=cfg.slurm_api_version,
+            request_timeout_seconds=cfg.slurm_request_timeout_seconds,
+            clock=clock,
+        )
+
+    def __repr__(self) -> str:
+        return f"SlurmClient(base_url={self._base!r}, api_version={self._api_version!r})"
+
+    # ------------------------------------------------------------------ lifecycle
+    async def __aenter__(self) -> Self:
+        self._session_or_open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _session_or_open(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(timeout=self._timeout, connector=SlurmConnector())
+        return self._session
+
+    # ------------------------------------------------------------------ transport
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        endpoint: str,
+        body: Any = None,
+        params: Mapping[str, str] | None = None,
+    ) -> _Response:
+        """One HTTP exchange; returns the decoded body or raises a classified SlurmError."""
+        headers = self._token.headers()
+        headers["Accept"] = "application/json"
+        data = None
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+            data = json.dumps(body)
+        session = self._session_or_open()
+        started = self._clock.monotonic()
+        failure: SlurmError | None = None
+        status, raw = 0, b""
+        try:
+            async with session.request(
+                method, self._base + path, headers=headers, data=data, params=params
+            ) as resp:
+                status = resp.status
+                raw = await resp.read()
+        except TimeoutError:
+            failure = SlurmTimeout(
+                f"{endpoint}: no answer within {self._timeout.total}s", endpoint=endpoint
+            )
+        except aiohttp.ClientError as e:
+            # Only the type: aiohttp's messages carry the request headers (the token).
+            failure = SlurmUnavailable(
+                f"{endpoint}: cannot reach slurmrestd: {type(e).__name__}", endpoint=endpoint
+            )
+        del headers
+        if failure is not None:
+            # Raised outside the except block: no __context__ holding the aiohttp error.
+            raise failure
+        parsed: Any = None
+        text = ""
+        try:
+            parsed = json.loads(raw) if raw else None
+        except ValueError:
+            text = raw.decode("utf-8", "replace").strip()[:200]
+        _log.debug(
+            "slurm_request",
+            endpoint=endpoint,
+            method=method,
+            status=status,
+            seconds=round(self._clock.monotonic() - started, 4),
+        )
+        codec = self._codec or CODECS[0]()
+        errors = [e for e in codec.errors(parsed) if e.error_number]
+        if status >= 400 or errors:
+            first = errors[0] if errors else None
+            if first is None and isinstance(parsed, Mapping):
+                described = codec.errors(parsed)
+                text = described[0].text if described else text
+            raise classify_slurm_error(
+                endpoint=endpoint,
+                status=status,
+                error_number=first.error_number if first else 0,
+                slurm_message=first.text if first else text,
+            )
+        return _Response(status, parsed)
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        endpoint: str,
+        idempotent: bool,
+        body: Any = None,
+        params: Mapping[str, str] | None = None,
+    ) -> _Response:
+        if not idempotent:
+            return await self._send(method, path, endpoint=endpoint, body=body, params=params)
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self._retry_attempts),
+            wait=wait_exponential(multiplier=0.1, max=self._retry_max_wait),
+            retry=retry_if_exception_type(SlurmUnavailable),
+            sleep=self._clock.sleep,
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                n = attempt.retry_state.attempt_number
+                if n > 1:
+                    _log.info("slurm_retry", endpoint=endpoint, attempt=n)
+                return await self._send(method, path, endpoint=endpoint, body=body, params=params)
+        raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
+
+    # ------------------------------------------------------------------ version
+    async def codec(self) -> Codec:
+        """The codec in use; with ``auto``, read ``/openapi/v3`` once and cache the choice."""
+        if self._codec is not None:
+            return self._codec
+        async with self._codec_lock:
+            if self._codec is None:
+                served = await self.served_versions()
+                for cls in CODECS:
+                    if cls.version in served:
+                        self._codec = cls()
+                        _log.info("slurm_api_version", version=cls.version, auto=True)
+                        break
+                else:
+                    raise ConfigError(
+                        "slurmApiVersion",
+                        f"slurmrestd serves {sorted(served) or 'nothing'}; "
+                        f"this client knows {SUPPORTED_VERSIONS}",
+                    )
+        return self._codec
+
+    async def served_versions(self) -> frozenset[str]:
+        """The ``/slurm/<version>/`` API versions the server's OpenAPI document lists."""
+        resp = await self._call("GET", OPENAPI_PATH, endpoint="openapi", idempotent=True)
+        paths = resp.body.get("paths", {}) if isinstance(resp.body, Mapping) else {}
+        return frozenset(p.split("/")[2] for p in paths if p.startswith("/slurm/v"))
+
+    async def api_version(self) -> str:
+        return (await self.codec()).version
+
+    # ------------------------------------------------------------------ misc
+    async def ping(self) -> tuple[PingResult, ...]:
+        """slurmctld reachability. NOT an auth check (a bad token still gets HTTP 200)."""
+        c = await self.codec()
+        resp = await self._call("GET", c.path("ping/"), endpoint="ping", idempotent=True)
+        return c.decode_ping(resp.body)
+
+    async def diag(self) -> dict[str, Any]:
+        """slurmctld statistics (``GET /diag/``): needs a valid token."""
+        c = await self.codec()
+        resp = await self._call("GET", c.path("diag/"), endpoint="diag", idempotent=True)
+        stats = resp.body.get("statistics") if isinstance(resp.body, Mapping) else None
+        return dict(stats) if isinstance(stats, Mapping) else {}
+
+    # ------------------------------------------------------------------ jobs
+    async def submit_result(self, spec: JobSpec) -> SubmitResult:
+        """Submit ``spec`` once (never retried: see the module docstring)."""
+        c = await self.codec()
+        body = c.encode_submit(spec)
+        resp = await self._call(
+            "POST", c.path("job/submit"), endpoint="job_submit", idempotent=False, body=body
+        )
+        result = c.decode_submit(resp.body)
+        for w in result.warnings:
+            _log.info("slurm_submit_warning", job_id=result.job_id, warning=w.description)
+        return result
+
+    async def submit(self, spec: JobSpec) -> int:
+        """Submit ``spec`` (external placeholder or batch) and return the job id."""
+        return (await self.submit_result(spec)).job_id
+
+    async def get_job(self, job_id: int) -> SlurmJob:
+        c = await self.codec()
+        resp = await self._call(
+            "GET", c.path(f"job/{int(job_id)}"), endpoint="job_get", idempotent=True
+        )
+        jobs = c.decode_jobs(resp.body).jobs
+        if not jobs:
+            raise SlurmNotFound(f"job_get: job {job_id} not found", endpoint="job_get")
+        return jobs[0]
+
+    async def list_jobs(self, update_since: datetime | None = None) -> JobList:
+        """``GET /jobs/``; with ``update_since``, nothing at all when no job changed since
+        then (cheap: ``unchanged=True``), else the whole table (Slurm's granularity).
+
+        Pass the previous answer's ``last_update`` as the next ``update_since``.
+        """
+        c = await self.codec()
+        params = None
+        if update_since is not None:
+            params = {"update_time": str(int(update_since.timestamp()))}
+        resp = await self._call(
+            "GET", c.path("jobs/"), endpoint="jobs_get", idempotent=True, params=params
+        )
+        listed = c.decode_jobs(resp.body)
+        if update_since is not None and not listed.jobs and listed.last_update is None:
+            # "No job changes since update_time": Slurm sends no jobs and last_update 0.
+            return JobList(jobs=(), last_update=update_since, unchanged=True)
+        return listed
+
+    async def list_job_states(
+        self, job_ids: Sequence[int] | None = None
+    ) -> tuple[JobStateItem, ...]:
+        """``GET /jobs/state/``: id and state of every job (or of ``job_ids``)."""
+        c = await self.codec()
+        params = {"job_id": ",".join(str(int(j)) for j in job_ids)} if job_ids else None
+        resp = await self._call(
+            "GET", c.path("jobs/state/"), endpoint="jobs_state", idempotent=True, params=params
+        )
+        return c.decode_job_states(resp.body)
+
+    async def find_jobs_by_admin_comment(
+        self, admin_comment: str, *, name: str | None = None, active_only: bool = True
+    ) -> tuple[SlurmJob, ...]:
+        """Jobs whose ``admin_comment`` equals (or, if it is JSON, contains as a substring
+        of the raw text) ``admin_comment``, optionally also matching ``name``.
+
+        The submit-timeout rule: call this before submitting again after a lost answer.
+        """
+        jobs = (await self.list_jobs()).jobs
+        return tuple(
+            j
+            for j in jobs
+            if (
+                j.admin_comment == admin_comment
+                or (admin_comment and admin_comment in j.admin_comment)
+            )
+            and (name is None or j.name == name)
+            and (not active_only or j.state.active)
+        )
+
+    async def update_job(self, job_id: int, spec: JobSpec) -> None:
+        """Update a pending job from ``spec`` (size, resources, time, comments, ...)."""
+        c = await self.codec()
+        resp = await self._call(
+            "POST",
+            c.path(f"job/{int(job_id)}"),
+            endpoint="job_update",
+            idempotent=False,
+            body=c.encode_update(spec),
+        )
+        for err in c.decode_update_results(resp.body):
+            raise classify_slurm_error(
+                endpoint="job_update",
+                status=resp.status,
+                error_number=err.error_number,
+                slurm_message=err.text,
+            )
+
+    async def cancel(self, job_id: int) -> bool:
+        """Cancel a job. True: cancelled now; False: it had already ended (success too).
+
+        Unknown id: SlurmNotFound. DELETE reports failures in ``status[]`` with HTTP 200.
+        """
+        c = await self.codec()
+        resp = await self._call(
+            "DELETE", c.path(f"job/{int(job_id)}"), endpoint="job_cancel", idempotent=True
+        )
+        for st in c.decode_cancel(resp.body):
+            if st.error is None:
+                continue
+            if st.error.error_number == ALREADY_DONE:
+                return False
+            raise classify_slurm_error(
+                endpoint="job_cancel",
+                status=resp.status,
+                error_number=st.error.error_number,
+                slurm_message=st.error.text,
+            )
+        return True
+
+    # ------------------------------------------------------------------ nodes
+    async def list_nodes(self, update_since: datetime | None = None) -> tuple[SlurmNode, ...]:
+        c = await self.codec()
+        params = None
+        if update_since is not None:
+            params = {"update_time": str(int(update_since.timestamp()))}
+        resp = await self._call(
+            "GET", c.path("nodes/"), endpoint="nodes_get", idempotent=True, params=params
+        )
+        return c.decode_nodes(resp.body)
+
+    async def get_node(self, name: str) -> SlurmNode:
+        c = await self.codec()
+        resp = await self._call("GET", c.path(f"node/{name}"), endpoint="node_get", idempotent=True)
+        for node in c.decode_nodes(resp.body):
+            if node.name == name:
+                return node
+        raise SlurmNotFound(f"node_get: node {name!r} not found", endpoint="node_get")
+
+    async def _node_state(self, name: str, state: str, reason: str | None) -> None:
+        c = await self.codec()
+        await self._call(
+            "POST",
+            c.path(f"node/{name}"),
+            endpoint="node_update",
+            idempotent=True,
+            body=c.encode_node_update(state, reason),
+        )
+
+    async def drain_node(self, name: str, reason: str) -> None:
+        await self._node_state(name, "DRAIN", reason)
+
+    async def resume_node(self, name: str) -> None:
+        """Undo DRAIN/DOWN (Slurm's RESUME)."""
+        await self._node_state(name, "RESUME", None)
+
+    async def set_node_down(self, name: str, reason: str) -> None:
+        await self._node_state(name, "DOWN", reason)
+
+    async def create_external_node(
+        self, name: str, *, cpus: int, memory_mib: int, features: Sequence[str] = ()
+    ) -> None:
+        """Register a ``State=EXTERNAL`` node (needs MaxNodeCount headroom; v0.0.44+)."""
+        c = await self.codec()
+        body = c.encode_new_node(name, cpus=cpus, memory_mib=memory_mib, features=features)
+        path = c.path("new/node/")
+        if not c.supports_new_node:
+            # v0.0.43 has no /new/node/: the same body is valid for the next version up.
+            path = codec_for("v0.0.44").path("new/node/")
+        await self._call("POST", path, endpoint="node_create", idempotent=False, body=body)
+
+    async def delete_node(self, name: str) -> None:
+        c = await self.codec()
+        await self._call("DELETE", c.path(f"node/{name}"), endpoint="node_delete", idempotent=True)
+
+    # ------------------------------------------------------------------ partitions
+    async def list_partitions(self) -> tuple[SlurmPartition, ...]:
+        c = await self.codec()
+        resp = await self._call(
+            "GET", c.path("partitions/"), endpoint="partitions_get", idempotent=True
+        )
+        return c.decode_partitions(resp.body)
+
+    async def get_partition(self, name: str) -> SlurmPartition:
+        """One partition; SlurmNotFound when absent (Slurm says so with a 200 + warning)."""
+        c = await self.codec()
+        resp = await self._call(
+            "GET", c.path(f"partition/{name}"), endpoint="partition_get", idempotent=True
+        )
+        for part in c.decode_partitions(resp.body):
+            if part.name == name:
+                return part
+        raise SlurmNotFound(
+            f"partition_get: partition {name!r} not found", endpoint="partition_get"
+        )
+
+
+__all__ = ["SlurmClient", "SlurmError"]

@@ -1,0 +1,442 @@
+"""What the REST versions v0.0.43-v0.0.45 (Slurm 26.05) have in common.
+
+A codec is pure: it turns a :class:`bridge.models.JobSpec` into a request body and a
+response body into :mod:`bridge.slurm.models` objects. No I/O, no clock. Each version
+module subclasses :class:`Codec` and overrides only what differs (checked against each
+version's schema in ``openapi-v3-sid-26.05.json``):
+
+* the job description (``job_desc_msg``) is the same in all three for every field we send;
+* ``job_resources.nodes`` is an object ``{count, list, allocation[...]}`` in all three on
+  26.05 (Slurm 24.11's v0.0.42 still had a plain hostlist string); we read both and use the
+  top-level ``nodes`` hostlist for the node list, which every version carries;
+* a GET shows ``shared: []`` on 26.05 even for an exclusive job (v0.0.45 marks the field
+  deprecated); exclusivity is read back from the allocation, not from ``shared``;
+* v0.0.43 has no ``/new/node/`` and its node-state enum has no ``EXTERNAL`` (the server
+  still sends the string, so decoding is the same);
+* v0.0.45 ``job_resources.select_type`` uses ``CR_*`` names (we do not decode it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from bridge.errors import InvalidInput
+from bridge.models import JobSpec
+from bridge.slurm import hostlist
+from bridge.slurm.models import (
+    AllocatedNode,
+    CancelStatus,
+    ExitCode,
+    JobList,
+    JobState,
+    JobStateItem,
+    PingResult,
+    SlurmJob,
+    SlurmMessage,
+    SlurmNode,
+    SlurmPartition,
+    SlurmWarning,
+    SubmitResult,
+)
+
+Json = dict[str, Any]
+NODE_UPDATE_STATES = ("DRAIN", "RESUME", "DOWN", "UNDRAIN", "IDLE", "FAIL")
+
+
+def no_val(number: int | None) -> Json:
+    """Slurm's ``*_no_val_struct``: ``{"set": true, "number": n}``."""
+    return {"set": True, "number": number} if number is not None else {"set": False}
+
+
+def num(value: Any) -> int | None:
+    """Read a plain int or a ``*_no_val_struct`` (None when unset or infinite)."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value)
+    if isinstance(value, Mapping):
+        if not value.get("set", False) or value.get("infinite", False):
+            return None
+        n = value.get("number")
+        return int(n) if isinstance(n, int | float) else None
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return None
+
+
+def timestamp(value: Any) -> datetime | None:
+    n = num(value)
+    return datetime.fromtimestamp(n, tz=UTC) if n else None
+
+
+def _s(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _strs(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return tuple(v for v in value.split(",") if v)
+    if isinstance(value, Sequence):
+        return tuple(str(v) for v in value)
+    return ()
+
+
+def _require_mapping(body: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(body, Mapping):
+        raise InvalidInput(what, f"expected a JSON object, got {type(body).__name__}")
+    return body
+
+
+class Codec:
+    """REST API codec; subclasses set ``version`` and override what differs."""
+
+    version: ClassVar[str] = ""
+    supports_new_node: ClassVar[bool] = True
+
+    # ------------------------------------------------------------------ paths
+    def path(self, tail: str) -> str:
+        """``/slurm/<version>/<tail>``."""
+        return f"/slurm/{self.version}/{tail.lstrip('/')}"
+
+    # ------------------------------------------------------------------ encode
+    def job_description(self, spec: JobSpec, *, for_update: bool = False) -> Json:
+        """The ``job_desc_msg`` for ``spec``. ``for_update``: only fields a pending job
+        may change (no script, flags, environment or working directory)."""
+        if spec.max_nodes is not None and spec.max_nodes < spec.min_nodes:
+            raise InvalidInput("max_nodes", "must be >= min_nodes")
+        if spec.memory_per_node_mib is not None and spec.memory_per_cpu_mib is not None:
+            raise InvalidInput("memory_per_cpu_mib", "set memory per node or per CPU, not both")
+        nodes = str(spec.min_nodes)
+        if spec.max_nodes is not None and spec.max_nodes != spec.min_nodes:
+            nodes = f"{spec.min_nodes}-{spec.max_nodes}"
+        job: Json = {
+            "name": spec.name,
+            "nodes": nodes,
+            "tasks": spec.tasks,
+            "cpus_per_task": spec.cpus_per_task,
+            "comment": spec.comment,
+            "admin_comment": spec.admin_comment,
+        }
+        optional: dict[str, Any] = {
+            "partition": spec.partition,
+            "tasks_per_node": spec.tasks_per_node,
+            "tres_per_node": spec.tres_per_node,
+            "tres_per_task": spec.tres_per_task,
+            "account": spec.account,
+            "qos": spec.qos,
+            "reservation": spec.reservation,
+            "licenses": spec.licenses,
+            "constraints": spec.constraints,
+            "wckey": spec.wckey,
+            "user_id": spec.user_id,
+            "group_id": spec.group_id,
+            "mcs_label": spec.mcs_label,
+        }
+        job.update({k: v for k, v in optional.items() if v is not None})
+        if spec.memory_per_node_mib is not None:
+            job["memory_per_node"] = no_val(spec.memory_per_node_mib)
+        if spec.memory_per_cpu_mib is not None:
+            job["memory_per_cpu"] = no_val(spec.memory_per_cpu_mib)
+        if spec.time_limit_minutes is not None:
+            job["time_limit"] = no_val(spec.time_limit_minutes)
+        if spec.priority is not None:
+            job["priority"] = no_val(spec.priority)
+        if spec.excluded_nodes:
+            job["excluded_nodes"] = list(spec.excluded_nodes)
+        if spec.exclusive:
+            job["shared"] = ["none"]
+        if for_update:
+            return job
+        if spec.external:
+            if spec.script is not None:
+                raise InvalidInput("script", "an external (placeholder) job must have no script")
+            job["flags"] = ["EXTERNAL_JOB"]
+        else:
+            if not spec.script:
+                raise InvalidInput("script", "a batch job needs a script")
+            job["script"] = spec.script
+            job["standard_output"] = "/dev/null"
+            job["standard_error"] = "/dev/null"
+        job["environment"] = list(spec.environment)
+        job["current_working_directory"] = spec.current_working_directory
+        return job
+
+    def encode_submit(self, spec: JobSpec) -> Json:
+        """``POST /job/submit`` body."""
+        return {"job": self.job_description(spec)}
+
+    def encode_update(self, spec: JobSpec) -> Json:
+        """``POST /job/{id}`` body for a pending job (a bare ``job_desc_msg``)."""
+        return self.job_description(spec, for_update=True)
+
+    def encode_node_update(self, state: str, reason: str | None = None) -> Json:
+        """``POST /node/{name}`` body: DRAIN/DOWN need a reason, RESUME none."""
+        state = state.upper()
+        if state not in NODE_UPDATE_STATES:
+            raise InvalidInput("state", f"must be one of {', '.join(NODE_UPDATE_STATES)}")
+        body: Json = {"state": [state]}
+        if state in ("DRAIN", "DOWN", "FAIL"):
+            if not reason or not reason.strip():
+                raise InvalidInput("reason", f"{state} needs a reason")
+            body["reason"] = reason
+        elif reason:
+            body["reason"] = reason
+        return body
+
+    def encode_new_node(
+        self,
+        name: str,
+        *,
+        cpus: int,
+        memory_mib: int,
+        features: Sequence[str] = (),
+        gres: str | None = None,
+    ) -> Json:
+        """``POST /new/node/`` body: one ``State=EXTERNAL`` node line.
+
+        Slurm does not accept ``Partitions=`` on a dynamic node line: a new node joins the
+        ``Nodes=ALL`` partitions; ``features`` are what upstream maps partitions onto.
+        """
+        for field, value in (("name", name), *(("features", f) for f in features)):
+            if not value or any(c.isspace() or c in "=," for c in value):
+                raise InvalidInput(
+                    field, f"{value!r} must be non-empty, without spaces, '=' or ','"
+                )
+        if cpus < 1:
+            raise InvalidInput("cpus", "must be >= 1")
+        if memory_mib < 1:
+            raise InvalidInput("memory_mib", "must be >= 1")
+        line = f"NodeName={name} State=EXTERNAL CPUs={cpus} RealMemory={memory_mib}"
+        if features:
+            line += " Features=" + ",".join(features)
+        if gres:
+            line += f" Gres={gres}"
+        return {"node_conf": line}
+
+    # ------------------------------------------------------------------ decode: envelope
+    def errors(self, body: Any) -> tuple[SlurmMessage, ...]:
+        if not isinstance(body, Mapping):
+            return ()
+        out = []
+        for e in body.get("errors") or ():
+            if isinstance(e, Mapping):
+                out.append(
+                    SlurmMessage(
+                        error_number=num(e.get("error_number")) or 0,
+                        error=_s(e.get("error")),
+                        description=_s(e.get("description")),
+                        source=_s(e.get("source")),
+                    )
+                )
+        return tuple(out)
+
+    def warnings(self, body: Any) -> tuple[SlurmWarning, ...]:
+        if not isinstance(body, Mapping):
+            return ()
+        return tuple(
+            SlurmWarning(description=_s(w.get("description")), source=_s(w.get("source")))
+            for w in body.get("warnings") or ()
+            if isinstance(w, Mapping)
+        )
+
+    # ------------------------------------------------------------------ decode: jobs
+    def decode_submit(self, body: Any) -> SubmitResult:
+        b = _require_mapping(body, "job_submit response")
+        job_id = num(b.get("job_id"))
+        if job_id is None:
+            raise InvalidInput("job_id", "missing in the submit response")
+        return SubmitResult(
+            job_id=job_id,
+            step_id=_s(b.get("step_id")),
+            user_msg=_s(b.get("job_submit_user_msg")),
+            warnings=self.warnings(b),
+        )
+
+    def decode_allocation(self, resources: Any) -> tuple[AllocatedNode, ...]:
+        if not isinstance(resources, Mapping):
+            return ()
+        nodes = resources.get("nodes")
+        if isinstance(nodes, str):  # v0.0.42 and older: a hostlist string
+            return tuple(AllocatedNode(name=n) for n in hostlist.expand(nodes))
+        if not isinstance(nodes, Mapping):
+            return ()
+        out = []
+        for a in nodes.get("allocation") or ():
+            if not isinstance(a, Mapping):
+                continue
+            cpus = a.get("cpus")
+            mem = a.get("memory")
+            out.append(
+                AllocatedNode(
+                    name=_s(a.get("name")),
+                    cpus=num(cpus.get("count")) if isinstance(cpus, Mapping) else num(cpus),
+                    memory_mib=num(mem.get("allocated")) if isinstance(mem, Mapping) else None,
+                )
+            )
+        return tuple(out)
+
+    def decode_exit_code(self, value: Any) -> ExitCode:
+        if not isinstance(value, Mapping):
+            return ExitCode(return_code=num(value))
+        sig = value.get("signal")
+        return ExitCode(
+            status=_strs(value.get("status")),
+            return_code=num(value.get("return_code")),
+            signal=num(sig.get("id")) if isinstance(sig, Mapping) else None,
+        )
+
+    def decode_job(self, j: Mapping[str, Any]) -> SlurmJob:
+        job_id = num(j.get("job_id"))
+        if job_id is None:
+            raise InvalidInput("job_id", "missing in a job record")
+        return SlurmJob(
+            job_id=job_id,
+            name=_s(j.get("name")),
+            state=JobState.from_list(_strs(j.get("job_state"))),
+            state_reason=_s(j.get("state_reason")),
+            state_description=_s(j.get("state_description")),
+            nodes=tuple(hostlist.expand(_s(j.get("nodes")))),
+            node_count=num(j.get("node_count")),
+            partition=_s(j.get("partition")),
+            comment=_s(j.get("comment")),
+            admin_comment=_s(j.get("admin_comment")),
+            user=_s(j.get("user_name")),
+            user_id=num(j.get("user_id")),
+            submit_time=timestamp(j.get("submit_time")),
+            eligible_time=timestamp(j.get("eligible_time")),
+            start_time=timestamp(j.get("start_time")),
+            end_time=timestamp(j.get("end_time")),
+            last_sched_evaluation=timestamp(j.get("last_sched_evaluation")),
+            time_limit_minutes=num(j.get("time_limit")),
+            exit_code=self.decode_exit_code(j.get("exit_code")),
+            flags=frozenset(_strs(j.get("flags"))),
+            cpus=num(j.get("cpus")),
+            cpus_per_task=num(j.get("cpus_per_task")),
+            memory_per_node_mib=num(j.get("memory_per_node")),
+            memory_per_cpu_mib=num(j.get("memory_per_cpu")),
+            tres_per_node=_s(j.get("tres_per_node")),
+            tres_req_str=_s(j.get("tres_req_str")),
+            tres_alloc_str=_s(j.get("tres_alloc_str")),
+            gres_detail=_strs(j.get("gres_detail")),
+            shared=_strs(j.get("shared")),
+            batch=bool(j.get("batch_flag", False)),
+            allocation=self.decode_allocation(j.get("job_resources")),
+        )
+
+    def decode_jobs(self, body: Any) -> JobList:
+        b = _require_mapping(body, "jobs response")
+        return JobList(
+            jobs=tuple(self.decode_job(j) for j in b.get("jobs") or () if isinstance(j, Mapping)),
+            last_update=timestamp(b.get("last_update")),
+        )
+
+    def decode_job_states(self, body: Any) -> tuple[JobStateItem, ...]:
+        b = _require_mapping(body, "jobs/state response")
+        out = []
+        for j in b.get("jobs") or ():
+            if not isinstance(j, Mapping):
+                continue
+            job_id = num(j.get("job_id"))
+            if job_id is None:
+                raise InvalidInput("job_id", "missing in a jobs/state row")
+            out.append(JobStateItem(job_id=job_id, state=JobState.from_list(_strs(j["state"]))))
+        return tuple(out)
+
+    def decode_cancel(self, body: Any) -> tuple[CancelStatus, ...]:
+        """A DELETE's ``status[]``: failures arrive here with HTTP 200."""
+        if not isinstance(body, Mapping):
+            return ()
+        out = []
+        for st in body.get("status") or ():
+            if not isinstance(st, Mapping):
+                continue
+            err = st.get("error")
+            msg = None
+            if isinstance(err, Mapping) and num(err.get("code")):
+                msg = SlurmMessage(
+                    error_number=num(err.get("code")) or 0,
+                    error=_s(err.get("string")),
+                    description=_s(err.get("message")),
+                )
+            out.append(CancelStatus(job_id=num(st.get("job_id")), error=msg))
+        return tuple(out)
+
+    def decode_update_results(self, body: Any) -> tuple[SlurmMessage, ...]:
+        """``POST /job/{id}`` ``results[]``: non-zero ``error_code`` entries."""
+        if not isinstance(body, Mapping):
+            return ()
+        return tuple(
+            SlurmMessage(
+                error_number=num(r.get("error_code")) or 0,
+                error=_s(r.get("error")),
+                description=_s(r.get("why")),
+            )
+            for r in body.get("results") or ()
+            if isinstance(r, Mapping) and num(r.get("error_code"))
+        )
+
+    # ------------------------------------------------------------------ decode: nodes etc.
+    def decode_node(self, n: Mapping[str, Any]) -> SlurmNode:
+        return SlurmNode(
+            name=_s(n.get("name")),
+            state=frozenset(_strs(n.get("state"))),
+            reason=_s(n.get("reason")),
+            reason_set_by_user=_s(n.get("reason_set_by_user")),
+            cpus=num(n.get("cpus")) or 0,
+            alloc_cpus=num(n.get("alloc_cpus")) or 0,
+            real_memory_mib=num(n.get("real_memory")) or 0,
+            alloc_memory_mib=num(n.get("alloc_memory")) or 0,
+            gres=_s(n.get("gres")),
+            gres_used=_s(n.get("gres_used")),
+            partitions=_strs(n.get("partitions")),
+            features=_strs(n.get("features")),
+            active_features=_strs(n.get("active_features")),
+            address=_s(n.get("address")),
+            hostname=_s(n.get("hostname")),
+            comment=_s(n.get("comment")),
+            tres=_s(n.get("tres")),
+        )
+
+    def decode_nodes(self, body: Any) -> tuple[SlurmNode, ...]:
+        b = _require_mapping(body, "nodes response")
+        return tuple(self.decode_node(n) for n in b.get("nodes") or () if isinstance(n, Mapping))
+
+    def decode_partition(self, p: Mapping[str, Any]) -> SlurmPartition:
+        nodes = p.get("nodes")
+        cpus = p.get("cpus")
+        part = p.get("partition")
+        tres = p.get("tres")
+        configured = _s(nodes.get("configured")) if isinstance(nodes, Mapping) else ""
+        return SlurmPartition(
+            name=_s(p.get("name")),
+            nodes=tuple(hostlist.expand(configured)),
+            node_count=(num(nodes.get("total")) or 0) if isinstance(nodes, Mapping) else 0,
+            total_cpus=(num(cpus.get("total")) or 0) if isinstance(cpus, Mapping) else 0,
+            state=_strs(part.get("state")) if isinstance(part, Mapping) else (),
+            flags=_strs(p.get("flags")),
+            tres=_s(tres.get("configured")) if isinstance(tres, Mapping) else "",
+        )
+
+    def decode_partitions(self, body: Any) -> tuple[SlurmPartition, ...]:
+        b = _require_mapping(body, "partitions response")
+        return tuple(
+            self.decode_partition(p) for p in b.get("partitions") or () if isinstance(p, Mapping)
+        )
+
+    def decode_ping(self, body: Any) -> tuple[PingResult, ...]:
+        b = _require_mapping(body, "ping response")
+        return tuple(
+            PingResult(
+                hostname=_s(p.get("hostname")),
+                responding=bool(p.get("responding", False)),
+                primary=bool(p.get("primary", False)),
+                status=_s(p.get("status")),
+                latency_us=num(p.get("latency")),
+            )
+            for p in b.get("pings") or ()
+            if isinstance(p, Mapping)
+        )

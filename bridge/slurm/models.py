@@ -1,0 +1,252 @@
+"""Typed, frozen read models of what slurmrestd returns, independent of the REST version.
+
+The codecs (:mod:`bridge.slurm.codec`) build these from each version's JSON; everything
+above the client sees only these. Times are aware UTC datetimes, ``None`` when Slurm
+says "not set" (``set: false`` or 0).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict
+
+# Slurm's base job states; everything else in ``job_state`` is a flag (REQUEUED, ...).
+JOB_BASE_STATES = frozenset(
+    {
+        "PENDING",
+        "RUNNING",
+        "SUSPENDED",
+        "COMPLETED",
+        "CANCELLED",
+        "FAILED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "PREEMPTED",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "OUT_OF_MEMORY",
+    }
+)
+JOB_ACTIVE_STATES = frozenset({"PENDING", "RUNNING", "SUSPENDED"})
+# Base node states; the rest of a node's ``state`` list are flags (DRAIN, EXTERNAL, ...).
+NODE_BASE_STATES = frozenset(
+    {"UNKNOWN", "DOWN", "IDLE", "ALLOCATED", "ERROR", "MIXED", "FUTURE", "INVALID"}
+)
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SlurmMessage(_Frozen):
+    """One entry of a response's ``errors[]`` (or a DELETE's ``status[].error``)."""
+
+    error_number: int = 0
+    error: str = ""
+    description: str = ""
+    source: str = ""
+
+    @property
+    def text(self) -> str:
+        """Slurm's own words: ``description: error`` (whichever are present)."""
+        parts = [p for p in (self.description, self.error) if p]
+        if len(parts) == 2 and parts[0] == parts[1]:
+            parts = parts[:1]
+        return ": ".join(parts) or f"Slurm error {self.error_number}"
+
+
+class SlurmWarning(_Frozen):
+    description: str = ""
+    source: str = ""
+
+
+class JobState(_Frozen):
+    """``job_state`` split into the base state and its flags (``["PENDING", "REQUEUED"]``)."""
+
+    primary: str
+    flags: frozenset[str] = frozenset()
+
+    @property
+    def active(self) -> bool:
+        """Pending, running or suspended: the job still holds (or waits for) nodes."""
+        return self.primary in JOB_ACTIVE_STATES
+
+    @classmethod
+    def from_list(cls, states: list[str] | tuple[str, ...]) -> JobState:
+        base = [s for s in states if s in JOB_BASE_STATES]
+        primary = base[0] if base else (states[0] if states else "UNKNOWN")
+        return cls(primary=primary, flags=frozenset(s for s in states if s != primary))
+
+
+class ExitCode(_Frozen):
+    status: tuple[str, ...] = ()
+    return_code: int | None = None
+    signal: int | None = None
+
+
+class AllocatedNode(_Frozen):
+    """One node of ``job_resources``: how much of it the job holds."""
+
+    name: str
+    cpus: int | None = None
+    memory_mib: int | None = None
+
+
+class SlurmJob(_Frozen):
+    job_id: int
+    name: str
+    state: JobState
+    state_reason: str = ""
+    state_description: str = ""
+    nodes: tuple[str, ...] = ()  # expanded from the job's hostlist, Slurm's order
+    node_count: int | None = None
+    partition: str = ""
+    comment: str = ""
+    admin_comment: str = ""
+    user: str = ""
+    user_id: int | None = None
+    submit_time: datetime | None = None
+    eligible_time: datetime | None = None
+    start_time: datetime | None = None
+    end_time: datetime | None = None
+    # The job record has no update_time field in v0.0.43-45; this is the last time the
+    # scheduler looked at the job, the closest thing Slurm gives.
+    last_sched_evaluation: datetime | None = None
+    time_limit_minutes: int | None = None
+    exit_code: ExitCode = ExitCode()
+    flags: frozenset[str] = frozenset()
+    cpus: int | None = None
+    cpus_per_task: int | None = None
+    memory_per_node_mib: int | None = None
+    memory_per_cpu_mib: int | None = None
+    tres_per_node: str = ""
+    tres_req_str: str = ""
+    tres_alloc_str: str = ""
+    gres_detail: tuple[str, ...] = ()
+    shared: tuple[str, ...] = ()
+    batch: bool = False
+    allocation: tuple[AllocatedNode, ...] = ()
+
+    @property
+    def external(self) -> bool:
+        return "EXTERNAL_JOB" in self.flags
+
+    def tres_alloc(self) -> dict[str, str]:
+        """``tres_alloc_str`` as a mapping: ``{"cpu": "16", "mem": "16000M", ...}``."""
+        return _parse_tres(self.tres_alloc_str)
+
+
+def _parse_tres(s: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in s.split(","):
+        k, sep, v = item.partition("=")
+        if sep:
+            out[k.strip()] = v.strip()
+    return out
+
+
+class JobList(_Frozen):
+    """``GET /jobs/``: the jobs plus the server's ``last_update`` for the next ``update_since``.
+
+    Slurm's ``update_time`` filter is all-or-nothing over the job table: when no job
+    changed since then, the answer is empty (``unchanged=True``); when any job changed,
+    every job is returned.
+    """
+
+    jobs: tuple[SlurmJob, ...]
+    last_update: datetime | None = None
+    unchanged: bool = False
+
+
+class JobStateItem(_Frozen):
+    """One row of ``GET /jobs/state/``: the cheapest way to see every job's state."""
+
+    job_id: int
+    state: JobState
+
+
+class SlurmNode(_Frozen):
+    name: str
+    state: frozenset[str]
+    reason: str = ""
+    reason_set_by_user: str = ""
+    cpus: int = 0
+    alloc_cpus: int = 0
+    real_memory_mib: int = 0
+    alloc_memory_mib: int = 0
+    gres: str = ""
+    gres_used: str = ""
+    partitions: tuple[str, ...] = ()
+    features: tuple[str, ...] = ()
+    active_features: tuple[str, ...] = ()
+    address: str = ""
+    hostname: str = ""
+    comment: str = ""
+    tres: str = ""
+
+    @property
+    def base_state(self) -> str:
+        base = [s for s in self.state if s in NODE_BASE_STATES]
+        return sorted(base)[0] if base else "UNKNOWN"
+
+    @property
+    def drain(self) -> bool:
+        return "DRAIN" in self.state
+
+    @property
+    def down(self) -> bool:
+        return "DOWN" in self.state
+
+    @property
+    def fail(self) -> bool:
+        return "FAIL" in self.state
+
+    @property
+    def external(self) -> bool:
+        return "EXTERNAL" in self.state
+
+    @property
+    def unusable(self) -> bool:
+        """DOWN, DRAIN(ED/ING), FAIL or NOT_RESPONDING: Slurm will not start jobs here."""
+        return bool(self.state & {"DOWN", "DRAIN", "FAIL", "NOT_RESPONDING"})
+
+
+class SlurmPartition(_Frozen):
+    name: str
+    nodes: tuple[str, ...] = ()  # expanded from ``nodes.configured``
+    node_count: int = 0
+    total_cpus: int = 0
+    state: tuple[str, ...] = ()
+    flags: tuple[str, ...] = ()
+    tres: str = ""
+
+    @property
+    def up(self) -> bool:
+        return "UP" in self.state
+
+    @property
+    def default(self) -> bool:
+        return "DEFAULT" in self.flags
+
+
+class SubmitResult(_Frozen):
+    job_id: int
+    step_id: str = ""
+    user_msg: str = ""
+    warnings: tuple[SlurmWarning, ...] = ()
+
+
+class CancelStatus(_Frozen):
+    """One ``status[]`` entry of a DELETE: HTTP 200 even when it failed."""
+
+    job_id: int | None = None
+    error: SlurmMessage | None = None
+
+
+class PingResult(_Frozen):
+    hostname: str
+    responding: bool
+    primary: bool = False
+    status: str = ""
+    latency_us: int | None = None
