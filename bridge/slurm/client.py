@@ -149,7 +149,7 @@ class SlurmClient:
         *,
         endpoint: str,
         body: Any = None,
-        params: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | Sequence[tuple[str, str]] | None = None,
     ) -> _Response:
         """One HTTP exchange; returns the decoded body or raises a classified SlurmError."""
         headers = self._token.headers()
@@ -217,7 +217,7 @@ class SlurmClient:
         endpoint: str,
         idempotent: bool,
         body: Any = None,
-        params: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | Sequence[tuple[str, str]] | None = None,
     ) -> _Response:
         if not idempotent:
             return await self._send(method, path, endpoint=endpoint, body=body, params=params)
@@ -331,7 +331,8 @@ class SlurmClient:
     ) -> tuple[JobStateItem, ...]:
         """``GET /jobs/state/``: id and state of every job (or of ``job_ids``)."""
         c = await self.codec()
-        params = {"job_id": ",".join(str(int(j)) for j in job_ids)} if job_ids else None
+        # Repeated job_id parameters: slurmrestd 26.05 answers a CSV list with HTTP 500.
+        params = [("job_id", str(int(j))) for j in job_ids] if job_ids else None
         resp = await self._call(
             "GET", c.path("jobs/state/"), endpoint="jobs_state", idempotent=True, params=params
         )

@@ -288,3 +288,16 @@ async def test_batch_job_runs_on_slurmd_nodes(
     assert job.batch
     assert not job.external
     assert set(job.nodes) <= set(sandbox.slurmd_nodes)
+
+
+async def test_job_states_of_chosen_ids_returns_exactly_those_jobs(
+    slurm: SlurmClient, sandbox: SlurmSandbox, track_jobs: Track
+) -> None:
+    # Regression: a CSV job_id list makes slurmrestd 26.05 answer HTTP 500; the client
+    # sends one job_id parameter per id. Unknown ids are simply absent.
+    a = track_jobs(await slurm.submit(ext_spec(sandbox, "it-states-a")))
+    b = track_jobs(await slurm.submit(ext_spec(sandbox, "it-states-b")))
+    c = track_jobs(await slurm.submit(ext_spec(sandbox, "it-states-c")))
+    got = {s.job_id for s in await slurm.list_job_states([a, c, 999_999_999])}
+    assert got == {a, c}
+    assert b not in got
