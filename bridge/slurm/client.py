@@ -149,7 +149,7 @@ class SlurmClient:
         *,
         endpoint: str,
         body: Any = None,
-        params: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | Sequence[tuple[str, str]] | None = None,
     ) -> _Response:
         """One HTTP exchange; returns the decoded body or raises a classified SlurmError."""
         headers = self._token.headers()
@@ -217,7 +217,7 @@ class SlurmClient:
         endpoint: str,
         idempotent: bool,
         body: Any = None,
-        params: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | Sequence[tuple[str, str]] | None = None,
     ) -> _Response:
         if not idempotent:
             return await self._send(method, path, endpoint=endpoint, body=body, params=params)
@@ -308,7 +308,8 @@ class SlurmClient:
         return jobs[0]
 
     async def list_jobs(self, update_since: datetime | None = None) -> JobList:
-        """``GET /jobs/``; with ``update_since`` only jobs changed since then (cheap).
+        """``GET /jobs/``; with ``update_since``, nothing at all when no job changed since
+        then (cheap: ``unchanged=True``), else the whole table (Slurm's granularity).
 
         Pass the previous answer's ``last_update`` as the next ``update_since``.
         """
@@ -319,14 +320,19 @@ class SlurmClient:
         resp = await self._call(
             "GET", c.path("jobs/"), endpoint="jobs_get", idempotent=True, params=params
         )
-        return c.decode_jobs(resp.body)
+        listed = c.decode_jobs(resp.body)
+        if update_since is not None and not listed.jobs and listed.last_update is None:
+            # "No job changes since update_time": Slurm sends no jobs and last_update 0.
+            return JobList(jobs=(), last_update=update_since, unchanged=True)
+        return listed
 
     async def list_job_states(
         self, job_ids: Sequence[int] | None = None
     ) -> tuple[JobStateItem, ...]:
         """``GET /jobs/state/``: id and state of every job (or of ``job_ids``)."""
         c = await self.codec()
-        params = {"job_id": ",".join(str(int(j)) for j in job_ids)} if job_ids else None
+        # Repeated job_id parameters: slurmrestd 26.05 answers a CSV list with HTTP 500.
+        params = [("job_id", str(int(j))) for j in job_ids] if job_ids else None
         resp = await self._call(
             "GET", c.path("jobs/state/"), endpoint="jobs_state", idempotent=True, params=params
         )

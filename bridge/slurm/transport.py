@@ -82,7 +82,5 @@ class SlurmConnector(aiohttp.TCPConnector):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        factory: functools.partial[ResponseHandler] = functools.partial(
-            _TrailingDataFilter, loop=self._loop
-        )
+        factory: Any = functools.partial(_TrailingDataFilter, loop=self._loop)
         self._factory = factory
