@@ -11,6 +11,7 @@ from kubernetes_asyncio import client, config
 
 from bridge.sandbox.kubeapi import SandboxApiServer
 
+
 @pytest.fixture
 async def srv() -> AsyncIterator[SandboxApiServer]:
     async with SandboxApiServer(port=0, bookmark_interval=0.2, serviceaccount_delay=0.01) as s:
@@ -34,5 +35,3 @@ def core(api: client.ApiClient) -> client.CoreV1Api:
 @pytest.fixture
 def custom(api: client.ApiClient) -> client.CustomObjectsApi:
     return client.CustomObjectsApi(api)
-
-

@@ -22,14 +22,18 @@ def binding_body(pod: str, node: str, uid: str | None = None) -> dict[str, Any]:
     md: dict[str, Any] = {"name": pod}
     if uid:
         md["uid"] = uid
-    return {"apiVersion": "v1", "kind": "Binding", "metadata": md,
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": md,
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
 
 
-async def eventually(pred: Callable[[], Awaitable[bool]], timeout: float = 5.0) -> None:
+async def eventually(pred: Callable[[], Awaitable[bool]], deadline_s: float = 5.0) -> None:
     """Poll an async predicate until it holds (deadline, no fixed sleep)."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
+    deadline = loop.time() + deadline_s
     while not await pred():
         if loop.time() > deadline:
             raise AssertionError("condition not reached before the deadline")

@@ -14,8 +14,9 @@ from bridge.sandbox.kubeapi import SandboxApiServer
 from .helpers import NS, binding_body, pod_body
 
 
-async def _bind(core: client.CoreV1Api, pod: str, node: str, uid: str | None = None) -> tuple[
-        int, dict[str, object]]:
+async def _bind(
+    core: client.CoreV1Api, pod: str, node: str, uid: str | None = None
+) -> tuple[int, dict[str, object]]:
     resp = await core.create_namespaced_pod_binding(
         pod, NS, binding_body(pod, node, uid), _preload_content=False
     )
@@ -54,7 +55,7 @@ async def test_second_binding_answers_409_already_assigned_to_node(
 
 async def test_binding_with_mismatched_uid_answers_409(core: client.CoreV1Api) -> None:
     await core.create_namespaced_pod(NS, pod_body("p"))
-    status, body = await _bind(core, "p", "node-a", uid="00000000-0000-0000-0000-000000000000")
+    status, _ = await _bind(core, "p", "node-a", uid="00000000-0000-0000-0000-000000000000")
     assert status == 409
     assert (await core.read_namespaced_pod("p", NS)).spec.node_name is None
 

@@ -35,7 +35,11 @@ async def test_get_of_an_unknown_object_answers_404_with_a_not_found_status(
         await core.read_namespaced_config_map("missing", NS)
     body = json.loads(e.value.body)
     assert (e.value.status, body["kind"], body["reason"], body["code"]) == (
-        404, "Status", "NotFound", 404)
+        404,
+        "Status",
+        "NotFound",
+        404,
+    )
 
 
 async def test_put_with_stale_resource_version_answers_409_conflict(
@@ -86,7 +90,8 @@ async def test_generate_name_creates_a_unique_name(core: client.CoreV1Api) -> No
 
 async def test_created_objects_get_uid_and_creation_timestamp(core: client.CoreV1Api) -> None:
     cm = await core.create_namespaced_config_map(NS, _cm("a"))
-    assert cm.metadata.uid and cm.metadata.creation_timestamp is not None
+    assert cm.metadata.uid
+    assert cm.metadata.creation_timestamp is not None
 
 
 async def test_invalid_name_answers_422_invalid(core: client.CoreV1Api) -> None:
@@ -107,7 +112,7 @@ async def test_status_subresource_writes_status_only(core: client.CoreV1Api) -> 
     patch = {"metadata": {"labels": {"x": "y"}}, "status": {"phase": "Running"}}
     out = await core.patch_namespaced_pod_status("p", NS, patch)
     assert out.status.phase == "Running"
-    assert not (out.metadata.labels or {})
+    assert out.metadata.labels is None
 
 
 async def test_main_resource_ignores_status_changes(core: client.CoreV1Api) -> None:
@@ -164,9 +169,7 @@ async def test_malformed_label_selector_answers_400(core: client.CoreV1Api) -> N
         pytest.param("status.phase!=Succeeded", ["d1", "s1", "s2"], id="phase-not"),
         pytest.param("metadata.name=s1", ["s1"], id="name"),
         pytest.param("metadata.namespace==default", ["d1", "s1", "s2"], id="namespace"),
-        pytest.param(
-            "spec.schedulerName=slurm-bridge-scheduler,spec.nodeName=", ["s1"], id="and"
-        ),
+        pytest.param("spec.schedulerName=slurm-bridge-scheduler,spec.nodeName=", ["s1"], id="and"),
     ],
 )
 async def test_pod_field_selector(
@@ -183,12 +186,19 @@ async def test_pod_field_selector(
 
 async def test_event_field_selector_on_involved_object(core: client.CoreV1Api) -> None:
     for name, obj in (("e1", "p1"), ("e2", "p2")):
-        await core.create_namespaced_event(NS, {
-            "metadata": {"name": name},
-            "involvedObject": {"kind": "Pod", "name": obj, "namespace": NS},
-            "reason": "Test", "message": "m", "type": "Normal"})
+        await core.create_namespaced_event(
+            NS,
+            {
+                "metadata": {"name": name},
+                "involvedObject": {"kind": "Pod", "name": obj, "namespace": NS},
+                "reason": "Test",
+                "message": "m",
+                "type": "Normal",
+            },
+        )
     out = await core.list_namespaced_event(
-        NS, field_selector="involvedObject.kind=Pod,involvedObject.name=p2")
+        NS, field_selector="involvedObject.kind=Pod,involvedObject.name=p2"
+    )
     assert [e.metadata.name for e in out.items] == ["e2"]
 
 
@@ -237,6 +247,8 @@ async def test_cluster_scoped_list_and_namespaced_list_across_namespaces(
     await core.create_namespaced_config_map("kube-system", _cm("b"))
     out = await core.list_config_map_for_all_namespaces()
     assert {(i.metadata.namespace, i.metadata.name) for i in out.items} == {
-        (NS, "a"), ("kube-system", "b")}
+        (NS, "a"),
+        ("kube-system", "b"),
+    }
     nss = await core.list_namespace()
     assert {n.metadata.name for n in nss.items} >= {"default", "kube-system", "slurm-bridge"}
