@@ -115,7 +115,7 @@ class Handlers:
             if fault.drop:
                 self._log(request, 0)
                 if request.transport is not None:
-                    request.transport.close()
+                    request.transport.abort()
                 return web.Response(status=500)
             if fault.status:
                 self._log(request, fault.status)

@@ -751,7 +751,28 @@ class ObjectApi:
         status["conditions"] = conds
         status.setdefault("capacity", {"cpu": "8", "memory": "32Gi", "pods": "110"})
         status.setdefault("allocatable", {"cpu": "8", "memory": "32Gi", "pods": "110"})
-        status.setdefault("nodeInfo", {"kubeletVersion": "v1.36.2"})
+        status.setdefault(
+            "nodeInfo",
+            {
+                "architecture": "amd64",
+                "bootID": "",
+                "containerRuntimeVersion": "sandbox://1.0",
+                "kernelVersion": "6.1.0",
+                "kubeProxyVersion": "",
+                "kubeletVersion": "v1.36.2",
+                "machineID": "",
+                "operatingSystem": "linux",
+                "osImage": "sandbox",
+                "systemUUID": "",
+            },
+        )
+        status.setdefault(
+            "addresses",
+            [
+                {"type": "Hostname", "address": name},
+                {"type": "InternalIP", "address": "192.168.0.1"},
+            ],
+        )
         node.pop("apiVersion", None)
         node.pop("kind", None)
         stored = self.store.put(rd.key, node, created=False)

@@ -1,0 +1,130 @@
+"""Discovery, /version, OpenAPI v3, Table output and kubeconfig/TLS."""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import trustme
+from kubernetes_asyncio import client, config
+
+from bridge.sandbox.kubeapi import SandboxApiServer
+
+from .helpers import NS, binding_body, pod_body
+
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+
+
+async def _get(srv: SandboxApiServer, path: str, accept: str = "application/json") -> Any:
+    async with aiohttp.ClientSession() as s, s.get(srv.url + path, headers={"Accept": accept}) as r:
+        assert r.status == 200, path
+        assert r.content_type == "application/json"
+        return await r.json()
+
+
+async def test_core_discovery_lists_resources_and_subresources(srv: SandboxApiServer) -> None:
+    doc = await _get(srv, "/api/v1")
+    names = {r["name"] for r in doc["resources"]}
+    assert names >= {
+        "pods",
+        "pods/binding",
+        "pods/status",
+        "nodes",
+        "nodes/status",
+        "namespaces",
+        "events",
+        "serviceaccounts",
+        "configmaps",
+        "secrets",
+    }
+    assert (await _get(srv, "/api"))["versions"] == ["v1"]
+
+
+async def test_group_discovery_lists_builtin_and_crd_groups(srv: SandboxApiServer) -> None:
+    groups = {g["name"] for g in (await _get(srv, "/apis"))["groups"]}
+    assert groups >= {
+        "coordination.k8s.io",
+        "batch",
+        "apiextensions.k8s.io",
+        "scheduling.x-k8s.io",
+        "jobset.x-k8s.io",
+        "leaderworkerset.x-k8s.io",
+    }
+    doc = await _get(srv, "/apis/coordination.k8s.io/v1")
+    assert [r["name"] for r in doc["resources"]] == ["leases"]
+
+
+async def test_aggregated_discovery_request_falls_back_to_plain_json(
+    srv: SandboxApiServer,
+) -> None:
+    accept = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
+    doc = await _get(srv, "/apis", accept)
+    assert doc["kind"] == "APIGroupList"
+
+
+async def test_version_endpoint(api: client.ApiClient) -> None:
+    info = await client.VersionApi(api).get_code()
+    assert (info.major, info.minor) == ("1", "36")
+
+
+async def test_openapi_v3_lists_group_versions_with_field_validation(
+    srv: SandboxApiServer,
+) -> None:
+    root = await _get(srv, "/openapi/v3")
+    assert "api/v1" in root["paths"]
+    doc = await _get(srv, root["paths"]["api/v1"]["serverRelativeURL"])
+    patch = doc["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"]
+    assert "fieldValidation" in [p["name"] for p in patch["parameters"]]
+
+
+async def test_pod_table_has_kubectl_columns(srv: SandboxApiServer, core: client.CoreV1Api) -> None:
+    await core.create_namespaced_pod(NS, pod_body("p"))
+    await core.create_namespaced_pod_binding(
+        "p", NS, binding_body("p", "n"), _preload_content=False
+    )
+    tab = await _get(srv, f"/api/v1/namespaces/{NS}/pods", TABLE)
+    assert tab["kind"] == "Table"
+    cols = [c["name"] for c in tab["columnDefinitions"]]
+    assert cols[:5] == ["Name", "Ready", "Status", "Restarts", "Age"]
+    assert "Node" in cols
+    row = dict(zip(cols, tab["rows"][0]["cells"], strict=True))
+    assert (row["Name"], row["Ready"], row["Status"], row["Node"]) == ("p", "0/1", "Pending", "n")
+    assert tab["rows"][0]["object"]["kind"] == "PartialObjectMetadata"
+
+
+async def test_table_for_a_single_object_and_custom_resources(srv: SandboxApiServer) -> None:
+    tab = await _get(srv, "/api/v1/namespaces/default", TABLE)
+    assert tab["rows"][0]["cells"][:2] == ["default", "Active"]
+    tab = await _get(srv, f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{NS}/podgroups", TABLE)
+    assert [c["name"] for c in tab["columnDefinitions"]] == ["Name", "Age"]
+
+
+@pytest.fixture
+def tls_files(tmp_path: Path) -> tuple[str, str, str]:
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    paths = [tmp_path / n for n in ("ca.pem", "cert.pem", "key.pem")]
+    ca.cert_pem.write_to_path(str(paths[0]))
+    cert.cert_chain_pems[0].write_to_path(str(paths[1]))
+    cert.private_key_pem.write_to_path(str(paths[2]))
+    return str(paths[0]), str(paths[1]), str(paths[2])
+
+
+async def test_tls_listener_and_kubeconfig_with_ca(
+    tmp_path: Path, tls_files: tuple[str, str, str]
+) -> None:
+    ca, cert, key = tls_files
+    async with SandboxApiServer(port=0, tls_cert=cert, tls_key=key) as srv:
+        assert srv.url.startswith("https://")
+        path = srv.write_kubeconfig(tmp_path / "kc", ca_file=ca)
+        cfg = client.Configuration()
+        await config.load_kube_config(config_file=str(path), client_configuration=cfg)
+        async with client.ApiClient(cfg) as api:
+            nss = await client.CoreV1Api(api).list_namespace()
+        assert "default" in [n.metadata.name for n in nss.items]
+        ctx = ssl.create_default_context(cafile=ca)
+        async with aiohttp.ClientSession() as s, s.get(srv.url + "/version", ssl=ctx) as r:
+            assert r.status == 200
