@@ -55,7 +55,7 @@ class OpsServer:
         await self._runner.setup()
         ports = [self._port]
         if self._metrics_port not in (None, 0, self._port):
-            ports.append(self._metrics_port)  # type: ignore[arg-type]
+            ports.append(self._metrics_port)
         for port in ports:
             if port == 0 and self.bound_ports:
                 continue
