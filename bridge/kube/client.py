@@ -418,7 +418,7 @@ class KubeClient:
         patch_type: PatchType = "merge",
         subresource: str = "",
     ) -> KubeObject:
-        if patch_type == "strategic" and res.group not in ("", "batch", "apps"):
+        if patch_type == "strategic" and not res.builtin:
             raise KubeInvalid(
                 f"patch {res.describe(namespace, name)}: strategic merge is not supported on "
                 "custom resources (the server answers 415); use merge or json",
