@@ -1,0 +1,186 @@
+"""``slurm-bridge sandbox kube-api up|down|status|serve``.
+
+    up      --port N --kubeconfig FILE [--nodes a,b] [--kubelet] [--tls-cert C --tls-key K]
+            start the server in the background (pidfile, log and state.json in the state
+            dir) and wait until it answers; writes the kubeconfig.
+    down    stop it (SIGTERM to the recorded pid)
+    status  print the URL and pid; exit 1 if not running
+    serve   run in the foreground (what ``up`` starts)
+
+State dir: ``$SLURM_BRIDGE_SANDBOX_DIR/kube-api`` when that variable is set, else
+``~/.cache/slurm-bridge/kube-api``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+
+def state_dir() -> Path:
+    base = os.environ.get("SLURM_BRIDGE_SANDBOX_DIR")
+    if base:
+        return Path(base) / "kube-api"
+    return Path.home() / ".cache" / "slurm-bridge" / "kube-api"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="slurm-bridge sandbox kube-api")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    for name in ("up", "serve"):
+        s = sub.add_parser(name)
+        s.add_argument("--host", default="127.0.0.1")
+        s.add_argument("--port", type=int, default=6443)
+        s.add_argument("--kubeconfig", default=str(state_dir() / "kubeconfig"))
+        s.add_argument("--nodes", default="", help="comma-separated Ready nodes to create")
+        s.add_argument("--kubelet", action="store_true", help="run the fake kubelet")
+        s.add_argument("--bookmark-interval", type=float, default=5.0)
+        s.add_argument("--tls-cert")
+        s.add_argument("--tls-key")
+        s.add_argument("--timeout", type=float, default=20.0, help="(up) seconds to wait")
+    sub.add_parser("down")
+    sub.add_parser("status")
+    return p
+
+
+def _read_state() -> dict[str, object] | None:
+    try:
+        data = json.loads((state_dir() / "state.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
+
+
+async def _serve(ns: argparse.Namespace) -> None:
+    from bridge.sandbox.kubeapi.server import SandboxApiServer
+
+    nodes = [n for n in ns.nodes.split(",") if n]
+    srv = SandboxApiServer(
+        host=ns.host,
+        port=ns.port,
+        nodes=nodes,
+        kubelet=ns.kubelet,
+        bookmark_interval=ns.bookmark_interval,
+        tls_cert=ns.tls_cert,
+        tls_key=ns.tls_key,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with srv:
+        srv.write_kubeconfig(ns.kubeconfig, ca_file=ns.tls_cert)
+        d = state_dir()
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "state.json").write_text(
+            json.dumps({"pid": os.getpid(), "url": srv.url, "kubeconfig": ns.kubeconfig})
+        )
+        print(f"sandbox kube-api serving on {srv.url}", flush=True)
+        await stop.wait()
+    with contextlib.suppress(OSError):
+        (state_dir() / "state.json").unlink()
+
+
+def _up(ns: argparse.Namespace, argv: list[str]) -> int:
+    st = _read_state()
+    if st and _alive(int(str(st["pid"]))):
+        print(f"already running: {st['url']} (pid {st['pid']})")
+        return 0
+    d = state_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):
+        (d / "state.json").unlink()
+    log = open(d / "kube-api.log", "ab")  # noqa: SIM115 - handed to the child
+    args = ["serve", *argv[1:]]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bridge.sandbox.kubeapi.cli", *args],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    log.close()
+    (d / "kube-api.pid").write_text(str(proc.pid))
+    deadline = time.monotonic() + ns.timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            print(
+                f"kube-api exited with {proc.returncode}; see {d / 'kube-api.log'}", file=sys.stderr
+            )
+            return 1
+        st = _read_state()
+        if st:
+            print(f"sandbox kube-api up: {st['url']} (pid {proc.pid})")
+            print(f"export KUBECONFIG={ns.kubeconfig}")
+            return 0
+        time.sleep(0.05)
+    print("kube-api did not come up in time", file=sys.stderr)
+    return 1
+
+
+def _down() -> int:
+    pidfile = state_dir() / "kube-api.pid"
+    try:
+        pid = int(pidfile.read_text().strip())
+    except (OSError, ValueError):
+        print("not running")
+        return 0
+    if _alive(pid):
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    with contextlib.suppress(OSError):
+        pidfile.unlink()
+    with contextlib.suppress(OSError):
+        (state_dir() / "state.json").unlink()
+    print("stopped")
+    return 0
+
+
+def _status() -> int:
+    st = _read_state()
+    if st and _alive(int(str(st["pid"]))):
+        try:
+            with urllib.request.urlopen(f"{st['url']}/healthz", timeout=2):
+                pass
+        except OSError:
+            print(f"pid {st['pid']} alive but {st['url']} does not answer")
+            return 1
+        print(f"running: {st['url']} (pid {st['pid']}), kubeconfig {st['kubeconfig']}")
+        return 0
+    print("not running")
+    return 1
+
+
+def main(argv: list[str]) -> int:
+    ns = _parser().parse_args(argv)
+    if ns.cmd == "serve":
+        asyncio.run(_serve(ns))
+        return 0
+    if ns.cmd == "up":
+        return _up(ns, argv)
+    if ns.cmd == "down":
+        return _down()
+    return _status()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

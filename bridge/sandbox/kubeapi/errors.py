@@ -1,0 +1,93 @@
+"""Kubernetes ``Status`` errors raised inside the sandbox API server.
+
+Handlers raise :class:`ApiError`; the server turns it into a ``Status`` body with the
+same ``reason`` and ``code`` a real kube-apiserver sends.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ApiError(Exception):
+    """An error answer: HTTP ``code``, Kubernetes ``reason`` and a human ``message``."""
+
+    def __init__(
+        self,
+        code: int,
+        reason: str,
+        message: str,
+        *,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details
+        super().__init__(message)
+
+    def status(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+        if self.details is not None:
+            body["details"] = self.details
+        return body
+
+
+def not_found(resource: str, name: str, group: str = "") -> ApiError:
+    gr = f"{resource}.{group}" if group else resource
+    return ApiError(
+        404,
+        "NotFound",
+        f'{gr} "{name}" not found',
+        details={"name": name, "group": group, "kind": resource},
+    )
+
+
+def already_exists(resource: str, name: str, group: str = "") -> ApiError:
+    gr = f"{resource}.{group}" if group else resource
+    return ApiError(
+        409,
+        "AlreadyExists",
+        f'{gr} "{name}" already exists',
+        details={"name": name, "group": group, "kind": resource},
+    )
+
+
+def conflict(resource: str, name: str, why: str, group: str = "") -> ApiError:
+    gr = f"{resource}.{group}" if group else resource
+    return ApiError(
+        409,
+        "Conflict",
+        f'Operation cannot be fulfilled on {gr} "{name}": {why}',
+        details={"name": name, "group": group, "kind": resource},
+    )
+
+
+def invalid(kind: str, name: str, field: str, reason: str, group: str = "") -> ApiError:
+    return ApiError(
+        422,
+        "Invalid",
+        f'{kind} "{name}" is invalid: {field}: {reason}',
+        details={
+            "name": name,
+            "group": group,
+            "kind": kind,
+            "causes": [{"reason": "FieldValueInvalid", "message": reason, "field": field}],
+        },
+    )
+
+
+def bad_request(message: str) -> ApiError:
+    return ApiError(400, "BadRequest", message)
+
+
+def expired(message: str) -> ApiError:
+    return ApiError(410, "Expired", message)

@@ -1,0 +1,183 @@
+"""A fake kubelet for every node (or only some): runs bound pods, finishes them on demand
+and removes terminating pods after their grace period. "Node gone" = stop its kubelet.
+
+It watches the store directly (no HTTP) and writes through :class:`ObjectApi`, so every
+change is an ordinary MODIFIED/DELETED event clients see.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import datetime
+from typing import Any
+
+from bridge.sandbox.kubeapi.errors import ApiError
+from bridge.sandbox.kubeapi.store import Obj
+from bridge.sandbox.kubeapi.verbs import POD_KEY, ObjectApi
+
+_TERMINAL = ("Succeeded", "Failed")
+
+
+class FakeKubelet:
+    def __init__(self, api: ObjectApi, *, poll_interval: float = 0.2) -> None:
+        self.api = api
+        self.poll_interval = poll_interval
+        self.enabled = False
+        self._stopped_nodes: set[str] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._ip = 0
+        self._wake = asyncio.Event()
+
+    # --- control -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.enabled = True
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run())
+        self._wake.set()
+
+    async def stop(self) -> None:
+        self.enabled = False
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def stop_node(self, node: str) -> None:
+        """Node gone: its kubelet stops (pods there keep their last status)."""
+        self._stopped_nodes.add(node)
+
+    def start_node(self, node: str) -> None:
+        self._stopped_nodes.discard(node)
+        self._wake.set()
+
+    def node_running(self, node: str) -> bool:
+        return self.enabled and node not in self._stopped_nodes
+
+    # --- actions -----------------------------------------------------------------------
+
+    def finish_pod(
+        self, namespace: str, name: str, *, exit_code: int = 0, reason: str | None = None
+    ) -> Obj:
+        """Terminate a pod's containers: phase Succeeded (exit 0) or Failed."""
+        pod = self.api.store.get(POD_KEY, namespace, name)
+        if pod is None:
+            rd = self.api.resolve("", "v1", "pods")
+            self.api.get(rd, namespace, name)  # raises the 404
+            raise AssertionError("unreachable")
+        now = self.api.now()
+        phase = "Succeeded" if exit_code == 0 else "Failed"
+        term_reason = reason or ("Completed" if exit_code == 0 else "Error")
+        status = pod.setdefault("status", {})
+        status["phase"] = phase
+        status["containerStatuses"] = [
+            {
+                "name": c["name"],
+                "image": c.get("image", ""),
+                "imageID": "",
+                "ready": False,
+                "started": False,
+                "restartCount": 0,
+                "state": {
+                    "terminated": {
+                        "exitCode": exit_code,
+                        "reason": term_reason,
+                        "startedAt": now,
+                        "finishedAt": now,
+                    }
+                },
+            }
+            for c in pod["spec"]["containers"]
+        ]
+        self._set_cond(status, "Ready", "False", now, "PodCompleted")
+        self._set_cond(status, "ContainersReady", "False", now, "PodCompleted")
+        return self._write_status(pod)
+
+    def _write_status(self, pod: Obj) -> Obj:
+        rd = self.api.resolve("", "v1", "pods")
+        md = pod["metadata"]
+        return self.api.update(rd, md["namespace"], md["name"], pod, subresource="status")
+
+    @staticmethod
+    def _set_cond(
+        status: dict[str, Any], type_: str, value: str, now: str, reason: str | None = None
+    ) -> None:
+        conds = [c for c in status.get("conditions") or [] if c.get("type") != type_]
+        c: dict[str, Any] = {
+            "type": type_,
+            "status": value,
+            "lastProbeTime": None,
+            "lastTransitionTime": now,
+        }
+        if reason:
+            c["reason"] = reason
+        conds.append(c)
+        status["conditions"] = conds
+
+    def _start_pod(self, pod: Obj) -> None:
+        now = self.api.now()
+        self._ip += 1
+        ip = f"10.244.{(self._ip // 250) % 250}.{self._ip % 250 + 1}"
+        status = pod.setdefault("status", {})
+        status["phase"] = "Running"
+        status["podIP"] = ip
+        status["podIPs"] = [{"ip": ip}]
+        status["hostIP"] = "192.168.0.1"
+        status["startTime"] = now
+        status["containerStatuses"] = [
+            {
+                "name": c["name"],
+                "image": c.get("image", ""),
+                "imageID": "",
+                "ready": True,
+                "started": True,
+                "restartCount": 0,
+                "state": {"running": {"startedAt": now}},
+            }
+            for c in pod["spec"]["containers"]
+        ]
+        for t in ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready"):
+            self._set_cond(status, t, "True", now)
+        self._write_status(pod)
+
+    def sync_once(self) -> None:
+        """One pass over all pods (the loop calls this; tests may call it directly)."""
+        now = self.api.clock.now()
+        for pod in self.api.store.list(POD_KEY):
+            node = (pod.get("spec") or {}).get("nodeName")
+            if not node or not self.node_running(node):
+                continue
+            md = pod["metadata"]
+            if md.get("deletionTimestamp"):
+                due = datetime.strptime(md["deletionTimestamp"], "%Y-%m-%dT%H:%M:%SZ")
+                if due.replace(tzinfo=now.tzinfo) <= now:
+                    self.api.force_remove_pod(md["namespace"], md["name"])
+                continue
+            phase = (pod.get("status") or {}).get("phase")
+            if phase == "Pending":
+                self._start_pod(pod)
+
+    async def _run(self) -> None:
+        sub = self.api.store.subscribe(POD_KEY)
+        try:
+            while self.enabled:
+                with contextlib.suppress(ApiError):  # a racing delete; the next pass catches up
+                    self.sync_once()
+                self._wake.clear()
+                waiters = [
+                    asyncio.ensure_future(sub.queue.get()),
+                    asyncio.ensure_future(self._wake.wait()),
+                ]
+                try:
+                    await asyncio.wait(
+                        waiters, timeout=self.poll_interval, return_when=asyncio.FIRST_COMPLETED
+                    )
+                finally:
+                    for w in waiters:
+                        w.cancel()
+                while not sub.queue.empty():
+                    sub.queue.get_nowait()
+        finally:
+            self.api.store.unsubscribe(sub)

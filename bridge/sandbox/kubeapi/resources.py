@@ -1,0 +1,240 @@
+"""The resource registry: which group/version/resource the sandbox serves, and how.
+
+Built-in types are declared here; custom resources are added when a
+CustomResourceDefinition is created (see :meth:`Registry.register_crd`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+
+# generic field selectors every resource supports
+_META_FIELDS = frozenset({"metadata.name", "metadata.namespace"})
+
+
+@dataclass(frozen=True)
+class ResourceDef:
+    """One served resource (e.g. ``pods`` in core/v1)."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+    singular: str = ""
+    short_names: tuple[str, ...] = ()
+    subresources: tuple[str, ...] = ()  # "status", "binding"
+    fields: frozenset[str] = _META_FIELDS  # supported field-selector labels
+    custom: bool = False  # a custom resource (no strategic merge patch)
+    schema: dict[str, Any] | None = None  # openAPIV3Schema of a custom resource
+    categories: tuple[str, ...] = ()
+    return_deleted: bool = False  # DELETE answers with the object instead of a Status
+    columns: tuple[dict[str, Any], ...] = ()  # additionalPrinterColumns of a CRD
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """Storage key: objects are shared between the versions of one group/resource."""
+        return (self.group, self.plural)
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def group_resource(self) -> str:
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    def discovery(self) -> list[dict[str, Any]]:
+        """APIResource entries of this resource and its subresources."""
+        main: dict[str, Any] = {
+            "name": self.plural,
+            "singularName": self.singular or self.kind.lower(),
+            "namespaced": self.namespaced,
+            "kind": self.kind,
+            "verbs": _VERBS,
+        }
+        if self.short_names:
+            main["shortNames"] = list(self.short_names)
+        if self.categories:
+            main["categories"] = list(self.categories)
+        out = [main]
+        for sub in self.subresources:
+            if sub == "status":
+                out.append(
+                    {
+                        "name": f"{self.plural}/status",
+                        "singularName": "",
+                        "namespaced": self.namespaced,
+                        "kind": self.kind,
+                        "verbs": ["get", "patch", "update"],
+                    }
+                )
+            elif sub == "binding":
+                out.append(
+                    {
+                        "name": f"{self.plural}/binding",
+                        "singularName": "",
+                        "namespaced": self.namespaced,
+                        "kind": "Binding",
+                        "verbs": ["create"],
+                    }
+                )
+        return out
+
+
+_POD_FIELDS = _META_FIELDS | {
+    "spec.nodeName",
+    "spec.schedulerName",
+    "spec.serviceAccountName",
+    "spec.restartPolicy",
+    "spec.hostNetwork",
+    "status.phase",
+    "status.podIP",
+    "status.nominatedNodeName",
+}
+_EVENT_FIELDS = _META_FIELDS | {
+    "involvedObject.kind",
+    "involvedObject.namespace",
+    "involvedObject.name",
+    "involvedObject.uid",
+    "involvedObject.apiVersion",
+    "involvedObject.resourceVersion",
+    "involvedObject.fieldPath",
+    "reason",
+    "reportingComponent",
+    "source",
+    "type",
+}
+
+BUILTINS: tuple[ResourceDef, ...] = (
+    ResourceDef(
+        "",
+        "v1",
+        "pods",
+        "Pod",
+        True,
+        short_names=("po",),
+        subresources=("status", "binding"),
+        fields=_POD_FIELDS,
+        categories=("all",),
+        return_deleted=True,
+    ),
+    ResourceDef(
+        "",
+        "v1",
+        "nodes",
+        "Node",
+        False,
+        short_names=("no",),
+        subresources=("status",),
+        fields=_META_FIELDS | {"spec.unschedulable"},
+        return_deleted=True,
+    ),
+    ResourceDef(
+        "",
+        "v1",
+        "namespaces",
+        "Namespace",
+        False,
+        short_names=("ns",),
+        subresources=("status",),
+        fields=_META_FIELDS | {"status.phase"},
+        return_deleted=True,
+    ),
+    ResourceDef("", "v1", "events", "Event", True, short_names=("ev",), fields=_EVENT_FIELDS),
+    ResourceDef("", "v1", "serviceaccounts", "ServiceAccount", True, short_names=("sa",)),
+    ResourceDef("", "v1", "configmaps", "ConfigMap", True, short_names=("cm",)),
+    ResourceDef("", "v1", "secrets", "Secret", True, fields=_META_FIELDS | {"type"}),
+    ResourceDef("coordination.k8s.io", "v1", "leases", "Lease", True),
+    ResourceDef(
+        "batch",
+        "v1",
+        "jobs",
+        "Job",
+        True,
+        subresources=("status",),
+        fields=_META_FIELDS | {"status.successful"},
+        categories=("all",),
+        return_deleted=True,
+    ),
+    ResourceDef(
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        False,
+        short_names=("crd", "crds"),
+        subresources=("status",),
+        categories=("api-extensions",),
+        return_deleted=True,
+    ),
+)
+
+
+class Registry:
+    """Served resources by (group, version, plural); CRDs add and remove entries."""
+
+    def __init__(self) -> None:
+        self._defs: dict[tuple[str, str, str], ResourceDef] = {}
+        for d in BUILTINS:
+            self.add(d)
+
+    def add(self, d: ResourceDef) -> None:
+        self._defs[(d.group, d.version, d.plural)] = d
+
+    def remove_group_resource(self, group: str, plural: str) -> None:
+        for k in [k for k in self._defs if k[0] == group and k[2] == plural]:
+            del self._defs[k]
+
+    def get(self, group: str, version: str, plural: str) -> ResourceDef | None:
+        return self._defs.get((group, version, plural))
+
+    def all(self) -> list[ResourceDef]:
+        return list(self._defs.values())
+
+    def group_versions(self) -> dict[str, list[str]]:
+        """group -> served versions (preferred first)."""
+        out: dict[str, list[str]] = {}
+        for g, v, _ in self._defs:
+            vs = out.setdefault(g, [])
+            if v not in vs:
+                vs.append(v)
+        return out
+
+    def by_kind(self, api_version: str, kind: str) -> ResourceDef | None:
+        for d in self._defs.values():
+            if d.api_version == api_version and d.kind == kind:
+                return d
+        return None
+
+    @staticmethod
+    def defs_from_crd(crd: dict[str, Any]) -> list[ResourceDef]:
+        """The ResourceDefs a CRD declares (one per served version)."""
+        spec = crd.get("spec") or {}
+        names = spec.get("names") or {}
+        out: list[ResourceDef] = []
+        for ver in spec.get("versions") or []:
+            if not ver.get("served", True):
+                continue
+            subs = ("status",) if "status" in (ver.get("subresources") or {}) else ()
+            out.append(
+                ResourceDef(
+                    group=spec.get("group", ""),
+                    version=ver["name"],
+                    plural=names.get("plural", ""),
+                    kind=names.get("kind", ""),
+                    namespaced=spec.get("scope", "Namespaced") == "Namespaced",
+                    singular=names.get("singular", ""),
+                    short_names=tuple(names.get("shortNames") or ()),
+                    categories=tuple(names.get("categories") or ()),
+                    subresources=subs,
+                    custom=True,
+                    schema=(ver.get("schema") or {}).get("openAPIV3Schema"),
+                    return_deleted=True,
+                    columns=tuple(ver.get("additionalPrinterColumns") or ()),
+                )
+            )
+        return out

@@ -1,0 +1,206 @@
+"""``SandboxApiServer``: the sandbox Kubernetes API server as an async context manager."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+from importlib import resources as importlib_resources
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from bridge.clock import Clock, SystemClock
+from bridge.sandbox.kubeapi.handlers import Handlers
+from bridge.sandbox.kubeapi.hooks import Fault, Faults, RequestLog
+from bridge.sandbox.kubeapi.kubelet import FakeKubelet
+from bridge.sandbox.kubeapi.resources import Registry
+from bridge.sandbox.kubeapi.store import Obj, Store
+from bridge.sandbox.kubeapi.verbs import NS_KEY, ObjectApi
+
+DEFAULT_NAMESPACES = ("default", "kube-system", "slurm-bridge")
+SANDBOX_TOKEN = "sandbox-token"  # any bearer token is accepted; this one goes in kubeconfigs
+
+
+def bundled_crds() -> list[Obj]:
+    """The CRDs the sandbox installs at start: PodGroup, JobSet, LeaderWorkerSet."""
+    out: list[Obj] = []
+    folder = importlib_resources.files("bridge.sandbox.kubeapi") / "crds"
+    for entry in sorted(folder.iterdir(), key=lambda p: p.name):
+        if entry.name.endswith(".yaml"):
+            out.append(yaml.safe_load(entry.read_text()))
+    return out
+
+
+class SandboxApiServer:
+    """See the package docstring (``bridge.sandbox.kubeapi``) for the full API."""
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        nodes: tuple[str, ...] | list[str] = (),
+        kubelet: bool = False,
+        bookmark_interval: float = 5.0,
+        watch_timeout: float = 1800.0,
+        history_size: int = 10_000,
+        serviceaccount_delay: float = 0.05,
+        tls_cert: str | None = None,
+        tls_key: str | None = None,
+        clock: Clock | None = None,
+        install_crds: bool = True,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.bookmark_interval = bookmark_interval
+        self.watch_timeout = watch_timeout
+        self.tls_cert = tls_cert
+        self.tls_key = tls_key
+        self.store = Store(history_size=history_size)
+        self.registry = Registry()
+        self.api = ObjectApi(
+            self.store,
+            self.registry,
+            clock or SystemClock(),
+            serviceaccount_delay=serviceaccount_delay,
+        )
+        self.faults = Faults()
+        self.request_log = RequestLog()
+        self.kubelet = FakeKubelet(self.api)
+        self._initial_nodes = tuple(nodes)
+        self._kubelet_on = kubelet
+        self._install_crds = install_crds
+        self._runner: web.AppRunner | None = None
+        self._watch_tasks: set[asyncio.Task[Any]] = set()
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        scheme = "https" if self.tls_cert else "http"
+        return f"{scheme}://{self.host}:{self.port}"
+
+    async def start(self) -> None:
+        self._bootstrap()
+        handlers = Handlers(self)
+        app = web.Application(client_max_size=16 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", handlers.dispatch)
+        self._runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, shutdown_timeout=0.5
+        )
+        await self._runner.setup()
+        ctx = None
+        if self.tls_cert:
+            ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            ctx.load_cert_chain(self.tls_cert, self.tls_key)
+        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=ctx)
+        await site.start()
+        server = site._server
+        if self.port == 0 and server is not None:
+            sockets = getattr(server, "sockets", None) or []
+            self.port = sockets[0].getsockname()[1]
+        if self._kubelet_on:
+            self.kubelet.start()
+
+    def _bootstrap(self) -> None:
+        ns_rd = self.api.resolve("", "v1", "namespaces")
+        for ns in DEFAULT_NAMESPACES:
+            if self.store.get(NS_KEY, "", ns) is None:
+                self.api.create(ns_rd, "", {"metadata": {"name": ns}})
+            self.api.ensure_default_sa(ns)
+        if self._install_crds:
+            for crd in bundled_crds():
+                self.api.install_crd(crd)
+        for node in self._initial_nodes:
+            self.api.set_node_ready(node)
+
+    async def close(self) -> None:
+        await self.kubelet.stop()
+        for t in list(self._watch_tasks):
+            t.cancel()
+        for t in list(self.api._tasks):
+            t.cancel()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> SandboxApiServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # --- kubeconfig --------------------------------------------------------------------
+
+    def kubeconfig(self, *, ca_file: str | None = None, namespace: str = "default") -> Obj:
+        cluster: Obj = {"server": self.url}
+        if self.tls_cert:
+            if ca_file:
+                cluster["certificate-authority"] = ca_file
+            else:
+                cluster["insecure-skip-tls-verify"] = True
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "sandbox", "cluster": cluster}],
+            "users": [{"name": "sandbox", "user": {"token": SANDBOX_TOKEN}}],
+            "contexts": [
+                {
+                    "name": "sandbox",
+                    "context": {"cluster": "sandbox", "user": "sandbox", "namespace": namespace},
+                }
+            ],
+            "current-context": "sandbox",
+        }
+
+    def write_kubeconfig(self, path: str | Path, *, ca_file: str | None = None) -> Path:
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(yaml.safe_dump(self.kubeconfig(ca_file=ca_file), sort_keys=False))
+        return p
+
+    # --- test hooks --------------------------------------------------------------------
+
+    def compact(self) -> int:
+        """Drop the event history: watching or continuing from an older version -> 410."""
+        self.store.compact()
+        return self.store.compacted
+
+    def inject_fault(
+        self,
+        path: str,
+        *,
+        method: str = "*",
+        status: int = 500,
+        count: int | None = 1,
+        drop: bool = False,
+        delay: float = 0.0,
+    ) -> Fault:
+        return self.faults.add(
+            Fault(path=path, method=method, status=status, count=count, drop=drop, delay=delay)
+        )
+
+    def clear_faults(self) -> None:
+        self.faults.clear()
+
+    def set_node_ready(self, name: str, ready: bool = True) -> Obj:
+        return self.api.set_node_ready(name, ready)
+
+    def finish_pod(
+        self, namespace: str, name: str, *, exit_code: int = 0, reason: str | None = None
+    ) -> Obj:
+        return self.kubelet.finish_pod(namespace, name, exit_code=exit_code, reason=reason)
+
+    async def serve_forever(self) -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.Event().wait()

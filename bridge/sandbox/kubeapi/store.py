@@ -1,0 +1,141 @@
+"""In-memory object store with a global resourceVersion, a bounded event history and
+watch subscriptions.
+
+Every write bumps one global counter (like etcd's revision); resourceVersions are its
+decimal strings. The history keeps the last ``history_size`` events; anything older (or
+older than the last :meth:`Store.compact`) is gone, and watching from it is a 410.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import copy
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+Key = tuple[str, str]  # (group, plural)
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StoreEvent:
+    """One change: ``obj`` is the object after the change (for DELETED: as it was last,
+    with the deletion's resourceVersion); ``old`` the object before it."""
+
+    rv: int
+    key: Key
+    type: str
+    obj: Obj
+    old: Obj | None
+
+
+@dataclass
+class Subscription:
+    key: Key
+    queue: asyncio.Queue[StoreEvent] = field(default_factory=asyncio.Queue)
+
+
+def ns_name(obj: Obj) -> tuple[str, str]:
+    md = obj.get("metadata") or {}
+    return (md.get("namespace") or "", md.get("name") or "")
+
+
+class Store:
+    def __init__(self, history_size: int = 10_000) -> None:
+        self._objects: dict[Key, dict[tuple[str, str], Obj]] = {}
+        self._rv = 0
+        self._compacted = 0
+        self._history: deque[StoreEvent] = deque()
+        self._history_size = history_size
+        self._subs: list[Subscription] = []
+
+    @property
+    def resource_version(self) -> int:
+        return self._rv
+
+    @property
+    def compacted(self) -> int:
+        """Events at or before this revision are gone from the history."""
+        return self._compacted
+
+    def compact(self) -> None:
+        """Drop the whole history: watches/continues from any older version get 410."""
+        self._compacted = self._rv
+        self._history.clear()
+
+    def get(self, key: Key, namespace: str, name: str) -> Obj | None:
+        obj = self._objects.get(key, {}).get((namespace, name))
+        return copy.deepcopy(obj) if obj is not None else None
+
+    def list(self, key: Key, namespace: str | None = None) -> list[Obj]:
+        """Objects sorted by (namespace, name) like etcd keys; deep copies."""
+        objs = self._objects.get(key, {})
+        return [
+            copy.deepcopy(objs[k])
+            for k in sorted(objs)
+            if namespace is None or namespace == "" or k[0] == namespace
+        ]
+
+    def count(self, key: Key) -> int:
+        return len(self._objects.get(key, {}))
+
+    def _emit(self, ev: StoreEvent) -> None:
+        self._history.append(ev)
+        while len(self._history) > self._history_size:
+            dropped = self._history.popleft()
+            self._compacted = dropped.rv
+        for sub in self._subs:
+            if sub.key == ev.key:
+                sub.queue.put_nowait(ev)
+
+    def put(self, key: Key, obj: Obj, *, created: bool) -> Obj:
+        """Store ``obj`` with a new resourceVersion; emit ADDED or MODIFIED."""
+        self._rv += 1
+        stored = copy.deepcopy(obj)
+        stored.setdefault("metadata", {})["resourceVersion"] = str(self._rv)
+        k = ns_name(stored)
+        old = self._objects.setdefault(key, {}).get(k)
+        self._objects[key][k] = stored
+        self._emit(StoreEvent(self._rv, key, "ADDED" if created else "MODIFIED", stored, old))
+        return copy.deepcopy(stored)
+
+    def remove(self, key: Key, namespace: str, name: str) -> Obj | None:
+        """Remove an object; emit DELETED carrying the deletion's resourceVersion."""
+        old = self._objects.get(key, {}).pop((namespace, name), None)
+        if old is None:
+            return None
+        self._rv += 1
+        gone = copy.deepcopy(old)
+        gone["metadata"]["resourceVersion"] = str(self._rv)
+        self._emit(StoreEvent(self._rv, key, "DELETED", gone, old))
+        return copy.deepcopy(gone)
+
+    def drop_resource(self, key: Key) -> builtins.list[Obj]:
+        """Remove every object of a resource (its CRD went away)."""
+        out = []
+        for ns, name in list(self._objects.get(key, {})):
+            gone = self.remove(key, ns, name)
+            if gone is not None:
+                out.append(gone)
+        self._objects.pop(key, None)
+        return out
+
+    def subscribe_since(self, key: Key, rv: int) -> tuple[builtins.list[StoreEvent], Subscription]:
+        """History events of ``key`` newer than ``rv`` plus a live subscription, taken
+        atomically (no await in between) so nothing is lost or duplicated.
+        The caller checks ``rv`` against :attr:`compacted` first."""
+        past = [e for e in self._history if e.key == key and e.rv > rv]
+        sub = Subscription(key)
+        self._subs.append(sub)
+        return past, sub
+
+    def subscribe(self, key: Key) -> Subscription:
+        sub = Subscription(key)
+        self._subs.append(sub)
+        return sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        if sub in self._subs:
+            self._subs.remove(sub)

@@ -1,0 +1,151 @@
+"""Watch streams: the event logic of ``?watch=true``.
+
+From a resourceVersion: only newer events (no replay); without one (or ``"0"``): synthetic
+ADDED for the current state, then changes. Objects entering/leaving the selectors are
+ADDED/DELETED for this watcher. BOOKMARKs every ``bookmark_interval`` seconds when asked.
+A version older than the compaction point: one ERROR event carrying a 410 Expired Status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bridge.sandbox.kubeapi.errors import ApiError, expired
+from bridge.sandbox.kubeapi.resources import ResourceDef
+from bridge.sandbox.kubeapi.selectors import (
+    FieldRequirement,
+    Requirement,
+    fields_match,
+    labels_match,
+)
+from bridge.sandbox.kubeapi.store import Obj, Store, StoreEvent
+
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class WatchRequest:
+    rd: ResourceDef
+    namespace: str  # "" = all namespaces
+    labels: list[Requirement]
+    fields: list[FieldRequirement]
+    resource_version: str | None
+    timeout: float
+    bookmarks: bool
+    bookmark_interval: float
+
+
+def _ns(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("namespace") or "")
+
+
+def _matches(req: WatchRequest, obj: Obj | None) -> bool:
+    if obj is None:
+        return False
+    if req.rd.namespaced and req.namespace and _ns(obj) != req.namespace:
+        return False
+    return labels_match(req.labels, obj) and fields_match(req.fields, obj)
+
+
+def translate(req: WatchRequest, ev: StoreEvent) -> str | None:
+    """The event type this watcher sees for a store event (None = not visible)."""
+    new_m = _matches(req, ev.obj)
+    old_m = _matches(req, ev.old) if ev.old is not None else False
+    if ev.type == "ADDED":
+        return "ADDED" if new_m else None
+    if ev.type == "DELETED":
+        return "DELETED" if (new_m or old_m) else None
+    if new_m and old_m:
+        return "MODIFIED"
+    if new_m:
+        return "ADDED"
+    if old_m:
+        return "DELETED"
+    return None
+
+
+def _present(req: WatchRequest, obj: Obj) -> Obj:
+    o = copy.deepcopy(obj)
+    o["apiVersion"] = req.rd.api_version
+    o["kind"] = req.rd.kind
+    return o
+
+
+def expired_event(rv: str) -> dict[str, Any]:
+    err = expired(f"too old resource version: {rv}")
+    return {"type": "ERROR", "object": err.status()}
+
+
+async def run_watch(
+    store: Store,
+    req: WatchRequest,
+    send: Send,
+    transform: Callable[[Obj], Obj] | None = None,
+) -> None:
+    """Stream events to ``send`` until ``req.timeout`` passes or the client goes away."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + req.timeout
+    rv_s = req.resource_version
+    initial: list[dict[str, Any]] = []
+    if rv_s and rv_s != "0":
+        try:
+            rv = int(rv_s)
+        except ValueError as e:
+            raise ApiError(400, "BadRequest", f"invalid resource version: {rv_s}") from e
+        if rv < store.compacted:
+            await send(expired_event(rv_s))
+            return
+        past, sub = store.subscribe_since(req.rd.key, rv)
+    else:
+        current = store.list(req.rd.key, req.namespace if req.rd.namespaced else None)
+        sub = store.subscribe(req.rd.key)
+        past = []
+        for obj in current:
+            if _matches(req, obj):
+                initial.append({"type": "ADDED", "object": _present(req, obj)})
+
+    def out(obj: Obj) -> Obj:
+        o = _present(req, obj)
+        return transform(o) if transform else o
+
+    try:
+        for first in initial:
+            first["object"] = transform(first["object"]) if transform else first["object"]
+            await send(first)
+        for ev in past:
+            t = translate(req, ev)
+            if t:
+                await send({"type": t, "object": out(ev.obj)})
+        next_bookmark = loop.time() + req.bookmark_interval
+        while True:
+            now = loop.time()
+            if now >= deadline:
+                return
+            wait = deadline - now
+            if req.bookmarks:
+                wait = min(wait, max(next_bookmark - now, 0.0))
+            try:
+                ev = await asyncio.wait_for(sub.queue.get(), timeout=wait)
+            except TimeoutError:
+                if req.bookmarks and loop.time() >= next_bookmark:
+                    await send(
+                        {
+                            "type": "BOOKMARK",
+                            "object": {
+                                "kind": req.rd.kind,
+                                "apiVersion": req.rd.api_version,
+                                "metadata": {"resourceVersion": str(store.resource_version)},
+                            },
+                        }
+                    )
+                    next_bookmark = loop.time() + req.bookmark_interval
+                continue
+            t = translate(req, ev)
+            if t:
+                await send({"type": t, "object": out(ev.obj)})
+    finally:
+        store.unsubscribe(sub)

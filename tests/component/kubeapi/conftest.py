@@ -1,0 +1,37 @@
+"""Fixtures for the sandbox API server conformance suite: a fresh server per test and a
+REAL kubernetes_asyncio client configured from the kubeconfig the server writes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from kubernetes_asyncio import client, config
+
+from bridge.sandbox.kubeapi import SandboxApiServer
+
+
+@pytest.fixture
+async def srv() -> AsyncIterator[SandboxApiServer]:
+    async with SandboxApiServer(port=0, bookmark_interval=0.2, serviceaccount_delay=0.01) as s:
+        yield s
+
+
+@pytest.fixture
+async def api(srv: SandboxApiServer, tmp_path: Path) -> AsyncIterator[client.ApiClient]:
+    path = srv.write_kubeconfig(tmp_path / "kubeconfig")
+    cfg = client.Configuration()
+    await config.load_kube_config(config_file=str(path), client_configuration=cfg)
+    async with client.ApiClient(cfg) as c:
+        yield c
+
+
+@pytest.fixture
+def core(api: client.ApiClient) -> client.CoreV1Api:
+    return client.CoreV1Api(api)
+
+
+@pytest.fixture
+def custom(api: client.ApiClient) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(api)

@@ -1,0 +1,40 @@
+"""Helpers shared by the sandbox API server conformance tests."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+NS = "default"
+
+
+def pod_body(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"containers": [{"name": "main", "image": "busybox:1.36"}], **spec},
+    }
+
+
+def binding_body(pod: str, node: str, uid: str | None = None) -> dict[str, Any]:
+    md: dict[str, Any] = {"name": pod}
+    if uid:
+        md["uid"] = uid
+    return {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": md,
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
+
+
+async def eventually(pred: Callable[[], Awaitable[bool]], deadline_s: float = 5.0) -> None:
+    """Poll an async predicate until it holds (deadline, no fixed sleep)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + deadline_s
+    while not await pred():
+        if loop.time() > deadline:
+            raise AssertionError("condition not reached before the deadline")
+        await asyncio.sleep(0.01)
