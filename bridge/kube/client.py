@@ -353,6 +353,8 @@ class KubeClient:
     ) -> ObjectList:
         """All objects (following ``continue`` pages); the first page's resourceVersion.
 
+        Items get ``apiVersion`` and ``kind`` filled in when the server left them out.
+
         A continue token that expired (410) restarts the list from the beginning once.
         """
         base: list[tuple[str, Any]] = []
@@ -373,7 +375,12 @@ class KubeClient:
                     page = await self.request("GET", res.path(namespace), query=query, what=what)
                     meta = page.get("metadata") or {}
                     rv = rv or str(meta.get("resourceVersion") or "")
-                    items.extend(page.get("items") or [])
+                    for item in page.get("items") or []:
+                        # List items come without kind/apiVersion (watch objects have
+                        # them): fill them so every object dict has the same shape.
+                        item.setdefault("apiVersion", res.api_version)
+                        item.setdefault("kind", res.kind)
+                        items.append(item)
                     cont = str(meta.get("continue") or "")
                     if not cont:
                         return ObjectList(items, rv)
@@ -411,7 +418,7 @@ class KubeClient:
         patch_type: PatchType = "merge",
         subresource: str = "",
     ) -> KubeObject:
-        if patch_type == "strategic" and res.group not in ("", "batch", "apps"):
+        if patch_type == "strategic" and not res.builtin:
             raise KubeInvalid(
                 f"patch {res.describe(namespace, name)}: strategic merge is not supported on "
                 "custom resources (the server answers 415); use merge or json",

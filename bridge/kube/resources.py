@@ -25,6 +25,8 @@ class Resource:
     plural: str
     kind: str
     namespaced: bool
+    # Built-in types accept strategic merge patches; custom resources answer 415.
+    builtin: bool = True
 
     @property
     def api_version(self) -> str:
@@ -55,10 +57,10 @@ NAMESPACES = Resource("", "v1", "namespaces", "Namespace", False)
 EVENTS = Resource("", "v1", "events", "Event", True)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
 JOBS = Resource("batch", "v1", "jobs", "Job", True)
-PODGROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", True)
-JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", True)
+PODGROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", True, False)
+JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", True, False)
 LEADERWORKERSETS = Resource(
-    "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet", True
+    "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet", True, False
 )
 
 

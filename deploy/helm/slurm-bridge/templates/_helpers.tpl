@@ -1,0 +1,203 @@
+{{/* vim: set filetype=mustache: */}}
+
+{{- define "slurm-bridge.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "slurm-bridge.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "slurm-bridge.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Labels on every object. */}}
+{{- define "slurm-bridge.labels" -}}
+helm.sh/chart: {{ include "slurm-bridge.chart" . }}
+{{ include "slurm-bridge.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: slurm-bridge
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "slurm-bridge.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "slurm-bridge.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* Labels of one component's objects; call with (dict "root" $ "component" "scheduler"). */}}
+{{- define "slurm-bridge.componentLabels" -}}
+{{ include "slurm-bridge.labels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "slurm-bridge.componentSelectorLabels" -}}
+{{ include "slurm-bridge.selectorLabels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* Name of a component's objects: <fullname>-<component>. */}}
+{{- define "slurm-bridge.componentName" -}}
+{{- printf "%s-%s" (include "slurm-bridge.fullname" .root) .component -}}
+{{- end -}}
+
+{{- define "slurm-bridge.serviceAccountName" -}}
+{{- $sa := (index .root.Values .component).serviceAccount -}}
+{{- if $sa.create -}}
+{{- default (include "slurm-bridge.componentName" .) $sa.name -}}
+{{- else -}}
+{{- default "default" $sa.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "slurm-bridge.image" -}}
+{{- $img := .Values.image -}}
+{{- if $img.digest -}}
+{{- printf "%s@%s" $img.repository $img.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $img.repository (default .Chart.AppVersion $img.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "slurm-bridge.jwtSecretName" -}}
+{{- if .Values.slurm.jwt.create -}}
+{{- default (printf "%s-jwt" (include "slurm-bridge.fullname" .)) .Values.slurm.jwt.existingSecret -}}
+{{- else -}}
+{{- required "slurm.jwt.existingSecret: name the Secret that holds the Slurm JWT" .Values.slurm.jwt.existingSecret -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "slurm-bridge.jwtFileName" -}}auth-token{{- end -}}
+
+{{- define "slurm-bridge.admissionTLSSecretName" -}}
+{{- printf "%s-admission-tls" (include "slurm-bridge.fullname" .) -}}
+{{- end -}}
+
+{{- define "slurm-bridge.tlsMountPath" -}}/tls{{- end -}}
+{{- define "slurm-bridge.configMountPath" -}}/etc/slurm-bridge{{- end -}}
+
+{{/*
+The configuration file, as YAML: .Values.config plus the keys the chart owns (the token
+file it mounts, the certificate it mounts, the Lease namespace). Parse it with fromYaml.
+*/}}
+{{- define "slurm-bridge.configYaml" -}}
+{{- $cfg := deepCopy .Values.config -}}
+{{- if not (hasKey $cfg "leaderElectionNamespace") -}}
+{{- $_ := set $cfg "leaderElectionNamespace" .Release.Namespace -}}
+{{- end -}}
+{{- $sel := $cfg.managedNamespaceSelector -}}
+{{- if not (and $sel (or $sel.matchLabels $sel.matchExpressions)) -}}
+{{- $_ := unset $cfg "managedNamespaceSelector" -}}
+{{- end -}}
+{{- $_ := set $cfg "slurmTokenFile" (printf "%s/%s" .Values.slurm.jwt.mountPath (include "slurm-bridge.jwtFileName" .)) -}}
+{{- $adm := deepCopy (default (dict) $cfg.admission) -}}
+{{- $_ := set $adm "tlsCertFile" (printf "%s/tls.crt" (include "slurm-bridge.tlsMountPath" .)) -}}
+{{- $_ := set $adm "tlsKeyFile" (printf "%s/tls.key" (include "slurm-bridge.tlsMountPath" .)) -}}
+{{- $_ := set $cfg "admission" $adm -}}
+{{- toYaml $cfg -}}
+{{- end -}}
+
+{{- define "slurm-bridge.metricsPort" -}}
+{{- dig "metricsPort" 8080 .Values.config | int -}}
+{{- end -}}
+{{- define "slurm-bridge.healthPort" -}}
+{{- dig "healthPort" 8081 .Values.config | int -}}
+{{- end -}}
+{{- define "slurm-bridge.admissionPort" -}}
+{{- dig "admission" "port" 9443 .Values.config | int -}}
+{{- end -}}
+
+{{- define "slurm-bridge.leaseNamespace" -}}
+{{- dig "leaderElectionNamespace" .Release.Namespace .Values.config -}}
+{{- end -}}
+
+{{/*
+Sanity checks no JSON schema can express (they compare values with each other or with
+the release). Included once, from configmap.yaml.
+*/}}
+{{- define "slurm-bridge.validate" -}}
+{{- $names := default (list) .Values.config.managedNamespaces -}}
+{{- if has .Release.Namespace $names -}}
+{{- fail (printf "config.managedNamespaces: %q is the release namespace; install the chart into a namespace of its own (e.g. slurm-bridge-system): the webhooks always exclude the bridge's own namespace" .Release.Namespace) -}}
+{{- end -}}
+{{- if eq (include "slurm-bridge.healthPort" .) "0" -}}
+{{- fail "config.healthPort: must not be 0 in the chart (the probes use it)" -}}
+{{- end -}}
+{{- if not (dig "leaderElection" true .Values.config) -}}
+{{- range $c := list "scheduler" "controller" -}}
+{{- $v := index $.Values $c -}}
+{{- if and $v.enabled (gt (int $v.replicas) 1) -}}
+{{- fail (printf "%s.replicas: %d replicas need config.leaderElection=true (two active replicas would submit twice)" $c (int $v.replicas)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if and .Values.slurm.jwt.create (not .Values.slurm.jwt.token) -}}
+{{- fail "slurm.jwt.token: required when slurm.jwt.create=true" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The webhooks' namespaceSelectors, a YAML list: one selector for the managedNamespaces
+(by the kubernetes.io/metadata.name label the API server sets on every namespace) and one
+for managedNamespaceSelector (minus the listed names, so no namespace is called twice).
+Both exclude the release namespace. An empty list is refused: the webhooks never go
+cluster-wide.
+*/}}
+{{- define "slurm-bridge.webhookNamespaceSelectors" -}}
+{{- $names := default (list) .Values.config.managedNamespaces -}}
+{{- $own := .Release.Namespace -}}
+{{- $out := list -}}
+{{- if $names -}}
+{{- $out = append $out (dict "matchExpressions" (list
+      (dict "key" "kubernetes.io/metadata.name" "operator" "In" "values" $names)
+      (dict "key" "kubernetes.io/metadata.name" "operator" "NotIn" "values" (list $own)))) -}}
+{{- end -}}
+{{- $sel := .Values.config.managedNamespaceSelector -}}
+{{- if and $sel (or $sel.matchLabels $sel.matchExpressions) -}}
+{{- $exprs := concat (default (list) $sel.matchExpressions) (list
+      (dict "key" "kubernetes.io/metadata.name" "operator" "NotIn" "values" (uniq (append $names $own)))) -}}
+{{- $s := dict "matchExpressions" $exprs -}}
+{{- if $sel.matchLabels -}}
+{{- $_ := set $s "matchLabels" $sel.matchLabels -}}
+{{- end -}}
+{{- $out = append $out $s -}}
+{{- end -}}
+{{- if not $out -}}
+{{- fail "config.managedNamespaces / config.managedNamespaceSelector: at least one must name a namespace (the webhooks are never cluster-wide)" -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}
+
+{{/* The part every webhook entry shares; call with (dict "root" $ "path" "/x" "selector" {...} "caBundle" "..."). */}}
+{{- define "slurm-bridge.webhookCommon" -}}
+{{- $a := .root.Values.admission -}}
+admissionReviewVersions: [v1]
+sideEffects: None
+failurePolicy: {{ $a.failurePolicy }}
+timeoutSeconds: {{ $a.timeoutSeconds }}
+matchPolicy: Equivalent
+clientConfig:
+  service:
+    name: {{ include "slurm-bridge.componentName" (dict "root" .root "component" "admission") }}
+    namespace: {{ .root.Release.Namespace }}
+    path: {{ .path }}
+    port: {{ $a.service.port }}
+  {{- with .caBundle }}
+  caBundle: {{ . }}
+  {{- end }}
+namespaceSelector:
+  {{- toYaml .selector | nindent 2 }}
+{{- end -}}
