@@ -167,6 +167,7 @@ class Scheduler:
         self.jobs_by_group_uid: dict[str, SlurmJob] = {}  # from the start-up sweep
         self.swept = False
         self._rejects: dict[str, int] = {}
+        self.slurm_nodes: frozenset[str] = frozenset()
         self._background: set[asyncio.Task[Any]] = set()
 
     # ------------------------------------------------------------------ feeding
@@ -265,8 +266,14 @@ class Scheduler:
             if parsed is None or parsed[0] is None or not job.state.active:
                 continue
             self.jobs_by_group_uid[parsed[0].uid] = job
+        await self.refresh_slurm_nodes()
         self.swept = True
         log.info("slurm_sweep_done", jobs=len(jobs), bridge_jobs=len(self.jobs_by_group_uid))
+
+    async def refresh_slurm_nodes(self) -> None:
+        """Slurm's node names: ``excluded_nodes`` may only name nodes Slurm knows (an
+        unknown name fails the submit with 2018), and Kubernetes has nodes Slurm lacks."""
+        self.slurm_nodes = frozenset(n.name for n in await self.slurm.list_nodes())
 
     # ------------------------------------------------------------------ one group
     async def _group_object(self, ref: GroupRef) -> KubeObject | None:
@@ -326,7 +333,13 @@ class Scheduler:
                 gid = result.group
                 expected = result.want if result.want is not None else len(pods) + 1
             else:
-                spec = result
+                spec = result.model_copy(
+                    update={
+                        "excluded_nodes": tuple(
+                            n for n in result.excluded_nodes if n in self.slurm_nodes
+                        )
+                    }
+                )
         except InvalidInput as e:
             invalid = e
         if gid is None and g.ref.uid:
@@ -604,9 +617,13 @@ class Scheduler:
                 self.queue.done(key)
 
     async def poll_forever(self) -> None:
+        last_resync = self.clock.monotonic()
         while True:
             try:
                 await self.poller.run_once()
+                if self.clock.monotonic() - last_resync >= self.cfg.slurm_resync_interval_seconds:
+                    last_resync = self.clock.monotonic()
+                    await self.refresh_slurm_nodes()
             except SlurmError as e:
                 self.metrics.rest_errors.labels(e.endpoint or "?", str(e.status or 0)).inc()
                 log.warning("poll_failed", error=str(e))

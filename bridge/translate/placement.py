@@ -9,7 +9,9 @@ A node is excluded when ANY pod of the group cannot run on it (so every node Slu
 allocates fits every pod, and the binder may put any pod on any allocated node):
 
 * ``spec.unschedulable`` (cordoned);
-* a ``NoSchedule``/``NoExecute`` taint the pod does not tolerate;
+* a ``NoSchedule``/``NoExecute`` taint the pod does not tolerate (the bridge's own
+  ``slinky.slurm.net/managed-node`` taint is tolerated: the bridge adds that toleration
+  to every pod it schedules);
 * ``spec.nodeSelector`` labels missing or different;
 * required node affinity (``nodeSelectorTerms`` OR-ed; ``matchExpressions`` In, NotIn,
   Exists, DoesNotExist, Gt, Lt and ``matchFields`` on ``metadata.name``, AND-ed).
@@ -22,7 +24,7 @@ from typing import Any
 
 from bridge.errors import InvalidInput
 from bridge.translate import kobj
-from bridge.wellknown import LABEL_SLURM_NODENAME
+from bridge.wellknown import LABEL_SLURM_NODENAME, MANAGED_NODE_TAINT
 
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
@@ -95,6 +97,8 @@ def pod_fits_node(pod: kobj.Obj, node: kobj.Obj) -> bool:
         return False
     tolerations = kobj.sequence(pod, "spec", "tolerations")
     for taint in kobj.sequence(node, "spec", "taints"):
+        if kobj.text(taint, "key") == MANAGED_NODE_TAINT:
+            continue
         if kobj.text(taint, "effect") in _BLOCKING_EFFECTS and not tolerates(tolerations, taint):
             return False
     labels = kobj.labels(node)

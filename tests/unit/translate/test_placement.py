@@ -82,6 +82,21 @@ TAINT = {"key": "dedicated", "value": "ml", "effect": "NoSchedule"}
         pytest.param(pod(), node("t", taints=[TAINT]), False, id="untolerated-taint"),
         pytest.param(
             pod(),
+            node(
+                "t",
+                taints=[
+                    {
+                        "key": "slinky.slurm.net/managed-node",
+                        "value": "slurm-bridge-scheduler",
+                        "effect": "NoExecute",
+                    }
+                ],
+            ),
+            True,
+            id="bridge-managed-node-taint-counts-as-tolerated",
+        ),
+        pytest.param(
+            pod(),
             node("t", taints=[{**TAINT, "effect": "PreferNoSchedule"}]),
             True,
             id="prefer-no-schedule-ignored",

@@ -1,0 +1,170 @@
+"""Composition root of ``slurm-bridge scheduler --config FILE``: the only place that
+builds real clients. Everything it wires is testable on its own."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from bridge.clock import Clock, SystemClock
+from bridge.config import BridgeConfig, load_config
+from bridge.errors import BridgeError, ConfigError, KubeError
+from bridge.kube.client import KubeClient
+from bridge.kube.leader import LeaderElector
+from bridge.kube.resources import NAMESPACES, NODES, PODS
+from bridge.kube.watch import Watcher, WatchEvent
+from bridge.logging import configure_logging
+from bridge.ops import OpsServer
+from bridge.slurm.client import SlurmClient
+from scheduler.core import Scheduler
+
+log = structlog.get_logger("scheduler.app")
+LEASE_NAME = "slurm-bridge-scheduler"
+
+
+def pod_field_selector(cfg: BridgeConfig) -> str:
+    """Unscheduled pods routed to us (the namespace check is done on each event)."""
+    return f"spec.schedulerName={cfg.scheduler_name},spec.nodeName="
+
+
+async def _feed(
+    watcher: Watcher, handler: Callable[[WatchEvent], Awaitable[None] | None], synced: asyncio.Event
+) -> None:
+    """Run a watch; ``synced`` is set once its initial list has been delivered."""
+    async with watcher:
+        try:
+            for ev in await watcher.relist():
+                result = handler(ev)
+                if result is not None:
+                    await result
+        except KubeError as e:  # events() lists again before it watches
+            log.warning("initial_list_failed", resource=watcher.resource.plural, error=str(e))
+        synced.set()
+        async for ev in watcher.events():
+            result = handler(ev)
+            if result is not None:
+                await result
+
+
+async def run_scheduler(
+    cfg: BridgeConfig,
+    kube: KubeClient,
+    slurm: SlurmClient,
+    *,
+    clock: Clock | None = None,
+    ready: asyncio.Event | None = None,
+    scheduler: Scheduler | None = None,
+) -> None:
+    """Run the scheduler's loops until cancelled (this is the leader's work)."""
+    clock = clock or SystemClock()
+    sched = scheduler or Scheduler(cfg, kube, slurm, clock)
+    await sched.sweep()
+    nodes_synced, ns_synced, pods_synced = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    async with asyncio.TaskGroup() as tg:
+        tg.create_task(
+            _feed(
+                Watcher(kube, NODES, clock=clock),
+                lambda ev: sched.on_node_event(ev.type, ev.object),
+                nodes_synced,
+            )
+        )
+        if cfg.managed_namespace_selector is not None:
+            tg.create_task(
+                _feed(
+                    Watcher(kube, NAMESPACES, clock=clock),
+                    lambda ev: sched.on_namespace_event(ev.type, ev.object),
+                    ns_synced,
+                )
+            )
+        else:
+            ns_synced.set()
+        await nodes_synced.wait()
+        await ns_synced.wait()
+        tg.create_task(
+            _feed(
+                Watcher(kube, PODS, field_selector=pod_field_selector(cfg), clock=clock),
+                lambda ev: sched.on_pod_event(ev.type, ev.object),
+                pods_synced,
+            )
+        )
+        tg.create_task(sched.queue.run_timers())
+        tg.create_task(sched.poll_forever())
+        for _ in range(cfg.scheduler.workers):
+            tg.create_task(sched.worker())
+        await pods_synced.wait()
+        if ready is not None:
+            ready.set()
+        log.info("scheduler_running", workers=cfg.scheduler.workers)
+        while True:
+            sched.update_gauges()
+            await clock.sleep(5.0)
+
+
+async def serve(cfg: BridgeConfig, *, identity: str) -> None:
+    """Build the real clients, serve health/metrics, and schedule while leader."""
+    clock = SystemClock()
+    ready = asyncio.Event()
+    kube = await KubeClient.from_config(cfg, clock=clock)
+    async with kube, SlurmClient.from_config(cfg) as slurm:
+        sched = Scheduler(cfg, kube, slurm, clock)
+        ops = OpsServer(
+            sched.metrics.registry,
+            ready=lambda: (True, "ok") if ready.is_set() else (False, "not leading or syncing"),
+            port=cfg.health_port,
+            metrics_port=cfg.metrics_port,
+        )
+        if cfg.health_port:
+            await ops.start()
+
+        async def work() -> None:
+            await run_scheduler(cfg, kube, slurm, clock=clock, ready=ready, scheduler=sched)
+
+        try:
+            if cfg.leader_election:
+                elector = LeaderElector.from_config(
+                    kube, cfg, name=LEASE_NAME, identity=identity, clock=clock
+                )
+                await elector.run(work)
+            else:
+                await work()
+        finally:
+            await ops.stop()
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="slurm-bridge scheduler")
+    parser.add_argument("--config", help="config file (YAML)")
+    parser.add_argument(
+        "--identity",
+        default=f"{socket.gethostname()}-{os.getpid()}",
+        help="leader election identity (default: hostname-pid)",
+    )
+    args = parser.parse_args(argv)
+    try:
+        cfg = load_config(args.config)
+    except ConfigError as e:
+        print(f"slurm-bridge scheduler: {e}")
+        return 2
+    configure_logging(cfg.log_level, cfg.log_format)
+
+    async def runner() -> None:
+        task = asyncio.ensure_future(serve(cfg, identity=args.identity))
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, task.cancel)
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    try:
+        asyncio.run(runner())
+    except BridgeError as e:
+        log.error("scheduler_failed", error=str(e))
+        return 1
+    return 0

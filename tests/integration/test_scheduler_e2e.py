@@ -1,0 +1,268 @@
+"""The scheduler end to end: real slurmrestd 26.05, the sandbox Kubernetes API server,
+and the scheduler's loops running in this test's event loop.
+
+Waits poll the API with a deadline; nothing sleeps for a fixed time to "let it happen".
+Every Slurm job a test causes is cancelled at teardown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bridge.clock import SystemClock
+from bridge.config import BridgeConfig, parse_config
+from bridge.errors import SlurmError
+from bridge.kube.client import KubeClient
+from bridge.kube.resources import EVENTS, PODGROUPS, PODS
+from bridge.sandbox.kubeapi.server import SandboxApiServer
+from bridge.slurm.client import SlurmClient
+from bridge.wellknown import ANNOTATION_SLURM_NODE, FINALIZER, LABEL_JOB_ID
+from scheduler.app import run_scheduler
+from scheduler.core import Scheduler
+from tests.integration.conftest import SlurmSandbox, make_client
+
+pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
+NS = "slurm-bridge"
+DEADLINE = 30.0
+
+
+@dataclass
+class Bridge:
+    kube: KubeClient
+    slurm: SlurmClient
+    api: SandboxApiServer
+    sched: Scheduler
+    cfg: BridgeConfig
+
+    async def create_pod(self, name: str, **kw: Any) -> dict[str, Any]:
+        return await self.kube.create(PODS, pod(name, **kw), NS)
+
+    async def get_pod(self, name: str) -> dict[str, Any]:
+        return await self.kube.get_pod(NS, name)
+
+    async def wait_for(
+        self, what: str, check: Callable[[], Awaitable[Any]], deadline: float = DEADLINE
+    ) -> Any:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + deadline
+        last: Any = None
+        while loop.time() < end:
+            last = await check()
+            if last:
+                return last
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+    async def bound(self, name: str) -> str:
+        async def node() -> str:
+            return str(((await self.get_pod(name)).get("spec") or {}).get("nodeName") or "")
+
+        return str(await self.wait_for(f"pod {name} bound", node))
+
+    async def scheduled_message(self, name: str) -> str:
+        pod = await self.get_pod(name)
+        for c in (pod.get("status") or {}).get("conditions") or []:
+            if c.get("type") == "PodScheduled":
+                return f"{c.get('status')} {c.get('reason')}: {c.get('message')}"
+        return ""
+
+
+def pod(
+    name: str,
+    *,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    cpu: str = "1",
+    memory: str = "100Mi",
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}},
+        "spec": {
+            "schedulerName": "slurm-bridge-scheduler",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": {"cpu": cpu, "memory": memory}},
+                }
+            ],
+        },
+    }
+
+
+def job_of(p: dict[str, Any]) -> int:
+    return int(p["metadata"]["labels"][LABEL_JOB_ID])
+
+
+@pytest.fixture
+async def bridge(sandbox: SlurmSandbox, tmp_path: Path) -> AsyncIterator[Bridge]:
+    async with SandboxApiServer(nodes=list(sandbox.external_nodes), kubelet=True) as api:
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        cfg = parse_config(
+            {
+                "slurmRestApi": sandbox.rest_url,
+                "slurmTokenFile": str(sandbox.jwt_file),
+                "slurmUserName": sandbox.user,
+                "partition": sandbox.partition,
+                "managedNamespaces": [NS],
+                "kubeconfig": str(kubeconfig),
+                "leaderElection": False,
+                "slurmPollIntervalSeconds": 0.2,
+                "scheduler": {"rejectBackoffSeconds": 0.5, "workers": 4},
+            }
+        )
+        kube = await KubeClient.from_config(cfg)
+        async with kube, make_client(sandbox) as slurm, SlurmClient.from_config(cfg) as sslurm:
+            sched = Scheduler(cfg, kube, sslurm, SystemClock())
+            ready = asyncio.Event()
+            task = asyncio.create_task(
+                run_scheduler(cfg, kube, sslurm, ready=ready, scheduler=sched)
+            )
+            await asyncio.wait_for(ready.wait(), 20)
+            b = Bridge(kube, slurm, api, sched, cfg)
+            try:
+                yield b
+            finally:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+                pods = await kube.list_pods(NS)
+                for p in pods.items:
+                    with contextlib.suppress(KeyError, ValueError, SlurmError):
+                        await slurm.cancel(job_of(p))
+
+
+async def test_single_pod_gets_a_running_placeholder_job_and_is_bound(bridge: Bridge) -> None:
+    await bridge.create_pod("solo")
+    node = await bridge.bound("solo")
+    p = await bridge.get_pod("solo")
+    job = await bridge.slurm.get_job(job_of(p))
+    assert job.state.primary == "RUNNING"
+    assert job.external
+    assert list(job.nodes) == [node]
+    assert p["metadata"]["annotations"][ANNOTATION_SLURM_NODE] == node
+    assert FINALIZER in p["metadata"]["finalizers"]
+    assert job.name == "solo"
+    assert "slurm-bridge/solo" in job.admin_comment
+
+
+async def podgroup(bridge: Bridge, name: str, size: int) -> list[str]:
+    await bridge.kube.create(
+        PODGROUPS,
+        {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": name},
+            "spec": {"minMember": size},
+        },
+        NS,
+    )
+    names = [f"{name}-{i}" for i in range(size)]
+    for n in names:
+        await bridge.create_pod(
+            n, labels={"scheduling.x-k8s.io/pod-group": name}, cpu="3", memory="500Mi"
+        )
+    return names
+
+
+async def test_podgroup_waits_for_slurm_resources_then_runs_when_the_first_finishes(
+    bridge: Bridge, sandbox: SlurmSandbox
+) -> None:
+    assert len(sandbox.external_nodes) == 3, "the scenario needs the 3-node partition"
+    first = await podgroup(bridge, "pg-1", 2)
+    nodes = {await bridge.bound(n) for n in first}
+    assert len(nodes) == 2  # exclusive: one pod per node
+    job1 = job_of(await bridge.get_pod(first[0]))
+    assert job_of(await bridge.get_pod(first[1])) == job1  # ONE Slurm job for the gang
+
+    second = await podgroup(bridge, "pg-2", 2)
+
+    async def waits_on_resources() -> str:
+        msg = await bridge.scheduled_message(second[0])
+        return msg if "Resources" in msg else ""
+
+    msg = await bridge.wait_for("pg-2 to show Slurm's reason", waits_on_resources)
+    assert msg.startswith("False Unschedulable: Slurm job ")
+    assert not ((await bridge.get_pod(second[0])).get("spec") or {}).get("nodeName")
+
+    await bridge.slurm.cancel(job1)  # the first group finishes
+    for n in second:
+        await bridge.bound(n)
+    job2 = job_of(await bridge.get_pod(second[0]))
+    assert job2 != job1
+
+
+async def test_incomplete_podgroup_waits_with_a_clear_condition(bridge: Bridge) -> None:
+    await bridge.kube.create(
+        PODGROUPS,
+        {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "pg-half"},
+            "spec": {"minMember": 2},
+        },
+        NS,
+    )
+    await bridge.create_pod("pg-half-0", labels={"scheduling.x-k8s.io/pod-group": "pg-half"})
+
+    async def waiting() -> str:
+        msg = await bridge.scheduled_message("pg-half-0")
+        return msg if "1 of 2" in msg else ""
+
+    await bridge.wait_for("the incomplete-group condition", waiting)
+    assert LABEL_JOB_ID not in (await bridge.get_pod("pg-half-0"))["metadata"]["labels"]
+
+
+async def test_rejected_job_gives_a_warning_event_with_slurms_message(bridge: Bridge) -> None:
+    await bridge.create_pod(
+        "bad-part", annotations={"slurmjob.slinky.slurm.net/partition": "no-such-partition"}
+    )
+
+    async def rejected() -> str:
+        msg = await bridge.scheduled_message("bad-part")
+        return msg if "Invalid partition" in msg else ""
+
+    await bridge.wait_for("Slurm's rejection on the pod", rejected)
+    evs = (await bridge.kube.list(EVENTS, NS)).items
+    assert any(
+        e.get("type") == "Warning"
+        and e.get("reason") == "FailedScheduling"
+        and "Invalid partition" in e.get("message", "")
+        and e["involvedObject"]["name"] == "bad-part"
+        for e in evs
+    )
+
+
+async def test_shared_pods_pack_onto_one_node(bridge: Bridge) -> None:
+    await bridge.kube.create(
+        PODGROUPS,
+        {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {
+                "name": "packed",
+                "annotations": {
+                    "slurmjob.slinky.slurm.net/exclusive": "false",
+                    "slurmjob.slinky.slurm.net/max-nodes": "1",
+                },
+            },
+            "spec": {"minMember": 3},
+        },
+        NS,
+    )
+    names = [f"packed-{i}" for i in range(3)]
+    for n in names:
+        await bridge.create_pod(n, labels={"scheduling.x-k8s.io/pod-group": "packed"}, cpu="2")
+    nodes = [await bridge.bound(n) for n in names]
+    job = await bridge.slurm.get_job(job_of(await bridge.get_pod(names[0])))
+    assert len(job.nodes) == 1  # Slurm packed the 3 tasks (2 CPUs each) onto one node
+    assert set(nodes) == set(job.nodes)  # and the bridge bound all 3 pods there
