@@ -85,6 +85,17 @@ def _truthy(v: str | None) -> bool:
 
 
 async def _body(request: web.Request) -> Any:
+    ctype = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+    if ctype and ctype != "application/json" and not ctype.endswith("+json"):
+        # protobuf, CBOR, YAML: client-go then retries with JSON, as against a JSON-only
+        # aggregated server
+        raise ApiError(
+            415,
+            "UnsupportedMediaType",
+            f"the body of the request was in an unknown format - accepted media types "
+            f"include: application/json, application/merge-patch+json, "
+            f"application/json-patch+json (got {ctype})",
+        )
     raw = await request.read()
     if not raw:
         return None
