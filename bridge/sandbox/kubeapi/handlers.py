@@ -85,10 +85,12 @@ def _truthy(v: str | None) -> bool:
 
 
 async def _body(request: web.Request) -> Any:
+    raw = await request.read()
+    if not raw:
+        return None
     ctype = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
     if ctype and ctype != "application/json" and not ctype.endswith("+json"):
-        # protobuf, CBOR, YAML: client-go then retries with JSON, as against a JSON-only
-        # aggregated server
+        # protobuf, CBOR, YAML: only JSON is spoken here
         raise ApiError(
             415,
             "UnsupportedMediaType",
@@ -96,9 +98,6 @@ async def _body(request: web.Request) -> Any:
             f"include: application/json, application/merge-patch+json, "
             f"application/json-patch+json (got {ctype})",
         )
-    raw = await request.read()
-    if not raw:
-        return None
     try:
         return json.loads(raw)
     except ValueError as e:
@@ -346,8 +345,8 @@ class Handlers:
             self.srv._watch_tasks.add(task)
         try:
             await run_watch(self.api.store, req, send, transform)
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
+        except ConnectionResetError:
+            return resp
         finally:
             if task is not None:
                 self.srv._watch_tasks.discard(task)

@@ -16,15 +16,20 @@ import yaml
 def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "bridge", "sandbox", "kube-api", *args],
-        env=env, capture_output=True, text=True, timeout=60, check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
 
 
 def test_cli_up_status_down_serves_nodes_from_the_kubeconfig(tmp_path: Path) -> None:
     env = {**os.environ, "SLURM_BRIDGE_SANDBOX_DIR": str(tmp_path)}
     kc = tmp_path / "kubeconfig"
-    up = _run(env, "up", "--port", "0", "--kubeconfig", str(kc), "--nodes", "kn-0,kn-1",
-              "--kubelet")
+    up = _run(
+        env, "up", "--port", "0", "--kubeconfig", str(kc), "--nodes", "kn-0,kn-1", "--kubelet"
+    )
     try:
         assert up.returncode == 0, up.stderr
         state = tmp_path / "kube-api"
