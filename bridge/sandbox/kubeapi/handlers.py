@@ -88,6 +88,16 @@ async def _body(request: web.Request) -> Any:
     raw = await request.read()
     if not raw:
         return None
+    ctype = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+    if ctype and ctype != "application/json" and not ctype.endswith("+json"):
+        # protobuf, CBOR, YAML: only JSON is spoken here
+        raise ApiError(
+            415,
+            "UnsupportedMediaType",
+            f"the body of the request was in an unknown format - accepted media types "
+            f"include: application/json, application/merge-patch+json, "
+            f"application/json-patch+json (got {ctype})",
+        )
     try:
         return json.loads(raw)
     except ValueError as e:
@@ -335,8 +345,8 @@ class Handlers:
             self.srv._watch_tasks.add(task)
         try:
             await run_watch(self.api.store, req, send, transform)
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
+        except ConnectionResetError:
+            return resp
         finally:
             if task is not None:
                 self.srv._watch_tasks.discard(task)

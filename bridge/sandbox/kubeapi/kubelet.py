@@ -1,5 +1,6 @@
-"""A fake kubelet for every node (or only some): runs bound pods, finishes them on demand
-and removes terminating pods after their grace period. "Node gone" = stop its kubelet.
+"""A fake kubelet on every existing Node (except stopped ones): runs bound pods,
+finishes them on demand and removes terminating pods after their grace period.
+"Node gone" = stop its kubelet.
 
 It watches the store directly (no HTTP) and writes through :class:`ObjectApi`, so every
 change is an ordinary MODIFIED/DELETED event clients see.
@@ -14,7 +15,7 @@ from typing import Any
 
 from bridge.sandbox.kubeapi.errors import ApiError
 from bridge.sandbox.kubeapi.store import Obj
-from bridge.sandbox.kubeapi.verbs import POD_KEY, ObjectApi
+from bridge.sandbox.kubeapi.verbs import NODE_KEY, POD_KEY, ObjectApi
 
 _TERMINAL = ("Succeeded", "Failed")
 
@@ -145,9 +146,10 @@ class FakeKubelet:
     def sync_once(self) -> None:
         """One pass over all pods (the loop calls this; tests may call it directly)."""
         now = self.api.clock.now()
+        nodes = {n["metadata"]["name"] for n in self.api.store.list(NODE_KEY)}
         for pod in self.api.store.list(POD_KEY):
             node = (pod.get("spec") or {}).get("nodeName")
-            if not node or not self.node_running(node):
+            if not node or node not in nodes or not self.node_running(node):
                 continue
             md = pod["metadata"]
             if md.get("deletionTimestamp"):

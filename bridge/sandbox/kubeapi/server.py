@@ -89,8 +89,13 @@ class SandboxApiServer:
         handlers = Handlers(self)
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", handlers.dispatch)
+        # handler_cancellation: a watch whose client went away ends at once
         self._runner = web.AppRunner(
-            app, access_log=None, handle_signals=False, shutdown_timeout=0.5
+            app,
+            access_log=None,
+            handle_signals=False,
+            shutdown_timeout=0.5,
+            handler_cancellation=True,
         )
         await self._runner.setup()
         ctx = None

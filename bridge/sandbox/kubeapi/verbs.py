@@ -41,6 +41,7 @@ CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
 NS_KEY = ("", "namespaces")
 SA_KEY = ("", "serviceaccounts")
 POD_KEY = ("", "pods")
+NODE_KEY = ("", "nodes")
 
 MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"

@@ -252,3 +252,31 @@ async def test_cluster_scoped_list_and_namespaced_list_across_namespaces(
     }
     nss = await core.list_namespace()
     assert {n.metadata.name for n in nss.items} >= {"default", "kube-system", "slurm-bridge"}
+
+
+async def test_delete_collection_with_label_selector(core: client.CoreV1Api) -> None:
+    await core.create_namespaced_config_map(NS, _cm("a", {"x": "1"}))
+    await core.create_namespaced_config_map(NS, _cm("b", {"x": "2"}))
+    await core.delete_collection_namespaced_config_map(NS, label_selector="x=1")
+    out = await core.list_namespaced_config_map(NS)
+    assert [i.metadata.name for i in out.items] == ["b"]
+
+
+async def test_events_k8s_io_v1_events_are_served(api: client.ApiClient) -> None:
+    ev = client.EventsV1Api(api)
+    await ev.create_namespaced_event(
+        NS,
+        {
+            "metadata": {"name": "e1"},
+            "eventTime": "2026-01-01T00:00:00.000000Z",
+            "reportingController": "slurm-bridge",
+            "reportingInstance": "x",
+            "action": "Bind",
+            "reason": "Scheduled",
+            "type": "Normal",
+            "note": "bound",
+            "regarding": {"kind": "Pod", "name": "p", "namespace": NS},
+        },
+    )
+    out = await ev.list_namespaced_event(NS, field_selector="regarding.name=p")
+    assert [e.metadata.name for e in out.items] == ["e1"]

@@ -148,6 +148,7 @@ async def test_bound_pod_with_finalizer_stays_until_finalizer_removed(
 async def test_fake_kubelet_removes_terminating_pods_after_grace(
     srv: SandboxApiServer, core: client.CoreV1Api
 ) -> None:
+    srv.set_node_ready("n")
     srv.kubelet.start()
     await core.create_namespaced_pod(NS, pod_body("p", terminationGracePeriodSeconds=0))
     await core.create_namespaced_pod_binding(

