@@ -266,3 +266,48 @@ async def test_shared_pods_pack_onto_one_node(bridge: Bridge) -> None:
     job = await bridge.slurm.get_job(job_of(await bridge.get_pod(names[0])))
     assert len(job.nodes) == 1  # Slurm packed the 3 tasks (2 CPUs each) onto one node
     assert set(nodes) == set(job.nodes)  # and the bridge bound all 3 pods there
+
+
+async def test_restarted_scheduler_makes_no_duplicate_job_and_binds_once(
+    bridge: Bridge, sandbox: SlurmSandbox, track_jobs: Callable[[int], int]
+) -> None:
+    # Fill the partition so the group's job stays pending across the restart.
+    from bridge.models import JobSpec
+
+    blocker = track_jobs(
+        await bridge.slurm.submit(
+            JobSpec(
+                name="blocker",
+                partition=sandbox.partition,
+                min_nodes=len(sandbox.external_nodes),
+                tasks=len(sandbox.external_nodes),
+                tasks_per_node=1,
+                memory_per_node_mib=100,
+            )
+        )
+    )
+    await bridge.create_pod("restart-me")
+
+    async def pending_job() -> int:
+        labels = (await bridge.get_pod("restart-me"))["metadata"].get("labels") or {}
+        return int(labels.get(LABEL_JOB_ID) or 0)
+
+    job_id = await bridge.wait_for("the pending job's label", pending_job)
+
+    # A second scheduler starts from nothing but what Kubernetes and Slurm hold.
+    fresh = Scheduler(bridge.cfg, bridge.kube, bridge.sched.slurm, SystemClock())
+    await fresh.sweep()
+    pod = await bridge.get_pod("restart-me")
+    await fresh.on_pod_event("ADDED", pod)
+    key = fresh.pod_group["slurm-bridge/restart-me"]
+    await fresh.process(key)
+    assert fresh.groups[key].job is not None
+    assert fresh.groups[key].job.job_id == job_id  # found, not resubmitted
+
+    jobs = await bridge.slurm.list_jobs()
+    mine = [j for j in jobs.jobs if "slurm-bridge/restart-me" in j.admin_comment]
+    assert [j.job_id for j in mine if j.state.active] == [job_id]
+
+    await bridge.slurm.cancel(blocker)
+    node = await bridge.bound("restart-me")
+    assert node in sandbox.external_nodes
