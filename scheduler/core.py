@@ -108,6 +108,13 @@ def _job_id_label(pod: Mapping[str, Any]) -> int | None:
         return None
 
 
+def _scheduled_condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == CONDITION_POD_SCHEDULED:
+            return dict(c)
+    return None
+
+
 def _spec_hash_of(job: SlurmJob) -> str | None:
     _, sep, rest = job.comment.rpartition(SPEC_MARK)
     return rest.split()[0] if sep and rest else None
@@ -567,14 +574,7 @@ class Scheduler:
 
         async def one(pod: KubeObject) -> None:
             meta = _meta(pod)
-            cond = next(
-                (
-                    c
-                    for c in (pod.get("status") or {}).get("conditions") or []
-                    if c.get("type") == CONDITION_POD_SCHEDULED
-                ),
-                None,
-            )
+            cond = _scheduled_condition(pod)
             if cond and cond.get("reason") == reason and cond.get("message") == message:
                 return
             updated = await self.kube.set_pod_unschedulable(
@@ -632,14 +632,7 @@ class Scheduler:
     def update_gauges(self) -> None:
         counts: dict[str, int] = {}
         for pod in self.pods.values():
-            cond = next(
-                (
-                    c
-                    for c in (pod.get("status") or {}).get("conditions") or []
-                    if c.get("type") == CONDITION_POD_SCHEDULED
-                ),
-                None,
-            )
+            cond = _scheduled_condition(pod)
             msg = str((cond or {}).get("message") or "")
             reason = (
                 msg.rpartition(": ")[2] if "pending" in msg else (cond or {}).get("reason", "New")
