@@ -61,6 +61,7 @@ class Controller:
         self.failures: dict[Key, int] = {}
         self.synced = asyncio.Event()
         self.slurm_ok = False
+        self.slurm_failures = 0  # failed Slurm polls/sweeps in a row (readiness, tests)
         self._listed = 0
 
     # ------------------------------------------------------------------ caches
@@ -103,9 +104,11 @@ class Controller:
             states = {s.job_id: s.state for s in await self.slurm.list_job_states(ids)}
         except SlurmError as e:
             self.slurm_ok = False
+            self.slurm_failures += 1
             log.warning("slurm_poll_failed", error=str(e), jobs=len(ids))
             return  # unknown is not gone: nothing changes
         self.slurm_ok = True
+        self.slurm_failures = 0
         for j in ids:
             st = states.get(j)
             if st is not None and st.active:
