@@ -64,6 +64,7 @@ async def place_group(
             "metadata": {"name": name, "namespace": NS},
             "spec": {
                 "schedulerName": "slurm-bridge-scheduler",
+                "terminationGracePeriodSeconds": 1,
                 "containers": [{"name": "c", "image": "busybox"}],
             },
         }

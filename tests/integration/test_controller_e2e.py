@@ -14,6 +14,7 @@ from bridge.errors import KubeNotFound
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import EVENTS
 from bridge.slurm.client import SlurmClient
+from bridge.slurm.token import TokenProvider
 from bridge.wellknown import CONDITION_SLURM_JOB_ENDED, FINALIZER
 from tests.integration.conftest import SlurmSandbox
 from tests.integration.controller_harness import (
@@ -146,12 +147,15 @@ async def test_unreachable_slurm_never_fails_or_deletes_a_pod(
     mcs = unique_mcs()
     # Port 9 on loopback: nothing listens, every request is refused.
     cfg = controller_config(sandbox, mcs, slurmRestApi="http://127.0.0.1:9")
-    async with sandbox_kube(sandbox) as (_, kube):
+    refused = SlurmClient(
+        cfg.slurm_rest_api, TokenProvider(sandbox.jwt_file, sandbox.user), retry_attempts=1
+    )
+    async with sandbox_kube(sandbox) as (_, kube), refused:
         job = await place_group(
             kube, slurm, sandbox, mcs, ["u-0"], sandbox.external_nodes[1], track_jobs
         )
         await slurm.cancel(job)  # the job really ended, but this controller cannot know
-        async with running_controller(cfg, kube) as ctl:
+        async with running_controller(cfg, kube, refused) as ctl:
             # Wait for evidence that polls and a sweep have failed, not for time.
             await wait_for(lambda: _polls_failed(ctl), what="controller saw Slurm unreachable")
             await ctl.sweep_once()
