@@ -60,6 +60,8 @@ class Controller:
         self.views: dict[int, JobView] = {}
         self.failures: dict[Key, int] = {}
         self.synced = asyncio.Event()
+        # Set to poll Slurm before the interval is up (a new job id appeared).
+        self.poll_now = asyncio.Event()
         self.slurm_ok = False
         self.slurm_failures = 0  # failed Slurm polls/sweeps in a row (readiness, tests)
         self._listed = 0
@@ -73,6 +75,8 @@ class Controller:
         if pod is not None:
             self.pods[key] = pod
             if (j := pod_job_id(pod)) is not None:
+                if j not in self.views:
+                    self.poll_now.set()  # a job never asked about: ask now, not next tick
                 self.by_job.setdefault(j, set()).add(key)
                 self.queue.add(("job", str(j)))
 
@@ -219,6 +223,21 @@ class Controller:
                 log.warning("loop_step_failed", error=str(e))
             await self.clock.sleep(seconds)
 
+    async def _poll_loop(self) -> None:
+        while True:
+            self.poll_now.clear()
+            try:
+                await self.poll_once()
+            except BridgeError as e:
+                log.warning("loop_step_failed", error=str(e))
+            sleeper = asyncio.ensure_future(self.clock.sleep(self.cfg.slurm_poll_interval_seconds))
+            poked = asyncio.ensure_future(self.poll_now.wait())
+            try:
+                await asyncio.wait({sleeper, poked}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for t in (sleeper, poked):
+                    t.cancel()
+
     async def _watch(
         self, watcher: Watcher, handler: Callable[[WatchEvent], Awaitable[None]]
     ) -> None:
@@ -245,11 +264,7 @@ class Controller:
             tasks += [
                 asyncio.create_task(self._worker()) for _ in range(self.cfg.controller.workers)
             ]
-            tasks.append(
-                asyncio.create_task(
-                    self._every(self.cfg.slurm_poll_interval_seconds, self.poll_once)
-                )
-            )
+            tasks.append(asyncio.create_task(self._poll_loop()))
             tasks.append(
                 asyncio.create_task(
                     self._every(self.cfg.slurm_resync_interval_seconds, self.sweep_once)
