@@ -168,3 +168,32 @@ async def test_unreachable_slurm_never_fails_or_deletes_a_pod(
 
 async def _polls_failed(ctl: object) -> bool:
     return getattr(ctl, "slurm_failures", 0) >= 2
+
+
+async def test_pod_stuck_terminating_on_a_dead_node_is_cleaned_after_its_job_ends(
+    sandbox: SlurmSandbox, slurm: SlurmClient, track_jobs: Callable[[int], int]
+) -> None:
+    mcs = unique_mcs()
+    cfg = controller_config(sandbox, mcs, controller={"stuckTerminatingGraceSeconds": 0})
+    node = sandbox.external_nodes[2]
+    async with sandbox_kube(sandbox) as (srv, kube), running_controller(cfg, kube):
+        job = await place_group(kube, slurm, sandbox, mcs, ["t-0"], node, track_jobs)
+        await wait_for(lambda: _is_running(kube, "t-0"), what="pod running")
+        # The node dies: no kubelet will ever confirm the deletion.
+        srv.kubelet.stop_node(node)
+        srv.set_node_ready(node, False)
+        await kube.delete_pod(NS, "t-0")
+
+        async def pod_gone() -> bool:
+            try:
+                await kube.get_pod(NS, "t-0")
+            except KubeNotFound:
+                return True
+            return False
+
+        await wait_for(pod_gone, what="stuck pod force-deleted")
+        assert not (await slurm.get_job(job)).state.active
+
+
+async def _is_running(kube: KubeClient, name: str) -> bool:
+    return await _phase(kube, name) == "Running"
