@@ -6,16 +6,21 @@ bound) and runs the controller as a task of the test's loop.
 
 from __future__ import annotations
 
+import asyncio
+import socket
 from collections.abc import Callable
+from pathlib import Path
 
+import aiohttp
 import pytest
 
 from bridge.errors import KubeNotFound
 from bridge.kube.client import KubeClient
-from bridge.kube.resources import EVENTS
+from bridge.kube.resources import EVENTS, LEASES
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.token import TokenProvider
 from bridge.wellknown import CONDITION_SLURM_JOB_ENDED, FINALIZER
+from controller.app import serve
 from tests.integration.conftest import SlurmSandbox
 from tests.integration.controller_harness import (
     NS,
@@ -197,3 +202,50 @@ async def test_pod_stuck_terminating_on_a_dead_node_is_cleaned_after_its_job_end
 
 async def _is_running(kube: KubeClient, name: str) -> bool:
     return await _phase(kube, name) == "Running"
+
+
+async def test_composition_root_leads_and_serves_readyz_and_metrics(
+    sandbox: SlurmSandbox, tmp_path: Path
+) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    async with sandbox_kube(sandbox) as (srv, kube):
+        kubeconfig = srv.write_kubeconfig(tmp_path / "kubeconfig")
+        cfg = controller_config(
+            sandbox,
+            unique_mcs(),
+            leaderElection=True,
+            leaderElectionNamespace=NS,
+            kubeconfig=str(kubeconfig),
+            healthPort=port,
+        )
+        stop = asyncio.Event()
+        task = asyncio.create_task(serve(cfg, stop=stop))
+        try:
+
+            async def leading() -> bool:
+                try:
+                    lease = await kube.get(LEASES, "slurm-bridge-controller", NS)
+                except KubeNotFound:
+                    return False
+                return bool(lease["spec"].get("holderIdentity"))
+
+            await wait_for(leading, what="Lease slurm-bridge-controller held")
+
+            async def ready() -> bool:
+                async with (
+                    aiohttp.ClientSession() as http,
+                    http.get(f"http://127.0.0.1:{port}/readyz") as r,
+                ):
+                    return r.status == 200
+
+            await wait_for(ready, what="/readyz 200")
+            async with (
+                aiohttp.ClientSession() as http,
+                http.get(f"http://127.0.0.1:{port}/metrics") as r,
+            ):
+                assert "slurm_bridge_controller_leader 1.0" in await r.text()
+        finally:
+            stop.set()
+            await task

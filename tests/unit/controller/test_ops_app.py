@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from aiohttp.test_utils import TestClient, TestServer
 
-from controller.app import ControllerMetrics, build_ops_app
+from controller.app import ControllerMetrics, build_ops_app, main
 
 
 async def test_readyz_follows_readiness_and_metrics_count_corrections_by_kind() -> None:
@@ -26,3 +28,9 @@ def test_two_components_do_not_share_a_registry() -> None:
     a, b = ControllerMetrics(), ControllerMetrics()
     a.corrected("pod_failed")
     assert b.registry is not a.registry
+
+
+def test_main_rejects_a_bad_config_file_with_exit_code_2(tmp_path: Path) -> None:
+    bad = tmp_path / "c.yaml"
+    bad.write_text("controller:\n  jobEndedPodPolicy: explode\n")
+    assert main(["--config", str(bad)]) == 2
