@@ -104,6 +104,7 @@ class SlurmJob(_Frozen):
     partition: str = ""
     comment: str = ""
     admin_comment: str = ""
+    mcs_label: str = ""
     user: str = ""
     user_id: int | None = None
     submit_time: datetime | None = None

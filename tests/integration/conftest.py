@@ -53,6 +53,11 @@ def _env_path() -> Path:
 
 @pytest.fixture(scope="session")
 def sandbox() -> SlurmSandbox:
+    return load_sandbox()
+
+
+def load_sandbox() -> SlurmSandbox:
+    """The sandbox contract from the env file (fails the test when missing/incomplete)."""
     path = _env_path()
     if not path.is_file():
         pytest.fail(

@@ -304,6 +304,7 @@ class Codec:
             partition=_s(j.get("partition")),
             comment=_s(j.get("comment")),
             admin_comment=_s(j.get("admin_comment")),
+            mcs_label=_s(j.get("mcs_label")),
             user=_s(j.get("user_name")),
             user_id=num(j.get("user_id")),
             submit_time=timestamp(j.get("submit_time")),

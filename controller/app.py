@@ -1,0 +1,159 @@
+"""Composition root of the workload controller: ``slurm-bridge controller --config FILE``.
+
+The only place that builds real clients: config -> logging -> SlurmClient, KubeClient ->
+(leader election on Lease ``slurm-bridge-controller`` when ``leaderElection``) ->
+:class:`~controller.runtime.Controller`. An ops listener on ``healthPort`` serves
+``/healthz`` (process alive), ``/readyz`` (caches synced and, when leading, Slurm answering)
+and ``/metrics`` (Prometheus, from this component's own registry).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import secrets
+import signal
+import socket
+import sys
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from bridge.config import BridgeConfig, load_config
+from bridge.errors import ConfigError
+from bridge.kube.client import KubeClient
+from bridge.kube.events import EventRecorder
+from bridge.kube.leader import LeaderElector
+from bridge.logging import configure_logging, get_logger
+from bridge.slurm.client import SlurmClient
+from controller.runtime import Controller
+
+LEASE_NAME = "slurm-bridge-controller"
+COMPONENT = "slurm-bridge-controller"
+log = get_logger("controller.app")
+
+
+class ControllerMetrics:
+    """Per-component registry: no module-level metric state."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.drift = Counter(
+            "slurm_bridge_controller_drift_corrections",
+            "Corrections of drift between Slurm and Kubernetes, by kind",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.leader = Gauge(
+            "slurm_bridge_controller_leader",
+            "1 while this replica leads",
+            registry=self.registry,
+        )
+
+    def corrected(self, kind: str) -> None:
+        self.drift.labels(kind=kind).inc()
+
+
+def build_ops_app(metrics: ControllerMetrics, ready: Any) -> web.Application:
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def readyz(_: web.Request) -> web.Response:
+        ok = bool(ready())
+        return web.Response(text="ok" if ok else "not ready", status=200 if ok else 503)
+
+    async def metrics_view(_: web.Request) -> web.Response:
+        body = generate_latest(metrics.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    app = web.Application()
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics_view)
+    return app
+
+
+async def serve(cfg: BridgeConfig, *, stop: asyncio.Event | None = None) -> None:
+    metrics = ControllerMetrics()
+    stop = stop or asyncio.Event()
+    slurm = SlurmClient.from_config(cfg)
+    kube = await KubeClient.from_config(cfg)
+    identity = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+    ctl = Controller(
+        cfg,
+        slurm,
+        kube,
+        events=EventRecorder(kube, COMPONENT, instance=identity),
+        on_applied=metrics.corrected,
+    )
+    elector = (
+        LeaderElector.from_config(kube, cfg, name=LEASE_NAME, identity=identity)
+        if cfg.leader_election
+        else None
+    )
+
+    def ready() -> bool:
+        # A follower is ready (it is a warm standby); a leader once its caches synced.
+        if elector is not None and not elector.is_leader:
+            return True
+        return ctl.synced.is_set()
+
+    runner: web.AppRunner | None = None
+    if cfg.health_port:
+        runner = web.AppRunner(build_ops_app(metrics, ready), access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "0.0.0.0", cfg.health_port).start()
+
+    async def work() -> None:
+        metrics.leader.set(1)
+        try:
+            await ctl.run()
+        finally:
+            metrics.leader.set(0)
+
+    main = asyncio.create_task(elector.run(work) if elector is not None else work())
+    stopper = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({main, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if main.done():
+            main.result()
+    finally:
+        for t in (main, stopper):
+            t.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+        if runner is not None:
+            await runner.cleanup()
+        await slurm.close()
+        await kube.close()
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="slurm-bridge controller")
+    parser.add_argument("--config", required=False, default=None, help="YAML config file")
+    ns = parser.parse_args(argv)
+    try:
+        cfg = load_config(ns.config)
+    except ConfigError as e:
+        print(f"invalid configuration: {e}", file=sys.stderr)
+        return 2
+    configure_logging(cfg.log_level, cfg.log_format)
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, stop.set)
+        await serve(cfg, stop=stop)
+
+    try:
+        asyncio.run(run())
+    except ConfigError as e:
+        print(f"invalid configuration: {e}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,58 @@
+"""Dangling jobs: active Slurm jobs of ours whose pods are all gone from Kubernetes.
+
+Pods deleted while the controller was down leave no DELETED event to react to; this
+periodic sweep (``slurmResyncIntervalSeconds``) finds such jobs by their admin_comment
+back-link and cancels them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from bridge.slurm.models import SlurmJob
+from bridge.translate import parse_admin_comment
+from controller.model import Action, CancelJob, KubeObject, pod_job_id
+
+
+def ours(job: SlurmJob, mcs_label: str) -> tuple[str, ...] | None:
+    """The pods an active job of ours names, or None when it is not ours / not active.
+
+    A job whose mcs_label is set and differs from ours belongs to another bridge.
+    """
+    if not job.state.active:
+        return None
+    parsed = parse_admin_comment(job.admin_comment)
+    if parsed is None:
+        return None
+    if mcs_label and job.mcs_label and job.mcs_label != mcs_label:
+        return None
+    return parsed[1]
+
+
+def candidates(jobs: Sequence[SlurmJob], mcs_label: str) -> dict[int, tuple[str, ...]]:
+    """job id -> pods (``ns/name``) named, for every active job of ours."""
+    out: dict[int, tuple[str, ...]] = {}
+    for job in jobs:
+        pods = ours(job, mcs_label)
+        if pods is not None:
+            out[job.job_id] = pods
+    return out
+
+
+def pod_belongs(job_id: int, pod: KubeObject | None) -> bool:
+    """The pod exists and is not labelled for ANOTHER job (unlabelled: not bound yet)."""
+    if pod is None:
+        return False
+    labelled = pod_job_id(pod)
+    return labelled is None or labelled == job_id
+
+
+def plan(
+    named: Mapping[int, tuple[str, ...]], pods: Mapping[str, KubeObject | None]
+) -> list[Action]:
+    """Cancel every candidate none of whose named pods exists (``pods``: key -> pod/None)."""
+    actions: list[Action] = []
+    for job_id, keys in sorted(named.items()):
+        if not any(pod_belongs(job_id, pods.get(k)) for k in keys):
+            actions.append(CancelJob(job_id, "dangling: its pods are gone from Kubernetes"))
+    return actions

@@ -1,0 +1,81 @@
+"""Jobs reconciler (Slurm -> Kubernetes): pods outlive their Slurm job.
+
+A job that ended in Slurm (CANCELLED, TIMEOUT, PREEMPTED, NODE_FAIL, FAILED, COMPLETED,
+BOOT_FAIL, DEADLINE, OUT_OF_MEMORY) or is definitely gone while its pods still run or
+wait: policy ``fail`` marks each pod Failed with reason ``SlurmJob<State>`` and a message
+naming the state and Slurm's reason; policy ``delete`` deletes them (upstream's way).
+A PodGroup's status phase follows (Failed; Finished when every pod Succeeded).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from bridge.wellknown import LABEL_POD_GROUP
+from controller.model import (
+    Action,
+    DeletePod,
+    FailPod,
+    JobKind,
+    JobView,
+    KubeObject,
+    SetPodGroupPhase,
+    has_finalizer,
+    meta,
+    pod_done,
+    pod_ns_name,
+    pod_phase,
+)
+
+Policy = Literal["fail", "delete"]
+
+
+def reason_for(view: JobView) -> str:
+    """``SlurmJobCancelled``, ``SlurmJobNodeFail``, ``SlurmJobOutOfMemory``, ``SlurmJobGone``."""
+    if view.kind is JobKind.GONE:
+        return "SlurmJobGone"
+    words = view.state.replace("-", "_").split("_")
+    return "SlurmJob" + "".join(w.capitalize() for w in words if w)
+
+
+def message_for(job_id: int, view: JobView) -> str:
+    if view.kind is JobKind.GONE:
+        return f"Slurm job {job_id} no longer exists in Slurm"
+    msg = f"Slurm job {job_id} ended with state {view.state}"
+    if view.reason and view.reason != "None":
+        msg += f" (reason: {view.reason})"
+    return msg
+
+
+def _pod_groups(pods: Sequence[KubeObject]) -> set[tuple[str, str]]:
+    out: set[tuple[str, str]] = set()
+    for p in pods:
+        group = (meta(p).get("labels") or {}).get(LABEL_POD_GROUP)
+        if group:
+            out.add((pod_ns_name(p)[0], str(group)))
+    return out
+
+
+def plan(job_id: int, pods: Sequence[KubeObject], view: JobView, policy: Policy) -> list[Action]:
+    if not view.finished:
+        return []
+    reason, message = reason_for(view), message_for(job_id, view)
+    actions: list[Action] = []
+    for pod in pods:
+        if pod_done(pod):
+            continue
+        ns, name = pod_ns_name(pod)
+        if policy == "delete":
+            actions.append(DeletePod(ns, name, reason, message))
+        else:
+            actions.append(FailPod(ns, name, reason, message))
+    if actions:
+        actions += [SetPodGroupPhase(ns, g, "Failed") for ns, g in sorted(_pod_groups(pods))]
+    elif (
+        pods
+        and all(pod_phase(p) == "Succeeded" for p in pods)
+        and any(has_finalizer(p) for p in pods)
+    ):
+        actions += [SetPodGroupPhase(ns, g, "Finished") for ns, g in sorted(_pod_groups(pods))]
+    return actions

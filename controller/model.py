@@ -1,0 +1,190 @@
+"""What the reconcilers see and what they decide: pure data, no I/O.
+
+A reconciler's ``plan(...)`` turns a snapshot (pods of one Slurm job, what Slurm said about
+that job, nodes, the time) into a list of :data:`Action`; ``apply`` carries them out.
+
+"Unknown is not gone": :class:`JobView` has an explicit ``UNKNOWN`` kind (Slurm could not
+be asked, or has not been yet). Only ``ENDED`` (Slurm said so) and ``GONE`` (a 404 after a
+successful list) ever lead to failing, deleting or finalizing a pod.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from bridge.kube.resources import KubeObject, object_key
+from bridge.kube.resources import parse_time as _parse_k8s_time
+from bridge.wellknown import FINALIZER, LABEL_JOB_ID
+
+__all__ = ["KubeObject", "object_key"]
+
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+class JobKind(Enum):
+    UNKNOWN = "unknown"  # never asked, or Slurm did not answer
+    ACTIVE = "active"  # PENDING / RUNNING / SUSPENDED
+    ENDED = "ended"  # a terminal state (CANCELLED, COMPLETED, TIMEOUT, ...)
+    GONE = "gone"  # Slurm definitely no longer knows the job (404 after a good list)
+
+
+@dataclass(frozen=True)
+class JobView:
+    kind: JobKind
+    state: str = ""
+    reason: str = ""
+
+    @property
+    def finished(self) -> bool:
+        """Definitely over: its pods may be failed/finalized."""
+        return self.kind in (JobKind.ENDED, JobKind.GONE)
+
+
+UNKNOWN = JobView(JobKind.UNKNOWN)
+
+
+# --------------------------------------------------------------------------- actions
+@dataclass(frozen=True)
+class FailPod:
+    namespace: str
+    name: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class DeletePod:
+    namespace: str
+    name: str
+    reason: str
+    message: str
+    # 0 = force (stuck Terminating on a dead node); None = the pod's own grace period.
+    grace_period_seconds: int | None = None
+
+
+@dataclass(frozen=True)
+class RemoveFinalizer:
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True)
+class CancelJob:
+    job_id: int
+    why: str
+
+
+@dataclass(frozen=True)
+class SetPodGroupPhase:
+    namespace: str
+    name: str
+    phase: str  # "Failed" | "Finished"
+
+
+@dataclass(frozen=True)
+class DrainSlurmNode:
+    slurm_node: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ResumeSlurmNode:
+    slurm_node: str
+
+
+@dataclass(frozen=True)
+class TaintNode:
+    node: str
+    value: str
+
+
+@dataclass(frozen=True)
+class UntaintNode:
+    node: str
+
+
+Action = (
+    FailPod
+    | DeletePod
+    | RemoveFinalizer
+    | CancelJob
+    | SetPodGroupPhase
+    | DrainSlurmNode
+    | ResumeSlurmNode
+    | TaintNode
+    | UntaintNode
+)
+
+# Metric label per action kind ("drift corrections by kind").
+ACTION_KINDS: Mapping[type, str] = {
+    FailPod: "pod_failed",
+    DeletePod: "pod_deleted",
+    RemoveFinalizer: "finalizer_removed",
+    CancelJob: "job_cancelled",
+    SetPodGroupPhase: "podgroup_phase",
+    DrainSlurmNode: "slurm_node_drained",
+    ResumeSlurmNode: "slurm_node_resumed",
+    TaintNode: "node_tainted",
+    UntaintNode: "node_untainted",
+}
+
+
+# --------------------------------------------------------------------------- pod helpers
+def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def pod_ns_name(pod: Mapping[str, Any]) -> tuple[str, str]:
+    m = meta(pod)
+    return str(m.get("namespace") or ""), str(m.get("name") or "")
+
+
+def pod_job_id(pod: Mapping[str, Any]) -> int | None:
+    raw = (meta(pod).get("labels") or {}).get(LABEL_JOB_ID)
+    try:
+        return int(raw) if raw is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def pod_phase(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("status") or {}).get("phase") or "Pending")
+
+
+def pod_terminal(pod: Mapping[str, Any]) -> bool:
+    return pod_phase(pod) in TERMINAL_PHASES
+
+
+def pod_deleting(pod: Mapping[str, Any]) -> bool:
+    return bool(meta(pod).get("deletionTimestamp"))
+
+
+def pod_done(pod: Mapping[str, Any]) -> bool:
+    """No longer needs its Slurm allocation: terminal, or being deleted."""
+    return pod_terminal(pod) or pod_deleting(pod)
+
+
+def has_finalizer(pod: Mapping[str, Any]) -> bool:
+    return FINALIZER in (meta(pod).get("finalizers") or [])
+
+
+def node_ready(node: Mapping[str, Any] | None) -> bool:
+    if node is None:
+        return False
+    for c in (node.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready":
+            return bool(c.get("status") == "True")
+    return False
+
+
+def parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return _parse_k8s_time(value)
+    except ValueError:
+        return None

@@ -1,0 +1,280 @@
+"""The running controller: watches and a Slurm poller feed a keyed work queue; workers
+run the pure plans (:mod:`controller.jobs`, :mod:`controller.pods`, :mod:`controller.nodes`)
+and apply them; a periodic sweep handles dangling jobs (:mod:`controller.dangling`).
+
+Keys: ``("job", id)`` and ``("node", name)``. Caches are rebuilt by listing on start:
+nothing is lost by a restart (the pod label and the job's admin_comment are the links).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Literal
+
+from bridge.clock import Clock, SystemClock
+from bridge.config import BridgeConfig
+from bridge.errors import BridgeError, KubeNotFound, SlurmError, SlurmNotFound
+from bridge.kube.client import KubeClient
+from bridge.kube.events import EventRecorder
+from bridge.kube.resources import NODES, PODS, KubeObject
+from bridge.kube.watch import Watcher, WatchEvent
+from bridge.logging import get_logger
+from bridge.slurm.client import SlurmClient
+from bridge.slurm.models import SlurmNode
+from bridge.wellknown import LABEL_JOB_ID
+from controller import dangling, jobs, nodes, pods
+from controller.apply import Applier
+from controller.model import UNKNOWN, JobKind, JobView, pod_job_id
+from controller.queue import WorkQueue
+
+log = get_logger("controller")
+
+Key = tuple[Literal["job", "node"], str]
+RETRY_BASE_SECONDS = 0.5
+RETRY_MAX_SECONDS = 30.0
+
+
+class Controller:
+    def __init__(
+        self,
+        cfg: BridgeConfig,
+        slurm: SlurmClient,
+        kube: KubeClient,
+        *,
+        clock: Clock | None = None,
+        events: EventRecorder | None = None,
+        on_applied: Callable[[str], None] | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.slurm = slurm
+        self.kube = kube
+        self.clock: Clock = clock or SystemClock()
+        self.applier = Applier(slurm, kube, events, on_applied)
+        self.queue: WorkQueue[Key] = WorkQueue(self.clock)
+        self.pods: dict[str, KubeObject] = {}
+        self.by_job: dict[int, set[str]] = {}
+        self.nodes: dict[str, KubeObject] = {}
+        self.slurm_nodes: dict[str, SlurmNode] = {}
+        self.views: dict[int, JobView] = {}
+        self.failures: dict[Key, int] = {}
+        self.synced = asyncio.Event()
+        # Set to poll Slurm before the interval is up (a new job id appeared).
+        self.poll_now = asyncio.Event()
+        self.slurm_ok = False
+        self.slurm_failures = 0  # failed Slurm polls/sweeps in a row (readiness, tests)
+        self._listed = 0
+
+    # ------------------------------------------------------------------ caches
+    def _track(self, key: str, pod: KubeObject | None) -> None:
+        old = self.pods.pop(key, None)
+        if old is not None and (j := pod_job_id(old)) is not None:
+            self.by_job.get(j, set()).discard(key)
+            self.queue.add(("job", str(j)))
+        if pod is not None:
+            self.pods[key] = pod
+            if (j := pod_job_id(pod)) is not None:
+                if j not in self.views:
+                    self.poll_now.set()  # a job never asked about: ask now, not next tick
+                self.by_job.setdefault(j, set()).add(key)
+                self.queue.add(("job", str(j)))
+
+    async def on_pod(self, ev: WatchEvent) -> None:
+        self._track(ev.key, None if ev.type == "DELETED" else ev.object)
+
+    async def on_node(self, ev: WatchEvent) -> None:
+        name = ev.key
+        if ev.type == "DELETED":
+            self.nodes.pop(name, None)
+        else:
+            self.nodes[name] = ev.object
+            self.queue.add(("node", name))
+        # Pods on this node may now count as stuck Terminating.
+        for pod in self.pods.values():
+            if (pod.get("spec") or {}).get("nodeName") == name and (j := pod_job_id(pod)):
+                self.queue.add(("job", str(j)))
+
+    # ------------------------------------------------------------------ Slurm poller
+    def _poll_ids(self) -> list[int]:
+        return sorted(j for j in self.by_job if not self.views.get(j, UNKNOWN).finished)
+
+    async def poll_once(self) -> None:
+        """Ask Slurm about every job our pods name that is not known to be over."""
+        ids = self._poll_ids()
+        if not ids:
+            return
+        try:
+            states = {s.job_id: s.state for s in await self.slurm.list_job_states(ids)}
+        except SlurmError as e:
+            self.slurm_ok = False
+            self.slurm_failures += 1
+            log.warning("slurm_poll_failed", error=str(e), jobs=len(ids))
+            return  # unknown is not gone: nothing changes
+        self.slurm_ok = True
+        self.slurm_failures = 0
+        for j in ids:
+            st = states.get(j)
+            if st is not None and st.active:
+                view = JobView(JobKind.ACTIVE, st.primary)
+            else:
+                # Ended, or not listed: one GET for Slurm's reason (or a definite 404).
+                try:
+                    job = await self.slurm.get_job(j)
+                except SlurmNotFound:
+                    view = JobView(JobKind.GONE)
+                except SlurmError as e:
+                    log.warning("slurm_job_get_failed", job_id=j, error=str(e))
+                    continue
+                else:
+                    kind = JobKind.ACTIVE if job.state.active else JobKind.ENDED
+                    view = JobView(kind, job.state.primary, job.state_reason)
+            if self.views.get(j) != view:
+                log.info("slurm_job_state", job_id=j, state=view.state, kind=view.kind.value)
+                self.views[j] = view
+                self.queue.add(("job", str(j)))
+
+    # ------------------------------------------------------------------ sweeps
+    async def sweep_once(self) -> None:
+        """Dangling jobs, Slurm node states, and a resync of every known key."""
+        try:
+            listed = await self.slurm.list_jobs()
+        except SlurmError as e:
+            log.warning("slurm_sweep_failed", error=str(e))
+        else:
+            named = dangling.candidates(listed.jobs, self.cfg.mcs_label)
+            found: dict[str, KubeObject | None] = {}
+            for keys in named.values():
+                for k in keys:
+                    if k in found:
+                        continue
+                    found[k] = self.pods.get(k) or await self._get_pod(k)
+            await self.applier.apply(dangling.plan(named, found))
+        if self.cfg.controller.sync_node_state:
+            try:
+                self.slurm_nodes = {n.name: n for n in await self.slurm.list_nodes()}
+            except SlurmError as e:
+                log.warning("slurm_nodes_failed", error=str(e))
+            for name in self.nodes:
+                self.queue.add(("node", name))
+        for j in list(self.by_job):
+            self.queue.add(("job", str(j)))
+
+    async def _get_pod(self, key: str) -> KubeObject | None:
+        ns, _, name = key.partition("/")
+        try:
+            return await self.kube.get_pod(ns, name)
+        except KubeNotFound:
+            return None
+        except BridgeError:
+            # Unknown is not gone: pretend it exists.
+            return {"metadata": {"namespace": ns, "name": name}}
+
+    # ------------------------------------------------------------------ reconcile
+    async def reconcile(self, key: Key) -> None:
+        kind, ident = key
+        if kind == "node":
+            node = self.nodes.get(ident)
+            if node is None or not self.cfg.controller.sync_node_state:
+                return
+            await self.applier.apply(nodes.plan(node, self.slurm_nodes.get(nodes.slurm_name(node))))
+            return
+        job_id = int(ident)
+        keys = self.by_job.get(job_id, set())
+        job_pods = [self.pods[k] for k in sorted(keys) if k in self.pods]
+        view = self.views.get(job_id, UNKNOWN)
+        actions = jobs.plan(job_id, job_pods, view, self.cfg.controller.job_ended_pod_policy)
+        actions += pods.plan(
+            job_id,
+            job_pods,
+            view,
+            self.nodes,
+            self.clock.now(),
+            self.cfg.controller.stuck_terminating_grace_seconds,
+        )
+        await self.applier.apply(actions)
+        if not job_pods and view.finished:
+            # Nothing left to watch for this job.
+            self.by_job.pop(job_id, None)
+            self.views.pop(job_id, None)
+
+    async def _worker(self) -> None:
+        while True:
+            key = await self.queue.get()
+            try:
+                await self.reconcile(key)
+            except BridgeError as e:
+                n = self.failures.get(key, 0) + 1
+                self.failures[key] = n
+                delay = min(RETRY_MAX_SECONDS, RETRY_BASE_SECONDS * 2 ** (n - 1))
+                log.warning("reconcile_failed", key="/".join(key), error=str(e), retry_in=delay)
+                self.queue.add_after(key, delay)
+            else:
+                self.failures.pop(key, None)
+            finally:
+                self.queue.done(key)
+
+    # ------------------------------------------------------------------ loops
+    async def _every(self, seconds: float, step: Callable[[], Awaitable[None]]) -> None:
+        while True:
+            try:
+                await step()
+            except BridgeError as e:
+                log.warning("loop_step_failed", error=str(e))
+            await self.clock.sleep(seconds)
+
+    async def _poll_loop(self) -> None:
+        while True:
+            self.poll_now.clear()
+            try:
+                await self.poll_once()
+            except BridgeError as e:
+                log.warning("loop_step_failed", error=str(e))
+            sleeper = asyncio.ensure_future(self.clock.sleep(self.cfg.slurm_poll_interval_seconds))
+            poked = asyncio.ensure_future(self.poll_now.wait())
+            try:
+                await asyncio.wait({sleeper, poked}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for t in (sleeper, poked):
+                    t.cancel()
+
+    async def _watch(
+        self, watcher: Watcher, handler: Callable[[WatchEvent], Awaitable[None]]
+    ) -> None:
+        async with watcher:
+            for ev in await watcher.relist():
+                await handler(ev)
+            self._listed += 1
+            if self._listed == 2:
+                self.synced.set()
+            async for ev in watcher.events():
+                await handler(ev)
+
+    async def run(self) -> None:
+        """Run until cancelled."""
+        pod_watch = Watcher(self.kube, PODS, label_selector=LABEL_JOB_ID, clock=self.clock)
+        node_watch = Watcher(self.kube, NODES, clock=self.clock)
+        tasks = [
+            asyncio.create_task(self._watch(pod_watch, self.on_pod)),
+            asyncio.create_task(self._watch(node_watch, self.on_node)),
+        ]
+        try:
+            await self.synced.wait()
+            log.info("controller_synced", pods=len(self.pods), nodes=len(self.nodes))
+            tasks += [
+                asyncio.create_task(self._worker()) for _ in range(self.cfg.controller.workers)
+            ]
+            tasks.append(asyncio.create_task(self._poll_loop()))
+            tasks.append(
+                asyncio.create_task(
+                    self._every(self.cfg.slurm_resync_interval_seconds, self.sweep_once)
+                )
+            )
+            await asyncio.gather(*tasks)
+        finally:
+            for t in tasks:
+                t.cancel()
+            for t in tasks:
+                with contextlib.suppress(asyncio.CancelledError, BridgeError):
+                    await t
+            self.queue.close()

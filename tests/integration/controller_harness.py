@@ -1,0 +1,143 @@
+"""Helpers for the controller's end-to-end tests: play the scheduler's part (submit one
+placeholder job, label + finalize + bind the pods) and run the controller as a task."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from bridge.clock import SystemClock
+from bridge.config import BridgeConfig, parse_config
+from bridge.kube.client import KubeClient
+from bridge.kube.events import EventRecorder
+from bridge.kube.resources import PODS
+from bridge.models import GroupId, JobSpec
+from bridge.sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
+from bridge.slurm.client import SlurmClient
+from bridge.translate import admin_comment
+from bridge.wellknown import ANNOTATION_SLURM_NODE, FINALIZER, LABEL_JOB_ID
+from controller.runtime import Controller
+from tests.integration.conftest import SlurmSandbox
+
+NS = "slurm-bridge"
+
+
+def controller_config(sb: SlurmSandbox, mcs_label: str, **over: Any) -> BridgeConfig:
+    data: dict[str, Any] = {
+        "slurmRestApi": sb.rest_url,
+        "slurmTokenFile": str(sb.jwt_file),
+        "slurmUserName": sb.user,
+        "mcsLabel": mcs_label,
+        "partition": sb.partition,
+        "slurmPollIntervalSeconds": 0.1,
+        "slurmResyncIntervalSeconds": 0.5,
+        "slurmRequestTimeoutSeconds": 5,
+        "leaderElection": False,
+    }
+    data.update(over)
+    return parse_config(data, env={})
+
+
+def unique_mcs() -> str:
+    """Each test its own mcs label: the sweep never touches another test's jobs."""
+    return "ctl" + secrets.token_hex(3)
+
+
+async def place_group(
+    kube: KubeClient,
+    slurm: SlurmClient,
+    sb: SlurmSandbox,
+    mcs: str,
+    names: list[str],
+    node: str,
+    track: Callable[[int], int],
+) -> int:
+    """Create pods, submit ONE job for them, label/finalize/annotate and bind them."""
+    uids = []
+    for name in names:
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {
+                "schedulerName": "slurm-bridge-scheduler",
+                "terminationGracePeriodSeconds": 1,
+                "containers": [{"name": "c", "image": "busybox"}],
+            },
+        }
+        uids.append((await kube.create(PODS, pod, NS))["metadata"]["uid"])
+    group = GroupId(kind="Pod", namespace=NS, name=names[0], uid=uids[0])
+    spec = JobSpec(
+        name=f"ctl-{names[0]}",
+        partition=sb.partition,
+        min_nodes=1,
+        tasks=len(names),
+        exclusive=False,
+        mcs_label=mcs,
+        admin_comment=admin_comment(group, [f"{NS}/{n}" for n in names]),
+    )
+    job_id = track(await slurm.submit(spec))
+    for name, uid in zip(names, uids, strict=True):
+        await kube.patch_pod(
+            NS,
+            name,
+            {
+                "metadata": {
+                    "labels": {LABEL_JOB_ID: str(job_id)},
+                    "annotations": {ANNOTATION_SLURM_NODE: node},
+                    "finalizers": [FINALIZER],
+                }
+            },
+            patch_type="merge",
+        )
+        await kube.bind_pod(NS, name, uid, node)
+    return job_id
+
+
+async def wait_for(
+    check: Callable[[], Awaitable[bool]], *, within: float = 30.0, what: str = "condition"
+) -> None:
+    """Poll ``check`` until true; fail naming ``what`` after ``within`` seconds."""
+    clock = SystemClock()
+    deadline = clock.monotonic() + within
+    while not await check():
+        if clock.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+@contextlib.asynccontextmanager
+async def running_controller(
+    cfg: BridgeConfig, kube: KubeClient, slurm: SlurmClient | None = None
+) -> AsyncIterator[Controller]:
+    own = slurm is None
+    client = slurm or SlurmClient.from_config(cfg)
+    ctl = Controller(cfg, client, kube, events=EventRecorder(kube, "slurm-bridge-controller"))
+    task = asyncio.create_task(ctl.run())
+    try:
+        await wait_for(lambda: _synced(ctl, task), what="controller synced")
+        yield ctl
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        if own:
+            await client.close()
+
+
+async def _synced(ctl: Controller, task: asyncio.Task[None]) -> bool:
+    if task.done():
+        task.result()
+    return ctl.synced.is_set()
+
+
+@contextlib.asynccontextmanager
+async def sandbox_kube(sb: SlurmSandbox) -> AsyncIterator[tuple[SandboxApiServer, KubeClient]]:
+    async with (
+        SandboxApiServer(nodes=list(sb.external_nodes), kubelet=True, bookmark_interval=0.5) as srv,
+        KubeClient.for_host(srv.url, request_timeout=5, token=SANDBOX_TOKEN) as kube,
+    ):
+        yield srv, kube

@@ -1,0 +1,336 @@
+"""Pure plan tables: pod phase x job state x deletion x node state -> actions."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from bridge.slurm.models import JobState, SlurmJob, SlurmNode
+from bridge.wellknown import (
+    FINALIZER,
+    LABEL_JOB_ID,
+    LABEL_POD_GROUP,
+    TAINT_SLURM_NODE_UNAVAILABLE,
+)
+from controller import dangling, jobs, nodes, pods
+from controller.model import (
+    UNKNOWN,
+    CancelJob,
+    DeletePod,
+    DrainSlurmNode,
+    FailPod,
+    JobKind,
+    JobView,
+    RemoveFinalizer,
+    ResumeSlurmNode,
+    SetPodGroupPhase,
+    TaintNode,
+    UntaintNode,
+)
+
+NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+ACTIVE = JobView(JobKind.ACTIVE, "RUNNING")
+CANCELLED = JobView(JobKind.ENDED, "CANCELLED", "None")
+NODE_FAIL = JobView(JobKind.ENDED, "NODE_FAIL", "NodeDown")
+GONE = JobView(JobKind.GONE)
+
+
+def pod(
+    name: str = "p0",
+    phase: str = "Running",
+    *,
+    deleting: str | None = None,
+    finalizer: bool = True,
+    node: str = "n1",
+    group: str | None = None,
+) -> dict[str, Any]:
+    labels = {LABEL_JOB_ID: "7"}
+    if group:
+        labels[LABEL_POD_GROUP] = group
+    meta: dict[str, Any] = {"namespace": "ns", "name": name, "labels": labels}
+    if finalizer:
+        meta["finalizers"] = [FINALIZER]
+    if deleting:
+        meta["deletionTimestamp"] = deleting
+    return {"metadata": meta, "spec": {"nodeName": node}, "status": {"phase": phase}}
+
+
+def node(name: str = "n1", ready: bool = True, **spec: Any) -> dict[str, Any]:
+    cond = {"type": "Ready", "status": "True" if ready else "False"}
+    return {"metadata": {"name": name}, "spec": spec, "status": {"conditions": [cond]}}
+
+
+READY = {"n1": node()}
+NOT_READY = {"n1": node(ready=False)}
+LONG_AGO = "2026-01-01T11:00:00Z"
+JUST_NOW = "2026-01-01T11:59:50Z"
+
+
+@pytest.mark.parametrize(
+    ("pods_", "view", "policy", "expected"),
+    [
+        pytest.param([pod()], UNKNOWN, "fail", [], id="unknown-never-fails-a-pod"),
+        pytest.param([pod()], ACTIVE, "fail", [], id="active-job-leaves-running-pod"),
+        pytest.param(
+            [pod()],
+            CANCELLED,
+            "fail",
+            [
+                FailPod(
+                    "ns",
+                    "p0",
+                    "SlurmJobCancelled",
+                    "Slurm job 7 ended with state CANCELLED",
+                )
+            ],
+            id="cancelled-fails-running-pod",
+        ),
+        pytest.param(
+            [pod(phase="Pending")],
+            NODE_FAIL,
+            "fail",
+            [
+                FailPod(
+                    "ns",
+                    "p0",
+                    "SlurmJobNodeFail",
+                    "Slurm job 7 ended with state NODE_FAIL (reason: NodeDown)",
+                )
+            ],
+            id="node-fail-fails-pending-pod-with-reason",
+        ),
+        pytest.param(
+            [pod()],
+            GONE,
+            "delete",
+            [DeletePod("ns", "p0", "SlurmJobGone", "Slurm job 7 no longer exists in Slurm")],
+            id="gone-with-delete-policy-deletes",
+        ),
+        pytest.param([pod(phase="Succeeded")], CANCELLED, "fail", [], id="terminal-pod-untouched"),
+        pytest.param(
+            [pod(deleting=JUST_NOW)], CANCELLED, "fail", [], id="terminating-pod-not-failed"
+        ),
+        pytest.param(
+            [pod(group="pg")],
+            CANCELLED,
+            "fail",
+            [
+                FailPod("ns", "p0", "SlurmJobCancelled", "Slurm job 7 ended with state CANCELLED"),
+                SetPodGroupPhase("ns", "pg", "Failed"),
+            ],
+            id="podgroup-failed-when-pods-failed",
+        ),
+        pytest.param(
+            [pod(phase="Succeeded", group="pg")],
+            CANCELLED,
+            "fail",
+            [SetPodGroupPhase("ns", "pg", "Finished")],
+            id="podgroup-finished-when-all-succeeded",
+        ),
+    ],
+)
+def test_jobs_plan(pods_: list[dict[str, Any]], view: JobView, policy: Any, expected: Any) -> None:
+    assert jobs.plan(7, pods_, view, policy) == expected
+
+
+@pytest.mark.parametrize(
+    ("pods_", "view", "node_map", "expected"),
+    [
+        pytest.param(
+            [pod(phase="Succeeded")], UNKNOWN, READY, [], id="unknown-job-nothing-happens"
+        ),
+        pytest.param([pod()], ACTIVE, READY, [], id="running-pod-keeps-job"),
+        pytest.param(
+            [pod(phase="Succeeded"), pod("p1", phase="Failed")],
+            ACTIVE,
+            READY,
+            [CancelJob(7, "all pods finished or deleted")],
+            id="all-terminal-cancels-job",
+        ),
+        pytest.param(
+            [pod(phase="Succeeded"), pod("p1")], ACTIVE, READY, [], id="one-still-running-keeps-job"
+        ),
+        pytest.param(
+            [pod(deleting=JUST_NOW)],
+            ACTIVE,
+            READY,
+            [CancelJob(7, "all pods finished or deleted")],
+            id="terminating-counts-as-done",
+        ),
+        pytest.param([], ACTIVE, READY, [CancelJob(7, "all pods deleted")], id="no-pods-cancels"),
+        pytest.param(
+            [pod(phase="Succeeded")],
+            ACTIVE,
+            READY,
+            [CancelJob(7, "all pods finished or deleted")],
+            id="finalizer-stays-while-job-active",
+        ),
+        pytest.param(
+            [pod(phase="Succeeded")],
+            CANCELLED,
+            READY,
+            [RemoveFinalizer("ns", "p0")],
+            id="finalizer-off-once-job-ended",
+        ),
+        pytest.param(
+            [pod(phase="Failed")], GONE, READY, [RemoveFinalizer("ns", "p0")], id="gone-frees-pod"
+        ),
+        pytest.param([pod()], CANCELLED, READY, [], id="running-pod-keeps-finalizer"),
+        pytest.param(
+            [pod(deleting=LONG_AGO)],
+            CANCELLED,
+            READY,
+            [RemoveFinalizer("ns", "p0")],
+            id="terminating-on-ready-node-left-to-kubelet",
+        ),
+        pytest.param(
+            [pod(deleting=JUST_NOW)],
+            CANCELLED,
+            NOT_READY,
+            [RemoveFinalizer("ns", "p0")],
+            id="not-ready-node-within-grace-waits",
+        ),
+        pytest.param(
+            [pod(deleting=LONG_AGO)],
+            CANCELLED,
+            NOT_READY,
+            [
+                RemoveFinalizer("ns", "p0"),
+                DeletePod(
+                    "ns",
+                    "p0",
+                    "StuckTerminating",
+                    "node n1 is gone or NotReady; Slurm job 7 has ended",
+                    grace_period_seconds=0,
+                ),
+            ],
+            id="stuck-on-not-ready-node-force-deleted",
+        ),
+        pytest.param(
+            [pod(deleting=LONG_AGO, finalizer=False)],
+            GONE,
+            {},
+            [
+                DeletePod(
+                    "ns",
+                    "p0",
+                    "StuckTerminating",
+                    "node n1 is gone or NotReady; Slurm job 7 has ended",
+                    grace_period_seconds=0,
+                )
+            ],
+            id="stuck-on-deleted-node-force-deleted",
+        ),
+        pytest.param(
+            [pod(deleting=LONG_AGO)],
+            ACTIVE,
+            {},
+            [CancelJob(7, "all pods finished or deleted")],
+            id="stuck-but-job-active-cancels-first",
+        ),
+    ],
+)
+def test_pods_plan(
+    pods_: list[dict[str, Any]], view: JobView, node_map: dict[str, Any], expected: Any
+) -> None:
+    assert pods.plan(7, pods_, view, node_map, NOW, 300.0) == expected
+
+
+def sjob(job_id: int, state: str, comment: str, mcs: str = "kubernetes") -> SlurmJob:
+    return SlurmJob(
+        job_id=job_id,
+        name="j",
+        state=JobState(primary=state),
+        admin_comment=comment,
+        mcs_label=mcs,
+    )
+
+
+OURS = '{"pods":["ns/a","ns/b"]}'
+
+
+@pytest.mark.parametrize(
+    ("job", "existing", "expected"),
+    [
+        pytest.param(
+            sjob(1, "RUNNING", OURS),
+            {},
+            [CancelJob(1, "dangling: its pods are gone from Kubernetes")],
+            id="all-pods-gone-cancels",
+        ),
+        pytest.param(sjob(7, "RUNNING", OURS), {"ns/b": pod("b")}, [], id="one-pod-left-keeps"),
+        pytest.param(
+            sjob(1, "PENDING", OURS),
+            {"ns/a": {"metadata": {"namespace": "ns", "name": "a"}}},
+            [],
+            id="unlabelled-pod-not-bound-yet-keeps",
+        ),
+        pytest.param(
+            sjob(8, "RUNNING", OURS),
+            {"ns/a": pod("a")},
+            [CancelJob(8, "dangling: its pods are gone from Kubernetes")],
+            id="pod-labelled-for-another-job-does-not-count",
+        ),
+        pytest.param(sjob(1, "COMPLETED", OURS), {}, [], id="ended-job-ignored"),
+        pytest.param(sjob(1, "RUNNING", "user text"), {}, [], id="foreign-comment-ignored"),
+        pytest.param(sjob(1, "RUNNING", OURS, mcs="other"), {}, [], id="other-mcs-label-ignored"),
+    ],
+)
+def test_dangling_plan(job: SlurmJob, existing: dict[str, Any], expected: Any) -> None:
+    named = dangling.candidates([job], "kubernetes")
+    assert dangling.plan(named, {k: existing.get(k) for ks in named.values() for k in ks}) == (
+        expected
+    )
+
+
+def snode(state: set[str], reason: str = "") -> SlurmNode:
+    return SlurmNode(name="n1", state=frozenset(state), reason=reason)
+
+
+TAINTED = [{"key": TAINT_SLURM_NODE_UNAVAILABLE, "value": "x", "effect": "NoSchedule"}]
+
+
+@pytest.mark.parametrize(
+    ("knode", "slurm", "expected"),
+    [
+        pytest.param(node(), snode({"IDLE"}), [], id="in-sync"),
+        pytest.param(
+            node(unschedulable=True),
+            snode({"IDLE"}),
+            [DrainSlurmNode("n1", "slurm-bridge: cordoned in Kubernetes")],
+            id="cordon-drains",
+        ),
+        pytest.param(
+            node(),
+            snode({"IDLE", "DRAIN"}, "slurm-bridge: cordoned in Kubernetes"),
+            [ResumeSlurmNode("n1")],
+            id="uncordon-resumes-our-drain",
+        ),
+        pytest.param(
+            node(),
+            snode({"IDLE", "DRAIN"}, "disk replacement"),
+            [TaintNode("n1", "disk_replacement")],
+            id="admin-drain-taints-never-resumed",
+        ),
+        pytest.param(
+            node(taints=TAINTED), snode({"IDLE"}), [UntaintNode("n1")], id="resumed-untaints"
+        ),
+        pytest.param(node(), None, [], id="unknown-slurm-node-nothing"),
+    ],
+)
+def test_nodes_plan(knode: dict[str, Any], slurm: SlurmNode | None, expected: Any) -> None:
+    assert nodes.plan(knode, slurm) == expected
+
+
+@pytest.mark.parametrize(
+    ("reason", "value"),
+    [
+        pytest.param("Not responding", "Not_responding", id="spaces"),
+        pytest.param("x" * 100, "x" * 63, id="truncated-to-63"),
+        pytest.param("!!!", "unavailable", id="nothing-valid"),
+    ],
+)
+def test_taint_value_is_a_valid_label_value(reason: str, value: str) -> None:
+    assert nodes.taint_value(reason) == value
