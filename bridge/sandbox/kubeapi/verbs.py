@@ -721,8 +721,10 @@ class ObjectApi:
     # --- nodes -------------------------------------------------------------------------
 
     def set_node_ready(self, name: str, ready: bool = True) -> Obj:
-        """Model the kubelet heartbeat + node-lifecycle controller: Ready condition and the
-        not-ready taint. Creates the node if it does not exist."""
+        """Model kubelet heartbeats + the node-lifecycle controller. ``ready``: Ready=True, no
+        not-ready/unreachable taints. Not ready (heartbeats stopped): Ready=Unknown and the
+        ``node.kubernetes.io/unreachable`` NoSchedule + NoExecute taints. Creates the node
+        if it does not exist."""
         rd = self.resolve("", "v1", "nodes")
         if ready:
             self._ready_nodes.add(name)
@@ -733,10 +735,10 @@ class ObjectApi:
             node = self.create(
                 rd, "", {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}}
             )
-        admission.default_node(node, ready=ready)
+        now = self.now()
+        admission.node_heartbeat(node, ready=ready, now=now)
         status = node.setdefault("status", {})
         conds = [c for c in status.get("conditions") or [] if c.get("type") != "Ready"]
-        now = self.now()
         conds.append(
             {
                 "type": "Ready",

@@ -280,3 +280,19 @@ async def test_events_k8s_io_v1_events_are_served(api: client.ApiClient) -> None
     )
     out = await ev.list_namespaced_event(NS, field_selector="regarding.name=p")
     assert [e.metadata.name for e in out.items] == ["e1"]
+
+
+async def test_pod_put_without_defaulted_fields_keeps_them(core: client.CoreV1Api) -> None:
+    await core.create_namespaced_pod(NS, pod_body("p"))
+    current = await core.read_namespaced_pod("p", NS)
+    body = {
+        **pod_body("p"),
+        "metadata": {
+            "name": "p",
+            "labels": {"a": "b"},
+            "resourceVersion": current.metadata.resource_version,
+        },
+    }
+    out = await core.replace_namespaced_pod("p", NS, body)
+    assert out.metadata.labels == {"a": "b"}
+    assert out.spec.scheduler_name == "default-scheduler"
