@@ -278,7 +278,9 @@ class Handlers:
         result = self.api.delete(rd, t.namespace, t.name, opts, dry_run=bool(opts.get("dryRun")))
         ns = t.namespace if rd.namespaced else ""
         still_there = self.api.store.get(rd.key, ns, t.name) is not None
-        return json_response(result, 202 if still_there and result.get("kind") != "Status" else 200)
+        # like the real handler: 202 only for a pending deletion with orphanDependents=false
+        pending_cascade = still_there and opts.get("orphanDependents") is False
+        return json_response(result, 202 if pending_cascade else 200)
 
     async def delete_collection(
         self, request: web.Request, rd: ResourceDef, t: Target
