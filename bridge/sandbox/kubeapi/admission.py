@@ -8,6 +8,7 @@ Leases: MicroTime format. Each function mutates the object in place or raises Ap
 
 from __future__ import annotations
 
+import base64
 import re
 from typing import Any
 
@@ -117,6 +118,16 @@ def node_heartbeat(node: dict[str, Any], *, ready: bool, now: str) -> None:
         taints.append({"key": UNREACHABLE_TAINT, "effect": "NoSchedule", "timeAdded": now})
         taints.append({"key": UNREACHABLE_TAINT, "effect": "NoExecute", "timeAdded": now})
     _set_taints(spec, taints)
+
+
+def default_secret(secret: dict[str, Any]) -> None:
+    """type defaults to Opaque; stringData is folded into data (base64)."""
+    secret.setdefault("type", "Opaque")
+    string_data = secret.pop("stringData", None) or {}
+    if string_data:
+        data = secret.setdefault("data", {})
+        for k, v in string_data.items():
+            data[k] = base64.b64encode(str(v).encode()).decode()
 
 
 def default_job(job: dict[str, Any]) -> None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from bridge.sandbox.kubeapi import discovery, tables
+from bridge.sandbox.kubeapi import discovery, protobuf, tables
 from bridge.sandbox.kubeapi.errors import ApiError, bad_request
 from bridge.sandbox.kubeapi.hooks import LoggedRequest
 from bridge.sandbox.kubeapi.resources import ResourceDef
@@ -89,6 +89,8 @@ async def _body(request: web.Request) -> Any:
     if not raw:
         return None
     ctype = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+    if ctype == protobuf.PROTOBUF:
+        return protobuf.decode(raw)
     if ctype and ctype != "application/json" and not ctype.endswith("+json"):
         # protobuf, CBOR, YAML: only JSON is spoken here
         raise ApiError(

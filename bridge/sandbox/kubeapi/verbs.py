@@ -291,6 +291,8 @@ class ObjectApi:
             ]["name"]
         elif rd.key == ("batch", "jobs"):
             admission.default_job(obj)
+        elif rd.key == ("", "secrets"):
+            admission.default_secret(obj)
         elif rd.key == ("coordination.k8s.io", "leases"):
             admission.validate_lease(obj)
         elif rd.key == CRD_KEY:

@@ -296,3 +296,14 @@ async def test_pod_put_without_defaulted_fields_keeps_them(core: client.CoreV1Ap
     out = await core.replace_namespaced_pod("p", NS, body)
     assert out.metadata.labels == {"a": "b"}
     assert out.spec.scheduler_name == "default-scheduler"
+
+
+async def test_secret_type_defaults_to_opaque_and_string_data_is_folded(
+    core: client.CoreV1Api,
+) -> None:
+    out = await core.create_namespaced_secret(
+        NS, {"metadata": {"name": "s"}, "stringData": {"k": "v"}}
+    )
+    assert out.type == "Opaque"
+    assert out.data == {"k": "dg=="}
+    assert out.string_data is None
