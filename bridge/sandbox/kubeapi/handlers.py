@@ -207,7 +207,7 @@ class Handlers:
                     continue_token=q.get("continue"),
                 )
                 if table:
-                    items = [self.api._out(rd, o) for o in lst["items"]]
+                    items = [self.api.present(rd, o) for o in lst["items"]]
                     return json_response(
                         tables.table(
                             rd,
@@ -346,14 +346,14 @@ class Handlers:
 
         task = asyncio.current_task()
         if task is not None:
-            self.srv._watch_tasks.add(task)
+            self.srv.watch_tasks.add(task)
         try:
             await run_watch(self.api.store, req, send, transform)
         except ConnectionResetError:
             return resp
         finally:
             if task is not None:
-                self.srv._watch_tasks.discard(task)
+                self.srv.watch_tasks.discard(task)
         with contextlib.suppress(ConnectionResetError, RuntimeError):
             await resp.write_eof()
         return resp
