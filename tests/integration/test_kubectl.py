@@ -163,6 +163,22 @@ async def test_kubectl_create_patch_and_delete(
     assert "cm1" not in await k("get", "configmaps", "-o", "name")
 
 
+async def test_kubectl_create_generators_send_protobuf_that_the_server_reads(
+    kubectl: tuple[SandboxApiServer, Kubectl],
+) -> None:
+    _, k = kubectl
+    await k("create", "namespace", "team")
+    await k("create", "configmap", "cm", "--from-literal=a=b", "-n", "team")
+    await k("create", "secret", "generic", "s", "--from-literal=p=q", "-n", "team")
+    await k("create", "serviceaccount", "robot", "-n", "team")
+    cm = json.loads(await k("get", "configmap", "cm", "-n", "team", "-o", "json"))
+    assert cm["data"] == {"a": "b"}
+    secret = json.loads(await k("get", "secret", "s", "-n", "team", "-o", "json"))
+    assert (secret["type"], secret["data"]) == ("Opaque", {"p": "cQ=="})
+    names = (await k("get", "serviceaccounts", "-n", "team", "-o", "name")).split()
+    assert "serviceaccount/robot" in names
+
+
 async def test_kubectl_get_watch_streams_changes(
     kubectl: tuple[SandboxApiServer, Kubectl],
 ) -> None:

@@ -21,7 +21,8 @@ In-process use (stable API for other components' tests)::
         srv.request_log.entries(method="POST", path=r"/binding$")  # [LoggedRequest]
         srv.request_log.clear()
         srv.set_node_ready("kube-node-1")        # create/heartbeat a node: Ready, untainted
-        srv.set_node_ready("kube-node-1", False) # NotReady + not-ready taint
+        srv.set_node_ready("kube-node-1", False) # heartbeats stop: Ready=Unknown and
+                                                 # unreachable NoSchedule/NoExecute taints
 
         # fake kubelet (off unless kubelet=True or srv.kubelet.start())
         srv.kubelet.start(); await srv.kubelet.stop()
@@ -40,7 +41,8 @@ server ~60), ``watch_timeout`` (default when a watch has no timeoutSeconds),
 (how long after a namespace its ``default`` ServiceAccount appears), ``tls_cert`` /
 ``tls_key`` (serve https), ``clock``, ``install_crds`` (PodGroup, JobSet, LWS).
 
-The fake kubelet moves bound pods on running nodes Pending -> Running (podIP,
+The fake kubelet (one per existing Node object) moves bound pods on running nodes
+Pending -> Running (podIP,
 containerStatuses, Ready) and removes terminating pods once their grace period is over.
 
 Out of process: ``slurm-bridge sandbox kube-api up|down|status`` (see ``cli``) and the

@@ -8,6 +8,7 @@ Leases: MicroTime format. Each function mutates the object in place or raises Ap
 
 from __future__ import annotations
 
+import base64
 import re
 from typing import Any
 
@@ -94,10 +95,39 @@ def default_node(node: dict[str, Any], *, ready: bool) -> None:
     taints = [t for t in spec.get("taints") or [] if t.get("key") != NOT_READY_TAINT]
     if not ready:
         taints.append({"key": NOT_READY_TAINT, "effect": "NoSchedule"})
+    _set_taints(spec, taints)
+
+
+def _set_taints(spec: dict[str, Any], taints: list[dict[str, Any]]) -> None:
     if taints:
         spec["taints"] = taints
     else:
         spec.pop("taints", None)
+
+
+def node_heartbeat(node: dict[str, Any], *, ready: bool, now: str) -> None:
+    """The node-lifecycle controller's taints: none while heartbeats arrive; when they stop
+    (Ready=Unknown) ``unreachable`` NoSchedule and NoExecute."""
+    spec = node.setdefault("spec", {})
+    taints = [
+        t
+        for t in spec.get("taints") or []
+        if t.get("key") not in (NOT_READY_TAINT, UNREACHABLE_TAINT)
+    ]
+    if not ready:
+        taints.append({"key": UNREACHABLE_TAINT, "effect": "NoSchedule", "timeAdded": now})
+        taints.append({"key": UNREACHABLE_TAINT, "effect": "NoExecute", "timeAdded": now})
+    _set_taints(spec, taints)
+
+
+def default_secret(secret: dict[str, Any]) -> None:
+    """type defaults to Opaque; stringData is folded into data (base64)."""
+    secret.setdefault("type", "Opaque")
+    string_data = secret.pop("stringData", None) or {}
+    if string_data:
+        data = secret.setdefault("data", {})
+        for k, v in string_data.items():
+            data[k] = base64.b64encode(str(v).encode()).decode()
 
 
 def default_job(job: dict[str, Any]) -> None:
@@ -138,6 +168,26 @@ def validate_lease(lease: dict[str, Any]) -> None:
             )
 
 
+_DEFAULTED_POD_SPEC = (
+    "schedulerName",
+    "restartPolicy",
+    "terminationGracePeriodSeconds",
+    "dnsPolicy",
+    "securityContext",
+    "enableServiceLinks",
+    "preemptionPolicy",
+    "priority",
+    "serviceAccountName",
+    "serviceAccount",
+    "tolerations",
+)
+_DEFAULTED_CONTAINER = (
+    "imagePullPolicy",
+    "terminationMessagePath",
+    "terminationMessagePolicy",
+    "resources",
+)
+
 # pod spec fields an update may change (everything else is immutable on a real server)
 _MUTABLE_POD_SPEC = ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds")
 
@@ -154,6 +204,16 @@ def check_pod_update(old: dict[str, Any], new: dict[str, Any]) -> None:
         return s
 
     o, n = old.get("spec") or {}, new.get("spec") or {}
+    # the real server defaults the incoming object first: omitted defaulted fields are kept
+    for key in _DEFAULTED_POD_SPEC:
+        if key in o and key not in n:
+            n[key] = o[key]
+    for f in ("containers", "initContainers"):
+        olds = {c.get("name"): c for c in o.get(f) or []}
+        for c in n.get(f) or []:
+            for key in _DEFAULTED_CONTAINER:
+                if key not in c and key in olds.get(c.get("name"), {}):
+                    c[key] = olds[c["name"]][key]
     name = new["metadata"].get("name", "")
     if strip(o) != strip(n):
         raise invalid(

@@ -1,6 +1,7 @@
 """``slurm-bridge sandbox kube-api up|down|status|serve``.
 
-    up      --port N --kubeconfig FILE [--nodes a,b] [--kubelet] [--tls-cert C --tls-key K]
+    up      --port N --kubeconfig FILE [--nodes a,b] [--kubelet]
+            [--tls-cert C --tls-key K [--tls-ca CA]] [--bookmark-interval S]
             start the server in the background (pidfile, log and state.json in the state
             dir) and wait until it answers; writes the kubeconfig.
     down    stop it (SIGTERM to the recorded pid)
@@ -46,6 +47,7 @@ def _parser() -> argparse.ArgumentParser:
         s.add_argument("--bookmark-interval", type=float, default=5.0)
         s.add_argument("--tls-cert")
         s.add_argument("--tls-key")
+        s.add_argument("--tls-ca", help="CA for the kubeconfig (default: the cert itself)")
         s.add_argument("--timeout", type=float, default=20.0, help="(up) seconds to wait")
     sub.add_parser("down")
     sub.add_parser("status")
@@ -61,11 +63,16 @@ def _read_state() -> dict[str, object] | None:
 
 
 def _alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie waiting to be reaped counts as gone)."""
     try:
         os.kill(pid, 0)
     except OSError:
         return False
-    return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
 async def _serve(ns: argparse.Namespace) -> None:
@@ -86,7 +93,7 @@ async def _serve(ns: argparse.Namespace) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     async with srv:
-        srv.write_kubeconfig(ns.kubeconfig, ca_file=ns.tls_cert)
+        srv.write_kubeconfig(ns.kubeconfig, ca_file=ns.tls_ca or ns.tls_cert)
         d = state_dir()
         d.mkdir(parents=True, exist_ok=True)
         (d / "state.json").write_text(

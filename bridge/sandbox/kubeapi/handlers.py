@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from bridge.sandbox.kubeapi import discovery, tables
+from bridge.sandbox.kubeapi import discovery, protobuf, tables
 from bridge.sandbox.kubeapi.errors import ApiError, bad_request
 from bridge.sandbox.kubeapi.hooks import LoggedRequest
 from bridge.sandbox.kubeapi.resources import ResourceDef
@@ -89,6 +89,8 @@ async def _body(request: web.Request) -> Any:
     if not raw:
         return None
     ctype = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+    if ctype == protobuf.PROTOBUF:
+        return protobuf.decode(raw)
     if ctype and ctype != "application/json" and not ctype.endswith("+json"):
         # protobuf, CBOR, YAML: only JSON is spoken here
         raise ApiError(
@@ -205,7 +207,7 @@ class Handlers:
                     continue_token=q.get("continue"),
                 )
                 if table:
-                    items = [self.api._out(rd, o) for o in lst["items"]]
+                    items = [self.api.present(rd, o) for o in lst["items"]]
                     return json_response(
                         tables.table(
                             rd,
@@ -278,7 +280,9 @@ class Handlers:
         result = self.api.delete(rd, t.namespace, t.name, opts, dry_run=bool(opts.get("dryRun")))
         ns = t.namespace if rd.namespaced else ""
         still_there = self.api.store.get(rd.key, ns, t.name) is not None
-        return json_response(result, 202 if still_there and result.get("kind") != "Status" else 200)
+        # like the real handler: 202 only for a pending deletion with orphanDependents=false
+        pending_cascade = still_there and opts.get("orphanDependents") is False
+        return json_response(result, 202 if pending_cascade else 200)
 
     async def delete_collection(
         self, request: web.Request, rd: ResourceDef, t: Target
@@ -342,14 +346,14 @@ class Handlers:
 
         task = asyncio.current_task()
         if task is not None:
-            self.srv._watch_tasks.add(task)
+            self.srv.watch_tasks.add(task)
         try:
             await run_watch(self.api.store, req, send, transform)
         except ConnectionResetError:
             return resp
         finally:
             if task is not None:
-                self.srv._watch_tasks.discard(task)
+                self.srv.watch_tasks.discard(task)
         with contextlib.suppress(ConnectionResetError, RuntimeError):
             await resp.write_eof()
         return resp

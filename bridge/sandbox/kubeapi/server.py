@@ -75,7 +75,7 @@ class SandboxApiServer:
         self._kubelet_on = kubelet
         self._install_crds = install_crds
         self._runner: web.AppRunner | None = None
-        self._watch_tasks: set[asyncio.Task[Any]] = set()
+        self.watch_tasks: set[asyncio.Task[Any]] = set()  # cancelled on close
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -125,10 +125,9 @@ class SandboxApiServer:
 
     async def close(self) -> None:
         await self.kubelet.stop()
-        for t in list(self._watch_tasks):
+        for t in list(self.watch_tasks):
             t.cancel()
-        for t in list(self.api._tasks):
-            t.cancel()
+        self.api.cancel_background()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

@@ -136,6 +136,11 @@ class Store:
         self._subs.append(sub)
         return sub
 
+    @property
+    def subscriber_count(self) -> int:
+        """Open watch subscriptions (tests check abandoned watches are cleaned up)."""
+        return len(self._subs)
+
     def unsubscribe(self, sub: Subscription) -> None:
         if sub in self._subs:
             self._subs.remove(sub)

@@ -112,6 +112,13 @@ def table(
     elif rd.key == ("", "nodes"):
         cols = [name, _col("Status"), _col("Roles"), age, _col("Version")]
         builder = _node_row
+    elif rd.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
+        cols = [name, _col("Created At", fmt="date-time")]
+
+        def builder_crd_def(o: Obj) -> list[Any]:
+            return [(o.get("metadata") or {}).get("creationTimestamp", "")]
+
+        builder = builder_crd_def
     elif rd.key == ("", "namespaces"):
         cols = [name, _col("Status"), age]
 

@@ -75,6 +75,11 @@ def _strip_rv(obj: Obj) -> Obj:
     return o
 
 
+def _body_of(obj: Obj) -> Obj:
+    """Everything but metadata and status: what metadata.generation tracks."""
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+
+
 class ObjectApi:
     """The semantics of kube-apiserver on an in-memory store."""
 
@@ -105,12 +110,17 @@ class ObjectApi:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         return rd
 
+    def cancel_background(self) -> None:
+        """Cancel the modelled controllers' pending work (server shutdown)."""
+        for task in list(self._tasks):
+            task.cancel()
+
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _out(self, rd: ResourceDef, obj: Obj) -> Obj:
+    def present(self, rd: ResourceDef, obj: Obj) -> Obj:
         """Present a stored object in the requested version."""
         obj["apiVersion"] = rd.api_version
         obj["kind"] = rd.kind
@@ -126,7 +136,7 @@ class ObjectApi:
         obj = self.store.get(rd.key, namespace if rd.namespaced else "", name)
         if obj is None:
             raise not_found(rd.plural, name, rd.group)
-        return self._out(rd, obj)
+        return self.present(rd, obj)
 
     def list(
         self,
@@ -176,7 +186,7 @@ class ObjectApi:
             meta["remainingItemCount"] = rest
         for o in items:
             if rd.custom:  # custom resource lists carry kind/apiVersion per item
-                self._out(rd, o)
+                self.present(rd, o)
             else:
                 o.pop("apiVersion", None)
                 o.pop("kind", None)
@@ -250,10 +260,10 @@ class ObjectApi:
         self._admit_create(rd, obj)
         if dry_run:
             obj["metadata"]["resourceVersion"] = str(self.store.resource_version)
-            return self._out(rd, obj)
+            return self.present(rd, obj)
         stored = self.store.put(rd.key, obj, created=True)
         self._after_create(rd, stored)
-        return self._out(rd, stored)
+        return self.present(rd, stored)
 
     def _check_kind(self, rd: ResourceDef, obj: Obj) -> None:
         kind, api_version = obj.get("kind"), obj.get("apiVersion")
@@ -291,13 +301,16 @@ class ObjectApi:
             ]["name"]
         elif rd.key == ("batch", "jobs"):
             admission.default_job(obj)
+        elif rd.key == ("", "secrets"):
+            admission.default_secret(obj)
         elif rd.key == ("coordination.k8s.io", "leases"):
             admission.validate_lease(obj)
         elif rd.key == CRD_KEY:
             self._validate_crd(obj)
             obj.pop("status", None)
         elif rd.custom:
-            obj.pop("status", None) if "status" in rd.subresources else None
+            if "status" in rd.subresources:
+                obj.pop("status", None)  # a status subresource: status is not set on create
             pruned = prune_object(obj, rd.schema)
             obj.clear()
             obj.update(pruned)
@@ -383,7 +396,7 @@ class ObjectApi:
 
     def install_crd(self, crd: Obj) -> Obj:
         """Create a CRD from a manifest (dict); returns the stored CRD."""
-        rd = self.resolve(*CRD_KEY[:1], "v1", CRD_KEY[1])
+        rd = self.resolve(CRD_KEY[0], "v1", CRD_KEY[1])
         self.create(rd, "", crd)
         return self.get(rd, "", crd["metadata"]["name"])
 
@@ -449,7 +462,7 @@ class ObjectApi:
         old = self.store.get(rd.key, ns, name)
         if old is None:
             raise not_found(rd.plural, name, rd.group)
-        base = self._out(rd, copy.deepcopy(old))
+        base = self.present(rd, copy.deepcopy(old))
         ctype = content_type.split(";")[0].strip()
         if ctype == MERGE:
             if not isinstance(patch, dict):
@@ -530,29 +543,21 @@ class ObjectApi:
             admission.validate_lease(new)
         if rd.custom:
             new = prune_object(new, rd.schema)
-        if subresource != "status":
-            spec_old = {k: v for k, v in old.items() if k not in ("metadata", "status")}
-            spec_new = {
-                k: v
-                for k, v in new.items()
-                if k not in ("metadata", "status", "apiVersion", "kind")
-            }
-            spec_old = {k: v for k, v in spec_old.items() if k not in ("apiVersion", "kind")}
-            if spec_old != spec_new and "generation" in omd:
-                nmd["generation"] = int(omd["generation"]) + 1
         new.pop("apiVersion", None)
         new.pop("kind", None)
         cmp_old = {k: v for k, v in old.items() if k not in ("apiVersion", "kind")}
+        if subresource != "status" and "generation" in omd and _body_of(cmp_old) != _body_of(new):
+            nmd["generation"] = int(omd["generation"]) + 1  # spec (non-metadata) changed
         if _strip_rv(cmp_old) == _strip_rv(new):
-            return self._out(rd, old)  # no-op: the resourceVersion stays
+            return self.present(rd, old)  # no-op: the resourceVersion stays
         if dry_run:
-            return self._out(rd, new)
+            return self.present(rd, new)
         stored = self.store.put(rd.key, new, created=False)
         stored = self._maybe_finalize(rd, stored)
         if rd.key == CRD_KEY:
             for d in Registry.defs_from_crd(stored):
                 self.registry.add(d)
-        return self._out(rd, stored)
+        return self.present(rd, stored)
 
     def _maybe_finalize(self, rd: ResourceDef, obj: Obj) -> Obj:
         """Remove an object whose deletion waited only on finalizers (or a pod on its grace)."""
@@ -602,7 +607,7 @@ class ObjectApi:
                 rd.group,
             )
         if dry_run:
-            return self._out(rd, obj)
+            return self.present(rd, obj)
         if rd.key == POD_KEY:
             return self._delete_pod(rd, obj, opts)
         if rd.key == NS_KEY:
@@ -612,13 +617,13 @@ class ObjectApi:
                 md["deletionTimestamp"] = self.now()
                 md["deletionGracePeriodSeconds"] = 0
                 obj = self.store.put(rd.key, obj, created=False)
-            return self._out(rd, obj)
+            return self.present(rd, obj)
         gone = self.store.remove(rd.key, ns, name)
         assert gone is not None
         if rd.key == CRD_KEY:
             self._crd_deleted(gone)
         if rd.return_deleted:
-            return self._out(rd, gone)
+            return self.present(rd, gone)
         return success_status(
             {"name": name, "group": rd.group, "kind": rd.plural, "uid": md["uid"]}
         )
@@ -634,11 +639,11 @@ class ObjectApi:
             grace = 0
         current = md.get("deletionGracePeriodSeconds")
         if md.get("deletionTimestamp") and current is not None and grace >= current:
-            return self._out(rd, pod)  # already terminating with a shorter or equal grace
+            return self.present(rd, pod)  # already terminating with a shorter or equal grace
         md["deletionTimestamp"] = fmt_time(self.clock.now() + timedelta(seconds=grace))
         md["deletionGracePeriodSeconds"] = grace
         pod = self.store.put(rd.key, pod, created=False)
-        return self._out(rd, self._maybe_finalize(rd, pod))
+        return self.present(rd, self._maybe_finalize(rd, pod))
 
     def force_remove_pod(self, namespace: str, name: str) -> None:
         """What the kubelet does when a terminating pod's containers are gone."""
@@ -656,7 +661,7 @@ class ObjectApi:
             ns_obj.setdefault("status", {})["phase"] = "Terminating"
             ns_obj = self.store.put(rd.key, ns_obj, created=False)
             self._spawn(self._finish_namespace(md["name"]))
-        return self._out(rd, ns_obj)
+        return self.present(rd, ns_obj)
 
     async def _finish_namespace(self, namespace: str) -> None:
         """The namespace controller: delete the contents, then the namespace."""
@@ -721,8 +726,10 @@ class ObjectApi:
     # --- nodes -------------------------------------------------------------------------
 
     def set_node_ready(self, name: str, ready: bool = True) -> Obj:
-        """Model the kubelet heartbeat + node-lifecycle controller: Ready condition and the
-        not-ready taint. Creates the node if it does not exist."""
+        """Model kubelet heartbeats + the node-lifecycle controller. ``ready``: Ready=True, no
+        not-ready/unreachable taints. Not ready (heartbeats stopped): Ready=Unknown and the
+        ``node.kubernetes.io/unreachable`` NoSchedule + NoExecute taints. Creates the node
+        if it does not exist."""
         rd = self.resolve("", "v1", "nodes")
         if ready:
             self._ready_nodes.add(name)
@@ -733,10 +740,10 @@ class ObjectApi:
             node = self.create(
                 rd, "", {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}}
             )
-        admission.default_node(node, ready=ready)
+        now = self.now()
+        admission.node_heartbeat(node, ready=ready, now=now)
         status = node.setdefault("status", {})
         conds = [c for c in status.get("conditions") or [] if c.get("type") != "Ready"]
-        now = self.now()
         conds.append(
             {
                 "type": "Ready",
@@ -777,4 +784,4 @@ class ObjectApi:
         node.pop("apiVersion", None)
         node.pop("kind", None)
         stored = self.store.put(rd.key, node, created=False)
-        return self._out(rd, stored)
+        return self.present(rd, stored)

@@ -33,13 +33,16 @@ async def test_node_helper_marks_node_ready_and_removes_taint(
     assert {c.type: c.status for c in node.status.conditions}["Ready"] == "True"
 
 
-async def test_node_helper_marks_node_not_ready_with_taint(
+async def test_node_helper_without_heartbeats_sets_unknown_and_unreachable_taints(
     srv: SandboxApiServer, core: client.CoreV1Api
 ) -> None:
     srv.set_node_ready("n1")
     srv.set_node_ready("n1", False)
     node = await core.read_node("n1")
-    assert [t.key for t in node.spec.taints] == ["node.kubernetes.io/not-ready"]
+    assert [(t.key, t.effect) for t in node.spec.taints] == [
+        ("node.kubernetes.io/unreachable", "NoSchedule"),
+        ("node.kubernetes.io/unreachable", "NoExecute"),
+    ]
     assert {c.type: c.status for c in node.status.conditions}["Ready"] == "Unknown"
 
 

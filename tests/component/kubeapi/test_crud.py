@@ -280,3 +280,30 @@ async def test_events_k8s_io_v1_events_are_served(api: client.ApiClient) -> None
     )
     out = await ev.list_namespaced_event(NS, field_selector="regarding.name=p")
     assert [e.metadata.name for e in out.items] == ["e1"]
+
+
+async def test_pod_put_without_defaulted_fields_keeps_them(core: client.CoreV1Api) -> None:
+    await core.create_namespaced_pod(NS, pod_body("p"))
+    current = await core.read_namespaced_pod("p", NS)
+    body = {
+        **pod_body("p"),
+        "metadata": {
+            "name": "p",
+            "labels": {"a": "b"},
+            "resourceVersion": current.metadata.resource_version,
+        },
+    }
+    out = await core.replace_namespaced_pod("p", NS, body)
+    assert out.metadata.labels == {"a": "b"}
+    assert out.spec.scheduler_name == "default-scheduler"
+
+
+async def test_secret_type_defaults_to_opaque_and_string_data_is_folded(
+    core: client.CoreV1Api,
+) -> None:
+    out = await core.create_namespaced_secret(
+        NS, {"metadata": {"name": "s"}, "stringData": {"k": "v"}}
+    )
+    assert out.type == "Opaque"
+    assert out.data == {"k": "dg=="}
+    assert out.string_data is None

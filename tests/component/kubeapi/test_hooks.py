@@ -205,11 +205,11 @@ async def test_watch_of_a_disconnected_client_is_unsubscribed(
         assert r.status == 200
 
         async def subscribed() -> bool:
-            return len(srv.store._subs) == 1
+            return srv.store.subscriber_count == 1
 
         await eventually(subscribed)
 
     async def unsubscribed() -> bool:
-        return len(srv.store._subs) == 0
+        return srv.store.subscriber_count == 0
 
     await eventually(unsubscribed)

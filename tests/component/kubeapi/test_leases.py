@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from datetime import UTC, datetime
 
 import pytest
@@ -79,3 +81,37 @@ async def test_lease_renewal_put_with_current_version_succeeds_and_stale_gets_40
     with pytest.raises(ApiException) as e:
         await coord.replace_namespaced_lease("leader", NS, other)
     assert e.value.status == 409
+
+
+async def test_kubernetes_asyncio_leader_election_acquires_the_lease(
+    api: client.ApiClient, coord: client.CoordinationV1Api
+) -> None:
+    """The library's LeaseLock (6-digit naive times + "Z") works against the sandbox."""
+    from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
+    from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
+
+    leading = asyncio.Event()
+
+    async def on_start() -> None:
+        leading.set()
+
+    async def on_stop() -> None:
+        return None
+
+    cfg = electionconfig.Config(
+        LeaseLock("bridge", NS, "me", api),
+        lease_duration=15,
+        renew_deadline=10,
+        retry_period=2,
+        onstarted_leading=on_start,
+        onstopped_leading=on_stop,
+    )
+    task = asyncio.create_task(leaderelection.LeaderElection(cfg).run())
+    try:
+        await asyncio.wait_for(leading.wait(), timeout=20)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    lease = await coord.read_namespaced_lease("bridge", NS)
+    assert lease.spec.holder_identity == "me"

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-from kubernetes_asyncio import client, watch
+from kubernetes_asyncio import client, config, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from bridge.sandbox.kubeapi import SandboxApiServer
 
-from .helpers import NS, pod_body
+from .helpers import NS, eventually, pod_body
 
 
 async def _raw_watch(srv: SandboxApiServer, path: str, n: int, **params: str) -> list[Any]:
@@ -296,3 +297,45 @@ async def test_kubernetes_asyncio_watch_handles_bookmarks(
             assert ev["type"] == "BOOKMARK"
             assert w.resource_version == rv
             break
+
+
+async def test_server_closing_a_watch_lets_kubernetes_asyncio_resume_without_replay(
+    tmp_path: Path,
+) -> None:
+    """The server ends watches after its default timeout; kubernetes_asyncio's Watch
+    (no timeout_seconds) reconnects from its last version: no event lost or repeated."""
+    async with SandboxApiServer(port=0, watch_timeout=0.3) as srv:
+        cfg = client.Configuration()
+        await config.load_kube_config(
+            config_file=str(srv.write_kubeconfig(tmp_path / "kc")), client_configuration=cfg
+        )
+        async with client.ApiClient(cfg) as api:
+            core = client.CoreV1Api(api)
+            rv = (await core.list_namespaced_config_map(NS)).metadata.resource_version
+            seen: list[str] = []
+
+            def watches() -> int:
+                entries = srv.request_log.entries(method="GET", path="/configmaps$")
+                return len([e for e in entries if "watch" in e.query])
+
+            async def produce() -> None:
+                # create c{i} only once the client has opened its (i+1)-th watch
+                for i in range(3):
+
+                    async def opened(n: int = i + 1) -> bool:
+                        return watches() >= n
+
+                    await eventually(opened)
+                    await core.create_namespaced_config_map(NS, _cm(f"c{i}"))
+
+            producer = asyncio.create_task(produce())
+            async with watch.Watch() as w:
+                async for ev in w.stream(
+                    core.list_namespaced_config_map, NS, resource_version=rv, _request_timeout=10
+                ):
+                    seen.append(ev["object"].metadata.name)
+                    if len(seen) == 3:
+                        break
+            await producer
+            assert seen == ["c0", "c1", "c2"]
+            assert watches() >= 3
