@@ -1,6 +1,6 @@
 """Composition root of the admission webhook: ``slurm-bridge admission --config FILE``.
 
-The only place that builds real clients (a Kubernetes ApiClient, and only when
+The only place that builds real clients (a KubeClient, and only when
 ``managedNamespaceSelector`` needs namespace labels) and opens sockets.
 """
 
@@ -18,12 +18,14 @@ from aiohttp import web
 from admission.metrics import AdmissionMetrics
 from admission.namespaces import CachedNamespaceLabels, NamespaceLabelSource, kube_namespace_fetch
 from admission.policy import AdmissionContext
-from admission.server import WebhookDeps, build_ops_app, build_webhook_app
+from admission.server import WebhookDeps, build_webhook_app
 from admission.tls import CertReloader
 from bridge.clock import Clock, SystemClock
 from bridge.config import BridgeConfig, load_config
 from bridge.errors import ConfigError
+from bridge.kube.client import KubeClient
 from bridge.logging import configure_logging, get_logger
+from bridge.ops import OpsServer, readiness
 
 
 def _bound_port(site: web.TCPSite) -> int:
@@ -64,6 +66,7 @@ class AdmissionServer:
         self._explicit_ops = (metrics_port is not None, health_port is not None)
         self.reloader: CertReloader | None = None
         self._runners: list[web.AppRunner] = []
+        self.ops: OpsServer | None = None
         self._reload_task: asyncio.Task[None] | None = None
         self.webhook_bound: int | None = None
         self.metrics_bound: int | None = None
@@ -87,16 +90,20 @@ class AdmissionServer:
         self.webhook_bound = await self._listen(
             build_webhook_app(self.deps), wport, self.reloader.server_context()
         )
-        if metrics_on and health_on and mport == hport and mport != 0:
-            self.metrics_bound = self.health_bound = await self._listen(
-                build_ops_app(self.deps.metrics, self.deps.ready), mport
+        # one listener when the ports are equal (or both "any free port"), else two
+        ops_ports = [port for port, on in ((hport, health_on), (mport, metrics_on)) if on]
+        if ops_ports:
+            self.ops = OpsServer(
+                self.deps.metrics.registry,
+                ready=readiness(self.deps.ready),
+                host=settings.bind_address,
+                port=ops_ports[0],
+                metrics_port=ops_ports[-1],
             )
-        else:
-            if metrics_on:
-                app = build_ops_app(self.deps.metrics, self.deps.ready)
-                self.metrics_bound = await self._listen(app, mport)
-            if health_on:
-                self.health_bound = await self._listen(build_ops_app(None, self.deps.ready), hport)
+            await self.ops.start()
+            bound = self.ops.bound_ports
+            self.health_bound = bound[0] if health_on else None
+            self.metrics_bound = bound[-1] if metrics_on else None
         self._reload_task = asyncio.create_task(
             self.reloader.run(self.clock, settings.cert_reload_interval_seconds)
         )
@@ -120,22 +127,10 @@ class AdmissionServer:
         for runner in reversed(self._runners):
             await runner.cleanup()
         self._runners.clear()
+        if self.ops is not None:
+            await self.ops.stop()
+            self.ops = None
         self.log.info("admission_stopped")
-
-
-async def _kube_api_client(cfg: BridgeConfig) -> Any:
-    from kubernetes_asyncio import client
-    from kubernetes_asyncio import config as kube_config
-
-    config: Any = kube_config
-    if cfg.kubeconfig is not None:
-        await config.load_kube_config(config_file=str(cfg.kubeconfig))
-    else:
-        try:
-            config.load_incluster_config()
-        except config.ConfigException:
-            await config.load_kube_config()
-    return client.ApiClient()
 
 
 def _selector_in_use(cfg: BridgeConfig) -> bool:
@@ -145,12 +140,12 @@ def _selector_in_use(cfg: BridgeConfig) -> bool:
 
 async def serve(cfg: BridgeConfig, stop: asyncio.Event) -> None:
     """Run until ``stop`` is set."""
-    api_client: Any = None
+    kube: KubeClient | None = None
     namespaces: NamespaceLabelSource | None = None
     clock = SystemClock()
     if _selector_in_use(cfg):
-        api_client = await _kube_api_client(cfg)
-        fetch = kube_namespace_fetch(api_client, cfg.kube_request_timeout_seconds)
+        kube = await KubeClient.from_config(cfg, clock=clock)
+        fetch = kube_namespace_fetch(kube)
         namespaces = CachedNamespaceLabels(fetch, clock, cfg.admission.namespace_cache_seconds)
     server = AdmissionServer(cfg, clock=clock, namespaces=namespaces)
     try:
@@ -158,8 +153,8 @@ async def serve(cfg: BridgeConfig, stop: asyncio.Event) -> None:
         await stop.wait()
     finally:
         await server.stop()
-        if api_client is not None:
-            await api_client.close()
+        if kube is not None:
+            await kube.close()
 
 
 async def _main_async(cfg: BridgeConfig) -> int:

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
-
-import aiohttp
+from typing import Protocol
 
 from bridge.clock import Clock
-from bridge.errors import KubeError, KubeForbidden, KubeTimeout, KubeUnavailable
+from bridge.errors import KubeNotFound
+from bridge.kube.client import KubeClient
 
 # name -> labels, or None when the namespace does not exist
 Fetch = Callable[[str], Awaitable[Mapping[str, str] | None]]
@@ -60,29 +59,18 @@ class CachedNamespaceLabels:
         return labels
 
 
-def kube_namespace_fetch(api_client: Any, timeout_seconds: float) -> Fetch:
-    """A Fetch over a kubernetes_asyncio ApiClient: GET /api/v1/namespaces/{name}.
+def kube_namespace_fetch(kube: KubeClient) -> Fetch:
+    """A Fetch over the bridge's KubeClient: ``GET /api/v1/namespaces/{name}``.
 
-    Errors are classified by HTTP status (404 -> None, 401/403 -> KubeForbidden, anything
-    else -> KubeUnavailable) and connection failures -> KubeUnavailable / KubeTimeout.
+    404 -> None; every other failure is already a classified KubeError (KubeForbidden,
+    KubeUnavailable, KubeTimeout, ...) from :func:`bridge.kube.client.error_for_status`.
     """
-    from kubernetes_asyncio.client import CoreV1Api
-    from kubernetes_asyncio.client.exceptions import ApiException
-
-    core = CoreV1Api(api_client)
 
     async def fetch(name: str) -> Mapping[str, str] | None:
         try:
-            ns = await core.read_namespace(name, _request_timeout=timeout_seconds)
-        except ApiException as e:
-            if e.status == 404:
-                return None
-            cls: type[KubeError] = KubeForbidden if e.status in (401, 403) else KubeUnavailable
-            raise cls(f"reading namespace {name}: HTTP {e.status}", status=e.status) from None
-        except TimeoutError:
-            raise KubeTimeout(f"reading namespace {name}: no answer") from None
-        except aiohttp.ClientError as e:
-            raise KubeUnavailable(f"reading namespace {name}: {type(e).__name__}") from None
-        return dict(ns.metadata.labels or {})
+            ns = await kube.get_namespace(name)
+        except KubeNotFound:
+            return None
+        return dict((ns.get("metadata") or {}).get("labels") or {})
 
     return fetch

@@ -1,7 +1,7 @@
 """The thin aiohttp layer over the pure ``mutate()`` / ``validate()`` functions.
 
-Endpoints: ``POST /mutate``, ``POST /validate``, ``GET /healthz``, ``GET /readyz``. An ops
-app serves ``GET /metrics`` (and the health endpoints) over plain HTTP.
+Endpoints: ``POST /mutate``, ``POST /validate``, ``GET /healthz``, ``GET /readyz``. The plain-HTTP
+ops listener (``GET /metrics`` and the health endpoints) is :class:`bridge.ops.OpsServer`.
 
 Rules the server guarantees:
 
@@ -32,6 +32,7 @@ from admission.review import AdmissionRequest, AdmissionResponse, parse_review
 from admission.validate import validate
 from bridge.errors import InvalidInput, KubeError
 from bridge.logging import get_logger
+from bridge.ops import add_health_routes, readiness
 
 Reviewer = Callable[[AdmissionRequest, AdmissionContext], AdmissionResponse]
 
@@ -153,37 +154,10 @@ class _Handler:
         return failure_response(req, ctx, why), True
 
 
-def _health_routes(app: web.Application, ready: Callable[[], bool]) -> None:
-    async def healthz(_: web.Request) -> web.Response:
-        return web.Response(text="ok")
-
-    async def readyz(_: web.Request) -> web.Response:
-        if ready():
-            return web.Response(text="ok")
-        return web.Response(text="not ready", status=503)
-
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-
-
 def build_webhook_app(deps: WebhookDeps) -> web.Application:
     """The HTTPS app: /mutate, /validate, /healthz, /readyz."""
     app = web.Application(client_max_size=deps.ctx.config.admission.max_request_bytes)
     app.router.add_post("/mutate", _Handler(deps, "mutate", deps.mutate).handle)
     app.router.add_post("/validate", _Handler(deps, "validate", deps.validate).handle)
-    _health_routes(app, deps.ready)
-    return app
-
-
-def build_ops_app(metrics: AdmissionMetrics | None, ready: Callable[[], bool]) -> web.Application:
-    """The plain-HTTP app for probes and Prometheus: /metrics (if given), /healthz, /readyz."""
-    app = web.Application()
-    if metrics is not None:
-
-        async def metrics_handler(_: web.Request) -> web.Response:
-            body = metrics.exposition()
-            return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4"})
-
-        app.router.add_get("/metrics", metrics_handler)
-    _health_routes(app, ready)
+    add_health_routes(app, readiness(deps.ready))
     return app

@@ -2,23 +2,52 @@
 
 Each component owns its own prometheus ``CollectorRegistry`` (no global registry) and
 passes a readiness check. Liveness is "the event loop answers"; readiness is the
-component's own idea (informers synced, leader or standby, Slurm reachable).
+component's own idea (caches synced; a standby replica is ready, it is a warm spare).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+# () -> (ready, why): ``why`` is the /readyz body
+Readiness = Callable[[], tuple[bool, str]]
+
+
+def add_health_routes(app: web.Application, ready: Readiness) -> None:
+    """``GET /healthz`` (200 ``ok`` while the loop answers) and ``GET /readyz`` (200 or 503)."""
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def readyz(_: web.Request) -> web.Response:
+        ok, why = ready()
+        return web.Response(status=200 if ok else 503, text=why)
+
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+
+
+def readiness(ok: Callable[[], bool], *, not_ready: str = "not ready") -> Readiness:
+    """A Readiness from a plain predicate: body ``ok`` or ``not_ready``."""
+    return lambda: (True, "ok") if ok() else (False, not_ready)
+
 
 class OpsServer:
+    """Serves health and metrics on ``port``, and on ``metrics_port`` too when it differs.
+
+    Port 0 listens on a free port; :attr:`bound_ports` holds the real ports after
+    :meth:`start` (one entry when both ports are the same or both 0).
+    """
+
     def __init__(
         self,
         registry: CollectorRegistry,
         *,
-        ready: Callable[[], tuple[bool, str]],
+        ready: Readiness,
         host: str = "0.0.0.0",
         port: int = 8081,
         metrics_port: int | None = None,
@@ -33,17 +62,9 @@ class OpsServer:
 
     def app(self) -> web.Application:
         app = web.Application()
-        app.router.add_get("/healthz", self._healthz)
-        app.router.add_get("/readyz", self._readyz)
+        add_health_routes(app, self._ready)
         app.router.add_get("/metrics", self._metrics)
         return app
-
-    async def _healthz(self, _: web.Request) -> web.Response:
-        return web.Response(text="ok\n")
-
-    async def _readyz(self, _: web.Request) -> web.Response:
-        ok, why = self._ready()
-        return web.Response(status=200 if ok else 503, text=f"{why}\n")
 
     async def _metrics(self, _: web.Request) -> web.Response:
         body = generate_latest(self._registry)
@@ -57,13 +78,11 @@ class OpsServer:
         if self._metrics_port not in (None, 0, self._port):
             ports.append(self._metrics_port)
         for port in ports:
-            if port == 0 and self.bound_ports:
-                continue
             site = web.TCPSite(self._runner, self._host, port)
             await site.start()
-            server = site._server
+            server: Any = site._server  # aiohttp keeps the asyncio Server here
             sockets = getattr(server, "sockets", None) or []
-            self.bound_ports.append(sockets[0].getsockname()[1] if sockets else port)
+            self.bound_ports.append(int(sockets[0].getsockname()[1]) if sockets else port)
 
     async def stop(self) -> None:
         if self._runner is not None:

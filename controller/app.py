@@ -17,11 +17,8 @@ import secrets
 import signal
 import socket
 import sys
-from typing import Any
 
-from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from bridge.config import BridgeConfig, load_config
 from bridge.errors import ConfigError
@@ -29,6 +26,7 @@ from bridge.kube.client import KubeClient
 from bridge.kube.events import EventRecorder
 from bridge.kube.leader import LeaderElector
 from bridge.logging import configure_logging, get_logger
+from bridge.ops import OpsServer, readiness
 from bridge.slurm.client import SlurmClient
 from controller.runtime import Controller
 
@@ -58,25 +56,6 @@ class ControllerMetrics:
         self.drift.labels(kind=kind).inc()
 
 
-def build_ops_app(metrics: ControllerMetrics, ready: Any) -> web.Application:
-    async def healthz(_: web.Request) -> web.Response:
-        return web.Response(text="ok")
-
-    async def readyz(_: web.Request) -> web.Response:
-        ok = bool(ready())
-        return web.Response(text="ok" if ok else "not ready", status=200 if ok else 503)
-
-    async def metrics_view(_: web.Request) -> web.Response:
-        body = generate_latest(metrics.registry)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-    app = web.Application()
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-    app.router.add_get("/metrics", metrics_view)
-    return app
-
-
 async def serve(cfg: BridgeConfig, *, stop: asyncio.Event | None = None) -> None:
     metrics = ControllerMetrics()
     stop = stop or asyncio.Event()
@@ -96,17 +75,18 @@ async def serve(cfg: BridgeConfig, *, stop: asyncio.Event | None = None) -> None
         else None
     )
 
-    def ready() -> bool:
-        # A follower is ready (it is a warm standby); a leader once its caches synced.
-        if elector is not None and not elector.is_leader:
-            return True
-        return ctl.synced.is_set()
+    def is_ready() -> bool:
+        # A standby replica is ready (a warm spare); the leader once its caches synced.
+        return (elector is not None and not elector.is_leader) or ctl.synced.is_set()
 
-    runner: web.AppRunner | None = None
+    ops = OpsServer(
+        metrics.registry,
+        ready=readiness(is_ready, not_ready="syncing"),
+        port=cfg.health_port,
+        metrics_port=cfg.metrics_port,
+    )
     if cfg.health_port:
-        runner = web.AppRunner(build_ops_app(metrics, ready), access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, "0.0.0.0", cfg.health_port).start()
+        await ops.start()
 
     async def work() -> None:
         metrics.leader.set(1)
@@ -126,8 +106,7 @@ async def serve(cfg: BridgeConfig, *, stop: asyncio.Event | None = None) -> None
             t.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await t
-        if runner is not None:
-            await runner.cleanup()
+        await ops.stop()
         await slurm.close()
         await kube.close()
 

@@ -21,7 +21,7 @@ from bridge.kube.leader import LeaderElector
 from bridge.kube.resources import NAMESPACES, NODES, PODS
 from bridge.kube.watch import Watcher, WatchEvent
 from bridge.logging import configure_logging
-from bridge.ops import OpsServer
+from bridge.ops import OpsServer, readiness
 from bridge.slurm.client import SlurmClient
 from scheduler.core import Scheduler
 
@@ -114,9 +114,19 @@ async def serve(cfg: BridgeConfig, *, identity: str) -> None:
     kube = await KubeClient.from_config(cfg, clock=clock)
     async with kube, SlurmClient.from_config(cfg) as slurm:
         sched = Scheduler(cfg, kube, slurm, clock)
+        elector = (
+            LeaderElector.from_config(kube, cfg, name=LEASE_NAME, identity=identity, clock=clock)
+            if cfg.leader_election
+            else None
+        )
+
+        def is_ready() -> bool:
+            # A standby replica is ready (a warm spare); the leader once its caches synced.
+            return (elector is not None and not elector.is_leader) or ready.is_set()
+
         ops = OpsServer(
             sched.metrics.registry,
-            ready=lambda: (True, "ok") if ready.is_set() else (False, "not leading or syncing"),
+            ready=readiness(is_ready, not_ready="syncing"),
             port=cfg.health_port,
             metrics_port=cfg.metrics_port,
         )
@@ -124,13 +134,13 @@ async def serve(cfg: BridgeConfig, *, identity: str) -> None:
             await ops.start()
 
         async def work() -> None:
-            await run_scheduler(cfg, kube, slurm, clock=clock, ready=ready, scheduler=sched)
+            try:
+                await run_scheduler(cfg, kube, slurm, clock=clock, ready=ready, scheduler=sched)
+            finally:
+                ready.clear()
 
         try:
-            if cfg.leader_election:
-                elector = LeaderElector.from_config(
-                    kube, cfg, name=LEASE_NAME, identity=identity, clock=clock
-                )
+            if elector is not None:
                 await elector.run(work)
             else:
                 await work()

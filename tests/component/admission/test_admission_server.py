@@ -26,6 +26,7 @@ from admission.server import WebhookDeps
 from bridge import wellknown
 from bridge.clock import FakeClock
 from bridge.config import BridgeConfig, parse_config
+from bridge.kube.client import KubeClient
 from tests.admission_helpers import apply_json_patch, decode_patch, make_pod, make_review
 
 OURS = "slurm-bridge-scheduler"
@@ -378,12 +379,9 @@ async def fake_kube(namespaces: dict[str, dict[str, str]], fail: set[str]) -> we
 async def test_namespace_selector_looks_up_labels_through_the_kube_api(
     tmp_path: Path, ca: trustme.CA
 ) -> None:
-    from kubernetes_asyncio.client import ApiClient, Configuration
-
     kube = await fake_kube({"team-a": {"team": "hpc"}, "team-b": {"team": "web"}}, {"broken"})
     port = kube.addresses[0][1]
-    conf = Configuration(host=f"http://127.0.0.1:{port}")
-    api = ApiClient(configuration=conf)
+    api = KubeClient.for_host(f"http://127.0.0.1:{port}", request_timeout=5.0)
     cfg = make_config(tmp_path).model_copy(
         update={
             "managed_namespace_selector": parse_config(
@@ -391,7 +389,7 @@ async def test_namespace_selector_looks_up_labels_through_the_kube_api(
             ).managed_namespace_selector
         }
     )
-    source = CachedNamespaceLabels(kube_namespace_fetch(api, 5.0), FakeClock(), 30.0)
+    source = CachedNamespaceLabels(kube_namespace_fetch(api), FakeClock(), 30.0)
     server = await start(
         tmp_path, ca, deps=WebhookDeps(ctx=AdmissionContext(cfg)), namespaces=source
     )

@@ -6,13 +6,14 @@ from pathlib import Path
 
 from aiohttp.test_utils import TestClient, TestServer
 
-from controller.app import ControllerMetrics, build_ops_app, main
+from bridge.ops import OpsServer, readiness
+from controller.app import ControllerMetrics, main
 
 
 async def test_readyz_follows_readiness_and_metrics_count_corrections_by_kind() -> None:
     metrics = ControllerMetrics()
     ready = {"v": False}
-    app = build_ops_app(metrics, lambda: ready["v"])
+    app = OpsServer(metrics.registry, ready=readiness(lambda: ready["v"])).app()
     async with TestClient(TestServer(app)) as client:
         assert (await client.get("/healthz")).status == 200
         assert (await client.get("/readyz")).status == 503
