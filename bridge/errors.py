@@ -28,6 +28,8 @@ is never formatted into an exception (tests/unit/test_secrets.py proves it).
 
 from __future__ import annotations
 
+import errno
+
 
 class BridgeError(Exception):
     """Root of every error slurm-bridge raises on purpose."""
@@ -162,6 +164,19 @@ SLURM_CTLD_UNREACHABLE_RANGE = range(1800, 1900)
 # SLURM_ERROR (-1, "Unspecified error"): with a 5xx it is no verdict either (seen as
 # HTTP 500 from /jobs/state/ during a slurmctld restart).
 SLURM_UNSPECIFIED_ERROR = -1
+# Socket errnos Slurm passes through as error numbers (HTTP 500, "Unable to query jobs:
+# Connection reset by peer" = 104 while slurmctld restarts): no verdict on the request.
+SLURM_SOCKET_ERRNOS = frozenset(
+    {
+        errno.ECONNRESET,
+        errno.ECONNREFUSED,
+        errno.ECONNABORTED,
+        errno.ETIMEDOUT,
+        errno.EPIPE,
+        errno.EHOSTUNREACH,
+        errno.ENETUNREACH,
+    }
+)
 
 
 def classify_slurm_error(
@@ -189,8 +204,10 @@ def classify_slurm_error(
         return SlurmUnauthorized(message, endpoint=endpoint, status=status)
     if error_number in SLURM_NOT_FOUND_ERROR_NUMBERS or status == 404:
         return SlurmNotFound(message, endpoint=endpoint, status=status)
+    no_verdict_status = status is None or status >= 500
     if error_number in SLURM_CTLD_UNREACHABLE_RANGE or (
-        error_number == SLURM_UNSPECIFIED_ERROR and (status is None or status >= 500)
+        no_verdict_status
+        and (error_number == SLURM_UNSPECIFIED_ERROR or error_number in SLURM_SOCKET_ERRNOS)
     ):
         return SlurmUnavailable(message, endpoint=endpoint, status=status)
     if error_number:

@@ -658,7 +658,9 @@ class Scheduler:
                     await self.refresh_slurm_nodes()
             except SlurmError as e:
                 self.metrics.rest_errors.labels(e.endpoint or "?", str(e.status or 0)).inc()
-                log.warning("poll_failed", error=str(e))
+                # One warning per outage (slurm_unreachable), not one per tick.
+                quiet = self.reach.down is not None and isinstance(e, SlurmUnavailable)
+                (log.debug if quiet else log.warning)("poll_failed", error=str(e))
                 if isinstance(e, SlurmUnavailable):
                     await self._slurm_unreachable(e, None)
             await self.clock.sleep(self.cfg.slurm_poll_interval_seconds)
