@@ -28,6 +28,8 @@ is never formatted into an exception (tests/unit/test_secrets.py proves it).
 
 from __future__ import annotations
 
+import errno
+
 
 class BridgeError(Exception):
     """Root of every error slurm-bridge raises on purpose."""
@@ -155,6 +157,26 @@ SLURM_AUTH_ERROR_RANGE = range(6000, 6100)
 # NOT here: a finished job exists (callers decide what "already done" means).
 SLURM_NOT_FOUND_ERROR_NUMBERS = frozenset({2017, 2018})
 HTTP_UNAUTHORIZED = frozenset({401, 403, 511})
+# SLURMCTLD_COMMUNICATIONS_* (1800-1899, e.g. 1800 "Unable to contact slurm controller
+# (connect failure)", HTTP 502 from slurmrestd while slurmctld restarts): no verdict on the
+# request, slurmctld just did not answer.
+SLURM_CTLD_UNREACHABLE_RANGE = range(1800, 1900)
+# SLURM_ERROR (-1, "Unspecified error"): with a 5xx it is no verdict either (seen as
+# HTTP 500 from /jobs/state/ during a slurmctld restart).
+SLURM_UNSPECIFIED_ERROR = -1
+# Socket errnos Slurm passes through as error numbers (HTTP 500, "Unable to query jobs:
+# Connection reset by peer" = 104 while slurmctld restarts): no verdict on the request.
+SLURM_SOCKET_ERRNOS = frozenset(
+    {
+        errno.ECONNRESET,
+        errno.ECONNREFUSED,
+        errno.ECONNABORTED,
+        errno.ETIMEDOUT,
+        errno.EPIPE,
+        errno.EHOSTUNREACH,
+        errno.ENETUNREACH,
+    }
+)
 
 
 def classify_slurm_error(
@@ -170,7 +192,7 @@ def classify_slurm_error(
     first non-zero ``errors[].error_number`` (0: none, e.g. a plain-text body);
     ``slurm_message`` Slurm's own text (never a credential: callers pass the body's
     error text only). Order: auth first (a bad token can look like anything), then
-    not-found, then a Slurm verdict, then "no verdict" by status.
+    not-found, then slurmctld unreachable, then a Slurm verdict, then "no verdict" by status.
     """
     where = f"{endpoint}: " if endpoint else ""
     http = f"HTTP {status}" if status is not None else "no answer"
@@ -182,6 +204,12 @@ def classify_slurm_error(
         return SlurmUnauthorized(message, endpoint=endpoint, status=status)
     if error_number in SLURM_NOT_FOUND_ERROR_NUMBERS or status == 404:
         return SlurmNotFound(message, endpoint=endpoint, status=status)
+    no_verdict_status = status is None or status >= 500
+    if error_number in SLURM_CTLD_UNREACHABLE_RANGE or (
+        no_verdict_status
+        and (error_number == SLURM_UNSPECIFIED_ERROR or error_number in SLURM_SOCKET_ERRNOS)
+    ):
+        return SlurmUnavailable(message, endpoint=endpoint, status=status)
     if error_number:
         return SlurmRejected(
             message,

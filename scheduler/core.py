@@ -34,6 +34,7 @@ from bridge.errors import (
     KubeNotFound,
     SlurmError,
     SlurmNotFound,
+    SlurmUnavailable,
 )
 from bridge.kube.client import KubeClient
 from bridge.kube.events import EventRecorder
@@ -77,6 +78,7 @@ from scheduler.decide import (
     decide,
 )
 from scheduler.metrics import SchedulerMetrics
+from scheduler.outage import SlurmReachability
 from scheduler.poller import JobPoller
 from scheduler.queue import WorkQueue
 
@@ -176,6 +178,7 @@ class Scheduler:
         self._rejects: dict[str, int] = {}
         self.slurm_nodes: frozenset[str] = frozenset()
         self._background: set[asyncio.Task[Any]] = set()
+        self.reach = SlurmReachability()
 
     # ------------------------------------------------------------------ feeding
     def managed(self, pod: Mapping[str, Any]) -> bool:
@@ -381,6 +384,10 @@ class Scheduler:
     async def _act(self, g: GroupState, d: Decision, pods: list[KubeObject]) -> None:
         bound = structlog.contextvars.bound_contextvars(group=g.ref.key)
         with bound:
+            if self.reach.down is not None and isinstance(d, Submit | Update | Cancel | Pending):
+                # Slurm is unreachable: no blind submit; say so instead of a stale reason.
+                await self._say(pods, REASON_UNSCHEDULABLE, self.reach.message, warning=True)
+                return
             match d:
                 case Wait(reason=reason, message=message):
                     await self._say(pods, reason, message)
@@ -429,8 +436,6 @@ class Scheduler:
         try:
             job_id = await self.slurm.submit(self._stamp(spec, h))
         except SlurmError as e:
-            from bridge.errors import SlurmUnavailable
-
             if isinstance(e, SlurmUnavailable):
                 # The job may exist: never submit blindly again (see DESIGN: known traps).
                 g.uncertain_submit = True
@@ -606,6 +611,8 @@ class Scheduler:
             except (BridgeError, AssertionError) as e:
                 if isinstance(e, SlurmError):
                     self.metrics.rest_errors.labels(e.endpoint or "?", str(e.status or 0)).inc()
+                    if isinstance(e, SlurmUnavailable):
+                        await self._slurm_unreachable(e, key)
                 elif isinstance(e, KubeError):
                     self.metrics.kube_errors.labels("process", e.reason or str(e.status)).inc()
                 log.warning("cycle_failed", group=key, error=str(e), kind=type(e).__name__)
@@ -616,17 +623,46 @@ class Scheduler:
             finally:
                 self.queue.done(key)
 
+    async def _slurm_unreachable(self, error: SlurmUnavailable, gkey: str | None) -> None:
+        """A Slurm call found slurmrestd (or slurmctld) unreachable."""
+        if self.reach.failed(error):
+            log.warning("slurm_unreachable", error=str(error))
+            for key in list(self.groups):
+                self.queue.add(key)  # every pending pod learns of the outage
+        g = self.groups.get(gkey) if gkey else None
+        if g is not None:
+            pods = [self.pods[k] for k in g.pods if k in self.pods]
+            await self._say(pods, REASON_UNSCHEDULABLE, self.reach.message, warning=True)
+
+    async def _probe_slurm(self) -> None:
+        """During an outage: one cheap call per tick; when slurmctld answers again every
+        group is processed at once, its backoff forgotten."""
+        pings = await self.slurm.ping()
+        if not any(p.responding for p in pings):
+            return
+        if self.reach.answered():
+            log.info("slurm_reachable_again", groups=len(self.groups))
+            for key in list(self.groups):
+                self.queue.forget(key)
+                self.queue.add(key)
+
     async def poll_forever(self) -> None:
         last_resync = self.clock.monotonic()
         while True:
             try:
+                if self.reach.down is not None:
+                    await self._probe_slurm()
                 await self.poller.run_once()
                 if self.clock.monotonic() - last_resync >= self.cfg.slurm_resync_interval_seconds:
                     last_resync = self.clock.monotonic()
                     await self.refresh_slurm_nodes()
             except SlurmError as e:
                 self.metrics.rest_errors.labels(e.endpoint or "?", str(e.status or 0)).inc()
-                log.warning("poll_failed", error=str(e))
+                # One warning per outage (slurm_unreachable), not one per tick.
+                quiet = self.reach.down is not None and isinstance(e, SlurmUnavailable)
+                (log.debug if quiet else log.warning)("poll_failed", error=str(e))
+                if isinstance(e, SlurmUnavailable):
+                    await self._slurm_unreachable(e, None)
             await self.clock.sleep(self.cfg.slurm_poll_interval_seconds)
 
     def update_gauges(self) -> None:

@@ -42,6 +42,7 @@ class SlurmSandbox:
     node_cpus: int
     node_mem_mb: int
     node_gpus: int
+    sandbox_dir: Path  # for `slurm-bridge sandbox slurm ...` (SLURM_BRIDGE_SANDBOX_DIR)
 
 
 def _env_path() -> Path:
@@ -85,6 +86,7 @@ def load_sandbox() -> SlurmSandbox:
         node_cpus=int(env.get("SLURM_NODE_CPUS", "8")),
         node_mem_mb=int(env.get("SLURM_NODE_MEM_MB", "16000")),
         node_gpus=int(env.get("SLURM_NODE_GPUS", "2")),
+        sandbox_dir=Path(env.get("SLURM_SANDBOX_DIR") or path.parent),
     )
 
 

@@ -1,5 +1,5 @@
 """The scheduler end to end: real slurmrestd 26.05, the sandbox Kubernetes API server,
-and the scheduler's loops running in this test's event loop.
+and the scheduler's loops running in this test's event loop (tests/integration/bridge_harness.py).
 
 Waits poll the API with a deadline; nothing sleeps for a fixed time to "let it happen".
 Every Slurm job a test causes is cancelled at teardown.
@@ -7,138 +7,25 @@ Every Slurm job a test causes is cancelled at teardown.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from bridge.clock import SystemClock
-from bridge.config import BridgeConfig, parse_config
-from bridge.errors import SlurmError
-from bridge.kube.client import KubeClient
-from bridge.kube.resources import EVENTS, PODGROUPS, PODS
-from bridge.sandbox.kubeapi.server import SandboxApiServer
-from bridge.slurm.client import SlurmClient
+from bridge.kube.resources import EVENTS, PODGROUPS
 from bridge.wellknown import ANNOTATION_SLURM_NODE, FINALIZER, LABEL_JOB_ID
-from scheduler.app import run_scheduler
 from scheduler.core import Scheduler
-from tests.integration.conftest import SlurmSandbox, make_client
+from tests.integration.bridge_harness import NS, Bridge, job_of, running_bridge
+from tests.integration.conftest import SlurmSandbox
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
-NS = "slurm-bridge"
-DEADLINE = 30.0
-
-
-@dataclass
-class Bridge:
-    kube: KubeClient
-    slurm: SlurmClient
-    api: SandboxApiServer
-    sched: Scheduler
-    cfg: BridgeConfig
-
-    async def create_pod(self, name: str, **kw: Any) -> dict[str, Any]:
-        return await self.kube.create(PODS, pod(name, **kw), NS)
-
-    async def get_pod(self, name: str) -> dict[str, Any]:
-        return await self.kube.get_pod(NS, name)
-
-    async def wait_for(
-        self, what: str, check: Callable[[], Awaitable[Any]], deadline: float = DEADLINE
-    ) -> Any:
-        loop = asyncio.get_running_loop()
-        end = loop.time() + deadline
-        last: Any = None
-        while loop.time() < end:
-            last = await check()
-            if last:
-                return last
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
-
-    async def bound(self, name: str) -> str:
-        async def node() -> str:
-            return str(((await self.get_pod(name)).get("spec") or {}).get("nodeName") or "")
-
-        return str(await self.wait_for(f"pod {name} bound", node))
-
-    async def scheduled_message(self, name: str) -> str:
-        pod = await self.get_pod(name)
-        for c in (pod.get("status") or {}).get("conditions") or []:
-            if c.get("type") == "PodScheduled":
-                return f"{c.get('status')} {c.get('reason')}: {c.get('message')}"
-        return ""
-
-
-def pod(
-    name: str,
-    *,
-    labels: dict[str, str] | None = None,
-    annotations: dict[str, str] | None = None,
-    cpu: str = "1",
-    memory: str = "100Mi",
-) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}},
-        "spec": {
-            "schedulerName": "slurm-bridge-scheduler",
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.k8s.io/pause:3.10",
-                    "resources": {"requests": {"cpu": cpu, "memory": memory}},
-                }
-            ],
-        },
-    }
-
-
-def job_of(p: dict[str, Any]) -> int:
-    return int(p["metadata"]["labels"][LABEL_JOB_ID])
 
 
 @pytest.fixture
 async def bridge(sandbox: SlurmSandbox, tmp_path: Path) -> AsyncIterator[Bridge]:
-    async with SandboxApiServer(nodes=list(sandbox.external_nodes), kubelet=True) as api:
-        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
-        cfg = parse_config(
-            {
-                "slurmRestApi": sandbox.rest_url,
-                "slurmTokenFile": str(sandbox.jwt_file),
-                "slurmUserName": sandbox.user,
-                "partition": sandbox.partition,
-                "managedNamespaces": [NS],
-                "kubeconfig": str(kubeconfig),
-                "leaderElection": False,
-                "slurmPollIntervalSeconds": 0.2,
-                "scheduler": {"rejectBackoffSeconds": 0.5, "workers": 4},
-            }
-        )
-        kube = await KubeClient.from_config(cfg)
-        async with kube, make_client(sandbox) as slurm, SlurmClient.from_config(cfg) as sslurm:
-            sched = Scheduler(cfg, kube, sslurm, SystemClock())
-            ready = asyncio.Event()
-            task = asyncio.create_task(
-                run_scheduler(cfg, kube, sslurm, ready=ready, scheduler=sched)
-            )
-            await asyncio.wait_for(ready.wait(), 20)
-            b = Bridge(kube, slurm, api, sched, cfg)
-            try:
-                yield b
-            finally:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-                pods = await kube.list_pods(NS)
-                for p in pods.items:
-                    with contextlib.suppress(KeyError, ValueError, SlurmError):
-                        await slurm.cancel(job_of(p))
+    async with running_bridge(sandbox, tmp_path) as b:
+        yield b
 
 
 async def test_single_pod_gets_a_running_placeholder_job_and_is_bound(bridge: Bridge) -> None:

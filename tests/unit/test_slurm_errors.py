@@ -37,6 +37,13 @@ from bridge.errors import (
         pytest.param(502, 0, SlurmUnavailable, id="502-proxy"),
         pytest.param(503, 0, SlurmUnavailable, id="503"),
         pytest.param(429, 0, SlurmUnavailable, id="429"),
+        pytest.param(502, 1800, SlurmUnavailable, id="502-1800-slurmctld-connect-failure"),
+        pytest.param(500, 1802, SlurmUnavailable, id="500-1802-slurmctld-receive-error"),
+        pytest.param(500, -1, SlurmUnavailable, id="500-unspecified-during-ctld-restart"),
+        pytest.param(422, -1, SlurmRejected, id="422-unspecified-is-a-verdict"),
+        pytest.param(500, 104, SlurmUnavailable, id="500-104-connection-reset-ctld-restart"),
+        pytest.param(500, 111, SlurmUnavailable, id="500-111-connection-refused"),
+        pytest.param(500, 22, SlurmRejected, id="500-22-einval-is-a-verdict"),
         pytest.param(None, 0, SlurmUnavailable, id="no-answer"),
     ],
 )
