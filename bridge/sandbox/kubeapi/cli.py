@@ -7,9 +7,12 @@
     down    stop it (SIGTERM to the recorded pid)
     status  print the URL and pid; exit 1 if not running
     serve   run in the foreground (what ``up`` starts)
+    finish-pod NAMESPACE NAME [--exit-code N] [--reason R]
+            the fake kubelet's stand-in for a container exiting: the pod's phase becomes
+            Succeeded (exit 0) or Failed (``POST /sandbox/pods/{ns}/{name}/finish``)
 
-State dir: ``$SLURM_BRIDGE_SANDBOX_DIR/kube-api`` when that variable is set, else
-``~/.cache/slurm-bridge/kube-api``.
+State dir: ``$SLURM_SANDBOX_KUBE_API_DIR`` when set, else ``$SLURM_BRIDGE_SANDBOX_DIR/kube-api``
+when that variable is set, else ``~/.cache/slurm-bridge/kube-api``.
 """
 
 from __future__ import annotations
@@ -23,11 +26,15 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
 
 def state_dir() -> Path:
+    explicit = os.environ.get("SLURM_SANDBOX_KUBE_API_DIR")
+    if explicit:
+        return Path(explicit)
     base = os.environ.get("SLURM_BRIDGE_SANDBOX_DIR")
     if base:
         return Path(base) / "kube-api"
@@ -51,6 +58,11 @@ def _parser() -> argparse.ArgumentParser:
         s.add_argument("--timeout", type=float, default=20.0, help="(up) seconds to wait")
     sub.add_parser("down")
     sub.add_parser("status")
+    fin = sub.add_parser("finish-pod", help="a pod's containers exit (fake kubelet)")
+    fin.add_argument("namespace")
+    fin.add_argument("name")
+    fin.add_argument("--exit-code", type=int, default=0)
+    fin.add_argument("--reason")
     return p
 
 
@@ -177,8 +189,37 @@ def _status() -> int:
     return 1
 
 
+def _finish_pod(ns: argparse.Namespace) -> int:
+    st = _read_state()
+    if not st or not _alive(int(str(st["pid"]))):
+        print("not running", file=sys.stderr)
+        return 1
+    body: dict[str, object] = {"exitCode": ns.exit_code}
+    if ns.reason:
+        body["reason"] = ns.reason
+    req = urllib.request.Request(
+        f"{st['url']}/sandbox/pods/{ns.namespace}/{ns.name}/finish",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            pod = json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        print(f"finish-pod {ns.namespace}/{ns.name}: HTTP {e.code}: {e.read().decode()}")
+        return 1
+    except OSError as e:
+        print(f"finish-pod {ns.namespace}/{ns.name}: {e}", file=sys.stderr)
+        return 1
+    print(f"pod {ns.namespace}/{ns.name}: {(pod.get('status') or {}).get('phase')}")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     ns = _parser().parse_args(argv)
+    if ns.cmd == "finish-pod":
+        return _finish_pod(ns)
     if ns.cmd == "serve":
         asyncio.run(_serve(ns))
         return 0
