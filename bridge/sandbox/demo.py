@@ -42,6 +42,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +51,7 @@ from typing import Any, TextIO
 import yaml
 
 from bridge.sandbox import workloads
+from bridge.sandbox.kubeapi import cli as kubeapi_cli
 from bridge.sandbox.slurm import parse_env_file
 from bridge.slurm.hostlist import expand as expand_hostlist
 from bridge.wellknown import CONDITION_POD_SCHEDULED, LABEL_JOB_ID
@@ -59,6 +61,7 @@ COMPONENTS = ("admission", "scheduler", "controller")
 WEBHOOK_NAME = "slurm-bridge-demo"
 DEFAULT_DEADLINE = 30.0
 POLL = 0.2
+_JSON_HEADERS = {"Content-Type": "application/json"}
 # the Slurm job names of the demo's groups (leftovers of a run whose API server died)
 DEMO_JOB_NAMES = ("pause", "pg-1", "pg-2", "js-1", "lws-1-0")
 
@@ -169,13 +172,15 @@ class Demo:
         self.monotonic = monotonic
         self.result = DemoResult()
         self.started: list[str] = []
+        self.kube_url = ""
+        self.t0 = monotonic()
 
     # --- running commands ---------------------------------------------------------------
     def say(self, text: str = "") -> None:
         print(text, file=self.out, flush=True)
 
     def step(self, title: str) -> None:
-        self.say(f"\n== {title}")
+        self.say(f"\n== {title}   [{self.monotonic() - self.t0:.1f} s]")
 
     def run(
         self, args: Sequence[str], *, stdin: str | None = None, check: bool = True
@@ -203,7 +208,9 @@ class Demo:
         return self.run([self.env.kubectl, *args], stdin=stdin).stdout
 
     def squeue(self, *args: str) -> str:
-        return self.cli("sandbox", "slurm", "exec", "--", "squeue", *args).stdout
+        """``squeue`` in the sandbox's chroot: what ``slurm-bridge sandbox slurm exec --
+        squeue`` runs, without starting a Python process for every poll."""
+        return self.run(["chroot", self.env.slurm["SLURM_CHROOT"], "squeue", *args]).stdout
 
     def wait(self, what: str, check: Callable[[], Any]) -> Any:
         end = self.monotonic() + self.deadline
@@ -247,8 +254,16 @@ class Demo:
 
     def finish(self, names: Sequence[str]) -> None:
         """The kubelet stand-in: the pods' containers exit 0 (phase Succeeded)."""
-        for n in names:
-            self.cli("sandbox", "kube-api", "finish-pod", NAMESPACE, n)
+        for n in names:  # what `slurm-bridge sandbox kube-api finish-pod` sends
+            url = f"{self.kube_url}/sandbox/pods/{NAMESPACE}/{n}/finish"
+            req = urllib.request.Request(
+                url, data=b'{"exitCode": 0}', method="POST", headers=_JSON_HEADERS
+            )
+            try:
+                with urllib.request.urlopen(req, timeout=10):
+                    pass
+            except OSError as e:
+                raise DemoFailed(f"the kubelet stand-in could not finish pod {n}: {e}") from e
         self.say(f"(kubelet stand-in) containers of {', '.join(names)} exited 0")
 
     def wait_jobs_gone(self, names: Sequence[str]) -> None:
@@ -450,6 +465,7 @@ class Demo:
 
     # --- the whole thing ----------------------------------------------------------------
     def up(self) -> DemoResult:
+        self.t0 = self.monotonic()
         self.down(quiet=True)
         env = self.env
         kube_port, admission_port = free_port(), free_port()
@@ -470,7 +486,8 @@ class Demo:
             ",".join(env.nodes),
             "--kubelet",
         )
-        self.say(f"serving on http://127.0.0.1:{kube_port}; nodes match Slurm's external nodes")
+        self.kube_url = f"http://127.0.0.1:{kube_port}"
+        self.say(f"serving on {self.kube_url}; nodes match Slurm's external nodes")
         self.say(self.kubectl("get", "nodes").rstrip())
 
         self.step("the admission webhook, registered with the API server")
@@ -570,30 +587,29 @@ class Demo:
             with contextlib.suppress(OSError):
                 (d / f"{name}.pid").unlink()
         job_ids: set[str] = set()
-        if self.env.kubeconfig.exists() and self._kube_api_up():
+        if self._kube_api_up():
             with contextlib.suppress(DemoFailed, ValueError):
                 for p in self.pods():
                     label = (p["metadata"].get("labels") or {}).get(LABEL_JOB_ID)
                     if label:
                         job_ids.add(str(label))
+        chroot = ["chroot", self.env.slurm["SLURM_CHROOT"]]
         if job_ids:
-            self.cli("sandbox", "slurm", "exec", "--", "scancel", *sorted(job_ids), check=False)
-        self.cli(
-            "sandbox",
-            "slurm",
-            "exec",
-            "--",
-            "scancel",
-            f"--partition={self.env.partition}",
-            f"--name={','.join(DEMO_JOB_NAMES)}",
+            self.run([*chroot, "scancel", *sorted(job_ids)], check=False)
+        names = ",".join(DEMO_JOB_NAMES)
+        self.run(
+            [*chroot, "scancel", f"--partition={self.env.partition}", f"--name={names}"],
             check=False,
         )
-        out = self.cli("sandbox", "kube-api", "down", check=False)
+        kubeapi_cli.stop(self.env.kube_api_dir, quiet=True)
         if not quiet:
-            self.say(f"kube-api: {out.stdout.strip()}; demo Slurm jobs cancelled")
+            self.say("stopped the sandbox API server; cancelled the demo's Slurm jobs")
 
     def _kube_api_up(self) -> bool:
-        return self.cli("sandbox", "kube-api", "status", check=False).returncode == 0
+        st = kubeapi_cli.read_state(self.env.kube_api_dir)
+        if st is None or not self.env.kubeconfig.exists():
+            return False
+        return _alive(int(str(st["pid"])))
 
 
 # ------------------------------------------------------------------------------ helpers

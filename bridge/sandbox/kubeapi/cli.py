@@ -66,9 +66,10 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _read_state() -> dict[str, object] | None:
+def read_state(d: Path | None = None) -> dict[str, object] | None:
+    """The running server's ``{"pid", "url", "kubeconfig"}``, or None."""
     try:
-        data = json.loads((state_dir() / "state.json").read_text())
+        data = json.loads(((d or state_dir()) / "state.json").read_text())
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -118,7 +119,7 @@ async def _serve(ns: argparse.Namespace) -> None:
 
 
 def _up(ns: argparse.Namespace, argv: list[str]) -> int:
-    st = _read_state()
+    st = read_state()
     if st and _alive(int(str(st["pid"]))):
         print(f"already running: {st['url']} (pid {st['pid']})")
         return 0
@@ -144,7 +145,7 @@ def _up(ns: argparse.Namespace, argv: list[str]) -> int:
                 f"kube-api exited with {proc.returncode}; see {d / 'kube-api.log'}", file=sys.stderr
             )
             return 1
-        st = _read_state()
+        st = read_state()
         if st:
             print(f"sandbox kube-api up: {st['url']} (pid {proc.pid})")
             print(f"export KUBECONFIG={ns.kubeconfig}")
@@ -154,12 +155,15 @@ def _up(ns: argparse.Namespace, argv: list[str]) -> int:
     return 1
 
 
-def _down() -> int:
-    pidfile = state_dir() / "kube-api.pid"
+def stop(d: Path | None = None, *, quiet: bool = False) -> int:
+    """Stop the server whose state dir is ``d`` (default: :func:`state_dir`)."""
+    d = d or state_dir()
+    pidfile = d / "kube-api.pid"
     try:
         pid = int(pidfile.read_text().strip())
     except (OSError, ValueError):
-        print("not running")
+        if not quiet:
+            print("not running")
         return 0
     if _alive(pid):
         os.kill(pid, signal.SIGTERM)
@@ -169,13 +173,14 @@ def _down() -> int:
     with contextlib.suppress(OSError):
         pidfile.unlink()
     with contextlib.suppress(OSError):
-        (state_dir() / "state.json").unlink()
-    print("stopped")
+        (d / "state.json").unlink()
+    if not quiet:
+        print("stopped")
     return 0
 
 
 def _status() -> int:
-    st = _read_state()
+    st = read_state()
     if st and _alive(int(str(st["pid"]))):
         try:
             with urllib.request.urlopen(f"{st['url']}/healthz", timeout=2):
@@ -190,7 +195,7 @@ def _status() -> int:
 
 
 def _finish_pod(ns: argparse.Namespace) -> int:
-    st = _read_state()
+    st = read_state()
     if not st or not _alive(int(str(st["pid"]))):
         print("not running", file=sys.stderr)
         return 1
@@ -226,7 +231,7 @@ def main(argv: list[str]) -> int:
     if ns.cmd == "up":
         return _up(ns, argv)
     if ns.cmd == "down":
-        return _down()
+        return stop()
     return _status()
 
 
