@@ -3,7 +3,8 @@
     slurm-bridge version
     slurm-bridge config check FILE
     slurm-bridge sandbox slurm up|down|status ...   (real Slurm in a chroot, for tests/demo)
-    slurm-bridge sandbox kube-api up|down|status ...  (the sandbox Kubernetes API server)
+    slurm-bridge sandbox kube-api up|down|status|finish-pod ...  (sandbox Kubernetes API)
+    slurm-bridge sandbox demo up|down|status          (the README's demo)
     slurm-bridge scheduler|controller|admission --config FILE
 
 Components are found by module name at run time (``<component>.app:main``) so that the
@@ -29,6 +30,7 @@ _DELEGATES = {
     ("admission",): "admission.app:main",
     ("sandbox", "slurm"): "bridge.sandbox.slurm:main",
     ("sandbox", "kube-api"): "bridge.sandbox.kubeapi.cli:main",
+    ("sandbox", "demo"): "bridge.sandbox.demo:main",
 }
 
 
@@ -64,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     check = cfg_sub.add_parser("check", help="validate a config file (and env overrides)")
     check.add_argument("file")
     sandbox = sub.add_parser("sandbox", help="local sandboxes: slurm, kube-api")
-    sandbox.add_argument("which", choices=["slurm", "kube-api"])
+    sandbox.add_argument("which", choices=["slurm", "kube-api", "demo"])
     for name in ("scheduler", "controller", "admission"):
         sub.add_parser(name, help=f"run the {name} (--config FILE)")
 

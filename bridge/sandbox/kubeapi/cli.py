@@ -7,9 +7,12 @@
     down    stop it (SIGTERM to the recorded pid)
     status  print the URL and pid; exit 1 if not running
     serve   run in the foreground (what ``up`` starts)
+    finish-pod NAMESPACE NAME [--exit-code N] [--reason R]
+            the fake kubelet's stand-in for a container exiting: the pod's phase becomes
+            Succeeded (exit 0) or Failed (``POST /sandbox/pods/{ns}/{name}/finish``)
 
-State dir: ``$SLURM_BRIDGE_SANDBOX_DIR/kube-api`` when that variable is set, else
-``~/.cache/slurm-bridge/kube-api``.
+State dir: ``$SLURM_SANDBOX_KUBE_API_DIR`` when set, else ``$SLURM_BRIDGE_SANDBOX_DIR/kube-api``
+when that variable is set, else ``~/.cache/slurm-bridge/kube-api``.
 """
 
 from __future__ import annotations
@@ -23,11 +26,15 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
 
 def state_dir() -> Path:
+    explicit = os.environ.get("SLURM_SANDBOX_KUBE_API_DIR")
+    if explicit:
+        return Path(explicit)
     base = os.environ.get("SLURM_BRIDGE_SANDBOX_DIR")
     if base:
         return Path(base) / "kube-api"
@@ -51,12 +58,18 @@ def _parser() -> argparse.ArgumentParser:
         s.add_argument("--timeout", type=float, default=20.0, help="(up) seconds to wait")
     sub.add_parser("down")
     sub.add_parser("status")
+    fin = sub.add_parser("finish-pod", help="a pod's containers exit (fake kubelet)")
+    fin.add_argument("namespace")
+    fin.add_argument("name")
+    fin.add_argument("--exit-code", type=int, default=0)
+    fin.add_argument("--reason")
     return p
 
 
-def _read_state() -> dict[str, object] | None:
+def read_state(d: Path | None = None) -> dict[str, object] | None:
+    """The running server's ``{"pid", "url", "kubeconfig"}``, or None."""
     try:
-        data = json.loads((state_dir() / "state.json").read_text())
+        data = json.loads(((d or state_dir()) / "state.json").read_text())
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -106,7 +119,7 @@ async def _serve(ns: argparse.Namespace) -> None:
 
 
 def _up(ns: argparse.Namespace, argv: list[str]) -> int:
-    st = _read_state()
+    st = read_state()
     if st and _alive(int(str(st["pid"]))):
         print(f"already running: {st['url']} (pid {st['pid']})")
         return 0
@@ -132,7 +145,7 @@ def _up(ns: argparse.Namespace, argv: list[str]) -> int:
                 f"kube-api exited with {proc.returncode}; see {d / 'kube-api.log'}", file=sys.stderr
             )
             return 1
-        st = _read_state()
+        st = read_state()
         if st:
             print(f"sandbox kube-api up: {st['url']} (pid {proc.pid})")
             print(f"export KUBECONFIG={ns.kubeconfig}")
@@ -142,12 +155,15 @@ def _up(ns: argparse.Namespace, argv: list[str]) -> int:
     return 1
 
 
-def _down() -> int:
-    pidfile = state_dir() / "kube-api.pid"
+def stop(d: Path | None = None, *, quiet: bool = False) -> int:
+    """Stop the server whose state dir is ``d`` (default: :func:`state_dir`)."""
+    d = d or state_dir()
+    pidfile = d / "kube-api.pid"
     try:
         pid = int(pidfile.read_text().strip())
     except (OSError, ValueError):
-        print("not running")
+        if not quiet:
+            print("not running")
         return 0
     if _alive(pid):
         os.kill(pid, signal.SIGTERM)
@@ -157,13 +173,14 @@ def _down() -> int:
     with contextlib.suppress(OSError):
         pidfile.unlink()
     with contextlib.suppress(OSError):
-        (state_dir() / "state.json").unlink()
-    print("stopped")
+        (d / "state.json").unlink()
+    if not quiet:
+        print("stopped")
     return 0
 
 
 def _status() -> int:
-    st = _read_state()
+    st = read_state()
     if st and _alive(int(str(st["pid"]))):
         try:
             with urllib.request.urlopen(f"{st['url']}/healthz", timeout=2):
@@ -177,15 +194,44 @@ def _status() -> int:
     return 1
 
 
+def _finish_pod(ns: argparse.Namespace) -> int:
+    st = read_state()
+    if not st or not _alive(int(str(st["pid"]))):
+        print("not running", file=sys.stderr)
+        return 1
+    body: dict[str, object] = {"exitCode": ns.exit_code}
+    if ns.reason:
+        body["reason"] = ns.reason
+    req = urllib.request.Request(
+        f"{st['url']}/sandbox/pods/{ns.namespace}/{ns.name}/finish",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            pod = json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        print(f"finish-pod {ns.namespace}/{ns.name}: HTTP {e.code}: {e.read().decode()}")
+        return 1
+    except OSError as e:
+        print(f"finish-pod {ns.namespace}/{ns.name}: {e}", file=sys.stderr)
+        return 1
+    print(f"pod {ns.namespace}/{ns.name}: {(pod.get('status') or {}).get('phase')}")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     ns = _parser().parse_args(argv)
+    if ns.cmd == "finish-pod":
+        return _finish_pod(ns)
     if ns.cmd == "serve":
         asyncio.run(_serve(ns))
         return 0
     if ns.cmd == "up":
         return _up(ns, argv)
     if ns.cmd == "down":
-        return _down()
+        return stop()
     return _status()
 
 

@@ -219,9 +219,8 @@ class Handlers:
                     )
                 return json_response(lst)
             if m == "POST":
-                return json_response(
-                    self.api.create(rd, t.namespace, await _body(request), dry_run=dry_run), 201
-                )
+                body = await self._admit_create(rd, t.namespace, await _body(request))
+                return json_response(self.api.create(rd, t.namespace, body, dry_run=dry_run), 201)
             if m == "DELETE":
                 return await self.delete_collection(request, rd, t)
             raise ApiError(405, "MethodNotAllowed", f"{m} is not supported on a collection")
@@ -262,6 +261,18 @@ class Handlers:
         if m == "DELETE":
             return self._delete_one(rd, t, await self._delete_options(request))
         raise ApiError(405, "MethodNotAllowed", f"{m} is not supported")
+
+    async def _admit_create(self, rd: ResourceDef, namespace: str, body: Any) -> Any:
+        """Dynamic admission (see :mod:`webhooks`): defaulting, mutating webhooks, defaulting
+        and validation again, validating webhooks; the caller then creates the result."""
+        hooks = self.srv.webhooks
+        if not hooks.active():
+            return body
+        obj = self.api.create(rd, namespace, body, dry_run=True)
+        obj = await hooks.mutate(rd, "CREATE", namespace, obj)
+        obj = self.api.create(rd, namespace, obj, dry_run=True)
+        await hooks.validate(rd, "CREATE", namespace, obj)
+        return obj
 
     async def _delete_options(self, request: web.Request) -> dict[str, Any]:
         body = await _body(request)

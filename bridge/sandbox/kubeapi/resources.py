@@ -179,6 +179,22 @@ BUILTINS: tuple[ResourceDef, ...] = (
         return_deleted=True,
     ),
     ResourceDef(
+        "admissionregistration.k8s.io",
+        "v1",
+        "mutatingwebhookconfigurations",
+        "MutatingWebhookConfiguration",
+        False,
+        categories=("api-extensions",),
+    ),
+    ResourceDef(
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingwebhookconfigurations",
+        "ValidatingWebhookConfiguration",
+        False,
+        categories=("api-extensions",),
+    ),
+    ResourceDef(
         "apiextensions.k8s.io",
         "v1",
         "customresourcedefinitions",

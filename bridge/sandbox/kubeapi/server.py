@@ -20,6 +20,7 @@ from bridge.sandbox.kubeapi.kubelet import FakeKubelet
 from bridge.sandbox.kubeapi.resources import Registry
 from bridge.sandbox.kubeapi.store import Obj, Store
 from bridge.sandbox.kubeapi.verbs import NS_KEY, ObjectApi
+from bridge.sandbox.kubeapi.webhooks import WebhookCaller
 
 DEFAULT_NAMESPACES = ("default", "kube-system", "slurm-bridge")
 SANDBOX_TOKEN = "sandbox-token"  # any bearer token is accepted; this one goes in kubeconfigs
@@ -71,6 +72,7 @@ class SandboxApiServer:
         self.faults = Faults()
         self.request_log = RequestLog()
         self.kubelet = FakeKubelet(self.api)
+        self.webhooks = WebhookCaller(self.store)
         self._initial_nodes = tuple(nodes)
         self._kubelet_on = kubelet
         self._install_crds = install_crds
