@@ -30,6 +30,8 @@ from pydantic.alias_generators import to_camel
 from bridge.errors import ConfigError
 
 ENV_PREFIX = "SLURM_BRIDGE_"
+# the sandbox tooling's own variables (SLURM_BRIDGE_SANDBOX_DIR ...), never config overrides
+ENV_RESERVED_PREFIX = "SLURM_BRIDGE_SANDBOX_"
 SUPPORTED_SLURM_API_VERSIONS = ("v0.0.43", "v0.0.44", "v0.0.45")
 
 
@@ -221,7 +223,7 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
             fields.append(((alias,), None))
     known = {_env_name(path): path for path, _ in fields}
     for var, value in env.items():
-        if not var.startswith(ENV_PREFIX):
+        if not var.startswith(ENV_PREFIX) or var.startswith(ENV_RESERVED_PREFIX):
             continue
         path = known.get(var)
         if path is None:

@@ -133,11 +133,6 @@ class DemoEnv:
         env["KUBECONFIG"] = str(self.kubeconfig)
         return env
 
-    def component_env(self) -> dict[str, str]:
-        """The components read every ``SLURM_BRIDGE_*`` variable as a config override and
-        refuse unknown ones: they get no sandbox variables, only their config file."""
-        return {k: v for k, v in self.child_env().items() if not k.startswith("SLURM_BRIDGE_")}
-
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -366,7 +361,7 @@ class Demo:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env=self.env.component_env(),
+                env=self.env.child_env(),
                 start_new_session=True,
             )
         (d / f"{name}.pid").write_text(str(proc.pid))

@@ -88,6 +88,11 @@ def test_unknown_env_override_is_an_error_naming_the_variable() -> None:
     assert err.value.key == "SLURM_BRIDGE_PARTITON"
 
 
+def test_sandbox_tooling_variables_are_not_config_overrides() -> None:
+    env = {"SLURM_BRIDGE_SANDBOX_DIR": "/tmp/sbx", "SLURM_BRIDGE_PARTITION": "p"}
+    assert parse_config({}, env=env).partition == "p"
+
+
 def test_unreadable_and_non_mapping_files_are_config_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(tmp_path / "missing.yaml", env={})
