@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from bridge.errors import BridgeError, SlurmNotFound
+from bridge.errors import BridgeError, SlurmError, SlurmNotFound
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import EVENTS, NODES
 from bridge.models import JobSpec
@@ -50,19 +50,24 @@ pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
 
 # --------------------------------------------------------------------------- helpers
 async def scontrol(*args: str) -> None:
-    """``scontrol ARGS`` in the sandbox chroot (the sandbox dir comes from the env file)."""
+    """``scontrol ARGS`` in the sandbox chroot."""
+    await sandbox_cli("exec", "--", "scontrol", *args)
+
+
+async def sandbox_cli(*args: str) -> None:
+    """``slurm-bridge sandbox slurm ARGS`` (the sandbox dir comes from the env file)."""
     env_file = _env_path()
     sandbox_dir = str(env_file.parent)
     for line in env_file.read_text().splitlines():
         if line.startswith("SLURM_SANDBOX_DIR="):
             sandbox_dir = line.split("=", 1)[1].split("#", 1)[0].strip()
     env = dict(os.environ, SLURM_BRIDGE_SANDBOX_DIR=sandbox_dir)
-    cmd = [sys.executable, "-m", "bridge", "sandbox", "slurm", "exec", "--", "scontrol", *args]
+    cmd = [sys.executable, "-m", "bridge", "sandbox", "slurm", *args]
     proc = await asyncio.create_subprocess_exec(
         *cmd, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
     out, err = await proc.communicate()
-    assert proc.returncode == 0, f"scontrol {' '.join(args)}: {out.decode()} {err.decode()}"
+    assert proc.returncode == 0, f"{' '.join(args)}: {out.decode()} {err.decode()}"
 
 
 @contextlib.asynccontextmanager
@@ -417,3 +422,37 @@ async def test_bad_partition_annotation_gives_a_warning_event_naming_the_field(
             # Said once, not once per resync.
             (again,) = await warned()
             assert again.get("count", 1) == 1
+
+
+async def test_external_node_rejoins_its_partition_after_slurmctld_restart(
+    sandbox: SlurmSandbox, slurm: SlurmClient
+) -> None:
+    """Slurm 26.05 keeps a dynamic node (and its comment) over a restart, but forgets the
+    partition membership ``scontrol update nodes+=`` gave it; the controller repairs it."""
+    cfg = controller_config(sandbox, unique_mcs())
+    name = "ext-" + secrets.token_hex(3)
+
+    async def in_partition() -> bool:
+        n = await slurm_node(slurm, name)
+        return n is not None and cfg.partition in n.partitions
+
+    async with deleted_after(slurm, name), sandbox_kube(sandbox) as (srv, kube):
+        srv.set_node_ready(name)
+        async with running_controller(cfg, kube):
+            await label_external(kube, name, None)
+            await wait_for(in_partition, what="registered in the default partition")
+        # Controller stopped: restart slurmctld and see what Slurm kept.
+        await sandbox_cli("restart-ctld")
+
+        async def answering() -> bool:
+            try:
+                return await slurm_node(slurm, name) is not None
+            except SlurmError:
+                return False  # still starting
+
+        await wait_for(answering, what="slurmctld back with the dynamic node")
+        kept = await slurm.get_node(name)
+        assert kept.comment == EXTERNAL_NODE_COMMENT_PREFIX + cfg.mcs_label
+        assert cfg.partition not in kept.partitions
+        async with running_controller(cfg, kube):
+            await wait_for(in_partition, what="partition membership repaired")
