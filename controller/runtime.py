@@ -191,10 +191,14 @@ class Controller:
             log.warning("slurm_nodes_failed", error=str(e))
         else:
             self.slurm_nodes_known = True
-            policy = self.node_policy()
-            await self.applier.apply(
-                nodes.orphans(self.slurm_nodes.values(), self.nodes.values(), policy)
+            orphans = nodes.orphans(
+                self.slurm_nodes.values(), self.nodes.values(), self.node_policy()
             )
+            try:
+                await self.applier.apply(orphans)
+            except BridgeError as e:
+                # Retried next sweep; the node and job keys below still get queued.
+                log.warning("orphan_nodes_failed", error=str(e))
         for name in self.nodes:
             self.queue.add(("node", name))
         for j in list(self.by_job):
