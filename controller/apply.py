@@ -20,6 +20,7 @@ from bridge.wellknown import (
     EVENT_EXTERNAL_NODE_NO_GPUS,
     EVENT_EXTERNAL_NODE_PARTITION,
     EVENT_EXTERNAL_NODE_REGISTERED,
+    EVENT_EXTERNAL_NODE_REJECTED,
     FINALIZER,
 )
 from controller.model import (
@@ -201,7 +202,17 @@ class Applier:
                 }
                 await self.kube.patch_node(a.node, patch, patch_type="merge")
             case RegisterExternalNode():
-                await self._register(a)
+                try:
+                    await self._register(a)
+                except SlurmRejected as e:
+                    # e.g. MaxNodeCount reached: say so on the node, then retry with backoff.
+                    await self._node_event(
+                        a.node,
+                        "Warning",
+                        EVENT_EXTERNAL_NODE_REJECTED,
+                        f"Slurm refused to register node {a.slurm_node}: {e}",
+                    )
+                    raise
             case MarkExternalNode():
                 await self.slurm.set_node_comment(a.slurm_node, a.comment)
             case JoinPartition():
