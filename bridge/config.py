@@ -96,7 +96,8 @@ class ControllerSettings(_Section):
     job_ended_pod_policy: Literal["fail", "delete"] = "fail"
     # Kubernetes cordon -> Slurm DRAIN, and Slurm DOWN/DRAIN/FAIL -> node taint.
     sync_node_state: bool = True
-    # Also cordon a Kubernetes node whose Slurm node is DOWN, DRAIN or FAIL.
+    # Also cordon a Kubernetes node whose Slurm node is DOWN, DRAIN or FAIL (marked with
+    # an annotation; only such cordons are undone when Slurm resumes the node).
     cordon_on_slurm_drain: bool = False
     # Pods stuck Terminating on a node that is gone or NotReady longer than this are
     # force-cleaned (their finalizer removed after their job ended).

@@ -31,6 +31,20 @@ ANNOTATION_EXTERNAL_NODE_PARTITIONS = SCHEDULER_PREFIX + "external-node-partitio
 # Node annotation: Slurm topology string.
 ANNOTATION_TOPOLOGY_SPEC = TOPOLOGY_PREFIX + "spec"
 
+# --- written by the bridge on nodes ---------------------------------------------------
+# Node annotation: the controller cordoned this node because Slurm drained it
+# (controller.cordonOnSlurmDrain); only such cordons are ever undone by the bridge.
+ANNOTATION_CORDONED_BY_BRIDGE = SCHEDULER_PREFIX + "cordoned-by-bridge"
+# Slurm node comment on external nodes the bridge registered: this prefix + mcsLabel.
+# Only nodes carrying it (for our mcsLabel) are ever drained/deleted by the bridge.
+EXTERNAL_NODE_COMMENT_PREFIX = "slurm-bridge:external-node:"
+# Event reasons on Nodes.
+EVENT_EXTERNAL_NODE_INVALID = "ExternalNodeInvalid"
+EVENT_EXTERNAL_NODE_REGISTERED = "ExternalNodeRegistered"
+EVENT_EXTERNAL_NODE_NO_GPUS = "ExternalNodeGpusNotRegistered"
+EVENT_EXTERNAL_NODE_PARTITION = "ExternalNodePartitionMissing"
+EVENT_EXTERNAL_NODE_REJECTED = "ExternalNodeRejected"
+
 # --- user annotations (pod or group object) -------------------------------------------
 # Every key upstream accepts under slurmjob.slinky.slurm.net/; bridge.translate parses them.
 SLURMJOB_KEYS = (

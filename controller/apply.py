@@ -8,24 +8,39 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from bridge.errors import BridgeError, KubeNotFound, SlurmNotFound
+from bridge.errors import BridgeError, KubeNotFound, SlurmNotFound, SlurmRejected
 from bridge.kube.client import KubeClient
-from bridge.kube.events import EventRecorder
-from bridge.kube.resources import PODS
+from bridge.kube.events import EventKind, EventRecorder
+from bridge.kube.resources import PODS, KubeObject
 from bridge.logging import get_logger
-from bridge.slurm.client import SlurmClient
-from bridge.wellknown import CONDITION_SLURM_JOB_ENDED, FINALIZER, TAINT_SLURM_NODE_UNAVAILABLE
+from bridge.slurm.client import NODE_ALREADY_EXISTS, SlurmClient
+from bridge.wellknown import (
+    ANNOTATION_CORDONED_BY_BRIDGE,
+    CONDITION_SLURM_JOB_ENDED,
+    EVENT_EXTERNAL_NODE_NO_GPUS,
+    EVENT_EXTERNAL_NODE_PARTITION,
+    EVENT_EXTERNAL_NODE_REGISTERED,
+    EVENT_EXTERNAL_NODE_REJECTED,
+    FINALIZER,
+)
 from controller.model import (
     ACTION_KINDS,
     Action,
     CancelJob,
+    CordonNode,
     DeletePod,
+    DeleteSlurmNode,
     DrainSlurmNode,
     FailPod,
+    JoinPartition,
+    MarkExternalNode,
+    NodeWarning,
+    RegisterExternalNode,
     RemoveFinalizer,
     ResumeSlurmNode,
     SetPodGroupPhase,
     TaintNode,
+    UncordonNode,
     UntaintNode,
 )
 
@@ -77,6 +92,66 @@ class Applier:
         }
         await self.events.record(ref, "Warning", reason, message)
 
+    async def _node_event(self, node: str, kind: EventKind, reason: str, message: str) -> None:
+        """Said once per change (a plan that keeps finding the same problem is not spam)."""
+        if self.events is None:
+            return
+        ref: KubeObject = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}}
+        await self.events.record_change(ref, kind, reason, message)
+
+    async def _join(self, node: str, slurm_node: str, partition: str) -> None:
+        try:
+            joined = await self.slurm.add_node_to_partition(partition, slurm_node)
+        except SlurmNotFound:
+            await self._node_event(
+                node,
+                "Warning",
+                EVENT_EXTERNAL_NODE_PARTITION,
+                f"Slurm has no partition {partition!r}: Slurm node {slurm_node} carries the "
+                f"feature {partition!r} only (a NodeSet with Feature={partition} picks it up)",
+            )
+            return
+        if not joined:
+            log.info("partition_update_unsupported", partition=partition, node=slurm_node)
+
+    async def _register(self, a: RegisterExternalNode) -> None:
+        gres = f"gpu:{a.gpus}" if a.gpus else None
+        try:
+            await self.slurm.create_external_node(
+                a.slurm_node,
+                cpus=a.cpus,
+                memory_mib=a.memory_mib,
+                features=a.features,
+                gres=gres,
+            )
+        except SlurmRejected as e:
+            if e.error_number == NODE_ALREADY_EXISTS:
+                pass  # an earlier attempt got through: finish the job
+            elif gres is None:
+                raise
+            else:
+                # Slurm 26.05 refuses file-less GPUs on dynamic nodes: register without.
+                await self.slurm.create_external_node(
+                    a.slurm_node, cpus=a.cpus, memory_mib=a.memory_mib, features=a.features
+                )
+                await self._node_event(
+                    a.node,
+                    "Warning",
+                    EVENT_EXTERNAL_NODE_NO_GPUS,
+                    f"Slurm refused Gres={gres} on dynamic node {a.slurm_node} "
+                    f"({e.slurm_message or e}); registered without GPUs",
+                )
+        await self.slurm.set_node_comment(a.slurm_node, a.comment)
+        for p in a.partitions:
+            await self._join(a.node, a.slurm_node, p)
+        await self._node_event(
+            a.node,
+            "Normal",
+            EVENT_EXTERNAL_NODE_REGISTERED,
+            f"registered in Slurm as EXTERNAL node {a.slurm_node}: {a.cpus} CPUs, "
+            f"{a.memory_mib} MiB, {a.gpus} GPUs, partitions {','.join(a.partitions)}",
+        )
+
     async def _one(self, a: Action) -> None:
         match a:
             case FailPod():
@@ -110,11 +185,40 @@ class Applier:
             case ResumeSlurmNode():
                 await self.slurm.resume_node(a.slurm_node)
             case TaintNode():
-                taint = {
-                    "key": TAINT_SLURM_NODE_UNAVAILABLE,
-                    "value": a.value,
-                    "effect": "NoSchedule",
-                }
+                taint = {"key": a.key, "value": a.value, "effect": a.effect}
                 await self.kube.add_node_taint(a.node, taint)
             case UntaintNode():
-                await self.kube.remove_node_taint(a.node, TAINT_SLURM_NODE_UNAVAILABLE)
+                await self.kube.remove_node_taint(a.node, a.key)
+            case CordonNode():
+                patch = {
+                    "metadata": {"annotations": {ANNOTATION_CORDONED_BY_BRIDGE: "true"}},
+                    "spec": {"unschedulable": True},
+                }
+                await self.kube.patch_node(a.node, patch, patch_type="merge")
+            case UncordonNode():
+                patch = {
+                    "metadata": {"annotations": {ANNOTATION_CORDONED_BY_BRIDGE: None}},
+                    "spec": {"unschedulable": False},
+                }
+                await self.kube.patch_node(a.node, patch, patch_type="merge")
+            case RegisterExternalNode():
+                try:
+                    await self._register(a)
+                except SlurmRejected as e:
+                    # e.g. MaxNodeCount reached: say so on the node, then retry with backoff.
+                    await self._node_event(
+                        a.node,
+                        "Warning",
+                        EVENT_EXTERNAL_NODE_REJECTED,
+                        f"Slurm refused to register node {a.slurm_node}: {e}",
+                    )
+                    raise
+            case MarkExternalNode():
+                await self.slurm.set_node_comment(a.slurm_node, a.comment)
+            case JoinPartition():
+                await self._join(a.node, a.slurm_node, a.partition)
+            case DeleteSlurmNode():
+                await self.slurm.delete_node(a.slurm_node)
+                log.info("external_node_deleted", slurm_node=a.slurm_node)
+            case NodeWarning():
+                await self._node_event(a.node, "Warning", a.reason, a.message)

@@ -99,12 +99,70 @@ class ResumeSlurmNode:
 @dataclass(frozen=True)
 class TaintNode:
     node: str
+    key: str
     value: str
+    effect: str
 
 
 @dataclass(frozen=True)
 class UntaintNode:
     node: str
+    key: str
+
+
+@dataclass(frozen=True)
+class CordonNode:
+    """Cordon, and mark the cordon as the bridge's (so it alone is ever undone)."""
+
+    node: str
+
+
+@dataclass(frozen=True)
+class UncordonNode:
+    """Undo a cordon the bridge made (and drop its mark)."""
+
+    node: str
+
+
+@dataclass(frozen=True)
+class RegisterExternalNode:
+    node: str  # the Kubernetes node (for events)
+    slurm_node: str
+    cpus: int
+    memory_mib: int
+    gpus: int
+    features: tuple[str, ...]
+    partitions: tuple[str, ...]
+    comment: str  # the bridge's mark (EXTERNAL_NODE_COMMENT_PREFIX + mcsLabel)
+
+
+@dataclass(frozen=True)
+class MarkExternalNode:
+    """Set the bridge's comment on a dynamic external node (adopt it)."""
+
+    slurm_node: str
+    comment: str
+
+
+@dataclass(frozen=True)
+class JoinPartition:
+    node: str  # the Kubernetes node (for events)
+    slurm_node: str
+    partition: str
+
+
+@dataclass(frozen=True)
+class DeleteSlurmNode:
+    slurm_node: str
+
+
+@dataclass(frozen=True)
+class NodeWarning:
+    """A Warning Event on the Kubernetes node (said once per change)."""
+
+    node: str
+    reason: str
+    message: str
 
 
 Action = (
@@ -117,6 +175,13 @@ Action = (
     | ResumeSlurmNode
     | TaintNode
     | UntaintNode
+    | CordonNode
+    | UncordonNode
+    | RegisterExternalNode
+    | MarkExternalNode
+    | JoinPartition
+    | DeleteSlurmNode
+    | NodeWarning
 )
 
 # Metric label per action kind ("drift corrections by kind").
@@ -130,6 +195,13 @@ ACTION_KINDS: Mapping[type, str] = {
     ResumeSlurmNode: "slurm_node_resumed",
     TaintNode: "node_tainted",
     UntaintNode: "node_untainted",
+    CordonNode: "node_cordoned",
+    UncordonNode: "node_uncordoned",
+    RegisterExternalNode: "external_node_registered",
+    MarkExternalNode: "external_node_marked",
+    JoinPartition: "external_node_joined_partition",
+    DeleteSlurmNode: "external_node_deleted",
+    NodeWarning: "node_warning",
 }
 
 

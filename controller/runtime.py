@@ -26,7 +26,18 @@ from bridge.slurm.models import SlurmNode
 from bridge.wellknown import LABEL_JOB_ID
 from controller import dangling, jobs, nodes, pods
 from controller.apply import Applier
-from controller.model import UNKNOWN, JobKind, JobView, pod_job_id
+from controller.model import (
+    UNKNOWN,
+    DeleteSlurmNode,
+    DrainSlurmNode,
+    JobKind,
+    JobView,
+    JoinPartition,
+    MarkExternalNode,
+    RegisterExternalNode,
+    ResumeSlurmNode,
+    pod_job_id,
+)
 from controller.queue import WorkQueue
 
 log = get_logger("controller")
@@ -34,6 +45,15 @@ log = get_logger("controller")
 Key = tuple[Literal["job", "node"], str]
 RETRY_BASE_SECONDS = 0.5
 RETRY_MAX_SECONDS = 30.0
+# Actions after which the controller reads the Slurm node again (not waiting for a sweep).
+SLURM_NODE_CHANGES = (
+    DrainSlurmNode,
+    ResumeSlurmNode,
+    RegisterExternalNode,
+    MarkExternalNode,
+    JoinPartition,
+    DeleteSlurmNode,
+)
 
 
 class Controller:
@@ -51,12 +71,17 @@ class Controller:
         self.slurm = slurm
         self.kube = kube
         self.clock: Clock = clock or SystemClock()
+        self.events = events
         self.applier = Applier(slurm, kube, events, on_applied)
         self.queue: WorkQueue[Key] = WorkQueue(self.clock)
         self.pods: dict[str, KubeObject] = {}
         self.by_job: dict[int, set[str]] = {}
         self.nodes: dict[str, KubeObject] = {}
         self.slurm_nodes: dict[str, SlurmNode] = {}
+        self.slurm_nodes_known = False  # the node list was read at least once
+        # Partitions the bridge's jobs were seen in (managed-node taints); only grows.
+        self.job_partitions: set[str] = set()
+        self._policy: nodes.NodePolicy | None = None  # cached; dropped when inputs change
         self.views: dict[int, JobView] = {}
         self.failures: dict[Key, int] = {}
         self.synced = asyncio.Event()
@@ -85,8 +110,13 @@ class Controller:
 
     async def on_node(self, ev: WatchEvent) -> None:
         name = ev.key
+        old = self.nodes.get(name)
+        if nodes.is_external(ev.object) or (old is not None and nodes.is_external(old)):
+            self._policy = None  # the partitions external nodes name may have changed
         if ev.type == "DELETED":
             self.nodes.pop(name, None)
+            if self.events is not None:
+                self.events.forget(ev.object)
         else:
             self.nodes[name] = ev.object
             self.queue.add(("node", name))
@@ -143,6 +173,11 @@ class Controller:
             log.warning("slurm_sweep_failed", error=str(e))
         else:
             named = dangling.candidates(listed.jobs, self.cfg.mcs_label)
+            for job in listed.jobs:
+                new = {p for p in job.partition.split(",") if p} - self.job_partitions
+                if job.job_id in named and new:
+                    self.job_partitions |= new
+                    self._policy = None
             found: dict[str, KubeObject | None] = {}
             for keys in named.values():
                 for k in keys:
@@ -150,15 +185,66 @@ class Controller:
                         continue
                     found[k] = self.pods.get(k) or await self._get_pod(k)
             await self.applier.apply(dangling.plan(named, found))
-        if self.cfg.controller.sync_node_state:
+        try:
+            self.slurm_nodes = {n.name: n for n in await self.slurm.list_nodes()}
+        except SlurmError as e:
+            log.warning("slurm_nodes_failed", error=str(e))
+        else:
+            self.slurm_nodes_known = True
+            orphans = nodes.orphans(
+                self.slurm_nodes.values(), self.nodes.values(), self.node_policy()
+            )
             try:
-                self.slurm_nodes = {n.name: n for n in await self.slurm.list_nodes()}
-            except SlurmError as e:
-                log.warning("slurm_nodes_failed", error=str(e))
-            for name in self.nodes:
-                self.queue.add(("node", name))
+                await self.applier.apply(orphans)
+            except BridgeError as e:
+                # Retried next sweep; the node and job keys below still get queued.
+                log.warning("orphan_nodes_failed", error=str(e))
+        for name in self.nodes:
+            self.queue.add(("node", name))
         for j in list(self.by_job):
             self.queue.add(("job", str(j)))
+
+    # ------------------------------------------------------------------ nodes
+    def node_policy(self) -> nodes.NodePolicy:
+        if self._policy is not None:
+            return self._policy
+        c = self.cfg
+        self._policy = nodes.NodePolicy(
+            scheduler_name=c.scheduler_name,
+            mcs_label=c.mcs_label,
+            default_partition=c.partition,
+            bridge_partitions=nodes.bridge_partitions(
+                c.partition, self.job_partitions, self.nodes.values()
+            ),
+            sync_state=c.controller.sync_node_state,
+            cordon_on_slurm_drain=c.controller.cordon_on_slurm_drain,
+        )
+        return self._policy
+
+    async def _reconcile_node(self, name: str) -> None:
+        node = self.nodes.get(name)
+        if node is None:
+            return
+        sname = nodes.slurm_name(node)
+        before = self.slurm_nodes.get(sname)
+        actions = nodes.plan(node, before, self.node_policy(), self.slurm_nodes_known)
+        try:
+            await self.applier.apply(actions)
+        finally:
+            if any(isinstance(a, SLURM_NODE_CHANGES) for a in actions):
+                # Read the node again now: the next step (mark, join, delete, taint)
+                # should not wait for the next sweep.
+                await self._refresh_slurm_node(sname)
+                if self.slurm_nodes.get(sname) != before:
+                    self.queue.add(("node", name))
+
+    async def _refresh_slurm_node(self, sname: str) -> None:
+        try:
+            self.slurm_nodes[sname] = await self.slurm.get_node(sname)
+        except SlurmNotFound:
+            self.slurm_nodes.pop(sname, None)
+        except SlurmError as e:
+            log.warning("slurm_node_get_failed", node=sname, error=str(e))
 
     async def _get_pod(self, key: str) -> KubeObject | None:
         ns, _, name = key.partition("/")
@@ -174,10 +260,7 @@ class Controller:
     async def reconcile(self, key: Key) -> None:
         kind, ident = key
         if kind == "node":
-            node = self.nodes.get(ident)
-            if node is None or not self.cfg.controller.sync_node_state:
-                return
-            await self.applier.apply(nodes.plan(node, self.slurm_nodes.get(nodes.slurm_name(node))))
+            await self._reconcile_node(ident)
             return
         job_id = int(ident)
         keys = self.by_job.get(job_id, set())

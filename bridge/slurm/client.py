@@ -64,6 +64,8 @@ from bridge.slurm.transport import SlurmConnector
 
 # ESLURM_ALREADY_DONE: "Job/step already completing or completed".
 ALREADY_DONE = 2021
+# ESLURM_NODE_ALREADY_EXISTS: "Node already exists in the node table" (POST /new/node/).
+NODE_ALREADY_EXISTS = 2168
 OPENAPI_PATH = "/openapi/v3"
 _log = get_logger("bridge.slurm")
 
@@ -438,16 +440,60 @@ class SlurmClient:
         await self._node_state(name, "DOWN", reason)
 
     async def create_external_node(
-        self, name: str, *, cpus: int, memory_mib: int, features: Sequence[str] = ()
+        self,
+        name: str,
+        *,
+        cpus: int,
+        memory_mib: int,
+        features: Sequence[str] = (),
+        gres: str | None = None,
     ) -> None:
-        """Register a ``State=EXTERNAL`` node (needs MaxNodeCount headroom; v0.0.44+)."""
+        """Register a ``State=EXTERNAL`` node (needs MaxNodeCount headroom; v0.0.44+).
+
+        Slurm 26.05 refuses ``Gres=gpu:N`` on a dynamic node (no ``File=``; gres.conf is
+        not consulted for nodes created at run time): the answer is a SlurmRejected.
+        """
         c = await self.codec()
-        body = c.encode_new_node(name, cpus=cpus, memory_mib=memory_mib, features=features)
+        body = c.encode_new_node(
+            name, cpus=cpus, memory_mib=memory_mib, features=features, gres=gres
+        )
         path = c.path("new/node/")
         if not c.supports_new_node:
             # v0.0.43 has no /new/node/: the same body is valid for the next version up.
             path = codec_for("v0.0.44").path("new/node/")
         await self._call("POST", path, endpoint="node_create", idempotent=False, body=body)
+
+    async def set_node_comment(self, name: str, comment: str) -> None:
+        """Set a node's comment (the bridge marks the external nodes it registered)."""
+        c = await self.codec()
+        await self._call(
+            "POST",
+            c.path(f"node/{name}"),
+            endpoint="node_update",
+            idempotent=True,
+            body=c.encode_node_comment(comment),
+        )
+
+    async def add_node_to_partition(self, partition: str, node: str) -> bool:
+        """Add ``node`` to the EXISTING ``partition`` (``scontrol update nodes+=``).
+
+        False when the API version has no partition update (before v0.0.45); the node
+        then joins partitions only through its features (``NodeSet=... Feature=...``).
+        Raises SlurmNotFound when the partition does not exist: Slurm's ``POST
+        /partitions/`` would silently create it.
+        """
+        c = await self.codec()
+        if not c.supports_partition_update:
+            return False
+        await self.get_partition(partition)
+        await self._call(
+            "POST",
+            c.path("partitions/"),
+            endpoint="partition_update",
+            idempotent=True,
+            body=c.encode_partition_nodes(partition, f"+{node}"),
+        )
+        return True
 
     async def delete_node(self, name: str) -> None:
         c = await self.codec()

@@ -96,6 +96,8 @@ class Codec:
 
     version: ClassVar[str] = ""
     supports_new_node: ClassVar[bool] = True
+    # ``POST /partitions/`` (create or update partitions): v0.0.45 and later.
+    supports_partition_update: ClassVar[bool] = False
 
     # ------------------------------------------------------------------ paths
     def path(self, tail: str) -> str:
@@ -216,6 +218,21 @@ class Codec:
         if gres:
             line += f" Gres={gres}"
         return {"node_conf": line}
+
+    def encode_node_comment(self, comment: str) -> Json:
+        """``POST /node/{name}`` body that sets only the node's comment."""
+        return {"comment": comment}
+
+    def encode_partition_nodes(self, partition: str, change: str) -> Json:
+        """``POST /partitions/`` body changing one partition's node list.
+
+        ``change`` uses scontrol's syntax: ``+node`` adds, ``-node`` removes, a plain list
+        replaces. NOTE: Slurm CREATES the partition when ``partition`` does not exist, so
+        callers check that it exists first.
+        """
+        if not partition or any(c.isspace() or c in "=," for c in partition):
+            raise InvalidInput("partition", f"{partition!r} is not a partition name")
+        return {"partitions": [{"name": partition, "nodes": {"configured": change}}]}
 
     # ------------------------------------------------------------------ decode: envelope
     def errors(self, body: Any) -> tuple[SlurmMessage, ...]:

@@ -7,27 +7,22 @@ from typing import Any
 
 import pytest
 
-from bridge.slurm.models import JobState, SlurmJob, SlurmNode
+from bridge.slurm.models import JobState, SlurmJob
 from bridge.wellknown import (
     FINALIZER,
     LABEL_JOB_ID,
     LABEL_POD_GROUP,
-    TAINT_SLURM_NODE_UNAVAILABLE,
 )
-from controller import dangling, jobs, nodes, pods
+from controller import dangling, jobs, pods
 from controller.model import (
     UNKNOWN,
     CancelJob,
     DeletePod,
-    DrainSlurmNode,
     FailPod,
     JobKind,
     JobView,
     RemoveFinalizer,
-    ResumeSlurmNode,
     SetPodGroupPhase,
-    TaintNode,
-    UntaintNode,
 )
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -283,54 +278,3 @@ def test_dangling_plan(job: SlurmJob, existing: dict[str, Any], expected: Any) -
     assert dangling.plan(named, {k: existing.get(k) for ks in named.values() for k in ks}) == (
         expected
     )
-
-
-def snode(state: set[str], reason: str = "") -> SlurmNode:
-    return SlurmNode(name="n1", state=frozenset(state), reason=reason)
-
-
-TAINTED = [{"key": TAINT_SLURM_NODE_UNAVAILABLE, "value": "x", "effect": "NoSchedule"}]
-
-
-@pytest.mark.parametrize(
-    ("knode", "slurm", "expected"),
-    [
-        pytest.param(node(), snode({"IDLE"}), [], id="in-sync"),
-        pytest.param(
-            node(unschedulable=True),
-            snode({"IDLE"}),
-            [DrainSlurmNode("n1", "slurm-bridge: cordoned in Kubernetes")],
-            id="cordon-drains",
-        ),
-        pytest.param(
-            node(),
-            snode({"IDLE", "DRAIN"}, "slurm-bridge: cordoned in Kubernetes"),
-            [ResumeSlurmNode("n1")],
-            id="uncordon-resumes-our-drain",
-        ),
-        pytest.param(
-            node(),
-            snode({"IDLE", "DRAIN"}, "disk replacement"),
-            [TaintNode("n1", "disk_replacement")],
-            id="admin-drain-taints-never-resumed",
-        ),
-        pytest.param(
-            node(taints=TAINTED), snode({"IDLE"}), [UntaintNode("n1")], id="resumed-untaints"
-        ),
-        pytest.param(node(), None, [], id="unknown-slurm-node-nothing"),
-    ],
-)
-def test_nodes_plan(knode: dict[str, Any], slurm: SlurmNode | None, expected: Any) -> None:
-    assert nodes.plan(knode, slurm) == expected
-
-
-@pytest.mark.parametrize(
-    ("reason", "value"),
-    [
-        pytest.param("Not responding", "Not_responding", id="spaces"),
-        pytest.param("x" * 100, "x" * 63, id="truncated-to-63"),
-        pytest.param("!!!", "unavailable", id="nothing-valid"),
-    ],
-)
-def test_taint_value_is_a_valid_label_value(reason: str, value: str) -> None:
-    assert nodes.taint_value(reason) == value
