@@ -8,10 +8,12 @@ component's own idea (caches synced; a standby replica is ready, it is a warm sp
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from bridge.config import BridgeConfig
 
 # () -> (ready, why): ``why`` is the /readyz body
 Readiness = Callable[[], tuple[bool, str]]
@@ -53,7 +55,7 @@ class OpsServer:
         metrics_port: int | None = None,
     ) -> None:
         self._registry = registry
-        self._ready = ready
+        self.ready = ready
         self._host = host
         self._port = port
         self._metrics_port = metrics_port
@@ -62,7 +64,7 @@ class OpsServer:
 
     def app(self) -> web.Application:
         app = web.Application()
-        add_health_routes(app, self._ready)
+        add_health_routes(app, self.ready)
         app.router.add_get("/metrics", self._metrics)
         return app
 
@@ -88,3 +90,32 @@ class OpsServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+
+class Leadership(Protocol):
+    @property
+    def is_leader(self) -> bool: ...
+
+
+def component_ops(
+    cfg: BridgeConfig,
+    registry: CollectorRegistry,
+    *,
+    synced: Callable[[], bool],
+    elector: Leadership | None,
+) -> OpsServer:
+    """The ops server of a leader-elected component on ``healthPort`` / ``metricsPort``.
+
+    A standby replica is ready (a warm spare, so every replica passes its readiness probe);
+    the leader, or the only replica, once ``synced()``.
+    """
+
+    def is_ready() -> bool:
+        return (elector is not None and not elector.is_leader) or synced()
+
+    return OpsServer(
+        registry,
+        ready=readiness(is_ready, not_ready="syncing"),
+        port=cfg.health_port,
+        metrics_port=cfg.metrics_port,
+    )

@@ -26,7 +26,7 @@ from bridge.kube.client import KubeClient
 from bridge.kube.events import EventRecorder
 from bridge.kube.leader import LeaderElector
 from bridge.logging import configure_logging, get_logger
-from bridge.ops import OpsServer, readiness
+from bridge.ops import component_ops
 from bridge.slurm.client import SlurmClient
 from controller.runtime import Controller
 
@@ -75,16 +75,7 @@ async def serve(cfg: BridgeConfig, *, stop: asyncio.Event | None = None) -> None
         else None
     )
 
-    def is_ready() -> bool:
-        # A standby replica is ready (a warm spare); the leader once its caches synced.
-        return (elector is not None and not elector.is_leader) or ctl.synced.is_set()
-
-    ops = OpsServer(
-        metrics.registry,
-        ready=readiness(is_ready, not_ready="syncing"),
-        port=cfg.health_port,
-        metrics_port=cfg.metrics_port,
-    )
+    ops = component_ops(cfg, metrics.registry, synced=ctl.synced.is_set, elector=elector)
     if cfg.health_port:
         await ops.start()
 

@@ -21,7 +21,7 @@ from bridge.kube.leader import LeaderElector
 from bridge.kube.resources import NAMESPACES, NODES, PODS
 from bridge.kube.watch import Watcher, WatchEvent
 from bridge.logging import configure_logging
-from bridge.ops import OpsServer, readiness
+from bridge.ops import component_ops
 from bridge.slurm.client import SlurmClient
 from scheduler.core import Scheduler
 
@@ -120,16 +120,7 @@ async def serve(cfg: BridgeConfig, *, identity: str) -> None:
             else None
         )
 
-        def is_ready() -> bool:
-            # A standby replica is ready (a warm spare); the leader once its caches synced.
-            return (elector is not None and not elector.is_leader) or ready.is_set()
-
-        ops = OpsServer(
-            sched.metrics.registry,
-            ready=readiness(is_ready, not_ready="syncing"),
-            port=cfg.health_port,
-            metrics_port=cfg.metrics_port,
-        )
+        ops = component_ops(cfg, sched.metrics.registry, synced=ready.is_set, elector=elector)
         if cfg.health_port:
             await ops.start()
 

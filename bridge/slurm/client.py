@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
@@ -419,15 +419,14 @@ class SlurmClient:
                 return node
         raise SlurmNotFound(f"node_get: node {name!r} not found", endpoint="node_get")
 
-    async def _node_state(self, name: str, state: str, reason: str | None) -> None:
+    async def _update_node(self, name: str, body: Callable[[Codec], Any]) -> None:
         c = await self.codec()
         await self._call(
-            "POST",
-            c.path(f"node/{name}"),
-            endpoint="node_update",
-            idempotent=True,
-            body=c.encode_node_update(state, reason),
+            "POST", c.path(f"node/{name}"), endpoint="node_update", idempotent=True, body=body(c)
         )
+
+    async def _node_state(self, name: str, state: str, reason: str | None) -> None:
+        await self._update_node(name, lambda c: c.encode_node_update(state, reason))
 
     async def drain_node(self, name: str, reason: str) -> None:
         await self._node_state(name, "DRAIN", reason)
@@ -465,14 +464,7 @@ class SlurmClient:
 
     async def set_node_comment(self, name: str, comment: str) -> None:
         """Set a node's comment (the bridge marks the external nodes it registered)."""
-        c = await self.codec()
-        await self._call(
-            "POST",
-            c.path(f"node/{name}"),
-            endpoint="node_update",
-            idempotent=True,
-            body=c.encode_node_comment(comment),
-        )
+        await self._update_node(name, lambda c: c.encode_node_comment(comment))
 
     async def add_node_to_partition(self, partition: str, node: str) -> bool:
         """Add ``node`` to the EXISTING ``partition`` (``scontrol update nodes+=``).

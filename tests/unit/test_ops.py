@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import aiohttp
+import pytest
 from prometheus_client import CollectorRegistry, Counter
 
-from bridge.ops import OpsServer, readiness
+from bridge.config import parse_config
+from bridge.ops import OpsServer, component_ops, readiness
 
 
 async def _get(port: int, path: str) -> tuple[int, str]:
@@ -66,3 +68,26 @@ async def test_two_servers_never_share_metrics() -> None:
         assert "only_in_a" not in text
     finally:
         await ops.stop()
+
+
+class _Elector:
+    def __init__(self, leading: bool) -> None:
+        self.is_leader = leading
+
+
+@pytest.mark.parametrize(
+    ("elector", "synced", "ready"),
+    [
+        pytest.param(_Elector(False), False, True, id="standby-replica-is-a-ready-warm-spare"),
+        pytest.param(_Elector(True), False, False, id="leader-not-synced-is-not-ready"),
+        pytest.param(_Elector(True), True, True, id="leader-synced-is-ready"),
+        pytest.param(None, False, False, id="single-replica-not-synced-is-not-ready"),
+        pytest.param(None, True, True, id="single-replica-synced-is-ready"),
+    ],
+)
+def test_component_readiness_by_leadership_and_sync(
+    elector: _Elector | None, synced: bool, ready: bool
+) -> None:
+    cfg = parse_config({}, env={})
+    ops = component_ops(cfg, CollectorRegistry(), synced=lambda: synced, elector=elector)
+    assert ops.ready()[0] is ready
