@@ -20,13 +20,22 @@ from bridge.clock import SystemClock
 from bridge.config import BridgeConfig, parse_config
 from bridge.errors import SlurmError
 from bridge.kube.client import KubeClient
-from bridge.kube.resources import EVENTS, PODGROUPS, PODS
+from bridge.kube.resources import (
+    EVENTS,
+    JOBS,
+    JOBSETS,
+    LEADERWORKERSETS,
+    PODGROUPS,
+    PODS,
+    Resource,
+)
 from bridge.sandbox.kubeapi.server import SandboxApiServer
 from bridge.slurm.client import SlurmClient
 from bridge.wellknown import ANNOTATION_SLURM_NODE, FINALIZER, LABEL_JOB_ID
 from scheduler.app import run_scheduler
 from scheduler.core import Scheduler
 from tests.integration.conftest import SlurmSandbox, make_client
+from tests.workloads import expand, load_example
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
 NS = "slurm-bridge"
@@ -46,6 +55,39 @@ class Bridge:
 
     async def get_pod(self, name: str) -> dict[str, Any]:
         return await self.kube.get_pod(NS, name)
+
+    async def create_workload(
+        self, manifests: list[dict[str, Any]], *, pods_reversed: bool = False
+    ) -> list[str]:
+        """Create the workload objects the sandbox serves, then the pods their controllers
+        would create (tests/workloads.py), owner references pointing at the server's uids.
+        Owners the sandbox does not serve (StatefulSets) keep their generated uids, as the
+        scheduler never reads them. Returns the pod names in creation order."""
+        served: dict[str, Resource] = {
+            "Job": JOBS,
+            "JobSet": JOBSETS,
+            "LeaderWorkerSet": LEADERWORKERSETS,
+            "PodGroup": PODGROUPS,
+        }
+        ex = expand(manifests, NS)
+        uids: dict[str, str] = {}
+        for obj in ex.objects.values():
+            res = served.get(obj["kind"])
+            if res is None or obj["kind"] == "Pod":
+                continue
+            body = {**obj, "metadata": dict(obj["metadata"])}
+            body["metadata"].pop("uid")
+            created = await self.kube.create(res, body, NS)
+            uids[obj["metadata"]["uid"]] = created["metadata"]["uid"]
+        pods = list(reversed(ex.pods)) if pods_reversed else ex.pods
+        for p in pods:
+            meta = dict(p["metadata"])
+            meta.pop("uid")
+            meta["ownerReferences"] = [
+                {**o, "uid": uids.get(o["uid"], o["uid"])} for o in meta["ownerReferences"]
+            ]
+            await self.kube.create(PODS, {**p, "metadata": meta}, NS)
+        return [p["metadata"]["name"] for p in pods]
 
     async def wait_for(
         self, what: str, check: Callable[[], Awaitable[Any]], deadline: float = DEADLINE
@@ -311,3 +353,45 @@ async def test_restarted_scheduler_makes_no_duplicate_job_and_binds_once(
     await bridge.slurm.cancel(blocker)
     node = await bridge.bound("restart-me")
     assert node in sandbox.external_nodes
+
+
+async def test_lws_leader_goes_to_the_first_node_of_slurms_allocation_workers_in_order(
+    bridge: Bridge, sandbox: SlurmSandbox
+) -> None:
+    assert len(sandbox.external_nodes) >= 3, "a LWS group of 3 needs 3 nodes"
+    # Workers first, leader last: the order comes from the worker index, not from arrival.
+    await bridge.create_workload(load_example("lws"), pods_reversed=True)
+    in_order = ["lws-1-0", "lws-1-0-1", "lws-1-0-2"]  # worker index 0 (leader), 1, 2
+    placed = [await bridge.bound(n) for n in in_order]
+    jobs = {job_of(await bridge.get_pod(n)) for n in in_order}
+    assert len(jobs) == 1, "one Slurm job for the LWS group"
+    job = await bridge.slurm.get_job(jobs.pop())
+    assert job.name == "lws-1-0"
+    assert len(job.nodes) == 3
+    assert placed == list(job.nodes)  # leader on Slurm's first node, workers in order
+
+
+async def test_indexed_job_packs_completion_indexes_in_slurms_node_order(
+    bridge: Bridge,
+) -> None:
+    # 4 completions on a 3-node partition: shared, 3 CPUs per pod on 8-CPU nodes, so
+    # Slurm places 2 tasks on each of 2 nodes (or as it likes: the test reads Slurm's own
+    # allocation and expects index order over it).
+    manifests = load_example("indexed-job")
+    tmpl = manifests[0]["spec"]["template"]
+    tmpl.setdefault("metadata", {})["annotations"] = {
+        "slurmjob.slinky.slurm.net/exclusive": "false"
+    }
+    tmpl["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "3"
+    await bridge.create_workload(manifests, pods_reversed=True)
+    by_index = [f"indexed-1-{i}-x{i}" for i in range(4)]
+    placed = [await bridge.bound(n) for n in by_index]
+    jobs = {job_of(await bridge.get_pod(n)) for n in by_index}
+    assert len(jobs) == 1, "one Slurm job for the Indexed Job"
+    job = await bridge.slurm.get_job(jobs.pop())
+    assert job.cpus_per_task == 3
+    per_node = {a.name: (a.cpus or 0) // 3 for a in job.allocation}
+    assert sum(per_node.values()) == 4, f"Slurm placed 4 tasks: {job.allocation}"
+    # Completion index i takes the i-th task slot, walking Slurm's nodes in Slurm's order.
+    slots = [n for n in job.nodes for _ in range(per_node[n])]
+    assert placed == slots
