@@ -29,12 +29,18 @@ from bridge.kube.resources import (
     PODS,
     Resource,
 )
-from bridge.sandbox.kubeapi.server import SandboxApiServer
+from bridge.sandbox.kubeapi.server import SANDBOX_TOKEN, SandboxApiServer
 from bridge.slurm.client import SlurmClient
 from bridge.wellknown import ANNOTATION_SLURM_NODE, FINALIZER, LABEL_JOB_ID
 from scheduler.app import run_scheduler
 from scheduler.core import Scheduler
 from tests.integration.conftest import SlurmSandbox, make_client
+from tests.integration.sched_proc import (
+    SchedulerProcess,
+    jobs_by_group_uid,
+    successful_bindings,
+    write_scheduler_config,
+)
 from tests.workloads import expand, load_example
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
@@ -43,18 +49,31 @@ DEADLINE = 30.0
 
 
 @dataclass
-class Bridge:
+class Sandboxes:
+    """The sandbox API server and real Slurm, with helpers; no scheduler of its own."""
+
     kube: KubeClient
     slurm: SlurmClient
     api: SandboxApiServer
-    sched: Scheduler
-    cfg: BridgeConfig
 
     async def create_pod(self, name: str, **kw: Any) -> dict[str, Any]:
         return await self.kube.create(PODS, pod(name, **kw), NS)
 
     async def get_pod(self, name: str) -> dict[str, Any]:
         return await self.kube.get_pod(NS, name)
+
+    async def cancel_jobs(self) -> None:
+        """Cancel every active Slurm job of this test: named by a pod's job-id label, or
+        whose admin_comment names a group uid of this API server (pods, PodGroups, ...)."""
+        kinds = [(r.group, r.plural) for r in (PODS, PODGROUPS, JOBS, JOBSETS, LEADERWORKERSETS)]
+        uids = {o["metadata"]["uid"] for k in kinds for o in self.api.store.list(k)}
+        ids = {job_of(p) for p in (await self.kube.list_pods(NS)).items if has_job(p)}
+        for uid, jobs in jobs_by_group_uid((await self.slurm.list_jobs()).jobs).items():
+            if uid in uids:
+                ids |= {j.job_id for j in jobs if j.state.active}
+        for job_id in ids:
+            with contextlib.suppress(SlurmError):
+                await self.slurm.cancel(job_id)
 
     async def create_workload(
         self, manifests: list[dict[str, Any]], *, pods_reversed: bool = False
@@ -116,6 +135,14 @@ class Bridge:
         return ""
 
 
+@dataclass
+class Bridge(Sandboxes):
+    """:class:`Sandboxes` plus a scheduler running in the test's event loop."""
+
+    sched: Scheduler
+    cfg: BridgeConfig
+
+
 def pod(
     name: str,
     *,
@@ -143,6 +170,26 @@ def pod(
 
 def job_of(p: dict[str, Any]) -> int:
     return int(p["metadata"]["labels"][LABEL_JOB_ID])
+
+
+def has_job(p: dict[str, Any]) -> bool:
+    return LABEL_JOB_ID in (p["metadata"].get("labels") or {})
+
+
+@pytest.fixture
+async def sandboxes(sandbox: SlurmSandbox) -> AsyncIterator[Sandboxes]:
+    """The sandbox API server (nodes = Slurm's external nodes) and real Slurm, without a
+    scheduler: for tests that run the scheduler as subprocesses."""
+    async with (
+        SandboxApiServer(nodes=list(sandbox.external_nodes), kubelet=True) as api,
+        KubeClient.for_host(api.url, token=SANDBOX_TOKEN, request_timeout=10) as kube,
+        make_client(sandbox) as slurm,
+    ):
+        sb = Sandboxes(kube, slurm, api)
+        try:
+            yield sb
+        finally:
+            await sb.cancel_jobs()
 
 
 @pytest.fixture
@@ -177,10 +224,7 @@ async def bridge(sandbox: SlurmSandbox, tmp_path: Path) -> AsyncIterator[Bridge]
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
-                pods = await kube.list_pods(NS)
-                for p in pods.items:
-                    with contextlib.suppress(KeyError, ValueError, SlurmError):
-                        await slurm.cancel(job_of(p))
+                await b.cancel_jobs()
 
 
 async def test_single_pod_gets_a_running_placeholder_job_and_is_bound(bridge: Bridge) -> None:
@@ -395,3 +439,64 @@ async def test_indexed_job_packs_completion_indexes_in_slurms_node_order(
     # Completion index i takes the i-th task slot, walking Slurm's nodes in Slurm's order.
     slots = [n for n in job.nodes for _ in range(per_node[n])]
     assert placed == slots
+
+
+async def test_leader_failover_after_sigkill_binds_new_pods_once_without_double_submission(
+    sandboxes: Sandboxes, sandbox: SlurmSandbox, tmp_path: Path
+) -> None:
+    sb = sandboxes
+    kubeconfig = sb.api.write_kubeconfig(tmp_path / "kubeconfig")
+    lease = 3.0
+    config = write_scheduler_config(
+        tmp_path / "scheduler.yaml",
+        sandbox,
+        kubeconfig,
+        leaderElection=True,
+        leaseDurationSeconds=lease,
+        renewDeadlineSeconds=2.0,
+        retryPeriodSeconds=0.25,
+    )
+    a = SchedulerProcess(config, tmp_path / "a.log", "replica-a")
+    b = SchedulerProcess(config, tmp_path / "b.log", "replica-b")
+    try:
+        a.start()
+        await a.wait_ready()  # a leads
+        b.start()  # b stands by: it must not schedule while a leads
+        await sb.create_pod("before-0")
+        await sb.bound("before-0")
+        await sb.kube.create(
+            PODGROUPS,
+            {
+                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {"name": "fo-pg"},
+                "spec": {"minMember": 2},
+            },
+            NS,
+        )
+        await sb.slurm.cancel(job_of(await sb.get_pod("before-0")))  # free its node
+        assert not b.ready(), "the standby replica must not run the scheduler"
+
+        loop = asyncio.get_running_loop()
+        a.kill()  # SIGKILL: no lease release
+        killed_at = loop.time()
+        after = ["after-0", "fo-pg-0", "fo-pg-1"]
+        await sb.create_pod("after-0")
+        for n in after[1:]:
+            await sb.create_pod(n, labels={"scheduling.x-k8s.io/pod-group": "fo-pg"})
+        await b.wait_ready(deadline=lease * 10)
+        takeover = loop.time() - killed_at
+        print(f"takeover after SIGKILL: {takeover:.2f} s (lease {lease} s)")
+        for n in after:
+            await sb.bound(n)
+        assert len({job_of(await sb.get_pod(n)) for n in after[1:]}) == 1  # one gang job
+
+        pods = {p["metadata"]["name"]: p for p in (await sb.kube.list_pods(NS)).items}
+        groups = [pods[n]["metadata"]["uid"] for n in ("before-0", "after-0")]
+        groups.append((await sb.kube.get(PODGROUPS, "fo-pg", NS))["metadata"]["uid"])
+        by_uid = jobs_by_group_uid((await sb.slurm.list_jobs()).jobs)
+        assert {uid: len(by_uid.get(uid, [])) for uid in groups} == dict.fromkeys(groups, 1)
+        assert successful_bindings(sb.api.request_log) == dict.fromkeys(pods, 1)
+    finally:
+        a.kill()
+        await b.stop()
