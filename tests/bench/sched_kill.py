@@ -47,6 +47,7 @@ from typing import Any
 from bridge.errors import SlurmError
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import PODGROUPS, PODS
+from bridge.kube.watch import Watcher, WatchEvent
 from bridge.logging import configure_logging
 from bridge.sandbox.kubeapi.hooks import RequestLog
 from bridge.sandbox.kubeapi.server import SANDBOX_TOKEN, SandboxApiServer
@@ -63,7 +64,7 @@ from tests.integration.sched_proc import (
     write_scheduler_config,
 )
 
-LEDGER_SECONDS = 1.0
+LEDGER_SECONDS = 30.0  # well under MinJobAge (300 s): no ended job is missed
 POD_KEY = ("", "pods")
 
 
@@ -168,13 +169,33 @@ class Driver:
         self.thresholds = sorted(rng.randint(0, total * 9 // 10) for _ in range(kills))
         self.kills_done = 0
         self.ledger = Ledger()
+        self.bound: dict[str, dict[str, Any]] = {}  # fed by a pod watch
+        self.changed = asyncio.Event()
 
     def bound_pods(self) -> dict[str, dict[str, Any]]:
-        return {
-            p["metadata"]["name"]: p
-            for p in self.api.store.list(POD_KEY, NS)
-            if (p.get("spec") or {}).get("nodeName")
-        }
+        return self.bound
+
+    async def watch_pods(self) -> None:
+        """Bound pods, from a watch (no polling of the whole pod list)."""
+
+        def on(ev: WatchEvent) -> None:
+            name = ev.object["metadata"]["name"]
+            node = (ev.object.get("spec") or {}).get("nodeName")
+            if ev.type != "DELETED" and node and name not in self.bound:
+                self.bound[name] = ev.object
+                self.changed.set()
+
+        async with Watcher(self.kube, PODS, namespace=NS) as w:
+            for ev in await w.relist():
+                on(ev)
+            async for ev in w.events():
+                on(ev)
+
+    async def keep_ledger(self) -> None:
+        while True:
+            with contextlib.suppress(SlurmError):
+                await self.ledger.refresh(self.slurm)
+            await asyncio.sleep(LEDGER_SECONDS)
 
     async def finish_groups(self, bound: dict[str, dict[str, Any]]) -> None:
         """Play the workloads and the controller: a group whose pods are all bound runs,
@@ -210,17 +231,22 @@ class Driver:
         print(f"kill {self.kills_done}: bound {len(self.bound_pods())}", flush=True)
 
     async def run(self, deadline: float) -> None:
+        async with asyncio.TaskGroup() as tg:
+            bg = [tg.create_task(self.watch_pods()), tg.create_task(self.keep_ledger())]
+            try:
+                await self._run(deadline)
+            finally:
+                for t in bg:
+                    t.cancel()
+
+    async def _run(self, deadline: float) -> None:
         loop = asyncio.get_running_loop()
         end = loop.time() + deadline
-        next_ledger = 0.0
         jitter: float | None = None
         await self.restart()
         while loop.time() < end:
             bound = self.bound_pods()
             await self.finish_groups(bound)
-            if loop.time() >= next_ledger:
-                next_ledger = loop.time() + LEDGER_SECONDS
-                await self.ledger.refresh(self.slurm)
             if all(g.done for g in self.groups):
                 return
             if self.thresholds and len(bound) >= self.thresholds[0]:
@@ -233,7 +259,9 @@ class Driver:
                     continue
             if not self.sched.alive():
                 raise RuntimeError(f"the scheduler exited by itself; log {self.sched.log_path}")
-            await asyncio.sleep(0.05)
+            self.changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.changed.wait(), 0.2)
         raise TimeoutError(f"not every group finished within {deadline:.0f} s")
 
     async def counts(self) -> dict[str, int]:
@@ -268,7 +296,8 @@ class Driver:
         ]
         binds = successful_bindings(self.api.request_log)
         names = [p for g in self.groups for p in g.pods]
-        unbound = [n for n in names if n not in self.bound_pods()]
+        on_node = {p["metadata"]["name"] for p in pods if (p.get("spec") or {}).get("nodeName")}
+        unbound = [n for n in names if n not in on_node]
         return {
             "duplicate_jobs": duplicates,
             "orphan_jobs": len(orphans),
@@ -316,7 +345,7 @@ async def run(
             started = time.monotonic()
             try:
                 await create_all(kube, groups)
-                await driver.run(deadline or 120.0 + pods * 0.5)
+                await driver.run(deadline or 300.0 + pods * 1.0)
                 seconds = time.monotonic() - started
                 await sched.stop()
                 counts = await driver.counts()

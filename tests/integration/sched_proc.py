@@ -53,7 +53,9 @@ def write_scheduler_config(
 def _child_env() -> dict[str, str]:
     # SLURM_BRIDGE_* variables are config overrides for the bridge's processes; the
     # sandbox's own SLURM_BRIDGE_SANDBOX_DIR is not one (the config loader refuses it).
-    return {k: v for k, v in os.environ.items() if not k.startswith("SLURM_BRIDGE_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_BRIDGE_")}
+    env["PYTHONUNBUFFERED"] = "1"  # the log is read while it runs (readiness)
+    return env
 
 
 class SchedulerProcess:

@@ -141,6 +141,23 @@ class Bridge(Sandboxes):
 
     sched: Scheduler
     cfg: BridgeConfig
+    task: asyncio.Task[None] | None = None
+
+    async def start_scheduler(self) -> None:
+        """Start a fresh scheduler (nothing in memory but what it reads back)."""
+        self.sched = Scheduler(self.cfg, self.kube, self.sched.slurm, SystemClock())
+        ready = asyncio.Event()
+        self.task = asyncio.create_task(
+            run_scheduler(self.cfg, self.kube, self.sched.slurm, ready=ready, scheduler=self.sched)
+        )
+        await asyncio.wait_for(ready.wait(), 20)
+
+    async def stop_scheduler(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.task
+            self.task = None
 
 
 def pod(
@@ -211,19 +228,12 @@ async def bridge(sandbox: SlurmSandbox, tmp_path: Path) -> AsyncIterator[Bridge]
         )
         kube = await KubeClient.from_config(cfg)
         async with kube, make_client(sandbox) as slurm, SlurmClient.from_config(cfg) as sslurm:
-            sched = Scheduler(cfg, kube, sslurm, SystemClock())
-            ready = asyncio.Event()
-            task = asyncio.create_task(
-                run_scheduler(cfg, kube, sslurm, ready=ready, scheduler=sched)
-            )
-            await asyncio.wait_for(ready.wait(), 20)
-            b = Bridge(kube, slurm, api, sched, cfg)
+            b = Bridge(kube, slurm, api, Scheduler(cfg, kube, sslurm, SystemClock()), cfg)
+            await b.start_scheduler()
             try:
                 yield b
             finally:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+                await b.stop_scheduler()
                 await b.cancel_jobs()
 
 
@@ -500,3 +510,31 @@ async def test_leader_failover_after_sigkill_binds_new_pods_once_without_double_
     finally:
         a.kill()
         await b.stop()
+
+
+async def test_scheduler_restarted_mid_bind_binds_the_rest_of_the_gang(bridge: Bridge) -> None:
+    await bridge.kube.create(
+        PODGROUPS,
+        {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "mid"},
+            "spec": {"minMember": 2},
+        },
+        NS,
+    )
+    # The binding of mid-1 fails until the scheduler is gone: it stops between the two.
+    fault = bridge.api.inject_fault(r"/pods/mid-1/binding$", method="POST", count=None)
+    for n in ("mid-0", "mid-1"):
+        await bridge.create_pod(n, labels={"scheduling.x-k8s.io/pod-group": "mid"})
+    first = await bridge.bound("mid-0")
+    await bridge.wait_for("a failed binding of mid-1", lambda: asyncio.sleep(0, fault.hits))
+    await bridge.stop_scheduler()
+    bridge.api.clear_faults()
+
+    await bridge.start_scheduler()  # sees mid-1 only: the group looks incomplete
+    second = await bridge.bound("mid-1")
+    job = await bridge.slurm.get_job(job_of(await bridge.get_pod("mid-0")))
+    assert job_of(await bridge.get_pod("mid-1")) == job.job_id
+    assert [first, second] == list(job.nodes)
+    assert successful_bindings(bridge.api.request_log) == {"mid-0": 1, "mid-1": 1}
