@@ -6,10 +6,12 @@ Setup: the REAL Slurm sandbox (``$SLURM_SANDBOX_ENV``), a sandbox API server in 
 process (its Nodes are Slurm's external nodes, the fake kubelet runs), and the real
 scheduler as a SUBPROCESS (``python -m bridge scheduler --config FILE``).
 
-Workload: ``--pods`` pods, all created at the start: single pods (exclusive: one node
-each) and PodGroups of ``--gang-size`` (a fifth of the pods). This driver plays the
-workloads and the controller: once every pod of a group is bound, it finishes the pods
-(sandbox kubelet: Succeeded) and cancels their Slurm job, so the partition frees capacity.
+Workload: ``--pods`` pods: single pods (exclusive: one node each) and PodGroups of
+``--gang-size`` (a fifth of the pods), in a seeded random order, fed so that at most
+``--window`` pods are unfinished at any time (default 64: twice the 32 nodes the full run
+uses). This driver plays the workloads and the controller: once every pod of a group is
+bound, it finishes the pods (sandbox kubelet: Succeeded) and cancels their Slurm job, so
+the partition frees capacity.
 
 Faults: ``--kills`` SIGKILLs at random points (seeded RNG, seed printed): each kill fires
 when the bound-pod count passes a random threshold, after a random jitter; when the
@@ -120,32 +122,25 @@ def plan_groups(pods: int, gang_size: int) -> list[Group]:
     return groups
 
 
-async def create_all(kube: KubeClient, groups: list[Group]) -> None:
-    sem = asyncio.Semaphore(16)
-
-    async def one(body: dict[str, Any], res: Any = PODS) -> dict[str, Any]:
-        async with sem:
-            return await kube.create(res, body, NS)
-
-    async def group(g: Group) -> None:
-        if g.gang:
-            pg = await one(
-                {
-                    "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-                    "kind": "PodGroup",
-                    "metadata": {"name": g.name},
-                    "spec": {"minMember": len(g.pods)},
-                },
-                PODGROUPS,
-            )
-            g.uid = pg["metadata"]["uid"]
-        created = await asyncio.gather(
-            *(one(pod_manifest(p, g.name if g.gang else None)) for p in g.pods)
+async def create_group(kube: KubeClient, g: Group) -> None:
+    """The PodGroup (for a gang), then its pods; records the group uid."""
+    if g.gang:
+        pg = await kube.create(
+            PODGROUPS,
+            {
+                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {"name": g.name},
+                "spec": {"minMember": len(g.pods)},
+            },
+            NS,
         )
-        if not g.gang:
-            g.uid = created[0]["metadata"]["uid"]
-
-    await asyncio.gather(*(group(g) for g in groups))
+        g.uid = pg["metadata"]["uid"]
+    created = await asyncio.gather(
+        *(kube.create(PODS, pod_manifest(p, g.name if g.gang else None), NS) for p in g.pods)
+    )
+    if not g.gang:
+        g.uid = created[0]["metadata"]["uid"]
 
 
 class Driver:
@@ -159,6 +154,7 @@ class Driver:
         groups: list[Group],
         rng: random.Random,
         kills: int,
+        window: int,
     ) -> None:
         self.sb, self.api, self.kube, self.slurm, self.sched = sb, api, kube, slurm, sched
         self.groups = groups
@@ -171,6 +167,27 @@ class Driver:
         self.ledger = Ledger()
         self.bound: dict[str, dict[str, Any]] = {}  # fed by a pod watch
         self.changed = asyncio.Event()
+        self.window = window
+        self.created = 0  # groups[:created] exist
+
+    async def feed(self) -> None:
+        """Create the next groups while fewer than ``window`` pods are unfinished."""
+        live = sum(len(g.pods) for g in self.groups[: self.created] if not g.done)
+        batch: list[Group] = []
+        while self.created < len(self.groups):
+            g = self.groups[self.created]
+            if live + len(g.pods) > self.window and live > 0:
+                break
+            live += len(g.pods)
+            batch.append(g)
+            self.created += 1
+        sem = asyncio.Semaphore(16)
+
+        async def one(g: Group) -> None:
+            async with sem:
+                await create_group(self.kube, g)
+
+        await asyncio.gather(*(one(g) for g in batch))
 
     def bound_pods(self) -> dict[str, dict[str, Any]]:
         return self.bound
@@ -193,9 +210,9 @@ class Driver:
 
     async def keep_ledger(self) -> None:
         while True:
+            await asyncio.sleep(LEDGER_SECONDS)
             with contextlib.suppress(SlurmError):
                 await self.ledger.refresh(self.slurm)
-            await asyncio.sleep(LEDGER_SECONDS)
 
     async def finish_groups(self, bound: dict[str, dict[str, Any]]) -> None:
         """Play the workloads and the controller: a group whose pods are all bound runs,
@@ -247,6 +264,7 @@ class Driver:
         while loop.time() < end:
             bound = self.bound_pods()
             await self.finish_groups(bound)
+            await self.feed()
             if all(g.done for g in self.groups):
                 return
             if self.thresholds and len(bound) >= self.thresholds[0]:
@@ -324,6 +342,7 @@ async def run(
     seed: int,
     *,
     gang_size: int = 2,
+    window: int = 64,
     workdir: Path | None = None,
     deadline: float | None = None,
 ) -> dict[str, Any]:
@@ -332,6 +351,7 @@ async def run(
     work = workdir or Path(tempfile.mkdtemp(prefix="sched-kill-"))
     rng = random.Random(seed)
     groups = plan_groups(pods, gang_size)
+    rng.shuffle(groups)
     async with SandboxApiServer(nodes=list(sb.external_nodes), kubelet=True) as api:
         api.request_log = RequestLog(size=50 * pods + 100_000)
         kubeconfig = api.write_kubeconfig(work / "kubeconfig")
@@ -341,17 +361,18 @@ async def run(
             KubeClient.for_host(api.url, token=SANDBOX_TOKEN, request_timeout=30) as kube,
             make_client(sb) as slurm,
         ):
-            driver = Driver(sb, api, kube, slurm, sched, groups, rng, kills)
+            driver = Driver(sb, api, kube, slurm, sched, groups, rng, kills, window)
             started = time.monotonic()
+            counts: dict[str, int] = {}
             try:
-                await create_all(kube, groups)
                 await driver.run(deadline or 300.0 + pods * 1.0)
                 seconds = time.monotonic() - started
                 await sched.stop()
                 counts = await driver.counts()
             finally:
                 await sched.stop()
-                await driver.cleanup()
+                if counts.get("orphan_jobs_after_sweep", 1):  # else nothing is left to cancel
+                    await driver.cleanup()
     return {
         "pods": pods,
         "kills": kills,
@@ -359,6 +380,7 @@ async def run(
         "seed": seed,
         "gang_size": gang_size,
         "gangs": sum(1 for g in groups if g.gang),
+        "window": window,
         "external_nodes": len(sb.external_nodes),
         **counts,
         "seconds": round(seconds, 1),
@@ -372,11 +394,14 @@ def main() -> None:
     ap.add_argument("--kills", type=int, default=10)
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--gang-size", type=int, default=2)
+    ap.add_argument("--window", type=int, default=64, help="unfinished pods at most")
     args = ap.parse_args()
     configure_logging("warning", "console")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     print(f"seed {seed}", flush=True)
-    result = asyncio.run(run(args.pods, args.kills, seed, gang_size=args.gang_size))
+    result = asyncio.run(
+        run(args.pods, args.kills, seed, gang_size=args.gang_size, window=args.window)
+    )
     print(json.dumps(result), flush=True)
 
 
