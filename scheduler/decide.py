@@ -156,6 +156,11 @@ def decide(snap: GroupSnapshot) -> Decision:
                 REASON_UNSCHEDULABLE,
                 f"waiting for group {snap.group.key}: {have} of {want} pods exist",
             )
+    if job is not None and job.state == "RUNNING" and job.nodes:
+        # Allocated: bind what is unbound. Members missing from the snapshot were bound
+        # already (a restart mid-bind), and then the group translates as incomplete, with
+        # no spec: binding the rest must not depend on it.
+        return Bind(job, snap.pods)
     if snap.invalid is not None:
         return Reject(str(snap.invalid))
     if snap.spec is None:
@@ -163,8 +168,6 @@ def decide(snap: GroupSnapshot) -> Decision:
     h = spec_hash(snap.spec)
     if job is None:
         return Submit(snap.spec, h)
-    if job.state == "RUNNING" and job.nodes:
-        return Bind(job, snap.pods)
     if job.state == "PENDING":
         if job.spec_hash is not None and job.spec_hash != h:
             return Update(job.job_id, snap.spec, h)

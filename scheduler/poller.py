@@ -7,12 +7,18 @@ are queued. Jobs whose pending reason Slurm has not evaluated yet (``None``) are
 for their first few ticks, so pods show Slurm's real reason (Resources, Priority ...)
 within a second. With nothing pending the poller asks nothing.
 
+A burst of new pending jobs must not turn that into per-job polling: at most
+``REASON_BUDGET`` reason re-reads per tick (the least refreshed first), and they come
+after the jobs whose state changed, which are always read (an allocation is never delayed
+behind reason refreshes). Full reads run ``READ_CONCURRENCY`` at a time.
+
 Why not ``GET /jobs/?update_time=T``: Slurm's update_time is global, so any change
 anywhere returns every job in the cluster (upstream's 30 MB per cycle).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -26,6 +32,8 @@ log = structlog.get_logger("scheduler.poller")
 
 CHUNK = 500  # job ids per /jobs/state/ request (keeps the URL well under 8 KiB)
 REASON_REFRESH_TICKS = 8
+REASON_BUDGET = 16  # reason re-reads per tick, at most
+READ_CONCURRENCY = 8
 
 
 @dataclass
@@ -65,6 +73,7 @@ class JobPoller:
             return 0
         ids = sorted(self._watched)
         changed: list[int] = []
+        refresh: list[Watched] = []
         seen: set[int] = set()
         for i in range(0, len(ids), CHUNK):
             chunk = ids[i : i + CHUNK]
@@ -78,23 +87,30 @@ class JobPoller:
                 if item.state.primary != w.state:
                     changed.append(item.job_id)
                 elif w.reason_refreshes < REASON_REFRESH_TICKS:
-                    w.reason_refreshes += 1
-                    changed.append(item.job_id)
+                    refresh.append(w)
         # A watched job Slurm no longer knows (purged): read it to confirm (404 -> gone).
         changed += [j for j in ids if j not in seen]
-        for job_id in changed:
+        refresh.sort(key=lambda w: (w.reason_refreshes, w.job_id))
+        for w in refresh[:REASON_BUDGET]:
+            w.reason_refreshes += 1
+            changed.append(w.job_id)
+        sem = asyncio.Semaphore(READ_CONCURRENCY)
+        await asyncio.gather(*(self._read(job_id, sem) for job_id in changed))
+        return len(changed)
+
+    async def _read(self, job_id: int, sem: asyncio.Semaphore) -> None:
+        async with sem:
             try:
                 self.calls += 1
                 job = await self._slurm.get_job(job_id)
             except SlurmNotFound:
                 log.info("job_vanished", job_id=job_id)
                 self.unwatch(job_id)
-                continue
+                return
             except SlurmError:
-                continue  # unknown is not gone: try again next tick
-            if job.state.primary == "PENDING":
-                self.watch(job)
-            else:
-                self.unwatch(job_id)
-            self._on_change(job)
-        return len(changed)
+                return  # unknown is not gone: try again next tick
+        if job.state.primary == "PENDING":
+            self.watch(job)
+        else:
+            self.unwatch(job_id)
+        self._on_change(job)

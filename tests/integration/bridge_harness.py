@@ -21,35 +21,82 @@ from bridge.clock import SystemClock
 from bridge.config import BridgeConfig, parse_config
 from bridge.errors import SlurmError
 from bridge.kube.client import KubeClient
-from bridge.kube.resources import PODS
-from bridge.sandbox.kubeapi.server import SandboxApiServer
+from bridge.kube.resources import JOBS, JOBSETS, LEADERWORKERSETS, PODGROUPS, PODS, Resource
+from bridge.sandbox.kubeapi.server import SANDBOX_TOKEN, SandboxApiServer
 from bridge.sandbox.slurm import ENV_DIR, PORT_ENV
 from bridge.slurm.client import SlurmClient
-from bridge.wellknown import LABEL_JOB_ID
+from bridge.wellknown import LABEL_JOB_ID, LABEL_POD_GROUP
 from controller.runtime import Controller
 from scheduler.app import run_scheduler
 from scheduler.core import Scheduler
 from tests.integration.conftest import SlurmSandbox, make_client
 from tests.integration.controller_harness import running_controller, unique_mcs
+from tests.integration.sched_proc import jobs_by_group_uid
+from tests.workloads import expand
 
 NS = "slurm-bridge"
 DEADLINE = 30.0
 
 
 @dataclass
-class Bridge:
+class Sandboxes:
+    """The sandbox API server and real Slurm, with helpers; no scheduler of its own."""
+
     kube: KubeClient
     slurm: SlurmClient
     api: SandboxApiServer
-    sched: Scheduler
-    cfg: BridgeConfig
-    ctl: Controller | None = None
 
     async def create_pod(self, name: str, **kw: Any) -> dict[str, Any]:
         return await self.kube.create(PODS, pod(name, **kw), NS)
 
     async def get_pod(self, name: str) -> dict[str, Any]:
         return await self.kube.get_pod(NS, name)
+
+    async def cancel_jobs(self) -> None:
+        """Cancel every active Slurm job of this test: named by a pod's job-id label, or
+        whose admin_comment names a group uid of this API server (pods, PodGroups, ...)."""
+        kinds = [(r.group, r.plural) for r in (PODS, PODGROUPS, JOBS, JOBSETS, LEADERWORKERSETS)]
+        uids = {o["metadata"]["uid"] for k in kinds for o in self.api.store.list(k)}
+        ids = {job_of(p) for p in (await self.kube.list_pods(NS)).items if has_job(p)}
+        for uid, jobs in jobs_by_group_uid((await self.slurm.list_jobs()).jobs).items():
+            if uid in uids:
+                ids |= {j.job_id for j in jobs if j.state.active}
+        for job_id in ids:
+            with contextlib.suppress(SlurmError):
+                await self.slurm.cancel(job_id)
+
+    async def create_workload(
+        self, manifests: list[dict[str, Any]], *, pods_reversed: bool = False
+    ) -> list[str]:
+        """Create the workload objects the sandbox serves, then the pods their controllers
+        would create (tests/workloads.py), owner references pointing at the server's uids.
+        Owners the sandbox does not serve (StatefulSets) keep their generated uids, as the
+        scheduler never reads them. Returns the pod names in creation order."""
+        served: dict[str, Resource] = {
+            "Job": JOBS,
+            "JobSet": JOBSETS,
+            "LeaderWorkerSet": LEADERWORKERSETS,
+            "PodGroup": PODGROUPS,
+        }
+        ex = expand(manifests, NS)
+        uids: dict[str, str] = {}
+        for obj in ex.objects.values():
+            res = served.get(obj["kind"])
+            if res is None or obj["kind"] == "Pod":
+                continue
+            body = {**obj, "metadata": dict(obj["metadata"])}
+            body["metadata"].pop("uid")
+            created = await self.kube.create(res, body, NS)
+            uids[obj["metadata"]["uid"]] = created["metadata"]["uid"]
+        pods = list(reversed(ex.pods)) if pods_reversed else ex.pods
+        for p in pods:
+            meta = dict(p["metadata"])
+            meta.pop("uid")
+            meta["ownerReferences"] = [
+                {**o, "uid": uids.get(o["uid"], o["uid"])} for o in meta["ownerReferences"]
+            ]
+            await self.kube.create(PODS, {**p, "metadata": meta}, NS)
+        return [p["metadata"]["name"] for p in pods]
 
     async def wait_for(
         self, what: str, check: Callable[[], Awaitable[Any]], deadline: float = DEADLINE
@@ -76,6 +123,32 @@ class Bridge:
             if c.get("type") == "PodScheduled":
                 return f"{c.get('status')} {c.get('reason')}: {c.get('message')}"
         return ""
+
+
+@dataclass
+class Bridge(Sandboxes):
+    """:class:`Sandboxes` plus a scheduler (and optionally the controller) in the test's loop."""
+
+    sched: Scheduler
+    cfg: BridgeConfig
+    ctl: Controller | None = None
+    task: asyncio.Task[None] | None = None
+
+    async def start_scheduler(self) -> None:
+        """Start a fresh scheduler (nothing in memory but what it reads back)."""
+        self.sched = Scheduler(self.cfg, self.kube, self.sched.slurm, SystemClock())
+        ready = asyncio.Event()
+        self.task = asyncio.create_task(
+            run_scheduler(self.cfg, self.kube, self.sched.slurm, ready=ready, scheduler=self.sched)
+        )
+        await asyncio.wait_for(ready.wait(), 20)
+
+    async def stop_scheduler(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.task
+            self.task = None
 
 
 def pod(
@@ -105,6 +178,30 @@ def pod(
 
 def job_of(p: dict[str, Any]) -> int:
     return int(p["metadata"]["labels"][LABEL_JOB_ID])
+
+
+def has_job(p: dict[str, Any]) -> bool:
+    return LABEL_JOB_ID in (p["metadata"].get("labels") or {})
+
+
+async def podgroup(
+    sb: Sandboxes, name: str, size: int, *, cpu: str = "1", memory: str = "100Mi"
+) -> list[str]:
+    """A PodGroup with minMember ``size`` and its ``size`` pods ``<name>-<i>``."""
+    await sb.kube.create(
+        PODGROUPS,
+        {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": name},
+            "spec": {"minMember": size},
+        },
+        NS,
+    )
+    names = [f"{name}-{i}" for i in range(size)]
+    for n in names:
+        await sb.create_pod(n, labels={LABEL_POD_GROUP: name}, cpu=cpu, memory=memory)
+    return names
 
 
 def sandbox_cli(sb: SlurmSandbox, *args: str) -> subprocess.CompletedProcess[str]:
@@ -152,23 +249,31 @@ async def running_bridge(
             SlurmClient.from_config(cfg) as sslurm,
             SlurmClient.from_config(cfg) as cslurm,
         ):
-            sched = Scheduler(cfg, kube, sslurm, SystemClock())
-            ready = asyncio.Event()
-            task = asyncio.create_task(
-                run_scheduler(cfg, kube, sslurm, ready=ready, scheduler=sched)
-            )
-            await asyncio.wait_for(ready.wait(), 20)
+            b = Bridge(kube, slurm, api, Scheduler(cfg, kube, sslurm, SystemClock()), cfg)
+            await b.start_scheduler()
             try:
                 async with contextlib.AsyncExitStack() as stack:
-                    ctl = None
                     if controller:
-                        ctl = await stack.enter_async_context(running_controller(cfg, kube, cslurm))
-                    yield Bridge(kube, slurm, api, sched, cfg, ctl)
+                        b.ctl = await stack.enter_async_context(
+                            running_controller(cfg, kube, cslurm)
+                        )
+                    yield b
             finally:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-                pods = await kube.list_pods(NS)
-                for p in pods.items:
-                    with contextlib.suppress(KeyError, ValueError, SlurmError):
-                        await slurm.cancel(job_of(p))
+                await b.stop_scheduler()
+                await b.cancel_jobs()
+
+
+@contextlib.asynccontextmanager
+async def running_sandboxes(sandbox: SlurmSandbox) -> AsyncIterator[Sandboxes]:
+    """The sandbox API server (nodes = Slurm's external nodes) and real Slurm, without a
+    scheduler: for tests that run the scheduler as subprocesses."""
+    async with (
+        SandboxApiServer(nodes=list(sandbox.external_nodes), kubelet=True) as api,
+        KubeClient.for_host(api.url, token=SANDBOX_TOKEN, request_timeout=10) as kube,
+        make_client(sandbox) as slurm,
+    ):
+        sb = Sandboxes(kube, slurm, api)
+        try:
+            yield sb
+        finally:
+            await sb.cancel_jobs()

@@ -13,10 +13,10 @@ import time
 from collections.abc import Awaitable, Iterable
 from typing import Any
 
-from bridge.kube.resources import EVENTS, PODGROUPS
-from bridge.wellknown import LABEL_POD_GROUP, SLURMJOB_PREFIX
+from bridge.kube.resources import EVENTS
+from bridge.wellknown import SLURMJOB_PREFIX
 from scheduler.outage import OUTAGE_PREFIX
-from tests.integration.bridge_harness import NS, Bridge, job_of, sandbox_cli
+from tests.integration.bridge_harness import NS, Bridge, job_of, podgroup, sandbox_cli
 from tests.integration.conftest import SlurmSandbox
 
 ANNOTATION_TIMELIMIT = SLURMJOB_PREFIX + "timelimit"
@@ -72,23 +72,6 @@ async def pod_damage(b: Bridge, names: Iterable[str]) -> dict[str, int]:
         if n in existing and (existing[n].get("status") or {}).get("phase") == "Failed"
     ]
     return {"pods_deleted": len(deleted), "pods_failed": len(failed)}
-
-
-async def _podgroup(b: Bridge, name: str, size: int, cpu: str) -> list[str]:
-    await b.kube.create(
-        PODGROUPS,
-        {
-            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-            "kind": "PodGroup",
-            "metadata": {"name": name},
-            "spec": {"minMember": size},
-        },
-        NS,
-    )
-    names = [f"{name}-{i}" for i in range(size)]
-    for n in names:
-        await b.create_pod(n, labels={LABEL_POD_GROUP: name}, cpu=cpu)
-    return names
 
 
 # ----------------------------------------------------------------------------- time limit
@@ -179,7 +162,7 @@ async def slurmrestd_outage(b: Bridge, sb: SlurmSandbox, outage_s: float) -> dic
     keep_job = job_of(await b.get_pod("keep-0"))
     # More exclusive pods than the partition has nodes: pends for good (a partition
     # limit), without holding nodes another job could use.
-    big = await _podgroup(b, "big", len(sb.external_nodes) + 1, WHOLE_NODE)
+    big = await podgroup(b, "big", len(sb.external_nodes) + 1, cpu=WHOLE_NODE)
     before = await _message_has(b, big[0], " is pending: ")
 
     await _sandbox(sb, "rest-stop")

@@ -7,6 +7,7 @@ Every Slurm job a test causes is cancelled at teardown.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -16,10 +17,31 @@ from bridge.clock import SystemClock
 from bridge.kube.resources import EVENTS, PODGROUPS
 from bridge.wellknown import ANNOTATION_SLURM_NODE, FINALIZER, LABEL_JOB_ID
 from scheduler.core import Scheduler
-from tests.integration.bridge_harness import NS, Bridge, job_of, running_bridge
+from tests.integration.bridge_harness import (
+    NS,
+    Bridge,
+    Sandboxes,
+    job_of,
+    podgroup,
+    running_bridge,
+    running_sandboxes,
+)
 from tests.integration.conftest import SlurmSandbox
+from tests.integration.sched_proc import (
+    SchedulerProcess,
+    jobs_by_group_uid,
+    successful_bindings,
+    write_scheduler_config,
+)
+from tests.workloads import load_example
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
+
+
+@pytest.fixture
+async def sandboxes(sandbox: SlurmSandbox) -> AsyncIterator[Sandboxes]:
+    async with running_sandboxes(sandbox) as sb:
+        yield sb
 
 
 @pytest.fixture
@@ -42,36 +64,17 @@ async def test_single_pod_gets_a_running_placeholder_job_and_is_bound(bridge: Br
     assert "slurm-bridge/solo" in job.admin_comment
 
 
-async def podgroup(bridge: Bridge, name: str, size: int) -> list[str]:
-    await bridge.kube.create(
-        PODGROUPS,
-        {
-            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-            "kind": "PodGroup",
-            "metadata": {"name": name},
-            "spec": {"minMember": size},
-        },
-        NS,
-    )
-    names = [f"{name}-{i}" for i in range(size)]
-    for n in names:
-        await bridge.create_pod(
-            n, labels={"scheduling.x-k8s.io/pod-group": name}, cpu="3", memory="500Mi"
-        )
-    return names
-
-
 async def test_podgroup_waits_for_slurm_resources_then_runs_when_the_first_finishes(
     bridge: Bridge, sandbox: SlurmSandbox
 ) -> None:
     assert len(sandbox.external_nodes) == 3, "the scenario needs the 3-node partition"
-    first = await podgroup(bridge, "pg-1", 2)
+    first = await podgroup(bridge, "pg-1", 2, cpu="3", memory="500Mi")
     nodes = {await bridge.bound(n) for n in first}
     assert len(nodes) == 2  # exclusive: one pod per node
     job1 = job_of(await bridge.get_pod(first[0]))
     assert job_of(await bridge.get_pod(first[1])) == job1  # ONE Slurm job for the gang
 
-    second = await podgroup(bridge, "pg-2", 2)
+    second = await podgroup(bridge, "pg-2", 2, cpu="3", memory="500Mi")
 
     async def waits_on_resources() -> str:
         msg = await bridge.scheduled_message(second[0])
@@ -198,3 +201,134 @@ async def test_restarted_scheduler_makes_no_duplicate_job_and_binds_once(
     await bridge.slurm.cancel(blocker)
     node = await bridge.bound("restart-me")
     assert node in sandbox.external_nodes
+
+
+async def test_lws_leader_goes_to_the_first_node_of_slurms_allocation_workers_in_order(
+    bridge: Bridge, sandbox: SlurmSandbox
+) -> None:
+    assert len(sandbox.external_nodes) >= 3, "a LWS group of 3 needs 3 nodes"
+    # Workers first, leader last: the order comes from the worker index, not from arrival.
+    await bridge.create_workload(load_example("lws"), pods_reversed=True)
+    in_order = ["lws-1-0", "lws-1-0-1", "lws-1-0-2"]  # worker index 0 (leader), 1, 2
+    placed = [await bridge.bound(n) for n in in_order]
+    jobs = {job_of(await bridge.get_pod(n)) for n in in_order}
+    assert len(jobs) == 1, "one Slurm job for the LWS group"
+    job = await bridge.slurm.get_job(jobs.pop())
+    assert job.name == "lws-1-0"
+    assert len(job.nodes) == 3
+    assert placed == list(job.nodes)  # leader on Slurm's first node, workers in order
+
+
+async def test_indexed_job_packs_completion_indexes_in_slurms_node_order(
+    bridge: Bridge,
+) -> None:
+    # 4 completions on a 3-node partition: shared, 3 CPUs per pod on 8-CPU nodes, so
+    # Slurm places 2 tasks on each of 2 nodes (or as it likes: the test reads Slurm's own
+    # allocation and expects index order over it).
+    manifests = load_example("indexed-job")
+    tmpl = manifests[0]["spec"]["template"]
+    tmpl.setdefault("metadata", {})["annotations"] = {
+        "slurmjob.slinky.slurm.net/exclusive": "false"
+    }
+    tmpl["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "3"
+    await bridge.create_workload(manifests, pods_reversed=True)
+    by_index = [f"indexed-1-{i}-x{i}" for i in range(4)]
+    placed = [await bridge.bound(n) for n in by_index]
+    jobs = {job_of(await bridge.get_pod(n)) for n in by_index}
+    assert len(jobs) == 1, "one Slurm job for the Indexed Job"
+    job = await bridge.slurm.get_job(jobs.pop())
+    assert job.cpus_per_task == 3
+    per_node = {a.name: (a.cpus or 0) // 3 for a in job.allocation}
+    assert sum(per_node.values()) == 4, f"Slurm placed 4 tasks: {job.allocation}"
+    # Completion index i takes the i-th task slot, walking Slurm's nodes in Slurm's order.
+    slots = [n for n in job.nodes for _ in range(per_node[n])]
+    assert placed == slots
+
+
+async def test_leader_failover_after_sigkill_binds_new_pods_once_without_double_submission(
+    sandboxes: Sandboxes, sandbox: SlurmSandbox, tmp_path: Path
+) -> None:
+    sb = sandboxes
+    kubeconfig = sb.api.write_kubeconfig(tmp_path / "kubeconfig")
+    lease = 3.0
+    config = write_scheduler_config(
+        tmp_path / "scheduler.yaml",
+        sandbox,
+        kubeconfig,
+        leaderElection=True,
+        leaseDurationSeconds=lease,
+        renewDeadlineSeconds=2.0,
+        retryPeriodSeconds=0.25,
+    )
+    a = SchedulerProcess(config, tmp_path / "a.log", "replica-a")
+    b = SchedulerProcess(config, tmp_path / "b.log", "replica-b")
+    try:
+        a.start()
+        await a.wait_ready()  # a leads
+        b.start()  # b stands by: it must not schedule while a leads
+        await sb.create_pod("before-0")
+        await sb.bound("before-0")
+        await sb.kube.create(
+            PODGROUPS,
+            {
+                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {"name": "fo-pg"},
+                "spec": {"minMember": 2},
+            },
+            NS,
+        )
+        await sb.slurm.cancel(job_of(await sb.get_pod("before-0")))  # free its node
+        assert not b.ready(), "the standby replica must not run the scheduler"
+
+        loop = asyncio.get_running_loop()
+        a.kill()  # SIGKILL: no lease release
+        killed_at = loop.time()
+        after = ["after-0", "fo-pg-0", "fo-pg-1"]
+        await sb.create_pod("after-0")
+        for n in after[1:]:
+            await sb.create_pod(n, labels={"scheduling.x-k8s.io/pod-group": "fo-pg"})
+        await b.wait_ready(deadline=lease * 10)
+        takeover = loop.time() - killed_at
+        print(f"takeover after SIGKILL: {takeover:.2f} s (lease {lease} s)")
+        for n in after:
+            await sb.bound(n)
+        assert len({job_of(await sb.get_pod(n)) for n in after[1:]}) == 1  # one gang job
+
+        pods = {p["metadata"]["name"]: p for p in (await sb.kube.list_pods(NS)).items}
+        groups = [pods[n]["metadata"]["uid"] for n in ("before-0", "after-0")]
+        groups.append((await sb.kube.get(PODGROUPS, "fo-pg", NS))["metadata"]["uid"])
+        by_uid = jobs_by_group_uid((await sb.slurm.list_jobs()).jobs)
+        assert {uid: len(by_uid.get(uid, [])) for uid in groups} == dict.fromkeys(groups, 1)
+        assert successful_bindings(sb.api.request_log) == dict.fromkeys(pods, 1)
+    finally:
+        a.kill()
+        await b.stop()
+
+
+async def test_scheduler_restarted_mid_bind_binds_the_rest_of_the_gang(bridge: Bridge) -> None:
+    await bridge.kube.create(
+        PODGROUPS,
+        {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "mid"},
+            "spec": {"minMember": 2},
+        },
+        NS,
+    )
+    # The binding of mid-1 fails until the scheduler is gone: it stops between the two.
+    fault = bridge.api.inject_fault(r"/pods/mid-1/binding$", method="POST", count=None)
+    for n in ("mid-0", "mid-1"):
+        await bridge.create_pod(n, labels={"scheduling.x-k8s.io/pod-group": "mid"})
+    first = await bridge.bound("mid-0")
+    await bridge.wait_for("a failed binding of mid-1", lambda: asyncio.sleep(0, fault.hits))
+    await bridge.stop_scheduler()
+    bridge.api.clear_faults()
+
+    await bridge.start_scheduler()  # sees mid-1 only: the group looks incomplete
+    second = await bridge.bound("mid-1")
+    job = await bridge.slurm.get_job(job_of(await bridge.get_pod("mid-0")))
+    assert job_of(await bridge.get_pod("mid-1")) == job.job_id
+    assert [first, second] == list(job.nodes)
+    assert successful_bindings(bridge.api.request_log) == {"mid-0": 1, "mid-1": 1}

@@ -76,6 +76,12 @@ CASES = [
         id="running-job-binds-the-rest-after-a-restart",
     ),
     pytest.param(
+        snap(pods=PODS[:1], spec=None, job=JobView(7, "RUNNING", nodes=("n1", "n2"))),
+        Bind,
+        "",
+        id="running-job-binds-the-rest-when-bound-members-make-the-group-look-incomplete",
+    ),
+    pytest.param(
         snap(job=JobView(7, "CANCELLED", "None")),
         Ended,
         "CANCELLED",
