@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +20,6 @@ from bridge.errors import SlurmError
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import JOBS, JOBSETS, LEADERWORKERSETS, PODGROUPS, PODS, Resource
 from bridge.sandbox.kubeapi.server import SANDBOX_TOKEN, SandboxApiServer
-from bridge.sandbox.slurm import ENV_DIR, PORT_ENV
 from bridge.slurm.client import SlurmClient
 from bridge.wellknown import LABEL_JOB_ID, LABEL_POD_GROUP
 from controller.runtime import Controller
@@ -202,21 +198,6 @@ async def podgroup(
     for n in names:
         await sb.create_pod(n, labels={LABEL_POD_GROUP: name}, cpu=cpu, memory=memory)
     return names
-
-
-def sandbox_cli(sb: SlurmSandbox, *args: str) -> subprocess.CompletedProcess[str]:
-    """``slurm-bridge sandbox slurm ARGS`` on the sandbox the tests use (its dir from the
-    env file, so CI's default sandbox and a helper's own both work)."""
-    env = {k: v for k, v in os.environ.items() if k not in PORT_ENV}
-    env[ENV_DIR] = str(sb.sandbox_dir)
-    return subprocess.run(
-        [sys.executable, "-m", "bridge", "sandbox", "slurm", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
 
 
 @contextlib.asynccontextmanager

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from bridge.errors import SlurmError
+from bridge.sandbox.slurm import ENV_DIR, PORT_ENV
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.hostlist import expand
 from bridge.slurm.token import TokenProvider
@@ -44,8 +47,26 @@ class SlurmSandbox:
     node_gpus: int
     sandbox_dir: Path  # for `slurm-bridge sandbox slurm ...` (SLURM_BRIDGE_SANDBOX_DIR)
 
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return sandbox_cli(self.sandbox_dir, *args)
 
-def _env_path() -> Path:
+
+def sandbox_cli(sandbox_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``slurm-bridge sandbox slurm ARGS`` on the sandbox in ``sandbox_dir``, with its saved
+    settings (so CI's default sandbox and a developer's own both work)."""
+    env = {k: v for k, v in os.environ.items() if k not in PORT_ENV}
+    env[ENV_DIR] = str(sandbox_dir)
+    return subprocess.run(
+        [sys.executable, "-m", "bridge", "sandbox", "slurm", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+
+
+def env_path() -> Path:
     return Path(
         os.environ.get("SLURM_SANDBOX_ENV")
         or Path.home() / ".cache" / "slurm-bridge" / "slurm" / "cluster.env"
@@ -59,7 +80,7 @@ def sandbox() -> SlurmSandbox:
 
 def load_sandbox() -> SlurmSandbox:
     """The sandbox contract from the env file (fails the test when missing/incomplete)."""
-    path = _env_path()
+    path = env_path()
     if not path.is_file():
         pytest.fail(
             f"Slurm sandbox env file {path} not found: run `slurm-bridge sandbox slurm up` "

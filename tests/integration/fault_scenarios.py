@@ -16,7 +16,7 @@ from typing import Any
 from bridge.kube.resources import EVENTS
 from bridge.wellknown import SLURMJOB_PREFIX
 from scheduler.outage import OUTAGE_PREFIX
-from tests.integration.bridge_harness import NS, Bridge, job_of, podgroup, sandbox_cli
+from tests.integration.bridge_harness import NS, Bridge, job_of, podgroup
 from tests.integration.conftest import SlurmSandbox
 
 ANNOTATION_TIMELIMIT = SLURMJOB_PREFIX + "timelimit"
@@ -29,7 +29,7 @@ TIMELIMIT_DEADLINE = 180.0
 async def _sandbox(sb: SlurmSandbox, *args: str) -> float:
     """Run a sandbox CLI command off the event loop; returns its wall time."""
     t0 = time.monotonic()
-    proc = await asyncio.to_thread(sandbox_cli, sb, *args)
+    proc = await asyncio.to_thread(sb.cli, *args)
     assert proc.returncode == 0, f"sandbox slurm {' '.join(args)}: {proc.stderr}"
     return time.monotonic() - t0
 

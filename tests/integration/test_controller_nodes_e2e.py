@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import secrets
-import sys
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -36,7 +34,7 @@ from bridge.wellknown import (
 )
 from controller.nodes import CORDON_REASON, DEREGISTER_REASON
 from controller.runtime import Controller
-from tests.integration.conftest import SlurmSandbox, _env_path
+from tests.integration.conftest import SlurmSandbox, load_sandbox
 from tests.integration.controller_harness import (
     controller_config,
     running_controller,
@@ -55,19 +53,9 @@ async def scontrol(*args: str) -> None:
 
 
 async def sandbox_cli(*args: str) -> None:
-    """``slurm-bridge sandbox slurm ARGS`` (the sandbox dir comes from the env file)."""
-    env_file = _env_path()
-    sandbox_dir = str(env_file.parent)
-    for line in env_file.read_text().splitlines():
-        if line.startswith("SLURM_SANDBOX_DIR="):
-            sandbox_dir = line.split("=", 1)[1].split("#", 1)[0].strip()
-    env = dict(os.environ, SLURM_BRIDGE_SANDBOX_DIR=sandbox_dir)
-    cmd = [sys.executable, "-m", "bridge", "sandbox", "slurm", *args]
-    proc = await asyncio.create_subprocess_exec(
-        *cmd, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
-    out, err = await proc.communicate()
-    assert proc.returncode == 0, f"{' '.join(args)}: {out.decode()} {err.decode()}"
+    """``slurm-bridge sandbox slurm ARGS`` on the sandbox the tests use."""
+    proc = await asyncio.to_thread(load_sandbox().cli, *args)
+    assert proc.returncode == 0, f"{' '.join(args)}: {proc.stdout} {proc.stderr}"
 
 
 @contextlib.asynccontextmanager

@@ -15,14 +15,14 @@ import pytest
 
 from bridge.sandbox.demo import Demo, DemoEnv, DemoResult
 from bridge.wellknown import MANAGED_NODE_TAINT
-from tests.integration.conftest import SlurmSandbox, _env_path
+from tests.integration.conftest import SlurmSandbox, env_path
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
 
 
 @pytest.fixture
 def demo_run(sandbox: SlurmSandbox, tmp_path: Path) -> Iterator[tuple[DemoResult, str]]:
-    env = DemoEnv.load({**os.environ, "SLURM_SANDBOX_ENV": str(_env_path())}, str(tmp_path))
+    env = DemoEnv.load({**os.environ, "SLURM_SANDBOX_ENV": str(env_path())}, str(tmp_path))
     out = io.StringIO()
     demo = Demo(env, out=out)
     try:

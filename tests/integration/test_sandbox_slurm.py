@@ -9,7 +9,6 @@ import json
 import os
 import stat
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -20,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from bridge.sandbox.slurm import PORT_ENV, parse_env_file
+from bridge.sandbox.slurm import parse_env_file
+from tests.integration.conftest import sandbox_cli
 
 pytestmark = pytest.mark.slurm
 
@@ -59,16 +59,7 @@ class Sandbox:
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         """``slurm-bridge sandbox slurm ARGS`` on this sandbox, with its saved settings."""
-        env = {k: v for k, v in os.environ.items() if k not in PORT_ENV}
-        env["SLURM_BRIDGE_SANDBOX_DIR"] = str(self.dir)
-        return subprocess.run(
-            [sys.executable, "-m", "bridge", "sandbox", "slurm", *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=300,
-        )
+        return sandbox_cli(self.dir, *args)
 
     def pid(self, pidfile: str) -> int:
         return int((self.chroot / pidfile.lstrip("/")).read_text().strip())
