@@ -181,20 +181,28 @@ def has_job(p: dict[str, Any]) -> bool:
 
 
 async def podgroup(
-    sb: Sandboxes, name: str, size: int, *, cpu: str = "1", memory: str = "100Mi"
+    sb: Sandboxes,
+    name: str,
+    size: int,
+    *,
+    members: int | None = None,
+    annotations: dict[str, str] | None = None,
+    cpu: str = "1",
+    memory: str = "100Mi",
 ) -> list[str]:
-    """A PodGroup with minMember ``size`` and its ``size`` pods ``<name>-<i>``."""
+    """A PodGroup with minMember ``size`` and ``members`` (default ``size``) of its pods
+    ``<name>-<i>``; returns their names."""
     await sb.kube.create(
         PODGROUPS,
         {
             "apiVersion": "scheduling.x-k8s.io/v1alpha1",
             "kind": "PodGroup",
-            "metadata": {"name": name},
+            "metadata": {"name": name, "annotations": annotations or {}},
             "spec": {"minMember": size},
         },
         NS,
     )
-    names = [f"{name}-{i}" for i in range(size)]
+    names = [f"{name}-{i}" for i in range(size if members is None else members)]
     for n in names:
         await sb.create_pod(n, labels={LABEL_POD_GROUP: name}, cpu=cpu, memory=memory)
     return names

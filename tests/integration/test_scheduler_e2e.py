@@ -92,17 +92,7 @@ async def test_podgroup_waits_for_slurm_resources_then_runs_when_the_first_finis
 
 
 async def test_incomplete_podgroup_waits_with_a_clear_condition(bridge: Bridge) -> None:
-    await bridge.kube.create(
-        PODGROUPS,
-        {
-            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-            "kind": "PodGroup",
-            "metadata": {"name": "pg-half"},
-            "spec": {"minMember": 2},
-        },
-        NS,
-    )
-    await bridge.create_pod("pg-half-0", labels={"scheduling.x-k8s.io/pod-group": "pg-half"})
+    await podgroup(bridge, "pg-half", 2, members=1)
 
     async def waiting() -> str:
         msg = await bridge.scheduled_message("pg-half-0")
@@ -133,25 +123,16 @@ async def test_rejected_job_gives_a_warning_event_with_slurms_message(bridge: Br
 
 
 async def test_shared_pods_pack_onto_one_node(bridge: Bridge) -> None:
-    await bridge.kube.create(
-        PODGROUPS,
-        {
-            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-            "kind": "PodGroup",
-            "metadata": {
-                "name": "packed",
-                "annotations": {
-                    "slurmjob.slinky.slurm.net/exclusive": "false",
-                    "slurmjob.slinky.slurm.net/max-nodes": "1",
-                },
-            },
-            "spec": {"minMember": 3},
+    names = await podgroup(
+        bridge,
+        "packed",
+        3,
+        annotations={
+            "slurmjob.slinky.slurm.net/exclusive": "false",
+            "slurmjob.slinky.slurm.net/max-nodes": "1",
         },
-        NS,
+        cpu="2",
     )
-    names = [f"packed-{i}" for i in range(3)]
-    for n in names:
-        await bridge.create_pod(n, labels={"scheduling.x-k8s.io/pod-group": "packed"}, cpu="2")
     nodes = [await bridge.bound(n) for n in names]
     job = await bridge.slurm.get_job(job_of(await bridge.get_pod(names[0])))
     assert len(job.nodes) == 1  # Slurm packed the 3 tasks (2 CPUs each) onto one node
@@ -307,20 +288,9 @@ async def test_leader_failover_after_sigkill_binds_new_pods_once_without_double_
 
 
 async def test_scheduler_restarted_mid_bind_binds_the_rest_of_the_gang(bridge: Bridge) -> None:
-    await bridge.kube.create(
-        PODGROUPS,
-        {
-            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-            "kind": "PodGroup",
-            "metadata": {"name": "mid"},
-            "spec": {"minMember": 2},
-        },
-        NS,
-    )
     # The binding of mid-1 fails until the scheduler is gone: it stops between the two.
     fault = bridge.api.inject_fault(r"/pods/mid-1/binding$", method="POST", count=None)
-    for n in ("mid-0", "mid-1"):
-        await bridge.create_pod(n, labels={"scheduling.x-k8s.io/pod-group": "mid"})
+    await podgroup(bridge, "mid", 2)
     first = await bridge.bound("mid-0")
     await bridge.wait_for("a failed binding of mid-1", lambda: asyncio.sleep(0, fault.hits))
     await bridge.stop_scheduler()
