@@ -40,7 +40,7 @@ from bridge.kube.events import EventRecorder
 from bridge.kube.resources import JOBS, JOBSETS, LEADERWORKERSETS, PODGROUPS, KubeObject, Resource
 from bridge.models import GroupId, JobSpec
 from bridge.slurm.client import SlurmClient
-from bridge.slurm.models import SlurmJob
+from bridge.slurm.models import JobState, SlurmJob
 from bridge.translate import (
     GroupRef,
     TranslateSettings,
@@ -176,6 +176,7 @@ class Scheduler:
         self._rejects: dict[str, int] = {}
         self.slurm_nodes: frozenset[str] = frozenset()
         self._background: set[asyncio.Task[Any]] = set()
+        self._job_group: dict[int, str] = {}  # watched job id -> group key
 
     # ------------------------------------------------------------------ feeding
     def managed(self, pod: Mapping[str, Any]) -> bool:
@@ -257,11 +258,23 @@ class Scheduler:
             current = owner
         return group_of(pod, self.owners, self.settings)
 
+    def _watch(self, g: GroupState, job: SlurmJob) -> None:
+        """Let the poller follow ``job`` (pending) for group ``g``."""
+        self._job_group[job.job_id] = g.ref.key
+        self.poller.watch(job)
+
+    def _unwatch(self, job_id: int) -> None:
+        self._job_group.pop(job_id, None)
+        self.poller.unwatch(job_id)
+
     def _on_job_change(self, job: SlurmJob) -> None:
-        for g in self.groups.values():
-            if g.job is not None and g.job.job_id == job.job_id:
-                g.job = job
-                self.queue.add(g.ref.key)
+        gkey = self._job_group.get(job.job_id)
+        if job.state.primary != "PENDING":
+            self._job_group.pop(job.job_id, None)  # the poller no longer follows it
+        g = self.groups.get(gkey) if gkey is not None else None
+        if g is not None and g.job is not None and g.job.job_id == job.job_id:
+            g.job = job
+            self.queue.add(g.ref.key)
 
     # ------------------------------------------------------------------ start-up
     async def sweep(self) -> None:
@@ -314,7 +327,7 @@ class Scheduler:
                 g.job = found[0]
             g.uncertain_submit = False
         if g.job is not None and g.job.state.primary == "PENDING":
-            self.poller.watch(g.job)
+            self._watch(g, g.job)
 
     async def process(self, gkey: str) -> None:
         g = self.groups.get(gkey)
@@ -323,7 +336,7 @@ class Scheduler:
         pods: list[KubeObject] = [self.pods[k] for k in g.pods if k in self.pods]
         if not pods:
             if g.job is not None:
-                self.poller.unwatch(g.job.job_id)
+                self._unwatch(g.job.job_id)
             self.groups.pop(gkey, None)
             return
         gobj = await self._group_object(g.ref)
@@ -396,15 +409,19 @@ class Scheduler:
                     self.queue.add(g.ref.key)
                 case Cancel(job_id=job_id, message=message):
                     await self.slurm.cancel(job_id)
-                    self.poller.unwatch(job_id)
+                    self._unwatch(job_id)
                     log.info("job_cancelled", job_id=job_id, why=message)
                     g.job = None
                     await asyncio.gather(*(self._unlabel(p) for p in pods))
                     await self._say(pods, REASON_UNSCHEDULABLE, message)
-                case Pending(message=message):
-                    await self._say(pods, REASON_UNSCHEDULABLE, message)
+                case Pending(job_id=job_id, message=message):
+                    # A reason Slurm has not evaluated yet ("None") is no news: the poller
+                    # re-reads the job for its first ticks, and the pod shows the real one
+                    # (a job that starts at the next pass gets no condition write at all).
+                    if not self.poller.awaits_reason(job_id):
+                        await self._say(pods, REASON_UNSCHEDULABLE, message)
                 case Ended(message=message):
-                    self.poller.unwatch(d.job_id)
+                    self._unwatch(d.job_id)
                     await self._say(pods, REASON_UNSCHEDULABLE, message, warning=True)
                 case Bind():
                     await self._bind(g, d, pods)
@@ -445,16 +462,19 @@ class Scheduler:
         log.info("job_submitted", job_id=job_id, pods=len(pods))
         g.job_spec = spec
         self.queue.forget(g.ref.key)
-        # Fast path: Slurm often allocates at submit; one GET tells.
-        try:
-            g.job = await self.slurm.get_job(job_id)
-        except SlurmError:
-            g.job = None
-        running = g.job is not None and g.job.state.primary == "RUNNING" and bool(g.job.nodes)
-        if g.job is not None and g.job.state.primary == "PENDING":
-            self.poller.watch(g.job)
-        if not running:
-            await asyncio.gather(*(self._link(p, job_id, None) for p in pods))
+        # No GET here: slurmctld 26.05 starts an external job at its next scheduling pass
+        # (0.4-1 s, measured), never in the submit RPC, so the job is pending now. The
+        # poller's next tick sees it start (one GET then) or reads its reason.
+        g.job = SlurmJob(
+            job_id=job_id,
+            name=spec.name,
+            state=JobState(primary="PENDING"),
+            partition=spec.partition or "",
+            comment=self._stamp(spec, h).comment,
+            admin_comment=spec.admin_comment,
+        )
+        self._watch(g, g.job)
+        await asyncio.gather(*(self._link(p, job_id, None) for p in pods))
         self.queue.add(g.ref.key)
 
     async def _link(self, pod: KubeObject, job_id: int, node: str | None) -> None:
@@ -618,6 +638,7 @@ class Scheduler:
 
     async def poll_forever(self) -> None:
         last_resync = self.clock.monotonic()
+        base = self.cfg.slurm_poll_interval_seconds
         while True:
             try:
                 await self.poller.run_once()
@@ -627,7 +648,13 @@ class Scheduler:
             except SlurmError as e:
                 self.metrics.rest_errors.labels(e.endpoint or "?", str(e.status or 0)).inc()
                 log.warning("poll_failed", error=str(e))
-            await self.clock.sleep(self.cfg.slurm_poll_interval_seconds)
+            # Idle back-off (see JobPoller), cut short when a job is newly watched.
+            interval, slept = self.poller.next_interval(base), 0.0
+            while True:
+                await self.clock.sleep(base)
+                slept += base
+                if slept >= interval or self.poller.has_news:
+                    break
 
     def update_gauges(self) -> None:
         counts: dict[str, int] = {}

@@ -1,11 +1,19 @@
 """One poller for the jobs the scheduler owns: learns allocations without per-pod polling.
 
-Each tick asks slurmrestd ONE compact question, ``GET /jobs/state/?job_id=..`` for the
-jobs the scheduler is waiting on (pending or just submitted), in chunks. Only jobs whose
-state changed are read in full (``GET /job/{id}``: node list, reason), and their groups
-are queued. Jobs whose pending reason Slurm has not evaluated yet (``None``) are re-read
-for their first few ticks, so pods show Slurm's real reason (Resources, Priority ...)
-within a second. With nothing pending the poller asks nothing.
+Each tick asks slurmrestd ONE compact question: ``GET /jobs/state/?job_id=..`` for the
+jobs the scheduler is waiting on (pending or just submitted) or, when they are more than
+fit in one URL (:data:`CHUNK`), ``GET /jobs/state/`` for every job (one request however
+many are pending). Only jobs whose state changed are read in full (``GET /job/{id}``: node
+list, reason), concurrently (:data:`READ_CONCURRENCY`), and their groups are queued. Jobs
+whose pending reason Slurm has not evaluated yet (``None``) are re-read at their 2nd, 4th
+and 8th tick, so pods show Slurm's real reason (Resources, Priority ...) within a second
+or two.
+With nothing pending the poller asks nothing.
+
+Pacing (:meth:`JobPoller.next_interval`): the configured interval while something moves
+(a change, a newly watched job); once ticks find nothing new the interval doubles up to
+:data:`IDLE_INTERVAL_MAX` seconds, so a queue of pending jobs that Slurm leaves alone costs
+at most one request per second.
 
 Why not ``GET /jobs/?update_time=T``: Slurm's update_time is global, so any change
 anywhere returns every job in the cluster (upstream's 30 MB per cycle).
@@ -13,6 +21,7 @@ anywhere returns every job in the cluster (upstream's 30 MB per cycle).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -26,6 +35,11 @@ log = structlog.get_logger("scheduler.poller")
 
 CHUNK = 500  # job ids per /jobs/state/ request (keeps the URL well under 8 KiB)
 REASON_REFRESH_TICKS = 8
+# Ticks (counted from the watch) at which a job without a reason is re-read: Slurm gives
+# one at its scheduling pass, and most jobs start by then (no read wasted on them).
+REASON_REFRESH_AT = frozenset({2, 4, 8})
+READ_CONCURRENCY = 16  # full reads (GET /job/{id}) of changed jobs in flight at once
+IDLE_INTERVAL_MAX = 1.0  # seconds between ticks once nothing moves
 
 
 @dataclass
@@ -41,6 +55,17 @@ class JobPoller:
         self._on_change = on_change
         self._watched: dict[int, Watched] = {}
         self.calls = 0
+        self._idle_ticks = 0
+        self._news = False  # a job was watched since the last tick
+
+    @property
+    def has_news(self) -> bool:
+        """A job was watched since the last tick (the next tick should not wait long)."""
+        return self._news
+
+    def next_interval(self, base: float) -> float:
+        """Seconds until the next tick: ``base`` while things move, then backing off."""
+        return float(min(base * 2**self._idle_ticks, max(base, IDLE_INTERVAL_MAX)))
 
     def watch(self, job: SlurmJob) -> None:
         """Follow ``job`` until it leaves PENDING (then :meth:`unwatch` is implied)."""
@@ -48,9 +73,16 @@ class JobPoller:
         refreshes = 0 if job.state_reason in ("", "None") else REASON_REFRESH_TICKS
         if w is None:
             self._watched[job.job_id] = Watched(job.job_id, job.state.primary, refreshes)
+            self._news = True
         else:
             w.state = job.state.primary
             w.reason_refreshes = max(w.reason_refreshes, refreshes)
+
+    def awaits_reason(self, job_id: int) -> bool:
+        """True while Slurm has not given ``job_id`` a pending reason and the poller still
+        re-reads it for one (its first ticks)."""
+        w = self._watched.get(job_id)
+        return w is not None and w.reason_refreshes < REASON_REFRESH_TICKS
 
     def unwatch(self, job_id: int) -> None:
         self._watched.pop(job_id, None)
@@ -62,39 +94,49 @@ class JobPoller:
     async def run_once(self) -> int:
         """One tick; returns how many jobs changed."""
         if not self._watched:
+            self._idle_ticks = 0
             return 0
+        news, self._news = self._news, False
         ids = sorted(self._watched)
         changed: list[int] = []
         seen: set[int] = set()
-        for i in range(0, len(ids), CHUNK):
-            chunk = ids[i : i + CHUNK]
+        # One request: the listed ids when they fit in a URL, else every job's state.
+        chunks = [ids] if len(ids) <= CHUNK else [[]]
+        for chunk in chunks:
             self.calls += 1
-            states = await self._slurm.list_job_states(chunk)
+            states = await self._slurm.list_job_states(chunk or None)
             for item in states:
-                seen.add(item.job_id)
                 w = self._watched.get(item.job_id)
                 if w is None:
                     continue
+                seen.add(item.job_id)
                 if item.state.primary != w.state:
                     changed.append(item.job_id)
                 elif w.reason_refreshes < REASON_REFRESH_TICKS:
                     w.reason_refreshes += 1
-                    changed.append(item.job_id)
+                    if w.reason_refreshes in REASON_REFRESH_AT:
+                        changed.append(item.job_id)
         # A watched job Slurm no longer knows (purged): read it to confirm (404 -> gone).
-        changed += [j for j in ids if j not in seen]
-        for job_id in changed:
-            try:
-                self.calls += 1
-                job = await self._slurm.get_job(job_id)
-            except SlurmNotFound:
-                log.info("job_vanished", job_id=job_id)
-                self.unwatch(job_id)
-                continue
-            except SlurmError:
-                continue  # unknown is not gone: try again next tick
+        changed += [j for j in ids if j not in seen and j in self._watched]
+        sem = asyncio.Semaphore(READ_CONCURRENCY)
+
+        async def read(job_id: int) -> None:
+            async with sem:
+                try:
+                    self.calls += 1
+                    job = await self._slurm.get_job(job_id)
+                except SlurmNotFound:
+                    log.info("job_vanished", job_id=job_id)
+                    self.unwatch(job_id)
+                    return
+                except SlurmError:
+                    return  # unknown is not gone: try again next tick
             if job.state.primary == "PENDING":
                 self.watch(job)
             else:
                 self.unwatch(job_id)
             self._on_change(job)
+
+        await asyncio.gather(*(read(j) for j in changed))
+        self._idle_ticks = 0 if (changed or news) else self._idle_ticks + 1
         return len(changed)

@@ -150,10 +150,15 @@ class CountingSlurmClient(SlurmClient):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.calls: Counter[str] = Counter()
+        self.seconds: Counter[str] = Counter()
 
     async def _send(self, method: str, path: str, *, endpoint: str, **kw: Any) -> Any:
         self.calls[endpoint] += 1
-        return await super()._send(method, path, endpoint=endpoint, **kw)
+        started = time.monotonic()
+        try:
+            return await super()._send(method, path, endpoint=endpoint, **kw)
+        finally:
+            self.seconds[endpoint] += time.monotonic() - started
 
 
 def _report(**data: Any) -> None:
@@ -175,7 +180,14 @@ async def scheduler_child(config: Path) -> None:
         if task.done():
             task.result()
         while True:
-            _report(ready=True, calls=dict(slurm.calls), t=time.monotonic())
+            cpu = os.times()
+            _report(
+                ready=True,
+                calls=dict(slurm.calls),
+                seconds=dict(slurm.seconds),
+                cpu=cpu.user + cpu.system,
+                t=time.monotonic(),
+            )
             await asyncio.sleep(0.2)
             if task.done():
                 task.result()
@@ -294,6 +306,35 @@ async def wait_child(c: Child, what: str, limit: float) -> dict[str, Any]:
     return c.last
 
 
+def per_call(before: dict[str, Any], after: dict[str, Any], pods: int) -> dict[str, Any]:
+    """The scheduler's CPU per pod and mean slurmrestd latency per endpoint between two
+    reports."""
+    calls = Counter(after["calls"]) - Counter(before["calls"])
+    secs = {k: after["seconds"][k] - before["seconds"].get(k, 0.0) for k in calls}
+    return {
+        "cpu_ms_per_pod": round(1000 * (after["cpu"] - before["cpu"]) / max(pods, 1), 2),
+        "slurm_calls": dict(calls),
+        "slurm_mean_ms": {k: round(1000 * secs[k] / n, 1) for k, n in calls.items() if n},
+    }
+
+
+@contextlib.asynccontextmanager
+async def py_spy(out: Path | None, pid: int) -> AsyncIterator[None]:
+    """Sample ``pid`` with py-spy (raw collapsed stacks into ``out``) while inside."""
+    if out is None:
+        yield
+        return
+    spy = await asyncio.create_subprocess_exec(
+        "py-spy", "record", "--pid", str(pid), "--format", "raw", "-o", str(out),
+        "--nonblocking", "--rate", "200", stdout=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        yield
+    finally:
+        spy.send_signal(2)  # SIGINT: py-spy writes its file and exits
+        await asyncio.wait_for(spy.wait(), 30)
+
+
 def scheduler_config(
     sb: SlurmSandbox, kubeconfig: Path, workers: int, poll: float
 ) -> dict[str, Any]:
@@ -306,6 +347,8 @@ def scheduler_config(
         "kubeconfig": str(kubeconfig),
         "leaderElection": False,
         "slurmPollIntervalSeconds": poll,
+        # the start-up sweep lists every job Slurm still holds (completed ones too)
+        "slurmRequestTimeoutSeconds": 60,
         "logLevel": "warning",
         "scheduler": {"workers": workers},
     }
@@ -390,7 +433,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 )
                 async with child("--role", "scheduler", "--config", str(cfg_path)) as sched:
                     await wait_child(sched, "the scheduler", 60)
-                    await singles(args, api, kube, stamps, out)
+                    before, own = dict(sched.last), os.times()
+                    async with py_spy(args.py_spy, sched.proc.pid):
+                        await singles(args, api, kube, stamps, out)
+                    own_cpu = sum(os.times()[:2]) - sum(own[:2])
+                    await asyncio.sleep(0.3)  # one more report from the child
+                    out["singles_scheduler"] = per_call(before, sched.last, args.pods)
+                    out["singles_api_server_cpu_ms_per_pod"] = round(
+                        1000 * own_cpu / max(args.pods, 1), 2
+                    )
                     jobs |= job_ids_of(api)
                     await gang(args, api, kube, stamps, out)
                     jobs |= job_ids_of(api)
@@ -522,6 +573,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--window", type=float, default=10.0, help="steady-state window (s)")
     ap.add_argument("--settle", type=float, default=3.0, help="wait before the window (s)")
     ap.add_argument("--limit", type=float, default=600.0, help="give up after (s) per phase")
+    ap.add_argument("--py-spy", type=Path, help="profile the scheduler in phase 2 into FILE")
     ap.add_argument("--role", choices=["main", "scheduler", "raw"], default="main")
     ap.add_argument("--config", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--kubeconfig", type=Path, help=argparse.SUPPRESS)
