@@ -78,6 +78,7 @@ class Stamps:
     def __init__(self, api: SandboxApiServer) -> None:
         self.created: dict[str, float] = {}
         self.bound: dict[str, float] = {}
+        self.bind_requests: Counter[str] = Counter()
         objects = api.api
         create, bind = objects.create, objects.bind
 
@@ -88,6 +89,7 @@ class Stamps:
             return obj
 
         def stamped_bind(namespace: str, name: str, binding: Any) -> Any:
+            self.bind_requests[name] += 1
             obj = bind(namespace, name, binding)
             self.bound.setdefault(name, time.monotonic())
             return obj
@@ -205,6 +207,7 @@ async def raw_child(kubeconfig: Path, concurrency: int) -> None:
             and not p["spec"].get("nodeName")
         ]
         job_ids: list[int] = []
+        latencies: list[float] = []
         gets = 0
 
         async def place(p: dict[str, Any]) -> None:
@@ -220,6 +223,7 @@ async def raw_child(kubeconfig: Path, concurrency: int) -> None:
                 exclusive=False,
                 admin_comment=f"raw-bench {NS}/{name}",
             )
+            started = time.monotonic()
             job_id = await slurm.submit(spec)
             job_ids.append(job_id)
             while True:
@@ -229,6 +233,7 @@ async def raw_child(kubeconfig: Path, concurrency: int) -> None:
                     break
                 await asyncio.sleep(0.05)
             await kube.bind_pod(NS, name, p["metadata"]["uid"], job.nodes[0])
+            latencies.append(time.monotonic() - started)
 
         started = time.monotonic()
         await bounded(concurrency, pods, place)
@@ -238,6 +243,7 @@ async def raw_child(kubeconfig: Path, concurrency: int) -> None:
             seconds=elapsed,
             raw_pods_per_s=len(pods) / elapsed if elapsed else 0.0,
             gets=gets,
+            p50_ms=percentile(latencies, 0.5) * 1000,
             job_ids=job_ids,
         )
 
@@ -389,9 +395,10 @@ def pending_message(api: SandboxApiServer, name: str) -> str:
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     sb = load_sandbox()
     capacity = len(sb.external_nodes) * sb.node_cpus
-    if max(args.pods, 1) + args.gang > capacity:
+    need = args.pods + args.paced + args.gang
+    if need > capacity:
         raise SystemExit(
-            f"{args.pods} pods + a gang of {args.gang} need {args.pods + args.gang} CPUs; the "
+            f"{args.pods} + {args.paced} pods + a gang of {args.gang} need {need} CPUs; the "
             f"sandbox has {capacity} ({len(sb.external_nodes)} external nodes x "
             f"{sb.node_cpus}): slurm-bridge sandbox slurm up --external-nodes 64 --node-cpus 64"
         )
@@ -424,6 +431,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 jobs.update(raw["job_ids"])
                 out["raw_pods_per_s"] = round(raw["raw_pods_per_s"], 1)
                 out["raw_get_calls"] = raw["gets"]
+                # submit -> RUNNING -> bound per pod, no queueing: Slurm's start latency
+                out["raw_p50_ms"] = round(raw["p50_ms"], 1)
                 await cancel_all(slurm, raw["job_ids"])
 
                 # 2..4 with the scheduler running
@@ -442,6 +451,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     out["singles_api_server_cpu_ms_per_pod"] = round(
                         1000 * own_cpu / max(args.pods, 1), 2
                     )
+                    jobs |= job_ids_of(api)
+                    await paced(args, kube, stamps, out)
                     jobs |= job_ids_of(api)
                     await gang(args, api, kube, stamps, out)
                     jobs |= job_ids_of(api)
@@ -483,6 +494,27 @@ async def singles(
     out["p50_ms"] = round(percentile(lat, 0.5), 1)
     out["p99_ms"] = round(percentile(lat, 0.99), 1)
     out["bound"] = sum(1 for n in names if n in stamps.bound)
+    out["bind_requests"] = sum(stamps.bind_requests[n] for n in names)
+
+
+async def paced(
+    args: argparse.Namespace, kube: KubeClient, stamps: Stamps, out: dict[str, Any]
+) -> None:
+    """Latency at free capacity: ``--paced`` pods created at ``--rate`` per second (below
+    the throughput, so no queue builds up)."""
+    if not args.paced:
+        return
+    names = [f"q-{i}" for i in range(args.paced)]
+    start = time.monotonic()
+    for i, n in enumerate(names):
+        await asyncio.sleep(max(0.0, start + i / args.rate - time.monotonic()))
+        await kube.create(PODS, bench_pod(n), NS)
+    await until("every paced pod bound", lambda: all(n in stamps.bound for n in names), args.limit)
+    lat = [(stamps.bound[n] - stamps.created[n]) * 1000 for n in names]
+    out["paced_pods"] = args.paced
+    out["paced_rate_per_s"] = args.rate
+    out["paced_p50_ms"] = round(percentile(lat, 0.5), 1)
+    out["paced_p99_ms"] = round(percentile(lat, 0.99), 1)
 
 
 async def gang(
@@ -566,6 +598,8 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m tests.bench.scheduler", description=__doc__)
     ap.add_argument("--pods", type=int, default=1000, help="single pods (and raw pods)")
     ap.add_argument("--gang", type=int, default=256, help="PodGroup size (0: no gang)")
+    ap.add_argument("--paced", type=int, default=100, help="pods created at --rate (latency)")
+    ap.add_argument("--rate", type=float, default=20.0, help="creations/s of the paced pods")
     ap.add_argument("--pending", type=int, default=2000, help="pending pods at steady state")
     ap.add_argument("--workers", type=int, default=16, help="scheduler.workers = raw concurrency")
     ap.add_argument("--creators", type=int, default=32, help="concurrent pod creations")

@@ -30,7 +30,22 @@ async def test_scheduler_benchmark_reports_every_key_and_binds_every_pod(
     sandbox: SlurmSandbox,
 ) -> None:
     args = parser().parse_args(
-        ["--pods", "6", "--gang", "4", "--pending", "3", "--window", "1", "--settle", "0.5"]
+        [
+            "--pods",
+            "6",
+            "--paced",
+            "2",
+            "--rate",
+            "50",
+            "--gang",
+            "4",
+            "--pending",
+            "3",
+            "--window",
+            "1",
+            "--settle",
+            "0.5",
+        ]
     )
     report = await run(args)
     assert list(report)[: len(KEYS)] == list(KEYS)
