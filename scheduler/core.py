@@ -89,6 +89,7 @@ _OWNER_KINDS: dict[str, Resource] = {
     "PodGroup": PODGROUPS,
 }
 SPEC_MARK = " spec="
+WAITING_REFRESH_SECONDS = 1.0
 
 
 def pod_key(pod: Mapping[str, Any]) -> str:
@@ -141,6 +142,7 @@ class GroupState:
     # A submit whose answer was lost: look the job up by identity before submitting again.
     uncertain_submit: bool = False
     first_seen: dict[str, float] = field(default_factory=dict)
+    waiting_said_at: float | None = None  # last "waiting for group" write to every member
 
 
 class Scheduler:
@@ -396,7 +398,7 @@ class Scheduler:
         with bound:
             match d:
                 case Wait(reason=reason, message=message):
-                    await self._say(pods, reason, message)
+                    await self._say_waiting(g, pods, reason, message)
                 case Reject(message=message):
                     await self._say(pods, REASON_UNSCHEDULABLE, message, warning=True)
                     self.queue.add_after(g.ref.key, self._reject_delay(g.ref.key))
@@ -415,16 +417,35 @@ class Scheduler:
                     await asyncio.gather(*(self._unlabel(p) for p in pods))
                     await self._say(pods, REASON_UNSCHEDULABLE, message)
                 case Pending(job_id=job_id, message=message):
-                    # A reason Slurm has not evaluated yet ("None") is no news: the poller
-                    # re-reads the job for its first ticks, and the pod shows the real one
-                    # (a job that starts at the next pass gets no condition write at all).
+                    # Until Slurm has looked at a new job (its reason is still "None"), the
+                    # pods are left alone: most jobs start at that first scheduling pass,
+                    # and their pods are then linked and bound in one go (a restart in
+                    # between finds the job by its admin_comment). A job that stays
+                    # pending gets its pods linked and Slurm's reason shown.
                     if not self.poller.awaits_reason(job_id):
+                        await asyncio.gather(*(self._link(p, job_id, None) for p in pods))
                         await self._say(pods, REASON_UNSCHEDULABLE, message)
                 case Ended(message=message):
                     self._unwatch(d.job_id)
                     await self._say(pods, REASON_UNSCHEDULABLE, message, warning=True)
                 case Bind():
                     await self._bind(g, d, pods)
+
+    async def _say_waiting(
+        self, g: GroupState, pods: list[KubeObject], reason: str, message: str
+    ) -> None:
+        """An incomplete group's condition ("k of n pods exist"). New members are told at
+        once; the count on the others is refreshed at most every WAITING_REFRESH_SECONDS,
+        so a gang of n arriving pod by pod costs O(n) writes, not O(n^2)."""
+        now = self.clock.monotonic()
+        if g.waiting_said_at is None or now - g.waiting_said_at >= WAITING_REFRESH_SECONDS:
+            g.waiting_said_at = now
+            await self._say(pods, reason, message)
+            return
+        fresh = [p for p in pods if _scheduled_condition(p) is None]
+        if fresh:
+            await self._say(fresh, reason, message)
+        self.queue.add_after(g.ref.key, WAITING_REFRESH_SECONDS - (now - g.waiting_said_at))
 
     def _reject_delay(self, gkey: str) -> float:
         """Backoff after Slurm (or validation) refused a group: never loop hot."""
@@ -474,7 +495,6 @@ class Scheduler:
             admin_comment=spec.admin_comment,
         )
         self._watch(g, g.job)
-        await asyncio.gather(*(self._link(p, job_id, None) for p in pods))
         self.queue.add(g.ref.key)
 
     async def _link(self, pod: KubeObject, job_id: int, node: str | None) -> None:
