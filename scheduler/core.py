@@ -41,7 +41,7 @@ from bridge.kube.events import EventRecorder
 from bridge.kube.resources import JOBS, JOBSETS, LEADERWORKERSETS, PODGROUPS, KubeObject, Resource
 from bridge.models import GroupId, JobSpec
 from bridge.slurm.client import SlurmClient
-from bridge.slurm.models import SlurmJob
+from bridge.slurm.models import JobState, SlurmJob
 from bridge.translate import (
     GroupRef,
     TranslateSettings,
@@ -91,6 +91,7 @@ _OWNER_KINDS: dict[str, Resource] = {
     "PodGroup": PODGROUPS,
 }
 SPEC_MARK = " spec="
+WAITING_REFRESH_SECONDS = 1.0
 
 
 def pod_key(pod: Mapping[str, Any]) -> str:
@@ -143,6 +144,7 @@ class GroupState:
     # A submit whose answer was lost: look the job up by identity before submitting again.
     uncertain_submit: bool = False
     first_seen: dict[str, float] = field(default_factory=dict)
+    waiting_said_at: float | None = None  # last "waiting for group" write to every member
 
 
 class Scheduler:
@@ -179,6 +181,7 @@ class Scheduler:
         self.slurm_nodes: frozenset[str] = frozenset()
         self._background: set[asyncio.Task[Any]] = set()
         self.reach = SlurmReachability()
+        self._job_group: dict[int, str] = {}  # watched job id -> group key
 
     # ------------------------------------------------------------------ feeding
     def managed(self, pod: Mapping[str, Any]) -> bool:
@@ -260,11 +263,23 @@ class Scheduler:
             current = owner
         return group_of(pod, self.owners, self.settings)
 
+    def _watch(self, g: GroupState, job: SlurmJob) -> None:
+        """Let the poller follow ``job`` (pending) for group ``g``."""
+        self._job_group[job.job_id] = g.ref.key
+        self.poller.watch(job)
+
+    def _unwatch(self, job_id: int) -> None:
+        self._job_group.pop(job_id, None)
+        self.poller.unwatch(job_id)
+
     def _on_job_change(self, job: SlurmJob) -> None:
-        for g in self.groups.values():
-            if g.job is not None and g.job.job_id == job.job_id:
-                g.job = job
-                self.queue.add(g.ref.key)
+        gkey = self._job_group.get(job.job_id)
+        if job.state.primary != "PENDING":
+            self._job_group.pop(job.job_id, None)  # the poller no longer follows it
+        g = self.groups.get(gkey) if gkey is not None else None
+        if g is not None and g.job is not None and g.job.job_id == job.job_id:
+            g.job = job
+            self.queue.add(g.ref.key)
 
     # ------------------------------------------------------------------ start-up
     async def sweep(self) -> None:
@@ -317,7 +332,7 @@ class Scheduler:
                 g.job = found[0]
             g.uncertain_submit = False
         if g.job is not None and g.job.state.primary == "PENDING":
-            self.poller.watch(g.job)
+            self._watch(g, g.job)
 
     async def process(self, gkey: str) -> None:
         g = self.groups.get(gkey)
@@ -326,7 +341,7 @@ class Scheduler:
         pods: list[KubeObject] = [self.pods[k] for k in g.pods if k in self.pods]
         if not pods:
             if g.job is not None:
-                self.poller.unwatch(g.job.job_id)
+                self._unwatch(g.job.job_id)
             self.groups.pop(gkey, None)
             return
         gobj = await self._group_object(g.ref)
@@ -390,7 +405,7 @@ class Scheduler:
                 return
             match d:
                 case Wait(reason=reason, message=message):
-                    await self._say(pods, reason, message)
+                    await self._say_waiting(g, pods, reason, message)
                 case Reject(message=message):
                     await self._say(pods, REASON_UNSCHEDULABLE, message, warning=True)
                     self.queue.add_after(g.ref.key, self._reject_delay(g.ref.key))
@@ -403,18 +418,41 @@ class Scheduler:
                     self.queue.add(g.ref.key)
                 case Cancel(job_id=job_id, message=message):
                     await self.slurm.cancel(job_id)
-                    self.poller.unwatch(job_id)
+                    self._unwatch(job_id)
                     log.info("job_cancelled", job_id=job_id, why=message)
                     g.job = None
                     await asyncio.gather(*(self._unlabel(p) for p in pods))
                     await self._say(pods, REASON_UNSCHEDULABLE, message)
-                case Pending(message=message):
-                    await self._say(pods, REASON_UNSCHEDULABLE, message)
+                case Pending(job_id=job_id, message=message):
+                    # Until Slurm has looked at a new job (its reason is still "None"), the
+                    # pods are left alone: most jobs start at that first scheduling pass,
+                    # and their pods are then linked and bound in one go (a restart in
+                    # between finds the job by its admin_comment). A job that stays
+                    # pending gets its pods linked and Slurm's reason shown.
+                    if not self.poller.awaits_reason(job_id):
+                        await asyncio.gather(*(self._link(p, job_id, None) for p in pods))
+                        await self._say(pods, REASON_UNSCHEDULABLE, message)
                 case Ended(message=message):
-                    self.poller.unwatch(d.job_id)
+                    self._unwatch(d.job_id)
                     await self._say(pods, REASON_UNSCHEDULABLE, message, warning=True)
                 case Bind():
                     await self._bind(g, d, pods)
+
+    async def _say_waiting(
+        self, g: GroupState, pods: list[KubeObject], reason: str, message: str
+    ) -> None:
+        """An incomplete group's condition ("k of n pods exist"). New members are told at
+        once; the count on the others is refreshed at most every WAITING_REFRESH_SECONDS,
+        so a gang of n arriving pod by pod costs O(n) writes, not O(n^2)."""
+        now = self.clock.monotonic()
+        if g.waiting_said_at is None or now - g.waiting_said_at >= WAITING_REFRESH_SECONDS:
+            g.waiting_said_at = now
+            await self._say(pods, reason, message)
+            return
+        fresh = [p for p in pods if _scheduled_condition(p) is None]
+        if fresh:
+            await self._say(fresh, reason, message)
+        self.queue.add_after(g.ref.key, WAITING_REFRESH_SECONDS - (now - g.waiting_said_at))
 
     def _reject_delay(self, gkey: str) -> float:
         """Backoff after Slurm (or validation) refused a group: never loop hot."""
@@ -450,16 +488,18 @@ class Scheduler:
         log.info("job_submitted", job_id=job_id, pods=len(pods))
         g.job_spec = spec
         self.queue.forget(g.ref.key)
-        # Fast path: Slurm often allocates at submit; one GET tells.
-        try:
-            g.job = await self.slurm.get_job(job_id)
-        except SlurmError:
-            g.job = None
-        running = g.job is not None and g.job.state.primary == "RUNNING" and bool(g.job.nodes)
-        if g.job is not None and g.job.state.primary == "PENDING":
-            self.poller.watch(g.job)
-        if not running:
-            await asyncio.gather(*(self._link(p, job_id, None) for p in pods))
+        # No GET here: slurmctld 26.05 starts an external job at its next scheduling pass
+        # (0.4-1 s, measured), never in the submit RPC, so the job is pending now. The
+        # poller's next tick sees it start (one GET then) or reads its reason.
+        g.job = SlurmJob(
+            job_id=job_id,
+            name=spec.name,
+            state=JobState(primary="PENDING"),
+            partition=spec.partition or "",
+            comment=self._stamp(spec, h).comment,
+            admin_comment=spec.admin_comment,
+        )
+        self._watch(g, g.job)
         self.queue.add(g.ref.key)
 
     async def _link(self, pod: KubeObject, job_id: int, node: str | None) -> None:
@@ -648,6 +688,7 @@ class Scheduler:
 
     async def poll_forever(self) -> None:
         last_resync = self.clock.monotonic()
+        base = self.cfg.slurm_poll_interval_seconds
         while True:
             try:
                 if self.reach.down is not None:
@@ -663,7 +704,13 @@ class Scheduler:
                 (log.debug if quiet else log.warning)("poll_failed", error=str(e))
                 if isinstance(e, SlurmUnavailable):
                     await self._slurm_unreachable(e, None)
-            await self.clock.sleep(self.cfg.slurm_poll_interval_seconds)
+            # Idle back-off (see JobPoller), cut short when a job is newly watched.
+            interval, slept = self.poller.next_interval(base), 0.0
+            while True:
+                await self.clock.sleep(base)
+                slept += base
+                if slept >= interval or self.poller.has_news:
+                    break
 
     def update_gauges(self) -> None:
         counts: dict[str, int] = {}

@@ -1,11 +1,18 @@
 """One poller for the jobs the scheduler owns: learns allocations without per-pod polling.
 
-Each tick asks slurmrestd ONE compact question, ``GET /jobs/state/?job_id=..`` for the
-jobs the scheduler is waiting on (pending or just submitted), in chunks. Only jobs whose
-state changed are read in full (``GET /job/{id}``: node list, reason), and their groups
-are queued. Jobs whose pending reason Slurm has not evaluated yet (``None``) are re-read
-for their first few ticks, so pods show Slurm's real reason (Resources, Priority ...)
-within a second. With nothing pending the poller asks nothing.
+Each tick asks slurmrestd ONE compact question: ``GET /jobs/state/?job_id=..`` for the
+jobs the scheduler is waiting on (pending or just submitted) or, when they are more than
+fit in one URL (:data:`CHUNK`), ``GET /jobs/state/`` for every job (one request however
+many are pending). Only jobs whose state changed are read in full (``GET /job/{id}``: node
+list, reason), concurrently (:data:`READ_CONCURRENCY`), and their groups are queued. Jobs
+whose pending reason Slurm has not evaluated yet (``None``) are re-read from their 2nd, 4th
+and 8th tick (:data:`REASON_REFRESH_AT`), so pods show Slurm's real reason (Resources,
+Priority ...) within a second or two. With nothing pending the poller asks nothing.
+
+Pacing (:meth:`JobPoller.next_interval`): the configured interval while something moves
+(a change, a newly watched job); once ticks find nothing new the interval doubles up to
+:data:`IDLE_INTERVAL_MAX` seconds, so a queue of pending jobs that Slurm leaves alone costs
+at most one request per second.
 
 A burst of new pending jobs must not turn that into per-job polling: at most
 ``REASON_BUDGET`` reason re-reads per tick (the least refreshed first), and they come
@@ -31,16 +38,25 @@ from bridge.slurm.models import SlurmJob
 log = structlog.get_logger("scheduler.poller")
 
 CHUNK = 500  # job ids per /jobs/state/ request (keeps the URL well under 8 KiB)
-REASON_REFRESH_TICKS = 8
-REASON_BUDGET = 16  # reason re-reads per tick, at most
-READ_CONCURRENCY = 8
+# Ages (ticks since the watch) from which a job without a reason is re-read, once each:
+# Slurm gives one at its scheduling pass, and most jobs start by then (no read wasted).
+REASON_REFRESH_AT = (2, 4, 8)
+REASON_BUDGET = 16  # reason re-reads per tick, at most (the least refreshed first)
+READ_CONCURRENCY = 16  # full reads (GET /job/{id}) of changed jobs in flight at once
+IDLE_INTERVAL_MAX = 1.0  # seconds between ticks once nothing moves
 
 
 @dataclass
 class Watched:
     job_id: int
     state: str
-    reason_refreshes: int = 0
+    reason_refreshes: int = 0  # re-reads done for a reason (len(REASON_REFRESH_AT): done)
+    age: int = 0  # ticks since watched
+
+    @property
+    def reason_due(self) -> bool:
+        n = self.reason_refreshes
+        return n < len(REASON_REFRESH_AT) and self.age >= REASON_REFRESH_AT[n]
 
 
 class JobPoller:
@@ -49,16 +65,34 @@ class JobPoller:
         self._on_change = on_change
         self._watched: dict[int, Watched] = {}
         self.calls = 0
+        self._idle_ticks = 0
+        self._news = False  # a job was watched since the last tick
+
+    @property
+    def has_news(self) -> bool:
+        """A job was watched since the last tick (the next tick should not wait long)."""
+        return self._news
+
+    def next_interval(self, base: float) -> float:
+        """Seconds until the next tick: ``base`` while things move, then backing off."""
+        return float(min(base * 2**self._idle_ticks, max(base, IDLE_INTERVAL_MAX)))
 
     def watch(self, job: SlurmJob) -> None:
         """Follow ``job`` until it leaves PENDING (then :meth:`unwatch` is implied)."""
         w = self._watched.get(job.job_id)
-        refreshes = 0 if job.state_reason in ("", "None") else REASON_REFRESH_TICKS
+        refreshes = 0 if job.state_reason in ("", "None") else len(REASON_REFRESH_AT)
         if w is None:
             self._watched[job.job_id] = Watched(job.job_id, job.state.primary, refreshes)
+            self._news = True
         else:
             w.state = job.state.primary
             w.reason_refreshes = max(w.reason_refreshes, refreshes)
+
+    def awaits_reason(self, job_id: int) -> bool:
+        """True while Slurm has not given ``job_id`` a pending reason and the poller still
+        re-reads it for one (its first ticks)."""
+        w = self._watched.get(job_id)
+        return w is not None and w.reason_refreshes < len(REASON_REFRESH_AT)
 
     def unwatch(self, job_id: int) -> None:
         self._watched.pop(job_id, None)
@@ -70,32 +104,40 @@ class JobPoller:
     async def run_once(self) -> int:
         """One tick; returns how many jobs changed."""
         if not self._watched:
+            self._idle_ticks = 0
             return 0
+        news, self._news = self._news, False
         ids = sorted(self._watched)
         changed: list[int] = []
         refresh: list[Watched] = []
         seen: set[int] = set()
-        for i in range(0, len(ids), CHUNK):
-            chunk = ids[i : i + CHUNK]
+        # One request: the listed ids when they fit in a URL, else every job's state.
+        chunks = [ids] if len(ids) <= CHUNK else [[]]
+        for chunk in chunks:
             self.calls += 1
-            states = await self._slurm.list_job_states(chunk)
+            states = await self._slurm.list_job_states(chunk or None)
             for item in states:
-                seen.add(item.job_id)
                 w = self._watched.get(item.job_id)
                 if w is None:
                     continue
+                seen.add(item.job_id)
                 if item.state.primary != w.state:
                     changed.append(item.job_id)
-                elif w.reason_refreshes < REASON_REFRESH_TICKS:
-                    refresh.append(w)
+                else:
+                    w.age += 1
+                    if w.reason_due:
+                        refresh.append(w)
         # A watched job Slurm no longer knows (purged): read it to confirm (404 -> gone).
-        changed += [j for j in ids if j not in seen]
+        changed += [j for j in ids if j not in seen and j in self._watched]
+        # Reason re-reads come after the state changes (which are always read) and are
+        # capped, so a burst of new pending jobs never turns into per-job polling.
         refresh.sort(key=lambda w: (w.reason_refreshes, w.job_id))
         for w in refresh[:REASON_BUDGET]:
             w.reason_refreshes += 1
             changed.append(w.job_id)
         sem = asyncio.Semaphore(READ_CONCURRENCY)
         await asyncio.gather(*(self._read(job_id, sem) for job_id in changed))
+        self._idle_ticks = 0 if (changed or news) else self._idle_ticks + 1
         return len(changed)
 
     async def _read(self, job_id: int, sem: asyncio.Semaphore) -> None:

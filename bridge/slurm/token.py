@@ -1,4 +1,8 @@
-"""The Slurm JWT, read from its file on every request so rotation needs no restart.
+"""The Slurm JWT, read from its file whenever the file changed, so rotation needs no
+restart: each request stats the file (inode, size, mtime, ctime) and reads it again when
+that changed or the last read is :data:`MAX_AGE_SECONDS` old (file times are coarse: a
+same-size rewrite within one tick keeps its stamp). A stat is far cheaper than an
+open + read at hundreds of requests/s.
 
 The token lives only in the headers this module builds. ``repr``/``str`` of the
 provider name the file, never its content; every error names the file and the OS
@@ -7,23 +11,32 @@ reason, never the content (tests/unit/test_secrets.py proves it).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+from bridge.clock import Clock, SystemClock
 from bridge.errors import SlurmUnauthorized
 
 HEADER_TOKEN = "X-SLURM-USER-TOKEN"
 HEADER_USER = "X-SLURM-USER-NAME"
 ENDPOINT = "auth"
+MAX_AGE_SECONDS = 1.0
 
 
 class TokenProvider:
     """Builds the auth headers for one request from the JWT file's current content."""
 
-    __slots__ = ("_path", "_user_name")
+    __slots__ = ("_cached", "_clock", "_path", "_read_at", "_stamp", "_user_name")
 
-    def __init__(self, path: str | Path, user_name: str | None = None) -> None:
+    def __init__(
+        self, path: str | Path, user_name: str | None = None, *, clock: Clock | None = None
+    ) -> None:
         self._path = Path(path)
         self._user_name = user_name or None
+        self._clock = clock or SystemClock()
+        self._stamp: tuple[int, int, int, int] | None = None
+        self._cached: dict[str, str] | None = None
+        self._read_at = 0.0
 
     @property
     def path(self) -> Path:
@@ -34,7 +47,25 @@ class TokenProvider:
         return self._user_name
 
     def headers(self) -> dict[str, str]:
-        """Fresh headers: the file is read now (a rotated token is picked up at once)."""
+        """Fresh headers: a rotated (rewritten or replaced) token is picked up at once."""
+        try:
+            st = os.stat(self._path)
+        except OSError:
+            st = None
+        stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) if st else None
+        now = self._clock.monotonic()
+        if (
+            stamp is not None
+            and stamp == self._stamp
+            and self._cached is not None
+            and now - self._read_at < MAX_AGE_SECONDS
+        ):
+            return dict(self._cached)
+        out = self._read()
+        self._stamp, self._cached, self._read_at = stamp, dict(out), now
+        return out
+
+    def _read(self) -> dict[str, str]:
         try:
             raw = self._path.read_text(encoding="utf-8")
         except OSError as e:

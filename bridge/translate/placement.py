@@ -19,6 +19,7 @@ allocates fits every pod, and the binder may put any pod on any allocated node):
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -93,26 +94,66 @@ def _term_matches(term: Any, node: kobj.Obj) -> bool:
 
 def pod_fits_node(pod: kobj.Obj, node: kobj.Obj) -> bool:
     """Could Kubernetes put ``pod`` on ``node``, as far as labels, taints and cordon go?"""
-    if kobj.get(node, "spec", "unschedulable") is True:
-        return False
-    tolerations = kobj.sequence(pod, "spec", "tolerations")
-    for taint in kobj.sequence(node, "spec", "taints"):
-        if kobj.text(taint, "key") == MANAGED_NODE_TAINT:
-            continue
-        if kobj.text(taint, "effect") in _BLOCKING_EFFECTS and not tolerates(tolerations, taint):
+    return _PodPlacement.of(pod).fits(node)
+
+
+class _PodPlacement:
+    """The placement fields of one pod, read once and tested against many nodes."""
+
+    __slots__ = ("node_selector", "required_terms", "tolerations")
+
+    def __init__(
+        self,
+        tolerations: Sequence[Any],
+        node_selector: Mapping[str, str],
+        required_terms: Sequence[Any] | None,
+    ) -> None:
+        self.tolerations = tolerations
+        self.node_selector = node_selector
+        self.required_terms = required_terms
+
+    @classmethod
+    def of(cls, pod: kobj.Obj) -> _PodPlacement:
+        required = kobj.get(
+            pod,
+            "spec",
+            "affinity",
+            "nodeAffinity",
+            "requiredDuringSchedulingIgnoredDuringExecution",
+        )
+        return cls(
+            kobj.sequence(pod, "spec", "tolerations"),
+            kobj.string_map(pod, "spec", "nodeSelector"),
+            kobj.sequence(required, "nodeSelectorTerms") if isinstance(required, Mapping) else None,
+        )
+
+    def fits(self, node: kobj.Obj) -> bool:
+        if kobj.get(node, "spec", "unschedulable") is True:
             return False
-    labels = kobj.labels(node)
-    for key, value in kobj.string_map(pod, "spec", "nodeSelector").items():
-        if labels.get(key) != value:
-            return False
-    required = kobj.get(
-        pod, "spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"
-    )
-    if isinstance(required, Mapping):
-        terms = kobj.sequence(required, "nodeSelectorTerms")
-        if not any(_term_matches(term, node) for term in terms):
-            return False
-    return True
+        for taint in kobj.sequence(node, "spec", "taints"):
+            if kobj.text(taint, "key") == MANAGED_NODE_TAINT:
+                continue
+            if kobj.text(taint, "effect") in _BLOCKING_EFFECTS and not tolerates(
+                self.tolerations, taint
+            ):
+                return False
+        if self.node_selector:
+            labels = kobj.labels(node)
+            for key, value in self.node_selector.items():
+                if labels.get(key) != value:
+                    return False
+        return self.required_terms is None or any(
+            _term_matches(term, node) for term in self.required_terms
+        )
+
+
+def _placement_key(pod: kobj.Obj) -> str:
+    """What :func:`pod_fits_node` reads of a pod, as a comparable key."""
+    spec = kobj.get(pod, "spec")
+    if not isinstance(spec, Mapping):
+        return ""
+    fields = {k: spec.get(k) for k in ("tolerations", "nodeSelector", "affinity")}
+    return json.dumps(fields, sort_keys=True, default=str)
 
 
 def excluded_nodes(
@@ -125,9 +166,12 @@ def excluded_nodes(
     """
     known = excluded = 0
     out: set[str] = set()
+    # Pods of one workload share their placement fields: test each distinct set once
+    # (a 256-pod gang costs one pod's checks per node, not 256).
+    distinct = [_PodPlacement.of(p) for p in {_placement_key(p): p for p in pods}.values()]
     for node in nodes:
         known += 1
-        if not all(pod_fits_node(pod, node) for pod in pods):
+        if not all(p.fits(node) for p in distinct):
             excluded += 1
             out.add(slurm_node_name(node))
     if known and excluded == known:

@@ -36,3 +36,29 @@ def test_bad_token_file_is_unauthorized(tmp_path: Path, content: str) -> None:
 def test_missing_token_file_is_unauthorized(tmp_path: Path) -> None:
     with pytest.raises(SlurmUnauthorized, match="cannot read"):
         TokenProvider(tmp_path / "nope").headers()
+
+
+def test_same_size_rewrite_is_picked_up_once_the_cached_read_is_a_second_old(
+    tmp_path: Path,
+) -> None:
+    from bridge.clock import FakeClock
+    from bridge.slurm.token import MAX_AGE_SECONDS
+
+    f = tmp_path / "jwt"
+    f.write_text("aaaa")
+    clock = FakeClock()
+    p = TokenProvider(f, clock=clock)
+    assert p.headers() == {HEADER_TOKEN: "aaaa"}
+    f.write_text("bbbb")  # same size; the file's times may not have moved (coarse ticks)
+    clock.advance(MAX_AGE_SECONDS)
+    assert p.headers() == {HEADER_TOKEN: "bbbb"}
+
+
+def test_unreadable_token_file_after_a_good_read_still_fails(tmp_path: Path) -> None:
+    f = tmp_path / "jwt"
+    f.write_text("tok")
+    p = TokenProvider(f)
+    assert p.headers() == {HEADER_TOKEN: "tok"}
+    f.unlink()
+    with pytest.raises(SlurmUnauthorized):
+        p.headers()

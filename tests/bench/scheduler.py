@@ -1,0 +1,630 @@
+"""Scheduler throughput, latency, gang time, idle REST rate and memory, against the REAL
+Slurm sandbox (external nodes) and the sandbox API server, with the raw capacity of the
+same two servers measured in the same run.
+
+Processes: this one runs the sandbox API server (in-process, so creation and binding are
+stamped where the API server stores them) and creates the pods; the scheduler runs as a
+SUBPROCESS (``--role scheduler``: ``run_scheduler`` with a Slurm client that counts its
+requests), so its RSS is its own; the raw baseline is another subprocess (``--role raw``):
+a plain loop, no bridge, doing ``POST job/submit`` + ``GET job/{id}`` + ``POST binding``
+per pod with the same concurrency budget as the scheduler's ``workers``.
+
+Phases:
+1. raw: ``--pods`` pods (schedulerName ``raw-bench``) placed by the raw loop; its jobs are
+   then cancelled;
+2. singles: ``--pods`` single pods created as fast as possible (``--creators`` at once);
+   pods/s = pods / (first created -> last bound); p50/p99 of created -> bound per pod;
+3. gang: a PodGroup of ``--gang`` pods: last member created -> all bound;
+4. steady: every job so far cancelled, one blocker job takes every external node, then
+   ``--pending`` pods whose jobs pend; once every one shows Slurm's reason, the
+   scheduler's slurmrestd requests are counted for ``--window`` seconds.
+
+Run: ``python -m tests.bench.scheduler [--pods 1000] [--gang 256] [--pending 2000]`` with a
+sandbox big enough (e.g. ``slurm-bridge sandbox slurm up --external-nodes 64
+--node-cpus 64``). Pods ask 1 CPU / 100Mi, shared (``exclusive: "false"``). The last line
+is ONE JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bridge.clock import SystemClock
+from bridge.config import load_config
+from bridge.errors import SlurmError
+from bridge.kube.client import KubeClient
+from bridge.kube.resources import PODGROUPS, PODS
+from bridge.logging import configure_logging
+from bridge.models import JobSpec
+from bridge.sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
+from bridge.slurm.client import SlurmClient
+from bridge.wellknown import LABEL_JOB_ID, LABEL_POD_GROUP, SLURMJOB_PREFIX
+from scheduler.app import run_scheduler
+from scheduler.core import Scheduler
+from tests.integration.conftest import SlurmSandbox, load_sandbox, make_client
+
+NS = "slurm-bridge"
+SCHEDULER_NAME = "slurm-bridge-scheduler"
+RAW_SCHEDULER_NAME = "raw-bench"
+SHARED = {SLURMJOB_PREFIX + "exclusive": "false"}
+LINE = "BENCH "  # prefix of the children's report lines on stdout
+
+
+# --------------------------------------------------------------------------- figures
+def percentile(xs: Iterable[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..1)."""
+    s = sorted(xs)
+    if not s:
+        return float("nan")
+    return s[max(0, math.ceil(q * len(s)) - 1)]
+
+
+class Stamps:
+    """When the in-process API server stored each pod and each binding (monotonic s)."""
+
+    def __init__(self, api: SandboxApiServer) -> None:
+        self.created: dict[str, float] = {}
+        self.bound: dict[str, float] = {}
+        self.bind_requests: Counter[str] = Counter()
+        objects = api.api
+        create, bind = objects.create, objects.bind
+
+        def stamped_create(rd: Any, namespace: str, body: Any, **kw: Any) -> Any:
+            obj = create(rd, namespace, body, **kw)
+            if rd.plural == "pods" and not kw.get("dry_run"):
+                self.created[obj["metadata"]["name"]] = time.monotonic()
+            return obj
+
+        def stamped_bind(namespace: str, name: str, binding: Any) -> Any:
+            self.bind_requests[name] += 1
+            obj = bind(namespace, name, binding)
+            self.bound.setdefault(name, time.monotonic())
+            return obj
+
+        objects.create = stamped_create  # type: ignore[method-assign]
+        objects.bind = stamped_bind  # type: ignore[method-assign]
+
+
+def bench_pod(
+    name: str,
+    *,
+    scheduler: str = SCHEDULER_NAME,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "labels": labels or {},
+            "annotations": dict(SHARED if annotations is None else annotations),
+        },
+        "spec": {
+            "schedulerName": scheduler,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": {"cpu": "1", "memory": "100Mi"}},
+                }
+            ],
+        },
+    }
+
+
+async def bounded(n: int, items: Iterable[Any], fn: Callable[[Any], Awaitable[Any]]) -> list[Any]:
+    """``fn`` over ``items``, at most ``n`` at a time, results in order."""
+    sem = asyncio.Semaphore(n)
+
+    async def one(item: Any) -> Any:
+        async with sem:
+            return await fn(item)
+
+    return list(await asyncio.gather(*(one(i) for i in items)))
+
+
+async def until(what: str, check: Callable[[], bool], limit: float, every: float = 0.01) -> None:
+    deadline = time.monotonic() + limit
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {limit:.0f} s waiting for {what}")
+        await asyncio.sleep(every)
+
+
+# --------------------------------------------------------------------------- children
+class CountingSlurmClient(SlurmClient):
+    """Counts every HTTP exchange with slurmrestd (retries included), by endpoint."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.calls: Counter[str] = Counter()
+        self.seconds: Counter[str] = Counter()
+
+    async def _send(self, method: str, path: str, *, endpoint: str, **kw: Any) -> Any:
+        self.calls[endpoint] += 1
+        started = time.monotonic()
+        try:
+            return await super()._send(method, path, endpoint=endpoint, **kw)
+        finally:
+            self.seconds[endpoint] += time.monotonic() - started
+
+
+def _report(**data: Any) -> None:
+    print(LINE + json.dumps(data), flush=True)
+
+
+async def scheduler_child(config: Path) -> None:
+    """The scheduler (as ``slurm-bridge scheduler`` wires it) + a request count every 0.2 s."""
+    # env={}: SLURM_BRIDGE_SANDBOX_DIR (the sandbox CLI's) is no config override.
+    cfg = load_config(config, env={})
+    configure_logging(cfg.log_level, cfg.log_format)
+    kube = await KubeClient.from_config(cfg)
+    async with kube, CountingSlurmClient.from_config(cfg) as slurm:
+        sched = Scheduler(cfg, kube, slurm, SystemClock())
+        ready = asyncio.Event()
+        task = asyncio.create_task(run_scheduler(cfg, kube, slurm, ready=ready, scheduler=sched))
+        waiter = asyncio.create_task(ready.wait())
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            task.result()
+        while True:
+            cpu = os.times()
+            _report(
+                ready=True,
+                calls=dict(slurm.calls),
+                seconds=dict(slurm.seconds),
+                cpu=cpu.user + cpu.system,
+                t=time.monotonic(),
+            )
+            await asyncio.sleep(0.2)
+            if task.done():
+                task.result()
+
+
+async def raw_child(kubeconfig: Path, concurrency: int) -> None:
+    """The raw capacity: submit + GET + bind per pod, ``concurrency`` at a time, no bridge."""
+    sb = load_sandbox()
+    kube = await KubeClient.connect(kubeconfig=kubeconfig, request_timeout=30)
+    async with kube, make_client(sb) as slurm:
+        pods = [
+            p
+            for p in (await kube.list_pods(NS)).items
+            if p["spec"].get("schedulerName") == RAW_SCHEDULER_NAME
+            and not p["spec"].get("nodeName")
+        ]
+        job_ids: list[int] = []
+        latencies: list[float] = []
+        gets = 0
+
+        async def place(p: dict[str, Any]) -> None:
+            nonlocal gets
+            name = p["metadata"]["name"]
+            spec = JobSpec(
+                name=name,
+                partition=sb.partition,
+                min_nodes=1,
+                max_nodes=1,
+                tasks=1,
+                memory_per_node_mib=100,
+                exclusive=False,
+                admin_comment=f"raw-bench {NS}/{name}",
+            )
+            started = time.monotonic()
+            job_id = await slurm.submit(spec)
+            job_ids.append(job_id)
+            while True:
+                gets += 1
+                job = await slurm.get_job(job_id)
+                if job.state.primary == "RUNNING" and job.nodes:
+                    break
+                await asyncio.sleep(0.05)
+            await kube.bind_pod(NS, name, p["metadata"]["uid"], job.nodes[0])
+            latencies.append(time.monotonic() - started)
+
+        started = time.monotonic()
+        await bounded(concurrency, pods, place)
+        elapsed = time.monotonic() - started
+        _report(
+            pods=len(pods),
+            seconds=elapsed,
+            raw_pods_per_s=len(pods) / elapsed if elapsed else 0.0,
+            gets=gets,
+            p50_ms=percentile(latencies, 0.5) * 1000,
+            job_ids=job_ids,
+        )
+
+
+# --------------------------------------------------------------------------- parent
+@dataclass
+class Child:
+    proc: asyncio.subprocess.Process
+    last: dict[str, Any] = field(default_factory=dict)
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    reader: asyncio.Task[None] | None = None
+
+    async def read(self) -> None:
+        assert self.proc.stdout is not None
+        async for raw in self.proc.stdout:
+            line = raw.decode(errors="replace").rstrip()
+            if line.startswith(LINE):
+                self.last = json.loads(line[len(LINE) :])
+                self.ready.set()
+
+    def calls(self) -> int:
+        return sum(self.last.get("calls", {}).values())
+
+    def rss_mb(self) -> tuple[float, float]:
+        """(current, peak) resident memory of the child, MB."""
+        status = Path(f"/proc/{self.proc.pid}/status").read_text()
+        kb = {
+            k: int(v.split()[0])
+            for k, v in (line.split(":", 1) for line in status.splitlines() if ":" in line)
+            if k in ("VmRSS", "VmHWM")
+        }
+        return kb["VmRSS"] / 1024, kb["VmHWM"] / 1024
+
+
+@contextlib.asynccontextmanager
+async def child(*args: str, env: dict[str, str] | None = None) -> AsyncIterator[Child]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.bench.scheduler",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, **(env or {})},
+    )
+    c = Child(proc)
+    c.reader = asyncio.create_task(c.read())
+    try:
+        yield c
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+        with contextlib.suppress(ProcessLookupError):
+            await asyncio.wait_for(proc.wait(), 10)
+        c.reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await c.reader
+
+
+async def wait_child(c: Child, what: str, limit: float) -> dict[str, Any]:
+    waits = {asyncio.ensure_future(c.ready.wait()), asyncio.ensure_future(c.proc.wait())}
+    await asyncio.wait(waits, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
+    for w in waits:
+        w.cancel()
+    if not c.ready.is_set():
+        raise RuntimeError(f"{what} failed (exit {c.proc.returncode}) or timed out")
+    return c.last
+
+
+def per_call(before: dict[str, Any], after: dict[str, Any], pods: int) -> dict[str, Any]:
+    """The scheduler's CPU per pod and mean slurmrestd latency per endpoint between two
+    reports."""
+    calls = Counter(after["calls"]) - Counter(before["calls"])
+    secs = {k: after["seconds"][k] - before["seconds"].get(k, 0.0) for k in calls}
+    return {
+        "cpu_ms_per_pod": round(1000 * (after["cpu"] - before["cpu"]) / max(pods, 1), 2),
+        "slurm_calls": dict(calls),
+        "slurm_mean_ms": {k: round(1000 * secs[k] / n, 1) for k, n in calls.items() if n},
+    }
+
+
+@contextlib.asynccontextmanager
+async def py_spy(out: Path | None, pid: int) -> AsyncIterator[None]:
+    """Sample ``pid`` with py-spy (raw collapsed stacks into ``out``) while inside."""
+    if out is None:
+        yield
+        return
+    spy = await asyncio.create_subprocess_exec(
+        "py-spy", "record", "--pid", str(pid), "--format", "raw", "-o", str(out),
+        "--nonblocking", "--rate", "200", stdout=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        yield
+    finally:
+        spy.send_signal(2)  # SIGINT: py-spy writes its file and exits
+        await asyncio.wait_for(spy.wait(), 30)
+
+
+def scheduler_config(
+    sb: SlurmSandbox, kubeconfig: Path, workers: int, poll: float
+) -> dict[str, Any]:
+    return {
+        "slurmRestApi": sb.rest_url,
+        "slurmTokenFile": str(sb.jwt_file),
+        "slurmUserName": sb.user,
+        "partition": sb.partition,
+        "managedNamespaces": [NS],
+        "kubeconfig": str(kubeconfig),
+        "leaderElection": False,
+        "slurmPollIntervalSeconds": poll,
+        # the start-up sweep lists every job Slurm still holds (completed ones too)
+        "slurmRequestTimeoutSeconds": 60,
+        "logLevel": "warning",
+        "scheduler": {"workers": workers},
+    }
+
+
+async def cancel_all(slurm: SlurmClient, job_ids: Iterable[int]) -> None:
+    async def cancel(j: int) -> None:
+        with contextlib.suppress(SlurmError):
+            await slurm.cancel(j)
+
+    await bounded(32, sorted(set(job_ids)), cancel)
+
+
+async def create_pods(kube: KubeClient, pods: list[dict[str, Any]], creators: int) -> None:
+    await bounded(creators, pods, lambda p: kube.create(PODS, p, NS))
+
+
+def job_ids_of(api: SandboxApiServer) -> set[int]:
+    """Job ids from every pod's job-id label (what the scheduler submitted)."""
+    out: set[int] = set()
+    rd = api.api.resolve("", "v1", "pods")
+    for p in api.api.list(rd, NS).get("items", []):
+        label = (p["metadata"].get("labels") or {}).get(LABEL_JOB_ID)
+        if label:
+            out.add(int(label))
+    return out
+
+
+def pending_message(api: SandboxApiServer, name: str) -> str:
+    rd = api.api.resolve("", "v1", "pods")
+    pod = api.api.get(rd, NS, name)
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "PodScheduled":
+            return str(c.get("message") or "")
+    return ""
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    sb = load_sandbox()
+    capacity = len(sb.external_nodes) * sb.node_cpus
+    need = args.pods + args.paced + args.gang
+    if need > capacity:
+        raise SystemExit(
+            f"{args.pods} + {args.paced} pods + a gang of {args.gang} need {need} CPUs; the "
+            f"sandbox has {capacity} ({len(sb.external_nodes)} external nodes x "
+            f"{sb.node_cpus}): slurm-bridge sandbox slurm up --external-nodes 64 --node-cpus 64"
+        )
+    out: dict[str, Any] = {
+        "pods": args.pods,
+        "gang": args.gang,
+        "workers": args.workers,
+        "external_nodes": len(sb.external_nodes),
+        "scheduler": "subprocess",
+    }
+    jobs: set[int] = set()
+    with tempfile.TemporaryDirectory(prefix="sched-bench-") as tmp:
+        api = SandboxApiServer(nodes=list(sb.external_nodes), history_size=500_000)
+        async with (
+            api,
+            KubeClient.for_host(api.url, request_timeout=60, token=SANDBOX_TOKEN) as kube,
+            make_client(sb) as slurm,
+        ):
+            stamps = Stamps(api)
+            kubeconfig = api.write_kubeconfig(Path(tmp) / "kubeconfig")
+            try:
+                # 1. raw capacity
+                raw_pods = [
+                    bench_pod(f"raw-{i}", scheduler=RAW_SCHEDULER_NAME) for i in range(args.pods)
+                ]
+                await create_pods(kube, raw_pods, args.creators)
+                async with child("--role", "raw", "--kubeconfig", str(kubeconfig),
+                                 "--workers", str(args.workers)) as raw_proc:  # fmt: skip
+                    raw = await wait_child(raw_proc, "the raw loop", args.limit)
+                jobs.update(raw["job_ids"])
+                out["raw_pods_per_s"] = round(raw["raw_pods_per_s"], 1)
+                out["raw_get_calls"] = raw["gets"]
+                # submit -> RUNNING -> bound per pod, no queueing: Slurm's start latency
+                out["raw_p50_ms"] = round(raw["p50_ms"], 1)
+                await cancel_all(slurm, raw["job_ids"])
+
+                # 2..4 with the scheduler running
+                cfg_path = Path(tmp) / "scheduler.yaml"
+                cfg_path.write_text(
+                    json.dumps(scheduler_config(sb, kubeconfig, args.workers, args.poll))
+                )
+                async with child("--role", "scheduler", "--config", str(cfg_path)) as sched:
+                    await wait_child(sched, "the scheduler", 60)
+                    before, own = dict(sched.last), os.times()
+                    async with py_spy(args.py_spy, sched.proc.pid):
+                        await singles(args, api, kube, stamps, out)
+                    own_cpu = sum(os.times()[:2]) - sum(own[:2])
+                    await asyncio.sleep(0.3)  # one more report from the child
+                    out["singles_scheduler"] = per_call(before, sched.last, args.pods)
+                    out["singles_api_server_cpu_ms_per_pod"] = round(
+                        1000 * own_cpu / max(args.pods, 1), 2
+                    )
+                    jobs |= job_ids_of(api)
+                    await paced(args, kube, stamps, out)
+                    jobs |= job_ids_of(api)
+                    await gang(args, api, kube, stamps, out)
+                    jobs |= job_ids_of(api)
+                    await steady(args, api, kube, slurm, sb, sched, out, jobs)
+                    rss, peak = sched.rss_mb()
+                    out["rss_mb"] = round(rss, 1)
+                    out["rss_peak_mb"] = round(peak, 1)
+                    jobs |= job_ids_of(api)
+            finally:
+                jobs |= job_ids_of(api)
+                await cancel_all(slurm, jobs)
+    out["raw_ratio"] = round(out["pods_per_s"] / out["raw_pods_per_s"], 2)
+    keys = [
+        "pods_per_s",
+        "p50_ms",
+        "p99_ms",
+        "raw_pods_per_s",
+        "raw_ratio",
+        "steady_rest_calls_per_s",
+        "rss_mb",
+    ]
+    return {k: out[k] for k in keys} | {k: v for k, v in out.items() if k not in keys}
+
+
+async def singles(
+    args: argparse.Namespace,
+    api: SandboxApiServer,
+    kube: KubeClient,
+    stamps: Stamps,
+    out: dict[str, Any],
+) -> None:
+    names = [f"s-{i}" for i in range(args.pods)]
+    await create_pods(kube, [bench_pod(n) for n in names], args.creators)
+    await until("every single pod bound", lambda: all(n in stamps.bound for n in names), args.limit)
+    first = min(stamps.created[n] for n in names)
+    last = max(stamps.bound[n] for n in names)
+    lat = [(stamps.bound[n] - stamps.created[n]) * 1000 for n in names]
+    out["pods_per_s"] = round(len(names) / (last - first), 1)
+    out["p50_ms"] = round(percentile(lat, 0.5), 1)
+    out["p99_ms"] = round(percentile(lat, 0.99), 1)
+    out["bound"] = sum(1 for n in names if n in stamps.bound)
+    out["bind_requests"] = sum(stamps.bind_requests[n] for n in names)
+
+
+async def paced(
+    args: argparse.Namespace, kube: KubeClient, stamps: Stamps, out: dict[str, Any]
+) -> None:
+    """Latency at free capacity: ``--paced`` pods created at ``--rate`` per second (below
+    the throughput, so no queue builds up)."""
+    if not args.paced:
+        return
+    names = [f"q-{i}" for i in range(args.paced)]
+    start = time.monotonic()
+    for i, n in enumerate(names):
+        await asyncio.sleep(max(0.0, start + i / args.rate - time.monotonic()))
+        await kube.create(PODS, bench_pod(n), NS)
+    await until("every paced pod bound", lambda: all(n in stamps.bound for n in names), args.limit)
+    lat = [(stamps.bound[n] - stamps.created[n]) * 1000 for n in names]
+    out["paced_pods"] = args.paced
+    out["paced_rate_per_s"] = args.rate
+    out["paced_p50_ms"] = round(percentile(lat, 0.5), 1)
+    out["paced_p99_ms"] = round(percentile(lat, 0.99), 1)
+
+
+async def gang(
+    args: argparse.Namespace,
+    api: SandboxApiServer,
+    kube: KubeClient,
+    stamps: Stamps,
+    out: dict[str, Any],
+) -> None:
+    if not args.gang:
+        return
+    await kube.create(
+        PODGROUPS,
+        {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "gang", "annotations": dict(SHARED)},
+            "spec": {"minMember": args.gang},
+        },
+        NS,
+    )
+    names = [f"gang-{i}" for i in range(args.gang)]
+    pods = [bench_pod(n, labels={LABEL_POD_GROUP: "gang"}, annotations={}) for n in names]
+    await create_pods(kube, pods, args.creators)
+    await until("every gang pod bound", lambda: all(n in stamps.bound for n in names), args.limit)
+    last_member = max(stamps.created[n] for n in names)
+    out[f"gang_{args.gang}_s"] = round(max(stamps.bound[n] for n in names) - last_member, 3)
+    out["gang_bound"] = sum(1 for n in names if n in stamps.bound)
+
+
+async def steady(
+    args: argparse.Namespace,
+    api: SandboxApiServer,
+    kube: KubeClient,
+    slurm: SlurmClient,
+    sb: SlurmSandbox,
+    sched: Child,
+    out: dict[str, Any],
+    jobs: set[int],
+) -> None:
+    out["pending_pods"] = args.pending
+    await cancel_all(slurm, jobs)
+    blocker = await slurm.submit(
+        JobSpec(
+            name="bench-blocker",
+            partition=sb.partition,
+            min_nodes=len(sb.external_nodes),
+            tasks=len(sb.external_nodes),
+            tasks_per_node=1,
+            memory_per_node_mib=100,
+        )
+    )
+    jobs.add(blocker)
+    deadline = time.monotonic() + 60
+    while (await slurm.get_job(blocker)).state.primary != "RUNNING":
+        if time.monotonic() > deadline:
+            raise TimeoutError("the blocker job never started")
+        await asyncio.sleep(0.1)
+    names = [f"p-{i}" for i in range(args.pending)]
+    await create_pods(kube, [bench_pod(n) for n in names], args.creators)
+
+    def all_pending() -> bool:
+        return all(
+            " is pending: " in (m := pending_message(api, n)) and not m.endswith(": None")
+            for n in names
+        )
+
+    await until("every pending pod to show Slurm's reason", all_pending, args.limit, every=0.2)
+    reasons = Counter(pending_message(api, n).rpartition(": ")[2] for n in names)
+    out["pending_reasons"] = dict(reasons)
+    await asyncio.sleep(args.settle)  # the poller's first-ticks reason refreshes end
+    c0, t0 = sched.calls(), sched.last.get("t", 0.0)
+    await asyncio.sleep(args.window)
+    c1, t1 = sched.calls(), sched.last.get("t", 0.0)
+    out["steady_rest_calls_per_s"] = round((c1 - c0) / (t1 - t0), 2) if t1 > t0 else None
+    out["steady_window_s"] = round(t1 - t0, 1)
+    out["scheduler_calls_by_endpoint"] = sched.last.get("calls", {})
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m tests.bench.scheduler", description=__doc__)
+    ap.add_argument("--pods", type=int, default=1000, help="single pods (and raw pods)")
+    ap.add_argument("--gang", type=int, default=256, help="PodGroup size (0: no gang)")
+    ap.add_argument("--paced", type=int, default=100, help="pods created at --rate (latency)")
+    ap.add_argument("--rate", type=float, default=20.0, help="creations/s of the paced pods")
+    ap.add_argument("--pending", type=int, default=2000, help="pending pods at steady state")
+    ap.add_argument("--workers", type=int, default=16, help="scheduler.workers = raw concurrency")
+    ap.add_argument("--creators", type=int, default=32, help="concurrent pod creations")
+    ap.add_argument("--poll", type=float, default=0.25, help="slurmPollIntervalSeconds")
+    ap.add_argument("--window", type=float, default=10.0, help="steady-state window (s)")
+    ap.add_argument("--settle", type=float, default=3.0, help="wait before the window (s)")
+    ap.add_argument("--limit", type=float, default=600.0, help="give up after (s) per phase")
+    ap.add_argument("--py-spy", type=Path, help="profile the scheduler in phase 2 into FILE")
+    ap.add_argument("--role", choices=["main", "scheduler", "raw"], default="main")
+    ap.add_argument("--config", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--kubeconfig", type=Path, help=argparse.SUPPRESS)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    configure_logging("warning", "console")
+    if args.role == "scheduler":
+        asyncio.run(scheduler_child(args.config))
+    elif args.role == "raw":
+        asyncio.run(raw_child(args.kubeconfig, args.workers))
+    else:
+        print(json.dumps(asyncio.run(run(args))))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

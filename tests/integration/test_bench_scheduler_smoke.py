@@ -1,0 +1,58 @@
+"""CI smoke of the scheduler benchmark (tests/bench/scheduler.py; it lives here because a
+test module inside tests/bench would put tests/bench on sys.path, where its scheduler.py
+shadows the scheduler package): the same code path with a
+tiny workload. It checks the report's shape and that every pod got bound; the figures
+themselves are never asserted (shared, noisy machines)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tests.bench.scheduler import parser, run
+from tests.integration.conftest import SlurmSandbox
+
+pytestmark = [pytest.mark.slurm, pytest.mark.bench]
+
+KEYS = (
+    "pods_per_s",
+    "p50_ms",
+    "p99_ms",
+    "raw_pods_per_s",
+    "raw_ratio",
+    "steady_rest_calls_per_s",
+    "rss_mb",
+)
+
+
+async def test_scheduler_benchmark_reports_every_key_and_binds_every_pod(
+    sandbox: SlurmSandbox,
+) -> None:
+    args = parser().parse_args(
+        [
+            "--pods",
+            "6",
+            "--paced",
+            "2",
+            "--rate",
+            "50",
+            "--gang",
+            "4",
+            "--pending",
+            "3",
+            "--window",
+            "1",
+            "--settle",
+            "0.5",
+        ]
+    )
+    report = await run(args)
+    assert list(report)[: len(KEYS)] == list(KEYS)
+    for key in KEYS:
+        assert isinstance(report[key], float | int), key
+        assert math.isfinite(report[key]), key
+    assert report["bound"] == 6
+    assert report["gang_bound"] == 4
+    assert report["pending_pods"] == 3
+    assert sum(report["pending_reasons"].values()) == 3
