@@ -27,6 +27,7 @@ apply to idempotent calls: every GET, cancel, node state updates and node deleti
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -67,6 +68,10 @@ ALREADY_DONE = 2021
 # ESLURM_NODE_ALREADY_EXISTS: "Node already exists in the node table" (POST /new/node/).
 NODE_ALREADY_EXISTS = 2168
 OPENAPI_PATH = "/openapi/v3"
+# GET /jobs/ (every job Slurm remembers, finished ones too: tens of MB on a busy cluster,
+# ~10 s at 94 MB measured) gets this many times the request timeout, at least the minimum.
+BULK_TIMEOUT_FACTOR = 6
+BULK_TIMEOUT_MIN_SECONDS = 60.0
 _log = get_logger("bridge.slurm")
 
 
@@ -100,6 +105,9 @@ class SlurmClient:
         self._token = token
         self._api_version = api_version
         self._timeout = aiohttp.ClientTimeout(total=request_timeout_seconds)
+        self._bulk_timeout = aiohttp.ClientTimeout(
+            total=max(request_timeout_seconds * BULK_TIMEOUT_FACTOR, BULK_TIMEOUT_MIN_SECONDS)
+        )
         self._retry_attempts = max(1, retry_attempts)
         self._retry_max_wait = retry_max_wait_seconds
         self._clock = clock or SystemClock()
@@ -152,8 +160,12 @@ class SlurmClient:
         endpoint: str,
         body: Any = None,
         params: Mapping[str, str] | Sequence[tuple[str, str]] | None = None,
+        bulk: bool = False,
     ) -> _Response:
-        """One HTTP exchange; returns the decoded body or raises a classified SlurmError."""
+        """One HTTP exchange; returns the decoded body or raises a classified SlurmError.
+
+        ``bulk``: a whole-table answer, allowed the longer bulk timeout."""
+        timeout = self._bulk_timeout if bulk else self._timeout
         headers = self._token.headers()
         headers["Accept"] = "application/json"
         data = None
@@ -166,13 +178,19 @@ class SlurmClient:
         status, raw = 0, b""
         try:
             async with session.request(
-                method, self._base + path, headers=headers, data=data, params=params
+                method,
+                self._base + path,
+                headers=headers,
+                data=data,
+                params=params,
+                timeout=timeout,
             ) as resp:
                 status = resp.status
                 raw = await resp.read()
         except TimeoutError:
             failure = SlurmTimeout(
-                f"{endpoint}: no answer within {self._timeout.total}s", endpoint=endpoint
+                f"{endpoint}: no answer within {timeout.total}s",
+                endpoint=endpoint,
             )
         except aiohttp.ClientError as e:
             # Only the type: aiohttp's messages carry the request headers (the token).
@@ -220,9 +238,13 @@ class SlurmClient:
         idempotent: bool,
         body: Any = None,
         params: Mapping[str, str] | Sequence[tuple[str, str]] | None = None,
+        bulk: bool = False,
     ) -> _Response:
+        send = functools.partial(
+            self._send, method, path, endpoint=endpoint, body=body, params=params, bulk=bulk
+        )
         if not idempotent:
-            return await self._send(method, path, endpoint=endpoint, body=body, params=params)
+            return await send()
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self._retry_attempts),
             wait=wait_exponential(multiplier=0.1, max=self._retry_max_wait),
@@ -235,7 +257,7 @@ class SlurmClient:
                 n = attempt.retry_state.attempt_number
                 if n > 1:
                     _log.info("slurm_retry", endpoint=endpoint, attempt=n)
-                return await self._send(method, path, endpoint=endpoint, body=body, params=params)
+                return await send()
         raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
 
     # ------------------------------------------------------------------ version
@@ -314,13 +336,23 @@ class SlurmClient:
         then (cheap: ``unchanged=True``), else the whole table (Slurm's granularity).
 
         Pass the previous answer's ``last_update`` as the next ``update_since``.
+
+        The whole table includes every job Slurm still remembers (finished ones until
+        ``MinJobAge``): tens of MB on a busy cluster, so this one request may take
+        :data:`BULK_TIMEOUT_FACTOR` times the request timeout (at least
+        :data:`BULK_TIMEOUT_MIN_SECONDS`).
         """
         c = await self.codec()
         params = None
         if update_since is not None:
             params = {"update_time": str(int(update_since.timestamp()))}
         resp = await self._call(
-            "GET", c.path("jobs/"), endpoint="jobs_get", idempotent=True, params=params
+            "GET",
+            c.path("jobs/"),
+            endpoint="jobs_get",
+            idempotent=True,
+            params=params,
+            bulk=True,
         )
         listed = c.decode_jobs(resp.body)
         if update_since is not None and not listed.jobs and listed.last_update is None:

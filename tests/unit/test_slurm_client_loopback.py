@@ -14,7 +14,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from bridge.clock import FakeClock
-from bridge.errors import SlurmNotFound, SlurmRejected, SlurmUnavailable
+from bridge.errors import SlurmNotFound, SlurmRejected, SlurmTimeout, SlurmUnavailable
 from bridge.models import JobSpec
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.token import TokenProvider
@@ -201,3 +201,36 @@ async def test_doubled_error_response_is_read(tmp_path: Path) -> None:
     finally:
         server.close()
         await server.wait_closed()
+
+
+async def test_the_whole_job_table_may_take_longer_than_one_request_timeout(
+    tmp_path: Path,
+) -> None:
+    """GET /jobs/ (tens of MB on a busy cluster) gets the bulk timeout; GET /job/{id} the
+    plain one. The server answers both after the same delay."""
+    delay = 0.5
+
+    async def slow(request: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(delay)
+        return web.json_response(JOBS_OK)
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", slow)
+    server = TestServer(app)
+    await server.start_server()
+    jwt = tmp_path / "jwt"
+    jwt.write_text("tok")
+    client = SlurmClient(
+        str(server.make_url("")),
+        TokenProvider(jwt),
+        api_version="v0.0.45",
+        request_timeout_seconds=delay / 5,
+        retry_attempts=1,
+    )
+    try:
+        async with client:
+            assert (await client.list_jobs()).jobs == ()
+            with pytest.raises(SlurmTimeout, match="job_get: no answer within"):
+                await client.get_job(1)
+    finally:
+        await server.close()
