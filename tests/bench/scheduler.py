@@ -54,7 +54,7 @@ from bridge.slurm.client import SlurmClient
 from bridge.wellknown import LABEL_JOB_ID, LABEL_POD_GROUP, SLURMJOB_PREFIX
 from scheduler.app import run_scheduler
 from scheduler.core import Scheduler
-from tests.integration.conftest import SlurmSandbox, load_sandbox, make_client
+from tests.integration.conftest import SlurmSandbox, load_sandbox, make_client, sandbox_config_data
 
 NS = "slurm-bridge"
 SCHEDULER_NAME = "slurm-bridge-scheduler"
@@ -344,20 +344,15 @@ async def py_spy(out: Path | None, pid: int) -> AsyncIterator[None]:
 def scheduler_config(
     sb: SlurmSandbox, kubeconfig: Path, workers: int, poll: float
 ) -> dict[str, Any]:
-    return {
-        "slurmRestApi": sb.rest_url,
-        "slurmTokenFile": str(sb.jwt_file),
-        "slurmUserName": sb.user,
-        "partition": sb.partition,
-        "managedNamespaces": [NS],
-        "kubeconfig": str(kubeconfig),
-        "leaderElection": False,
-        "slurmPollIntervalSeconds": poll,
+    return sandbox_config_data(
+        sb,
+        kubeconfig=str(kubeconfig),
+        slurmPollIntervalSeconds=poll,
         # the start-up sweep lists every job Slurm still holds (completed ones too)
-        "slurmRequestTimeoutSeconds": 60,
-        "logLevel": "warning",
-        "scheduler": {"workers": workers},
-    }
+        slurmRequestTimeoutSeconds=60,
+        logLevel="warning",
+        scheduler={"workers": workers},
+    )
 
 
 async def cancel_all(slurm: SlurmClient, job_ids: Iterable[int]) -> None:

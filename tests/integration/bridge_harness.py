@@ -25,7 +25,7 @@ from bridge.wellknown import LABEL_JOB_ID, LABEL_POD_GROUP
 from controller.runtime import Controller
 from scheduler.app import run_scheduler
 from scheduler.core import Scheduler
-from tests.integration.conftest import SlurmSandbox, make_client
+from tests.integration.conftest import SlurmSandbox, make_client, sandbox_config_data
 from tests.integration.controller_harness import running_controller, unique_mcs
 from tests.integration.sched_proc import jobs_by_group_uid
 from tests.workloads import expand
@@ -216,17 +216,12 @@ async def running_bridge(
     one sandbox API server and the real Slurm sandbox. ``over``: config keys to change."""
     async with SandboxApiServer(nodes=list(sandbox.external_nodes), kubelet=True) as api:
         kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
-        data: dict[str, Any] = {
-            "slurmRestApi": sandbox.rest_url,
-            "slurmTokenFile": str(sandbox.jwt_file),
-            "slurmUserName": sandbox.user,
-            "partition": sandbox.partition,
-            "managedNamespaces": [NS],
-            "kubeconfig": str(kubeconfig),
-            "leaderElection": False,
-            "slurmPollIntervalSeconds": 0.2,
-            "scheduler": {"rejectBackoffSeconds": 0.5, "workers": 4},
-        }
+        data = sandbox_config_data(
+            sandbox,
+            kubeconfig=str(kubeconfig),
+            slurmPollIntervalSeconds=0.2,
+            scheduler={"rejectBackoffSeconds": 0.5, "workers": 4},
+        )
         if controller:
             # Its own mcs label: the dangling-job sweep never touches another test's jobs.
             data |= {"mcsLabel": unique_mcs(), "slurmResyncIntervalSeconds": 0.5}

@@ -14,6 +14,7 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -109,6 +110,21 @@ def load_sandbox() -> SlurmSandbox:
         node_gpus=int(env.get("SLURM_NODE_GPUS", "2")),
         sandbox_dir=Path(env.get("SLURM_SANDBOX_DIR") or path.parent),
     )
+
+
+def sandbox_config_data(sb: SlurmSandbox, **over: Any) -> dict[str, Any]:
+    """Config keys every test against the sandboxes shares: the sandbox's slurmrestd and
+    token, its partition, namespace ``slurm-bridge``, no leader election. ``over``
+    replaces top-level keys (e.g. ``kubeconfig``)."""
+    return {
+        "slurmRestApi": sb.rest_url,
+        "slurmTokenFile": str(sb.jwt_file),
+        "slurmUserName": sb.user,
+        "partition": sb.partition,
+        "managedNamespaces": ["slurm-bridge"],
+        "leaderElection": False,
+        **over,
+    }
 
 
 def make_client(

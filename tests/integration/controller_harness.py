@@ -20,23 +20,19 @@ from bridge.slurm.client import SlurmClient
 from bridge.translate import admin_comment
 from bridge.wellknown import ANNOTATION_SLURM_NODE, FINALIZER, LABEL_JOB_ID
 from controller.runtime import Controller
-from tests.integration.conftest import SlurmSandbox
+from tests.integration.conftest import SlurmSandbox, sandbox_config_data
 
 NS = "slurm-bridge"
 
 
 def controller_config(sb: SlurmSandbox, mcs_label: str, **over: Any) -> BridgeConfig:
-    data: dict[str, Any] = {
-        "slurmRestApi": sb.rest_url,
-        "slurmTokenFile": str(sb.jwt_file),
-        "slurmUserName": sb.user,
-        "mcsLabel": mcs_label,
-        "partition": sb.partition,
-        "slurmPollIntervalSeconds": 0.1,
-        "slurmResyncIntervalSeconds": 0.5,
-        "slurmRequestTimeoutSeconds": 5,
-        "leaderElection": False,
-    }
+    data = sandbox_config_data(
+        sb,
+        mcsLabel=mcs_label,
+        slurmPollIntervalSeconds=0.1,
+        slurmResyncIntervalSeconds=0.5,
+        slurmRequestTimeoutSeconds=5,
+    )
     data.update(over)
     return parse_config(data, env={})
 

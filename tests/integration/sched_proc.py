@@ -21,7 +21,7 @@ import yaml
 from bridge.sandbox.kubeapi.hooks import RequestLog
 from bridge.slurm.models import SlurmJob
 from bridge.translate import parse_admin_comment
-from tests.integration.conftest import SlurmSandbox
+from tests.integration.conftest import SlurmSandbox, sandbox_config_data
 
 NS = "slurm-bridge"
 READY_EVENT = "scheduler_running"
@@ -31,21 +31,16 @@ def write_scheduler_config(
     path: Path, sb: SlurmSandbox, kubeconfig: Path, **overrides: Any
 ) -> Path:
     """A scheduler config file for the sandboxes; ``overrides`` are top-level keys."""
-    cfg: dict[str, Any] = {
-        "slurmRestApi": sb.rest_url,
-        "slurmTokenFile": str(sb.jwt_file),
-        "slurmUserName": sb.user,
-        "partition": sb.partition,
-        "managedNamespaces": [NS],
-        "kubeconfig": str(kubeconfig),
-        "leaderElection": False,
-        "healthPort": 0,
-        "metricsPort": 0,
-        "slurmPollIntervalSeconds": 0.2,
-        "logFormat": "json",
-        "scheduler": {"rejectBackoffSeconds": 0.5, "workers": 8},
+    cfg = sandbox_config_data(
+        sb,
+        kubeconfig=str(kubeconfig),
+        healthPort=0,
+        metricsPort=0,
+        slurmPollIntervalSeconds=0.2,
+        logFormat="json",
+        scheduler={"rejectBackoffSeconds": 0.5, "workers": 8},
         **overrides,
-    }
+    )
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return path
 
