@@ -182,6 +182,9 @@ class Scheduler:
         self._background: set[asyncio.Task[Any]] = set()
         self.reach = SlurmReachability()
         self._job_group: dict[int, str] = {}  # watched job id -> group key
+        # Pods this scheduler bound whose leaving the watch has not been seen yet: an event
+        # for one that still shows no node is older than the binding and is ignored.
+        self._bound_uids: set[str] = set()
 
     # ------------------------------------------------------------------ feeding
     def managed(self, pod: Mapping[str, Any]) -> bool:
@@ -196,13 +199,13 @@ class Scheduler:
     async def on_pod_event(self, kind: str, pod: KubeObject) -> None:
         """Apply one watch event (ADDED/MODIFIED/DELETED) of an unscheduled pod."""
         key = pod_key(pod)
+        uid = str(_meta(pod).get("uid") or "")
         if kind == "DELETED" or not self.managed(pod) or _meta(pod).get("deletionTimestamp"):
-            self.pods.pop(key, None)
-            gkey = self.pod_group.pop(key, None)
-            if gkey and gkey in self.groups:
-                self.groups[gkey].pods.discard(key)
-                self.queue.add(gkey)
+            self._bound_uids.discard(uid)
+            self._forget_pod(key)
             return
+        if uid in self._bound_uids:
+            return  # older than our binding (e.g. our own label patch): it is bound
         first = key not in self.pods
         self.pods[key] = pod
         if first or key not in self.pod_group:
@@ -215,6 +218,15 @@ class Scheduler:
             g.first_seen.setdefault(key, time.monotonic())
             self.pod_group[key] = ref.key
         self.queue.add(self.pod_group[key])
+
+    def _forget_pod(self, key: str) -> None:
+        """The pod is no longer this scheduler's (bound, deleted, unmanaged): its group is
+        processed again (and dropped once no pod of it is left)."""
+        self.pods.pop(key, None)
+        gkey = self.pod_group.pop(key, None)
+        if gkey and gkey in self.groups:
+            self.groups[gkey].pods.discard(key)
+            self.queue.add(gkey)
 
     def on_node_event(self, kind: str, node: KubeObject) -> None:
         name = str(_meta(node).get("name"))
@@ -557,10 +569,8 @@ class Scheduler:
         keys = [pod_key(p) for p in pods]
         tpn = None
         if (job.shared and "none" not in job.shared) or (len(job.nodes) < len(pods)):
-            total = len(pods) + sum(
-                1 for k in keys if False
-            )  # pods already bound are not here; spread what is left
-            tpn = tasks_per_node_even(job.nodes, max(total, len(job.nodes)))
+            # pods already bound are not here: spread what is left
+            tpn = tasks_per_node_even(job.nodes, max(len(pods), len(job.nodes)))
             if job.allocation and job.cpus_per_task:
                 tpn = {a.name: max((a.cpus or 0) // job.cpus_per_task, 1) for a in job.allocation}
         already = {
@@ -599,6 +609,10 @@ class Scheduler:
         ns, name = str(meta.get("namespace")), str(meta.get("name"))
         await self.kube.bind_pod(ns, name, str(meta.get("uid")), node)
         key = pod_key(pod)
+        # Bound: it leaves this scheduler now, not when the watch says so (no second bind);
+        # the group is processed once more and dropped when none of its pods is left.
+        self._bound_uids.add(str(meta.get("uid")))
+        self._forget_pod(key)
         started = g.first_seen.pop(key, None)
         if started is not None:
             self.metrics.bind_seconds.observe(time.monotonic() - started)

@@ -156,9 +156,16 @@ def jobs_by_group_uid(jobs: list[SlurmJob] | tuple[SlurmJob, ...]) -> dict[str, 
 
 def successful_bindings(log: RequestLog, namespace: str = NS) -> dict[str, int]:
     """Pod name -> Binding POSTs the API server accepted (201) for it."""
+    return binding_requests(log, namespace, status=201)
+
+
+def binding_requests(
+    log: RequestLog, namespace: str = NS, *, status: int | None = None
+) -> dict[str, int]:
+    """Pod name -> Binding POSTs for it (with ``status`` only: those answered so)."""
     out: dict[str, int] = {}
     for e in log.entries(method="POST", path=rf"/namespaces/{namespace}/pods/[^/]+/binding$"):
-        if e.status == 201:
+        if status is None or e.status == status:
             name = e.path.rsplit("/", 2)[-2]
             out[name] = out.get(name, 0) + 1
     return out

@@ -29,6 +29,7 @@ from tests.integration.bridge_harness import (
 from tests.integration.conftest import SlurmSandbox
 from tests.integration.sched_proc import (
     SchedulerProcess,
+    binding_requests,
     jobs_by_group_uid,
     successful_bindings,
     write_scheduler_config,
@@ -137,6 +138,8 @@ async def test_shared_pods_pack_onto_one_node(bridge: Bridge) -> None:
     job = await bridge.slurm.get_job(job_of(await bridge.get_pod(names[0])))
     assert len(job.nodes) == 1  # Slurm packed the 3 tasks (2 CPUs each) onto one node
     assert set(nodes) == set(job.nodes)  # and the bridge bound all 3 pods there
+    # one Binding request per pod: a bound pod is never bound again (no 409 retries)
+    assert binding_requests(bridge.api.request_log) == dict.fromkeys(names, 1)
 
 
 async def test_restarted_scheduler_makes_no_duplicate_job_and_binds_once(
