@@ -32,14 +32,12 @@ from tests.integration.controller_harness import (
     sandbox_kube,
     unique_mcs,
 )
+from tests.waiting import eventually
 
 
 async def _until(check: Callable[[], Awaitable[bool]], limit: float = 60.0) -> float:
     start = time.monotonic()
-    while not await check():
-        if time.monotonic() - start > limit:
-            raise TimeoutError("drift not corrected within the limit")
-        await asyncio.sleep(0.005)
+    await eventually(check, within=limit, what="the drift to be corrected", every=0.005)
     return time.monotonic() - start
 
 

@@ -55,6 +55,7 @@ from bridge.wellknown import LABEL_JOB_ID, LABEL_POD_GROUP, SLURMJOB_PREFIX
 from scheduler.app import run_scheduler
 from scheduler.core import Scheduler
 from tests.integration.conftest import SlurmSandbox, load_sandbox, make_client, sandbox_config_data
+from tests.waiting import eventually
 
 NS = "slurm-bridge"
 SCHEDULER_NAME = "slurm-bridge-scheduler"
@@ -138,11 +139,7 @@ async def bounded(n: int, items: Iterable[Any], fn: Callable[[Any], Awaitable[An
 
 
 async def until(what: str, check: Callable[[], bool], limit: float, every: float = 0.01) -> None:
-    deadline = time.monotonic() + limit
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {limit:.0f} s waiting for {what}")
-        await asyncio.sleep(every)
+    await eventually(check, within=limit, what=what, every=every)
 
 
 # --------------------------------------------------------------------------- children
@@ -441,7 +438,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     async with py_spy(args.py_spy, sched.proc.pid):
                         await singles(args, api, kube, stamps, out)
                     own_cpu = sum(os.times()[:2]) - sum(own[:2])
-                    await asyncio.sleep(0.3)  # one more report from the child
+                    reported = sched.last.get("t")
+                    await until(
+                        "one more report from the scheduler",
+                        lambda: sched.last.get("t") != reported,
+                        10,
+                    )
                     out["singles_scheduler"] = per_call(before, sched.last, args.pods)
                     out["singles_api_server_cpu_ms_per_pod"] = round(
                         1000 * own_cpu / max(args.pods, 1), 2

@@ -28,6 +28,7 @@ from scheduler.core import Scheduler
 from tests.integration.conftest import SlurmSandbox, make_client, sandbox_config_data
 from tests.integration.controller_harness import running_controller, unique_mcs
 from tests.integration.sched_proc import jobs_by_group_uid
+from tests.waiting import eventually
 from tests.workloads import expand
 
 NS = "slurm-bridge"
@@ -97,15 +98,7 @@ class Sandboxes:
     async def wait_for(
         self, what: str, check: Callable[[], Awaitable[Any]], deadline: float = DEADLINE
     ) -> Any:
-        loop = asyncio.get_running_loop()
-        end = loop.time() + deadline
-        last: Any = None
-        while loop.time() < end:
-            last = await check()
-            if last:
-                return last
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+        return await eventually(check, within=deadline, what=what)
 
     async def bound(self, name: str, deadline: float = DEADLINE) -> str:
         async def node() -> str:

@@ -9,7 +9,6 @@ import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from bridge.clock import SystemClock
 from bridge.config import BridgeConfig, parse_config
 from bridge.kube.client import KubeClient
 from bridge.kube.events import EventRecorder
@@ -21,6 +20,7 @@ from bridge.translate import admin_comment
 from bridge.wellknown import ANNOTATION_SLURM_NODE, FINALIZER, LABEL_JOB_ID
 from controller.runtime import Controller
 from tests.integration.conftest import SlurmSandbox, sandbox_config_data
+from tests.waiting import eventually
 
 NS = "slurm-bridge"
 
@@ -97,12 +97,7 @@ async def wait_for(
     check: Callable[[], Awaitable[bool]], *, within: float = 30.0, what: str = "condition"
 ) -> None:
     """Poll ``check`` until true; fail naming ``what`` after ``within`` seconds."""
-    clock = SystemClock()
-    deadline = clock.monotonic() + within
-    while not await check():
-        if clock.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
+    await eventually(check, within=within, what=what)
 
 
 @contextlib.asynccontextmanager

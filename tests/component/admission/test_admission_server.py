@@ -28,6 +28,7 @@ from bridge.clock import FakeClock
 from bridge.config import BridgeConfig, parse_config
 from bridge.kube.client import KubeClient
 from tests.admission_helpers import apply_json_patch, decode_patch, make_pod, make_review
+from tests.waiting import eventually
 
 OURS = "slurm-bridge-scheduler"
 TL = wellknown.slurmjob_annotation("timelimit")
@@ -297,11 +298,7 @@ async def test_health_ready_and_metrics(running: Running) -> None:
 
 
 async def _wait_for(cond: Callable[[], bool]) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 5.0
-    while not cond():
-        assert loop.time() < deadline, "condition not reached"
-        await asyncio.sleep(0.01)
+    await eventually(cond, within=5.0, every=0.01)
 
 
 async def _handshake_ok(url: str, ca: trustme.CA) -> bool:

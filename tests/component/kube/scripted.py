@@ -16,6 +16,8 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.waiting import eventually
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -172,9 +174,4 @@ def watch_script(
 
 async def wait_until(pred: Callable[[], object], *, within: float = 10.0, what: str = "") -> None:
     """Poll ``pred`` until true; fail (never hang) after ``within`` seconds."""
-    step = 0.005
-    for _ in range(int(within / step)):
-        if pred():
-            return
-        await asyncio.sleep(step)
-    raise AssertionError(f"condition not reached within {within}s: {what or pred}")
+    await eventually(pred, within=within, what=what or str(pred), every=0.005)

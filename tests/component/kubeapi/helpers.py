@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+from tests import waiting
 
 NS = "default"
 
@@ -32,9 +33,4 @@ def binding_body(pod: str, node: str, uid: str | None = None) -> dict[str, Any]:
 
 async def eventually(pred: Callable[[], Awaitable[bool]], deadline_s: float = 5.0) -> None:
     """Poll an async predicate until it holds (deadline, no fixed sleep)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + deadline_s
-    while not await pred():
-        if loop.time() > deadline:
-            raise AssertionError("condition not reached before the deadline")
-        await asyncio.sleep(0.01)
+    await waiting.eventually(pred, within=deadline_s, what=str(pred), every=0.01)
