@@ -9,8 +9,11 @@ In-process use (stable API for other components' tests)::
 
     async with SandboxApiServer(port=0, nodes=["kube-node-0"], kubelet=True) as srv:
         srv.url                          # "http://127.0.0.1:<port>"
-        srv.write_kubeconfig(path)       # token auth (any bearer token is accepted)
-        srv.kubeconfig()                 # the same as a dict
+        srv.write_kubeconfig(path)       # the admin "sandbox" (system:masters)
+        srv.write_kubeconfig(path, username="system:serviceaccount:ns:sa")  # a new token
+        srv.kubeconfig(username="alice", groups=["devs"])   # the same as a dict
+        srv.add_token("tok", "alice", groups=("devs",), uid="u1")   # static token file
+        # unknown tokens are the admin (a deviation: a real server answers 401)
 
         # test hooks
         srv.compact()                    # drop event history: older versions -> 410
@@ -48,6 +51,7 @@ containerStatuses, Ready) and removes terminating pods once their grace period i
 Out of process: ``slurm-bridge sandbox kube-api up|down|status`` (see ``cli``) and the
 same hooks over HTTP under ``/sandbox/``::
 
+    POST   /sandbox/tokens    {"username": "...", "groups": [...]}  -> {"token": "..."}
     POST   /sandbox/compact
     POST   /sandbox/faults    {"path": re, "method": "*", "status": 500, "count": 1,
                                "drop": false, "delay": 0}        DELETE /sandbox/faults

@@ -10,6 +10,9 @@
     finish-pod NAMESPACE NAME [--exit-code N] [--reason R]
             the fake kubelet's stand-in for a container exiting: the pod's phase becomes
             Succeeded (exit 0) or Failed (``POST /sandbox/pods/{ns}/{name}/finish``)
+    kubeconfig --user NAME [--group G ...] --output FILE
+            write a kubeconfig whose token authenticates as NAME (``POST /sandbox/tokens``);
+            ServiceAccount names ``system:serviceaccount:NS:SA`` get their groups
 
 State dir: ``$SLURM_SANDBOX_KUBE_API_DIR`` when set, else ``$SLURM_BRIDGE_SANDBOX_DIR/kube-api``
 when that variable is set, else ``~/.cache/slurm-bridge/kube-api``.
@@ -29,6 +32,9 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 
 def state_dir() -> Path:
@@ -63,6 +69,10 @@ def _parser() -> argparse.ArgumentParser:
     fin.add_argument("name")
     fin.add_argument("--exit-code", type=int, default=0)
     fin.add_argument("--reason")
+    kc = sub.add_parser("kubeconfig", help="write a kubeconfig for a user of the running server")
+    kc.add_argument("--user", required=True, help="username, e.g. system:serviceaccount:ns:sa")
+    kc.add_argument("--group", action="append", default=[], help="a group (repeatable)")
+    kc.add_argument("--output", "-o", required=True, help="the kubeconfig file to write")
     return p
 
 
@@ -194,30 +204,56 @@ def _status() -> int:
     return 1
 
 
-def _finish_pod(ns: argparse.Namespace) -> int:
+def _hook(what: str, path: str, body: dict[str, object]) -> tuple[dict[str, object], Any] | None:
+    """POST ``body`` to the running server's ``/sandbox/<path>``: (state, answer) or None
+    (the reason printed)."""
     st = read_state()
     if not st or not _alive(int(str(st["pid"]))):
         print("not running", file=sys.stderr)
-        return 1
-    body: dict[str, object] = {"exitCode": ns.exit_code}
-    if ns.reason:
-        body["reason"] = ns.reason
+        return None
     req = urllib.request.Request(
-        f"{st['url']}/sandbox/pods/{ns.namespace}/{ns.name}/finish",
+        f"{st['url']}/sandbox/{path}",
         data=json.dumps(body).encode(),
         headers={"Content-Type": "application/json"},
         method="POST",
     )
     try:
         with urllib.request.urlopen(req, timeout=10) as resp:
-            pod = json.loads(resp.read())
+            return st, json.loads(resp.read())
     except urllib.error.HTTPError as e:
-        print(f"finish-pod {ns.namespace}/{ns.name}: HTTP {e.code}: {e.read().decode()}")
-        return 1
+        print(f"{what}: HTTP {e.code}: {e.read().decode()}")
     except OSError as e:
-        print(f"finish-pod {ns.namespace}/{ns.name}: {e}", file=sys.stderr)
+        print(f"{what}: {e}", file=sys.stderr)
+    return None
+
+
+def _finish_pod(ns: argparse.Namespace) -> int:
+    body: dict[str, object] = {"exitCode": ns.exit_code}
+    if ns.reason:
+        body["reason"] = ns.reason
+    where = f"{ns.namespace}/{ns.name}"
+    got = _hook(f"finish-pod {where}", f"pods/{where}/finish", body)
+    if got is None:
         return 1
+    pod = got[1]
     print(f"pod {ns.namespace}/{ns.name}: {(pod.get('status') or {}).get('phase')}")
+    return 0
+
+
+def _kubeconfig(ns: argparse.Namespace) -> int:
+    """The admin kubeconfig of the running server with a new token for ``--user``."""
+    got = _hook(f"kubeconfig {ns.user}", "tokens", {"username": ns.user, "groups": ns.group})
+    if got is None:
+        return 1
+    st, answer = got
+    doc = yaml.safe_load(Path(str(st["kubeconfig"])).read_text())
+    doc["users"] = [{"name": ns.user, "user": {"token": answer["token"]}}]
+    for c in doc.get("contexts") or []:
+        c["context"]["user"] = ns.user
+    out = Path(ns.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(yaml.safe_dump(doc, sort_keys=False))
+    print(f"wrote {out} (user {ns.user})")
     return 0
 
 
@@ -225,6 +261,8 @@ def main(argv: list[str]) -> int:
     ns = _parser().parse_args(argv)
     if ns.cmd == "finish-pod":
         return _finish_pod(ns)
+    if ns.cmd == "kubeconfig":
+        return _kubeconfig(ns)
     if ns.cmd == "serve":
         asyncio.run(_serve(ns))
         return 0

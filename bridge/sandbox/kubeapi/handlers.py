@@ -14,6 +14,7 @@ from aiohttp import web
 from bridge.sandbox.kubeapi import discovery, protobuf, tables
 from bridge.sandbox.kubeapi.errors import ApiError, bad_request
 from bridge.sandbox.kubeapi.hooks import LoggedRequest
+from bridge.sandbox.kubeapi.identity import UserInfo
 from bridge.sandbox.kubeapi.resources import ResourceDef
 from bridge.sandbox.kubeapi.selectors import parse_field_selector, parse_label_selector
 from bridge.sandbox.kubeapi.watch import WatchRequest, run_watch
@@ -219,7 +220,8 @@ class Handlers:
                     )
                 return json_response(lst)
             if m == "POST":
-                body = await self._admit_create(rd, t.namespace, await _body(request))
+                user = self.srv.tokens.authenticate(request.headers.get("Authorization"))
+                body = await self._admit_create(rd, t.namespace, await _body(request), user)
                 return json_response(self.api.create(rd, t.namespace, body, dry_run=dry_run), 201)
             if m == "DELETE":
                 return await self.delete_collection(request, rd, t)
@@ -262,16 +264,18 @@ class Handlers:
             return self._delete_one(rd, t, await self._delete_options(request))
         raise ApiError(405, "MethodNotAllowed", f"{m} is not supported")
 
-    async def _admit_create(self, rd: ResourceDef, namespace: str, body: Any) -> Any:
+    async def _admit_create(
+        self, rd: ResourceDef, namespace: str, body: Any, user: UserInfo
+    ) -> Any:
         """Dynamic admission (see :mod:`webhooks`): defaulting, mutating webhooks, defaulting
         and validation again, validating webhooks; the caller then creates the result."""
         hooks = self.srv.webhooks
         if not hooks.active():
             return body
         obj = self.api.create(rd, namespace, body, dry_run=True)
-        obj = await hooks.mutate(rd, "CREATE", namespace, obj)
+        obj = await hooks.mutate(rd, "CREATE", namespace, obj, user)
         obj = self.api.create(rd, namespace, obj, dry_run=True)
-        await hooks.validate(rd, "CREATE", namespace, obj)
+        await hooks.validate(rd, "CREATE", namespace, obj, user)
         return obj
 
     async def _delete_options(self, request: web.Request) -> dict[str, Any]:
@@ -375,6 +379,14 @@ class Handlers:
         srv = self.srv
         m = request.method
         body = await _body(request) or {}
+        if parts == ["tokens"] and m == "POST":
+            username = body.get("username")
+            groups = body.get("groups") or []
+            if not isinstance(username, str) or not username:
+                raise bad_request("tokens: username (a non-empty string) is required")
+            if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+                raise bad_request("tokens: groups must be a list of strings")
+            return json_response({"token": srv.mint_token(username, groups)}, 201)
         if parts == ["compact"] and m == "POST":
             srv.compact()
             return json_response({"compacted": srv.api.store.compacted})

@@ -16,6 +16,7 @@ from aiohttp import web
 from bridge.clock import Clock, SystemClock
 from bridge.sandbox.kubeapi.handlers import Handlers
 from bridge.sandbox.kubeapi.hooks import Fault, Faults, RequestLog
+from bridge.sandbox.kubeapi.identity import SANDBOX_TOKEN, Tokens, UserInfo, user
 from bridge.sandbox.kubeapi.kubelet import FakeKubelet
 from bridge.sandbox.kubeapi.resources import Registry
 from bridge.sandbox.kubeapi.store import Obj, Store
@@ -23,7 +24,7 @@ from bridge.sandbox.kubeapi.verbs import NS_KEY, ObjectApi
 from bridge.sandbox.kubeapi.webhooks import WebhookCaller
 
 DEFAULT_NAMESPACES = ("default", "kube-system", "slurm-bridge")
-SANDBOX_TOKEN = "sandbox-token"  # any bearer token is accepted; this one goes in kubeconfigs
+__all__ = ["SANDBOX_TOKEN", "SandboxApiServer", "bundled_crds"]
 
 
 def bundled_crds() -> list[Obj]:
@@ -34,6 +35,23 @@ def bundled_crds() -> list[Obj]:
         if entry.name.endswith(".yaml"):
             out.append(yaml.safe_load(entry.read_text()))
     return out
+
+
+def kubeconfig_for(cluster: Obj, token: str, username: str, namespace: str = "default") -> Obj:
+    """A kubeconfig with one cluster, one token user and one current context."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "sandbox", "cluster": cluster}],
+        "users": [{"name": username, "user": {"token": token}}],
+        "contexts": [
+            {
+                "name": "sandbox",
+                "context": {"cluster": "sandbox", "user": username, "namespace": namespace},
+            }
+        ],
+        "current-context": "sandbox",
+    }
 
 
 class SandboxApiServer:
@@ -73,6 +91,7 @@ class SandboxApiServer:
         self.request_log = RequestLog()
         self.kubelet = FakeKubelet(self.api)
         self.webhooks = WebhookCaller(self.store)
+        self.tokens = Tokens()
         self._initial_nodes = tuple(nodes)
         self._kubelet_on = kubelet
         self._install_crds = install_crds
@@ -148,31 +167,53 @@ class SandboxApiServer:
 
     # --- kubeconfig --------------------------------------------------------------------
 
-    def kubeconfig(self, *, ca_file: str | None = None, namespace: str = "default") -> Obj:
+    def add_token(
+        self,
+        token: str,
+        username: str,
+        groups: tuple[str, ...] | list[str] = (),
+        uid: str | None = None,
+    ) -> UserInfo:
+        """Requests with ``Authorization: Bearer <token>`` are ``username`` (like a line of
+        kube-apiserver's static token file); ServiceAccount usernames get their groups."""
+        info = user(username, groups, uid or "")
+        self.tokens.add(token, info)
+        return info
+
+    def mint_token(self, username: str, groups: tuple[str, ...] | list[str] = ()) -> str:
+        """A new bearer token for ``username``."""
+        return self.tokens.mint(user(username, groups))
+
+    def kubeconfig(
+        self,
+        *,
+        ca_file: str | None = None,
+        namespace: str = "default",
+        username: str | None = None,
+        groups: tuple[str, ...] | list[str] = (),
+    ) -> Obj:
+        """A kubeconfig for ``username`` (a new token), or for the admin ``sandbox``."""
         cluster: Obj = {"server": self.url}
         if self.tls_cert:
             if ca_file:
                 cluster["certificate-authority"] = ca_file
             else:
                 cluster["insecure-skip-tls-verify"] = True
-        return {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "sandbox", "cluster": cluster}],
-            "users": [{"name": "sandbox", "user": {"token": SANDBOX_TOKEN}}],
-            "contexts": [
-                {
-                    "name": "sandbox",
-                    "context": {"cluster": "sandbox", "user": "sandbox", "namespace": namespace},
-                }
-            ],
-            "current-context": "sandbox",
-        }
+        token = self.mint_token(username, groups) if username else SANDBOX_TOKEN
+        return kubeconfig_for(cluster, token, username or "sandbox", namespace)
 
-    def write_kubeconfig(self, path: str | Path, *, ca_file: str | None = None) -> Path:
+    def write_kubeconfig(
+        self,
+        path: str | Path,
+        *,
+        ca_file: str | None = None,
+        username: str | None = None,
+        groups: tuple[str, ...] | list[str] = (),
+    ) -> Path:
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(yaml.safe_dump(self.kubeconfig(ca_file=ca_file), sort_keys=False))
+        doc = self.kubeconfig(ca_file=ca_file, username=username, groups=groups)
+        p.write_text(yaml.safe_dump(doc, sort_keys=False))
         return p
 
     # --- test hooks --------------------------------------------------------------------

@@ -33,6 +33,7 @@ from pydantic import ValidationError
 
 from bridge.config import LabelSelector
 from bridge.sandbox.kubeapi.errors import ApiError
+from bridge.sandbox.kubeapi.identity import UserInfo
 from bridge.sandbox.kubeapi.patch import json_patch
 from bridge.sandbox.kubeapi.resources import ResourceDef
 from bridge.sandbox.kubeapi.store import Obj, Store
@@ -89,7 +90,9 @@ def webhook_matches(
     return _selector_matches(hook.get("objectSelector"), labels, "objectSelector")
 
 
-def review_request(rd: ResourceDef, operation: str, namespace: str, obj: Obj) -> Obj:
+def review_request(
+    rd: ResourceDef, operation: str, namespace: str, obj: Obj, user: UserInfo
+) -> Obj:
     md = obj.get("metadata") or {}
     gvk = {"group": rd.group, "version": rd.version, "kind": rd.kind}
     gvr = {"group": rd.group, "version": rd.version, "resource": rd.plural}
@@ -105,7 +108,7 @@ def review_request(rd: ResourceDef, operation: str, namespace: str, obj: Obj) ->
             "name": md.get("name", ""),
             "namespace": namespace,
             "operation": operation,
-            "userInfo": {"username": "sandbox", "groups": ["system:masters"]},
+            "userInfo": user.as_dict(),
             "object": obj,
             "oldObject": None,
             "dryRun": False,
@@ -131,11 +134,13 @@ class WebhookCaller:
         ns = self.store.get(NS_KEY, "", namespace) if namespace else None
         return dict(((ns or {}).get("metadata") or {}).get("labels") or {})
 
-    async def mutate(self, rd: ResourceDef, operation: str, namespace: str, obj: Obj) -> Obj:
+    async def mutate(
+        self, rd: ResourceDef, operation: str, namespace: str, obj: Obj, user: UserInfo
+    ) -> Obj:
         labels = self._namespace_labels(namespace)
         for hook in self._hooks(MUTATING_KEY):
             if webhook_matches(hook, rd, operation, obj, labels):
-                resp = await self._call(hook, review_request(rd, operation, namespace, obj))
+                resp = await self._call(hook, review_request(rd, operation, namespace, obj, user))
                 if resp is None:
                     continue
                 patch = resp.get("patch")
@@ -149,11 +154,13 @@ class WebhookCaller:
                     obj = json_patch(obj, ops)
         return obj
 
-    async def validate(self, rd: ResourceDef, operation: str, namespace: str, obj: Obj) -> None:
+    async def validate(
+        self, rd: ResourceDef, operation: str, namespace: str, obj: Obj, user: UserInfo
+    ) -> None:
         labels = self._namespace_labels(namespace)
         for hook in self._hooks(VALIDATING_KEY):
             if webhook_matches(hook, rd, operation, obj, labels):
-                await self._call(hook, review_request(rd, operation, namespace, obj))
+                await self._call(hook, review_request(rd, operation, namespace, obj, user))
 
     @staticmethod
     def _failure(hook: Mapping[str, Any], why: str) -> ApiError:

@@ -10,6 +10,7 @@ import pytest
 from kubernetes_asyncio import client, config
 
 from bridge.sandbox.kubeapi import SandboxApiServer
+from tests.component.kubeapi.webhook_server import Webhook
 
 
 @pytest.fixture
@@ -35,3 +36,14 @@ def core(api: client.ApiClient) -> client.CoreV1Api:
 @pytest.fixture
 def custom(api: client.ApiClient) -> client.CustomObjectsApi:
     return client.CustomObjectsApi(api)
+
+
+@pytest.fixture
+async def webhook() -> AsyncIterator[Webhook]:
+    """A real HTTPS admission webhook recording what it is sent (see webhook_server)."""
+    hook = Webhook()
+    await hook.start()
+    try:
+        yield hook
+    finally:
+        await hook.stop()

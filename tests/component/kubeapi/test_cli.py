@@ -44,6 +44,21 @@ def test_cli_up_status_down_serves_nodes_from_the_kubeconfig(tmp_path: Path) -> 
         with urllib.request.urlopen(f"{server}/api/v1/nodes", timeout=10) as r:
             nodes = json.loads(r.read())
         assert [n["metadata"]["name"] for n in nodes["items"]] == ["kn-0", "kn-1"]
+        # a kubeconfig for another user: a token the running server knows
+        job_kc = tmp_path / "job-controller.kubeconfig"
+        made = _run(
+            env,
+            "kubeconfig",
+            "--user",
+            "system:serviceaccount:kube-system:job-controller",
+            "--output",
+            str(job_kc),
+        )
+        assert made.returncode == 0, made.stdout + made.stderr
+        job_cfg = yaml.safe_load(job_kc.read_text())
+        assert job_cfg["clusters"] == cfg["clusters"]
+        assert job_cfg["users"][0]["name"] == "system:serviceaccount:kube-system:job-controller"
+        assert job_cfg["users"][0]["user"]["token"] != cfg["users"][0]["user"]["token"]
     finally:
         down = _run(env, "down")
     assert down.returncode == 0
