@@ -7,6 +7,7 @@ Slurm error numbers, never by message text.
     BridgeError
     +-- ConfigError              bad configuration: names the key and the reason
     +-- InvalidInput             bad user input (annotation, quantity, field): names it
+    +-- CelError                 a CEL expression does not compile or fails to evaluate
     +-- SlurmError               talking to slurmrestd
     |   +-- SlurmUnauthorized    401/403/511, or Slurm auth error numbers
     |   +-- SlurmNotFound        404, or "invalid job id" (2017) and friends
@@ -58,6 +59,17 @@ class InvalidInput(BridgeError):
         self.obj = obj
         where = f"{obj}: " if obj else ""
         super().__init__(f"{where}{field}: {reason}")
+
+
+class CelError(BridgeError):
+    """A CEL expression that does not compile (``phase="compile"``) or whose evaluation
+    failed or gave a value of the wrong type (``phase="evaluate"``)."""
+
+    def __init__(self, expression: str, reason: str, phase: str = "compile") -> None:
+        self.expression = expression
+        self.reason = reason
+        self.phase = phase
+        super().__init__(f"{phase} of CEL expression {expression!r} failed: {reason}")
 
 
 class SlurmError(BridgeError):
