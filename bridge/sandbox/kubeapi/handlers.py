@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from bridge.sandbox.kubeapi import discovery, protobuf, tables
+from bridge.sandbox.kubeapi.admit import options
 from bridge.sandbox.kubeapi.errors import ApiError, bad_request
 from bridge.sandbox.kubeapi.hooks import LoggedRequest
 from bridge.sandbox.kubeapi.identity import UserInfo
@@ -111,6 +112,7 @@ class Handlers:
     def __init__(self, server: SandboxApiServer) -> None:
         self.srv = server
         self.api = server.api
+        self.writes = server.writes
 
     # --- entry -------------------------------------------------------------------------
 
@@ -193,6 +195,7 @@ class Handlers:
         q = request.query
         m = request.method
         dry_run = bool(q.get("dryRun"))
+        user = self.srv.tokens.authenticate(request.headers.get("Authorization"))
         accept = request.headers.get("Accept", "")
         table = tables.wants_table(accept)
         if not t.name:
@@ -220,16 +223,23 @@ class Handlers:
                     )
                 return json_response(lst)
             if m == "POST":
-                user = self.srv.tokens.authenticate(request.headers.get("Authorization"))
-                body = await self._admit_create(rd, t.namespace, await _body(request), user)
-                return json_response(self.api.create(rd, t.namespace, body, dry_run=dry_run), 201)
+                obj = await self.writes.create(
+                    rd,
+                    t.namespace,
+                    await _body(request),
+                    user=user,
+                    dry_run=dry_run,
+                    opts=options("CreateOptions", q),
+                )
+                return json_response(obj, 201)
             if m == "DELETE":
-                return await self.delete_collection(request, rd, t)
+                return await self.delete_collection(request, rd, t, user)
             raise ApiError(405, "MethodNotAllowed", f"{m} is not supported on a collection")
         if t.subresource == "binding":
             if m != "POST":
                 raise ApiError(405, "MethodNotAllowed", "binding supports POST only")
-            return json_response(self.api.bind(t.namespace, t.name, await _body(request)), 201)
+            bound = await self.writes.bind(t.namespace, t.name, await _body(request), user=user)
+            return json_response(bound, 201)
         if m == "GET":
             obj = self.api.get(rd, t.namespace, t.name)
             if table:
@@ -240,43 +250,33 @@ class Handlers:
                 )
             return json_response(obj)
         if m == "PUT":
-            obj = self.api.update(
+            obj = await self.writes.update(
                 rd,
                 t.namespace,
                 t.name,
                 await _body(request),
                 subresource=t.subresource,
+                user=user,
                 dry_run=dry_run,
+                opts=options("UpdateOptions", q),
             )
             return json_response(obj)
         if m == "PATCH":
-            obj = self.api.patch(
+            obj = await self.writes.patch(
                 rd,
                 t.namespace,
                 t.name,
                 request.headers.get("Content-Type", ""),
                 await _body(request),
                 subresource=t.subresource,
+                user=user,
                 dry_run=dry_run,
+                opts=options("PatchOptions", q),
             )
             return json_response(obj)
         if m == "DELETE":
-            return self._delete_one(rd, t, await self._delete_options(request))
+            return await self._delete_one(rd, t, await self._delete_options(request), user)
         raise ApiError(405, "MethodNotAllowed", f"{m} is not supported")
-
-    async def _admit_create(
-        self, rd: ResourceDef, namespace: str, body: Any, user: UserInfo
-    ) -> Any:
-        """Dynamic admission (see :mod:`webhooks`): defaulting, mutating webhooks, defaulting
-        and validation again, validating webhooks; the caller then creates the result."""
-        hooks = self.srv.webhooks
-        if not hooks.active():
-            return body
-        obj = self.api.create(rd, namespace, body, dry_run=True)
-        obj = await hooks.mutate(rd, "CREATE", namespace, obj, user)
-        obj = self.api.create(rd, namespace, obj, dry_run=True)
-        await hooks.validate(rd, "CREATE", namespace, obj, user)
-        return obj
 
     async def _delete_options(self, request: web.Request) -> dict[str, Any]:
         body = await _body(request)
@@ -291,8 +291,12 @@ class Handlers:
             opts["dryRun"] = [q["dryRun"]]
         return opts
 
-    def _delete_one(self, rd: ResourceDef, t: Target, opts: dict[str, Any]) -> web.Response:
-        result = self.api.delete(rd, t.namespace, t.name, opts, dry_run=bool(opts.get("dryRun")))
+    async def _delete_one(
+        self, rd: ResourceDef, t: Target, opts: dict[str, Any], user: UserInfo
+    ) -> web.Response:
+        result = await self.writes.delete(
+            rd, t.namespace, t.name, opts, user=user, dry_run=bool(opts.get("dryRun"))
+        )
         ns = t.namespace if rd.namespaced else ""
         still_there = self.api.store.get(rd.key, ns, t.name) is not None
         # like the real handler: 202 only for a pending deletion with orphanDependents=false
@@ -300,7 +304,7 @@ class Handlers:
         return json_response(result, 202 if pending_cascade else 200)
 
     async def delete_collection(
-        self, request: web.Request, rd: ResourceDef, t: Target
+        self, request: web.Request, rd: ResourceDef, t: Target, user: UserInfo
     ) -> web.Response:
         opts = await self._delete_options(request)
         lst = self.api.list(
@@ -313,7 +317,16 @@ class Handlers:
         for o in lst["items"]:
             md = o["metadata"]
             try:
-                items.append(self.api.delete(rd, md.get("namespace", ""), md["name"], opts))
+                items.append(
+                    await self.writes.delete(
+                        rd,
+                        md.get("namespace", ""),
+                        md["name"],
+                        opts,
+                        user=user,
+                        dry_run=bool(opts.get("dryRun")),
+                    )
+                )
             except ApiError as e:
                 if e.code != 404:
                     raise

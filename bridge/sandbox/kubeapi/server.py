@@ -14,6 +14,7 @@ import yaml
 from aiohttp import web
 
 from bridge.clock import Clock, SystemClock
+from bridge.sandbox.kubeapi.admit import Writes
 from bridge.sandbox.kubeapi.handlers import Handlers
 from bridge.sandbox.kubeapi.hooks import Fault, Faults, RequestLog
 from bridge.sandbox.kubeapi.identity import SANDBOX_TOKEN, Tokens, UserInfo, user
@@ -90,7 +91,8 @@ class SandboxApiServer:
         self.faults = Faults()
         self.request_log = RequestLog()
         self.kubelet = FakeKubelet(self.api)
-        self.webhooks = WebhookCaller(self.store)
+        self.webhooks = WebhookCaller(self.store, self.registry)
+        self.writes = Writes(self.api, self.webhooks)
         self.tokens = Tokens()
         self._initial_nodes = tuple(nodes)
         self._kubelet_on = kubelet

@@ -199,7 +199,17 @@ class ObjectApi:
 
     # --- create ------------------------------------------------------------------------
 
-    def create(self, rd: ResourceDef, namespace: str, body: Any, *, dry_run: bool = False) -> Obj:
+    def create(
+        self,
+        rd: ResourceDef,
+        namespace: str,
+        body: Any,
+        *,
+        dry_run: bool = False,
+        keep_identity: bool = False,
+    ) -> Obj:
+        """``keep_identity``: keep the body's uid and creationTimestamp (an admitted object
+        whose validating webhooks saw them)."""
         if not isinstance(body, dict):
             raise bad_request("the body of the request was in an unknown format")
         obj: Obj = copy.deepcopy(body)
@@ -253,8 +263,10 @@ class ObjectApi:
             "selfLink",
         ):
             md.pop(f, None)
-        md["uid"] = str(uuid.uuid4())
-        md["creationTimestamp"] = self.now()
+        if not (keep_identity and md.get("uid")):
+            md["uid"] = str(uuid.uuid4())
+        if not (keep_identity and md.get("creationTimestamp")):
+            md["creationTimestamp"] = self.now()
         if rd.custom or rd.key in _GENERATION_KEYS:
             md["generation"] = 1
         self._admit_create(rd, obj)
