@@ -2,8 +2,11 @@
 finishes them on demand and removes terminating pods after their grace period.
 "Node gone" = stop its kubelet.
 
-It watches the store directly (no HTTP) and writes through :class:`ObjectApi`, so every
-change is an ordinary MODIFIED/DELETED event clients see.
+It watches the store directly (no HTTP) and writes through the admission path
+(:class:`~bridge.sandbox.kubeapi.admit.Writes`) as the node's kubelet (``system:node:<node>``,
+group ``system:nodes``): its ``pods/status`` UPDATEs and its final DELETE (grace 0, uid
+precondition) reach the webhooks that match them. ``finish_pod`` (a test hook standing in for
+a container exiting) writes the status directly, without admission.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import contextlib
 from datetime import datetime
 from typing import Any
 
+from bridge.sandbox.kubeapi import identity
+from bridge.sandbox.kubeapi.admit import Writes
 from bridge.sandbox.kubeapi.errors import ApiError
 from bridge.sandbox.kubeapi.store import Obj
 from bridge.sandbox.kubeapi.verbs import NODE_KEY, POD_KEY, ObjectApi
@@ -21,8 +26,9 @@ _TERMINAL = ("Succeeded", "Failed")
 
 
 class FakeKubelet:
-    def __init__(self, api: ObjectApi, *, poll_interval: float = 0.2) -> None:
+    def __init__(self, api: ObjectApi, writes: Writes, *, poll_interval: float = 0.2) -> None:
         self.api = api
+        self.writes = writes
         self.poll_interval = poll_interval
         self.enabled = False
         self._stopped_nodes: set[str] = set()
@@ -94,9 +100,6 @@ class FakeKubelet:
         ]
         self._set_cond(status, "Ready", "False", now, "PodCompleted")
         self._set_cond(status, "ContainersReady", "False", now, "PodCompleted")
-        return self._write_status(pod)
-
-    def _write_status(self, pod: Obj) -> Obj:
         rd = self.api.resolve("", "v1", "pods")
         md = pod["metadata"]
         return self.api.update(rd, md["namespace"], md["name"], pod, subresource="status")
@@ -117,7 +120,7 @@ class FakeKubelet:
         conds.append(c)
         status["conditions"] = conds
 
-    def _start_pod(self, pod: Obj) -> None:
+    async def _start_pod(self, pod: Obj) -> None:
         now = self.api.now()
         self._ip += 1
         ip = f"10.244.{(self._ip // 250) % 250}.{self._ip % 250 + 1}"
@@ -141,9 +144,28 @@ class FakeKubelet:
         ]
         for t in ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready"):
             self._set_cond(status, t, "True", now)
-        self._write_status(pod)
+        md = pod["metadata"]
+        await self.writes.update(
+            self.api.resolve("", "v1", "pods"),
+            md["namespace"],
+            md["name"],
+            pod,
+            subresource="status",
+            user=identity.node(pod["spec"]["nodeName"]),
+        )
 
-    def sync_once(self) -> None:
+    async def _remove(self, pod: Obj) -> None:
+        """The kubelet's final DELETE of a terminated pod: grace 0, uid precondition."""
+        md = pod["metadata"]
+        await self.writes.delete(
+            self.api.resolve("", "v1", "pods"),
+            md["namespace"],
+            md["name"],
+            {"gracePeriodSeconds": 0, "preconditions": {"uid": md["uid"]}},
+            user=identity.node(pod["spec"]["nodeName"]),
+        )
+
+    async def sync_once(self) -> None:
         """One pass over all pods (the loop calls this; tests may call it directly)."""
         now = self.api.clock.now()
         nodes = {n["metadata"]["name"] for n in self.api.store.list(NODE_KEY)}
@@ -154,19 +176,22 @@ class FakeKubelet:
             md = pod["metadata"]
             if md.get("deletionTimestamp"):
                 due = datetime.strptime(md["deletionTimestamp"], "%Y-%m-%dT%H:%M:%SZ")
-                if due.replace(tzinfo=now.tzinfo) <= now:
-                    self.api.force_remove_pod(md["namespace"], md["name"])
+                sent = md.get("deletionGracePeriodSeconds") == 0  # waits on finalizers
+                if not sent and due.replace(tzinfo=now.tzinfo) <= now:
+                    with contextlib.suppress(ApiError):  # refused or raced: the next pass
+                        await self._remove(pod)
                 continue
             phase = (pod.get("status") or {}).get("phase")
             if phase == "Pending":
-                self._start_pod(pod)
+                with contextlib.suppress(ApiError):
+                    await self._start_pod(pod)
 
     async def _run(self) -> None:
         sub = self.api.store.subscribe(POD_KEY)
         try:
             while self.enabled:
                 with contextlib.suppress(ApiError):  # a racing delete; the next pass catches up
-                    self.sync_once()
+                    await self.sync_once()
                 self._wake.clear()
                 waiters = [
                     asyncio.ensure_future(sub.queue.get()),

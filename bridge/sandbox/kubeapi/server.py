@@ -15,6 +15,7 @@ from aiohttp import web
 
 from bridge.clock import Clock, SystemClock
 from bridge.sandbox.kubeapi.admit import Writes
+from bridge.sandbox.kubeapi.controllers import GarbageCollector, NamespaceController
 from bridge.sandbox.kubeapi.handlers import Handlers
 from bridge.sandbox.kubeapi.hooks import Fault, Faults, RequestLog
 from bridge.sandbox.kubeapi.identity import SANDBOX_TOKEN, Tokens, UserInfo, user
@@ -90,9 +91,11 @@ class SandboxApiServer:
         )
         self.faults = Faults()
         self.request_log = RequestLog()
-        self.kubelet = FakeKubelet(self.api)
         self.webhooks = WebhookCaller(self.store, self.registry)
         self.writes = Writes(self.api, self.webhooks)
+        self.namespace_controller = NamespaceController(self.api, self.writes)
+        self.garbage_collector = GarbageCollector(self.api, self.writes)
+        self.kubelet = FakeKubelet(self.api, self.writes)
         self.tokens = Tokens()
         self._initial_nodes = tuple(nodes)
         self._kubelet_on = kubelet
@@ -131,6 +134,8 @@ class SandboxApiServer:
         if self.port == 0 and server is not None:
             sockets = getattr(server, "sockets", None) or []
             self.port = sockets[0].getsockname()[1]
+        self.namespace_controller.start()
+        self.garbage_collector.start()
         if self._kubelet_on:
             self.kubelet.start()
 
@@ -148,6 +153,8 @@ class SandboxApiServer:
 
     async def close(self) -> None:
         await self.kubelet.stop()
+        await self.namespace_controller.stop()
+        await self.garbage_collector.stop()
         for t in list(self.watch_tasks):
             t.cancel()
         self.api.cancel_background()

@@ -33,7 +33,7 @@ class StoreEvent:
 
 @dataclass
 class Subscription:
-    key: Key
+    key: Key | None  # None: every resource
     queue: asyncio.Queue[StoreEvent] = field(default_factory=asyncio.Queue)
 
 
@@ -87,7 +87,7 @@ class Store:
             dropped = self._history.popleft()
             self._compacted = dropped.rv
         for sub in self._subs:
-            if sub.key == ev.key:
+            if sub.key is None or sub.key == ev.key:
                 sub.queue.put_nowait(ev)
 
     def put(self, key: Key, obj: Obj, *, created: bool) -> Obj:
@@ -131,7 +131,8 @@ class Store:
         self._subs.append(sub)
         return past, sub
 
-    def subscribe(self, key: Key) -> Subscription:
+    def subscribe(self, key: Key | None) -> Subscription:
+        """Live events of ``key`` (None: of every resource)."""
         sub = Subscription(key)
         self._subs.append(sub)
         return sub

@@ -574,8 +574,8 @@ class ObjectApi:
     def _maybe_finalize(self, rd: ResourceDef, obj: Obj) -> Obj:
         """Remove an object whose deletion waited only on finalizers (or a pod on its grace)."""
         md = obj["metadata"]
-        if not md.get("deletionTimestamp") or md.get("finalizers"):
-            return obj
+        if not md.get("deletionTimestamp") or md.get("finalizers") or rd.key == NS_KEY:
+            return obj  # a namespace waits for its spec.finalizers (the namespace controller)
         if rd.key == POD_KEY and md.get("deletionGracePeriodSeconds", 0) > 0:
             return obj  # the kubelet (or a delete with gracePeriodSeconds=0) finishes it
         gone = self.store.remove(rd.key, md.get("namespace", ""), md["name"])
@@ -657,35 +657,14 @@ class ObjectApi:
         pod = self.store.put(rd.key, pod, created=False)
         return self.present(rd, self._maybe_finalize(rd, pod))
 
-    def force_remove_pod(self, namespace: str, name: str) -> None:
-        """What the kubelet does when a terminating pod's containers are gone."""
-        pod = self.store.get(POD_KEY, namespace, name)
-        if pod is None:
-            return
-        rd = self.resolve("", "v1", "pods")
-        self._delete_pod(rd, pod, {"gracePeriodSeconds": 0})
-
     def _delete_namespace(self, rd: ResourceDef, ns_obj: Obj) -> Obj:
         md = ns_obj["metadata"]
         if not md.get("deletionTimestamp"):
             md["deletionTimestamp"] = self.now()
             md["deletionGracePeriodSeconds"] = 0
             ns_obj.setdefault("status", {})["phase"] = "Terminating"
-            ns_obj = self.store.put(rd.key, ns_obj, created=False)
-            self._spawn(self._finish_namespace(md["name"]))
+            ns_obj = self.store.put(rd.key, ns_obj, created=False)  # the controller goes on
         return self.present(rd, ns_obj)
-
-    async def _finish_namespace(self, namespace: str) -> None:
-        """The namespace controller: delete the contents, then the namespace."""
-        await asyncio.sleep(0)
-        for rd in {d.key: d for d in self.registry.all() if d.namespaced}.values():
-            for o in self.store.list(rd.key, namespace):
-                om = o["metadata"]
-                if om.get("finalizers"):
-                    om["finalizers"] = []
-                    self.store.put(rd.key, o, created=False)
-                self.store.remove(rd.key, namespace, om["name"])
-        self.store.remove(NS_KEY, "", namespace)
 
     # --- binding -----------------------------------------------------------------------
 

@@ -100,7 +100,7 @@ async def test_fake_kubelet_leaves_unbound_pods_pending(
 ) -> None:
     srv.kubelet.start()
     await core.create_namespaced_pod(NS, pod_body("p"))
-    srv.kubelet.sync_once()
+    await srv.kubelet.sync_once()
     assert (await core.read_namespaced_pod("p", NS)).status.phase == "Pending"
 
 
@@ -131,7 +131,7 @@ async def test_stopped_node_kubelet_leaves_pods_alone(
     srv.kubelet.start()
     await core.create_namespaced_pod(NS, pod_body("p"))
     await _bind(core, "p", "gone")
-    srv.kubelet.sync_once()
+    await srv.kubelet.sync_once()
     assert (await core.read_namespaced_pod("p", NS)).status.phase == "Pending"
     await core.delete_namespaced_pod("p", NS, grace_period_seconds=0)  # force works
 
@@ -191,13 +191,14 @@ async def test_fake_kubelet_ignores_pods_bound_to_missing_nodes(
     srv.kubelet.start()
     await core.create_namespaced_pod(NS, pod_body("p"))
     await _bind(core, "p", "no-such-node")
-    srv.kubelet.sync_once()
+    await srv.kubelet.sync_once()
     assert (await core.read_namespaced_pod("p", NS)).status.phase == "Pending"
 
 
 async def test_watch_of_a_disconnected_client_is_unsubscribed(
     srv: SandboxApiServer, core: client.CoreV1Api
 ) -> None:
+    base = srv.store.subscriber_count  # the sandbox's own controllers
     async with (
         aiohttp.ClientSession() as s,
         s.get(f"{srv.url}/api/v1/namespaces/{NS}/pods", params={"watch": "1"}) as r,
@@ -205,11 +206,11 @@ async def test_watch_of_a_disconnected_client_is_unsubscribed(
         assert r.status == 200
 
         async def subscribed() -> bool:
-            return srv.store.subscriber_count == 1
+            return srv.store.subscriber_count == base + 1
 
         await eventually(subscribed)
 
     async def unsubscribed() -> bool:
-        return srv.store.subscriber_count == 0
+        return srv.store.subscriber_count == base
 
     await eventually(unsubscribed)

@@ -1,0 +1,321 @@
+"""kube-controller-manager's namespace controller and garbage collector, in the sandbox.
+
+Both write through :class:`~bridge.sandbox.kubeapi.admit.Writes` as the identities the real
+controllers have (``system:serviceaccount:kube-system:namespace-controller`` and
+``...:generic-garbage-collector``), so admission webhooks that match their DELETEs are
+called, and a webhook that is down blocks them exactly as on a cluster.
+
+Namespace controller: a namespace with a deletionTimestamp (phase Terminating) has every
+namespaced object deleted through the API (DELETE, ``propagationPolicy: Background``);
+objects with finalizers stay, with their deletionTimestamp, until their owners remove the
+finalizers; failed deletions are retried with back-off (``retry_initial`` doubling up to
+``retry_max`` seconds). The namespace's status conditions say why it waits, as
+kube-controller-manager writes them (``NamespaceDeletionContentFailure``,
+``NamespaceContentRemaining``, ``NamespaceFinalizersRemaining``...). The namespace goes
+away only once it is empty.
+
+Garbage collector: when an object is removed, its dependents (objects whose
+``ownerReferences`` name its uid) are deleted in the background when no other owner
+remains, else the dangling reference is removed. Deviations: no foreground deletion
+(``propagationPolicy: Foreground`` acts as Background) and no orphaning (``Orphan``
+deletes the owner and leaves the dependents' references dangling); dependents whose owner
+was already gone when the sandbox started are not collected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+from collections import Counter
+
+from bridge.sandbox.kubeapi.admit import Writes
+from bridge.sandbox.kubeapi.errors import ApiError
+from bridge.sandbox.kubeapi.identity import GARBAGE_COLLECTOR, NAMESPACE_CONTROLLER
+from bridge.sandbox.kubeapi.resources import ResourceDef
+from bridge.sandbox.kubeapi.store import Obj, StoreEvent
+from bridge.sandbox.kubeapi.verbs import NS_KEY, ObjectApi
+
+_BACKGROUND = {"propagationPolicy": "Background"}
+
+_OK = {
+    "NamespaceDeletionDiscoveryFailure": (
+        "ResourcesDiscovered",
+        "All resources successfully discovered",
+    ),
+    "NamespaceDeletionGroupVersionParsingFailure": (
+        "ParsedGroupVersions",
+        "All legacy kube types successfully parsed",
+    ),
+    "NamespaceDeletionContentFailure": (
+        "ContentDeleted",
+        "All content successfully deleted, may be waiting on finalization",
+    ),
+    "NamespaceContentRemaining": ("ContentRemoved", "All content successfully removed"),
+    "NamespaceFinalizersRemaining": (
+        "ContentHasNoFinalizers",
+        "All content-preserving finalizers finished",
+    ),
+}
+
+
+def namespace_conditions(
+    failures: list[str], remaining: Counter[str], finalizers: Counter[str], now: str
+) -> list[Obj]:
+    """The namespace controller's status conditions for one pass over the contents."""
+    bad: dict[str, tuple[str, str]] = {}
+    if failures:
+        bad["NamespaceDeletionContentFailure"] = (
+            "ContentDeletionFailed",
+            f"Failed to delete all resource types, {len(failures)} remaining: "
+            + ", ".join(failures),
+        )
+    if remaining:
+        bad["NamespaceContentRemaining"] = (
+            "SomeResourcesRemain",
+            "Some resources are remaining: "
+            + ", ".join(f"{gr} has {n} resource instances" for gr, n in sorted(remaining.items())),
+        )
+    if finalizers:
+        bad["NamespaceFinalizersRemaining"] = (
+            "SomeFinalizersRemain",
+            "Some content in the namespace has finalizers remaining: "
+            + ", ".join(f"{f} in {n} resource instances" for f, n in sorted(finalizers.items())),
+        )
+    out = []
+    for ctype, (reason, message) in _OK.items():
+        status = "True" if ctype in bad else "False"
+        reason, message = bad.get(ctype, (reason, message))
+        out.append(
+            {
+                "type": ctype,
+                "status": status,
+                "lastTransitionTime": now,
+                "reason": reason,
+                "message": message,
+            }
+        )
+    return out
+
+
+class _Loop:
+    """A background task driven by store events and retries with back-off."""
+
+    def __init__(self, retry_initial: float, retry_max: float) -> None:
+        self.retry_initial = retry_initial
+        self.retry_max = retry_max
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        raise NotImplementedError
+
+
+class NamespaceController(_Loop):
+    def __init__(
+        self, api: ObjectApi, writes: Writes, *, retry_initial: float = 0.05, retry_max: float = 2.0
+    ) -> None:
+        super().__init__(retry_initial, retry_max)
+        self.api = api
+        self.writes = writes
+
+    def _namespaced(self) -> list[ResourceDef]:
+        """One served version of every namespaced resource."""
+        return list({d.key: d for d in self.api.registry.all() if d.namespaced}.values())
+
+    async def sync(self, namespace: str) -> bool:
+        """One pass; True when the namespace is gone (or not terminating)."""
+        store = self.api.store
+        ns = store.get(NS_KEY, "", namespace)
+        if ns is None or not ns["metadata"].get("deletionTimestamp"):
+            return True
+        failures: list[str] = []
+        remaining: Counter[str] = Counter()
+        finalizers: Counter[str] = Counter()
+        for rd in self._namespaced():
+            for obj in store.list(rd.key, namespace):
+                name = obj["metadata"]["name"]
+                if not obj["metadata"].get("deletionTimestamp"):
+                    try:
+                        await self.writes.delete(
+                            rd, namespace, name, dict(_BACKGROUND), user=NAMESPACE_CONTROLLER
+                        )
+                    except ApiError as e:
+                        if e.code != 404:
+                            failures.append(e.message)
+                left = store.get(rd.key, namespace, name)
+                if left is not None:
+                    remaining[rd.group_resource] += 1
+                    for f in left["metadata"].get("finalizers") or []:
+                        finalizers[f] += 1
+        if not failures and not remaining:
+            store.remove(NS_KEY, "", namespace)
+            return True
+        await self._set_conditions(
+            ns, namespace_conditions(failures, remaining, finalizers, self.api.now())
+        )
+        return False
+
+    async def _set_conditions(self, ns: Obj, conditions: list[Obj]) -> None:
+        old = {c["type"]: c for c in (ns.get("status") or {}).get("conditions") or []}
+        for c in conditions:  # lastTransitionTime moves only when the status does
+            prev = old.get(c["type"])
+            if prev is not None and prev.get("status") == c["status"]:
+                c["lastTransitionTime"] = prev.get("lastTransitionTime", c["lastTransitionTime"])
+        if [old.get(c["type"]) for c in conditions] == conditions:
+            return
+        body = copy.deepcopy(ns)
+        body.setdefault("status", {})["conditions"] = conditions
+        rd = self.api.resolve("", "v1", "namespaces")
+        with contextlib.suppress(ApiError):  # a webhook on namespaces/status may refuse it
+            await self.writes.update(
+                rd,
+                "",
+                ns["metadata"]["name"],
+                body,
+                subresource="status",
+                user=NAMESPACE_CONTROLLER,
+            )
+
+    async def _run(self) -> None:
+        store = self.api.store
+        sub = store.subscribe(None)
+        loop = asyncio.get_running_loop()
+        due: dict[str, float] = {}
+        delay: dict[str, float] = {}
+        for ns in store.list(NS_KEY):
+            if ns["metadata"].get("deletionTimestamp"):
+                due[ns["metadata"]["name"]] = loop.time()
+        try:
+            while True:
+                now = loop.time()
+                wait = max(min(due.values()) - now, 0.0) if due else None
+                with contextlib.suppress(TimeoutError):
+                    ev = await asyncio.wait_for(sub.queue.get(), timeout=wait)
+                    self._note(ev, due, loop.time())
+                while not sub.queue.empty():
+                    self._note(sub.queue.get_nowait(), due, loop.time())
+                for name in [n for n, t in due.items() if t <= loop.time()]:
+                    del due[name]
+                    try:
+                        done = await self.sync(name)
+                    except ApiError:
+                        done = False
+                    if done:
+                        delay.pop(name, None)
+                    else:
+                        d = min(delay.get(name, self.retry_initial / 2) * 2, self.retry_max)
+                        delay[name] = d
+                        due[name] = loop.time() + d
+        finally:
+            store.unsubscribe(sub)
+
+    @staticmethod
+    def _note(ev: StoreEvent, due: dict[str, float], now: float) -> None:
+        """Namespaces to look at soon: a terminating one changed, or its content did."""
+        if ev.key == NS_KEY:
+            if ev.type != "DELETED" and ev.obj["metadata"].get("deletionTimestamp"):
+                due.setdefault(ev.obj["metadata"]["name"], now)
+            return
+        ns = ev.obj["metadata"].get("namespace")
+        if ns and ns in due and ev.type != "ADDED":
+            due[ns] = min(due[ns], now)
+
+
+class GarbageCollector(_Loop):
+    def __init__(
+        self, api: ObjectApi, writes: Writes, *, retry_initial: float = 0.05, retry_max: float = 2.0
+    ) -> None:
+        super().__init__(retry_initial, retry_max)
+        self.api = api
+        self.writes = writes
+
+    def _owner_alive(self, ref: Obj, namespace: str) -> bool:
+        rd = self.api.registry.by_kind(str(ref.get("apiVersion", "")), str(ref.get("kind", "")))
+        if rd is None:
+            return False
+        owner = self.api.store.get(rd.key, namespace if rd.namespaced else "", str(ref.get("name")))
+        return owner is not None and owner["metadata"].get("uid") == ref.get("uid")
+
+    def dependents(self, owner: Obj) -> list[tuple[ResourceDef, Obj]]:
+        uid = owner["metadata"].get("uid")
+        ns = owner["metadata"].get("namespace")
+        out = []
+        for rd in {d.key: d for d in self.api.registry.all()}.values():
+            if ns and not rd.namespaced:
+                continue  # a namespaced owner has no cluster-scoped dependents
+            for obj in self.api.store.list(rd.key, ns or None):
+                refs = obj["metadata"].get("ownerReferences") or []
+                if any(r.get("uid") == uid for r in refs):
+                    out.append((rd, obj))
+        return out
+
+    async def collect(self, owner: Obj) -> bool:
+        """Handle the dependents of a removed ``owner``; False when something failed."""
+        ok = True
+        uid = owner["metadata"].get("uid")
+        for rd, obj in self.dependents(owner):
+            md = obj["metadata"]
+            ns = md.get("namespace", "")
+            refs = md.get("ownerReferences") or []
+            others = [r for r in refs if r.get("uid") != uid]
+            try:
+                if any(self._owner_alive(r, ns) for r in others):
+                    kept = [r for r in refs if r.get("uid") != uid]
+                    await self.writes.patch(
+                        rd,
+                        ns,
+                        md["name"],
+                        "application/merge-patch+json",
+                        {"metadata": {"ownerReferences": kept, "uid": md["uid"]}},
+                        user=GARBAGE_COLLECTOR,
+                    )
+                elif not md.get("deletionTimestamp"):
+                    await self.writes.delete(
+                        rd,
+                        ns,
+                        md["name"],
+                        {**_BACKGROUND, "preconditions": {"uid": md["uid"]}},
+                        user=GARBAGE_COLLECTOR,
+                    )
+            except ApiError as e:
+                if e.code not in (404, 409):
+                    ok = False
+        return ok
+
+    async def _run(self) -> None:
+        store = self.api.store
+        sub = store.subscribe(None)
+        loop = asyncio.get_running_loop()
+        retry: list[tuple[float, float, Obj]] = []  # (due, delay, owner)
+        try:
+            while True:
+                wait = max(min(t for t, _, _ in retry) - loop.time(), 0.0) if retry else None
+                owners: list[tuple[float, Obj]] = []
+                with contextlib.suppress(TimeoutError):
+                    ev = await asyncio.wait_for(sub.queue.get(), timeout=wait)
+                    if ev.type == "DELETED":
+                        owners.append((self.retry_initial, ev.obj))
+                while not sub.queue.empty():
+                    ev = sub.queue.get_nowait()
+                    if ev.type == "DELETED":
+                        owners.append((self.retry_initial, ev.obj))
+                now = loop.time()
+                owners += [(d * 2, o) for t, d, o in retry if t <= now]
+                retry = [r for r in retry if r[0] > now]
+                for d, owner in owners:
+                    if not await self.collect(owner):
+                        d = min(d, self.retry_max)
+                        retry.append((loop.time() + d, d, owner))
+        finally:
+            store.unsubscribe(sub)
