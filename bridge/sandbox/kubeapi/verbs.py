@@ -36,6 +36,7 @@ from bridge.sandbox.kubeapi.selectors import (
     parse_label_selector,
 )
 from bridge.sandbox.kubeapi.store import Obj, Store
+from bridge.sandbox.kubeapi.webhookconfig import validate_configuration
 
 CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
 NS_KEY = ("", "namespaces")
@@ -47,6 +48,11 @@ MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
 APPLY = "application/apply-patch+yaml"
+
+_WEBHOOK_KEYS = (
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
+    ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
+)
 
 # resources whose metadata.generation a real server maintains
 _GENERATION_KEYS = {POD_KEY, ("batch", "jobs"), CRD_KEY}
@@ -317,6 +323,8 @@ class ObjectApi:
             admission.default_secret(obj)
         elif rd.key == ("coordination.k8s.io", "leases"):
             admission.validate_lease(obj)
+        elif rd.key in _WEBHOOK_KEYS:
+            validate_configuration(obj, mutating=rd.key == _WEBHOOK_KEYS[0])
         elif rd.key == CRD_KEY:
             self._validate_crd(obj)
             obj.pop("status", None)
@@ -553,6 +561,8 @@ class ObjectApi:
                 )
         if rd.key == ("coordination.k8s.io", "leases"):
             admission.validate_lease(new)
+        if rd.key in _WEBHOOK_KEYS:
+            validate_configuration(new, mutating=rd.key == _WEBHOOK_KEYS[0])
         if rd.custom:
             new = prune_object(new, rd.schema)
         new.pop("apiVersion", None)

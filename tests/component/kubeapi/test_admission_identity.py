@@ -18,7 +18,7 @@ async def test_static_token_user_reaches_the_webhook_as_user_info(
     srv: SandboxApiServer, webhook: Webhook
 ) -> None:
     srv.add_token("alice-token", "alice", groups=("devs",), uid="u-1")
-    await install(srv, validating(webhook.hook("pods.t")))
+    await install(srv, validating(webhook.hook("pods.t.test")))
     status, _ = await call(srv, "POST", PODS, pod_body("a"), token="alice-token")
     assert status == 201
     assert webhook.requests()[-1]["userInfo"] == {
@@ -33,7 +33,7 @@ async def test_service_account_kubeconfig_gets_the_service_account_groups(
 ) -> None:
     path = srv.write_kubeconfig(tmp_path / "kc", username="system:serviceaccount:ns1:bot")
     token = yaml.safe_load(path.read_text())["users"][0]["user"]["token"]
-    await install(srv, validating(webhook.hook("pods.t")))
+    await install(srv, validating(webhook.hook("pods.t.test")))
     await call(srv, "POST", PODS, pod_body("b"), token=token)
     assert webhook.requests()[-1]["userInfo"] == {
         "username": "system:serviceaccount:ns1:bot",
@@ -48,7 +48,7 @@ async def test_service_account_kubeconfig_gets_the_service_account_groups(
 async def test_unknown_token_is_the_sandbox_admin_a_documented_deviation(
     srv: SandboxApiServer, webhook: Webhook
 ) -> None:
-    await install(srv, validating(webhook.hook("pods.t")))
+    await install(srv, validating(webhook.hook("pods.t.test")))
     await call(srv, "POST", PODS, pod_body("c"), token="nobody-knows-this")
     assert webhook.requests()[-1]["userInfo"] == {
         "username": "sandbox",
@@ -61,7 +61,7 @@ async def test_tokens_hook_mints_a_token_for_a_user_out_of_process(
 ) -> None:
     status, body = await call(srv, "POST", "/sandbox/tokens", {"username": "bob", "groups": ["g1"]})
     assert status == 201
-    await install(srv, validating(webhook.hook("pods.t")))
+    await install(srv, validating(webhook.hook("pods.t.test")))
     await call(srv, "POST", PODS, pod_body("d"), token=body["token"])
     assert webhook.requests()[-1]["userInfo"]["username"] == "bob"
     assert webhook.requests()[-1]["userInfo"]["groups"] == ["g1", "system:authenticated"]

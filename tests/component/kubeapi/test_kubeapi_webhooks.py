@@ -65,7 +65,7 @@ def _config(kind: str, url: str, bundle: str, namespace: str = NS) -> dict[str, 
         "metadata": {"name": "t"},
         "webhooks": [
             {
-                "name": "pods.t",
+                "name": "pods.t.test",
                 "clientConfig": {"url": url, "caBundle": bundle},
                 "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
                 "rules": [
@@ -114,7 +114,7 @@ async def test_mutating_webhook_patch_is_applied_and_validating_denial_is_return
         assert pod["spec"]["schedulerName"] == "default-scheduler"  # still defaulted
         status, body = await _post(s, pods, _pod("bad-1"))
         assert status == 403
-        assert body["message"] == 'admission webhook "pods.t" denied the request: no'
+        assert body["message"] == 'admission webhook "pods.t.test" denied the request: no'
 
 
 async def test_webhook_outside_its_namespace_selector_is_not_called(hooked: Any) -> None:
@@ -137,4 +137,4 @@ async def test_unreachable_webhook_fails_the_create_with_failure_policy_fail(
         await _post(s, f"{base}/validatingwebhookconfigurations", v)
         status, body = await _post(s, f"{srv.url}/api/v1/namespaces/{NS}/pods", _pod("x"))
         assert status == 500
-        assert 'failed calling webhook "pods.t"' in body["message"]
+        assert 'failed calling webhook "pods.t.test"' in body["message"]

@@ -32,7 +32,8 @@ async def test_namespace_contents_are_deleted_through_admission_as_the_namespace
     await call(srv, "POST", "/api/v1/namespaces", _cm("tmp"))
     await call(srv, "POST", "/api/v1/namespaces/tmp/configmaps", _cm("a"))
     await install(
-        srv, validating(webhook.hook("cm.t", resources=("configmaps",), operations=("DELETE",)))
+        srv,
+        validating(webhook.hook("cm.t.test", resources=("configmaps",), operations=("DELETE",))),
     )
     status, ns = await call(srv, "DELETE", "/api/v1/namespaces/tmp")
     assert status == 200
@@ -95,7 +96,7 @@ async def test_webhook_down_blocks_namespace_cleanup_then_retry_finishes_it(
     await down.stop()
     await call(srv, "POST", "/api/v1/namespaces", _cm("tmp"))
     await call(srv, "POST", "/api/v1/namespaces/tmp/configmaps", _cm("a"))
-    await install(srv, validating(down.hook("cm.t", resources=("configmaps",)), name="down"))
+    await install(srv, validating(down.hook("cm.t.test", resources=("configmaps",)), name="down"))
     await call(srv, "DELETE", "/api/v1/namespaces/tmp")
 
     async def failing() -> bool:
@@ -105,7 +106,7 @@ async def test_webhook_down_blocks_namespace_cleanup_then_retry_finishes_it(
     await eventually(failing)
     cond = _conditions((await _ns(srv, "tmp"))[1])["NamespaceDeletionContentFailure"]
     assert cond["reason"] == "ContentDeletionFailed"
-    assert 'failed calling webhook "cm.t"' in cond["message"]
+    assert 'failed calling webhook "cm.t.test"' in cond["message"]
     assert "connect: connection refused" in cond["message"]
     await call(srv, "DELETE", f"{REG}/validatingwebhookconfigurations/down")
 
@@ -129,7 +130,8 @@ async def test_garbage_collector_deletes_dependents_of_a_removed_owner_as_itself
     await call(srv, "POST", cms, _cm("dep", ownerReferences=[ref(owner)]))
     await call(srv, "POST", cms, _cm("shared", ownerReferences=[ref(owner), ref(other)]))
     await install(
-        srv, validating(webhook.hook("cm.t", resources=("configmaps",), operations=("DELETE",)))
+        srv,
+        validating(webhook.hook("cm.t.test", resources=("configmaps",), operations=("DELETE",))),
     )
     await call(srv, "DELETE", f"{cms}/owner")
 
