@@ -130,6 +130,20 @@ def default_secret(secret: dict[str, Any]) -> None:
             data[k] = base64.b64encode(str(v).encode()).decode()
 
 
+def default_service(svc: dict[str, Any], cluster_ip: str) -> None:
+    """type ClusterIP, a cluster IP, ports' protocol TCP and targetPort = port."""
+    spec = svc.setdefault("spec", {})
+    spec.setdefault("type", "ClusterIP")
+    spec.setdefault("sessionAffinity", "None")
+    if spec.get("clusterIP") != "None":
+        spec.setdefault("clusterIP", cluster_ip)
+        spec.setdefault("clusterIPs", [spec["clusterIP"]])
+    for p in spec.get("ports") or []:
+        p.setdefault("protocol", "TCP")
+        p.setdefault("targetPort", p.get("port"))
+    svc["status"] = {"loadBalancer": {}}
+
+
 def default_job(job: dict[str, Any]) -> None:
     uid = job["metadata"]["uid"]
     name = job["metadata"]["name"]

@@ -321,6 +321,9 @@ class ObjectApi:
             admission.default_job(obj)
         elif rd.key == ("", "secrets"):
             admission.default_secret(obj)
+        elif rd.key == ("", "services"):
+            n = self.store.count(rd.key) + 1
+            admission.default_service(obj, f"10.96.{(n // 250) % 250}.{n % 250 + 1}")
         elif rd.key == ("coordination.k8s.io", "leases"):
             admission.validate_lease(obj)
         elif rd.key in _WEBHOOK_KEYS:
