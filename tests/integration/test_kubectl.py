@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from bridge.sandbox.kubeapi import SandboxApiServer
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.kubectl
 
@@ -211,3 +212,54 @@ async def test_kubectl_get_watch_streams_changes(
     finally:
         proc.terminate()
         await proc.wait()
+
+
+BOUND_POD = """apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+spec:
+  nodeName: kube-node-0
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: nginx:1.27
+"""
+
+
+async def test_kubectl_wait_for_ready_and_delete_with_default_wait_return(
+    kubectl: tuple[SandboxApiServer, Kubectl],
+) -> None:
+    """kubectl 1.37 waits with WatchList: the initial-events-end bookmark lets it return."""
+    srv, k = kubectl
+    srv.kubelet.start()
+    await k("apply", "-f", k.file("pod.yaml", BOUND_POD))
+    out = await k("wait", "--for=condition=Ready", "pod/web", "--timeout=30s")
+    assert "pod/web condition met" in out
+    waiter = asyncio.create_task(k("wait", "--for=delete", "pod/web", "--timeout=30s"))
+    out = await k("delete", "pod", "web")  # default --wait=true: returns once it is gone
+    assert 'pod "web" deleted' in out
+    assert "pod/web condition met" in await waiter
+    assert "web" not in await k("get", "pods", "-o", "name")
+    watchlists = [
+        e for e in srv.request_log.entries(method="GET") if "sendInitialEvents" in e.query
+    ]
+    assert watchlists  # kubectl did wait with WatchList
+
+
+async def test_kubectl_delete_waits_until_a_finalizer_is_removed_later(
+    kubectl: tuple[SandboxApiServer, Kubectl],
+) -> None:
+    srv, k = kubectl
+    cm = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: held, finalizers: [x.io/hold]}\n"
+    await k("create", "-f", k.file("cm.yaml", cm))
+    deleting = asyncio.create_task(k("delete", "configmap", "held"))
+
+    async def terminating() -> bool:
+        obj = srv.store.get(("", "configmaps"), "default", "held")
+        return bool(obj and obj["metadata"].get("deletionTimestamp"))
+
+    await eventually(terminating, within=30, what="deletionTimestamp set")
+    assert not deleting.done()  # kubectl waits for the object to be gone
+    await k("patch", "configmap", "held", "--type=merge", "-p", '{"metadata":{"finalizers":null}}')
+    assert 'configmap "held" deleted' in await asyncio.wait_for(deleting, 60)

@@ -18,7 +18,7 @@ from bridge.sandbox.kubeapi.hooks import LoggedRequest
 from bridge.sandbox.kubeapi.identity import UserInfo
 from bridge.sandbox.kubeapi.resources import ResourceDef
 from bridge.sandbox.kubeapi.selectors import parse_field_selector, parse_label_selector
-from bridge.sandbox.kubeapi.watch import WatchRequest, run_watch
+from bridge.sandbox.kubeapi.watch import WatchRequest, run_watch, validate_list_options
 
 if TYPE_CHECKING:
     from bridge.sandbox.kubeapi.server import SandboxApiServer
@@ -200,7 +200,15 @@ class Handlers:
         table = tables.wants_table(accept)
         if not t.name:
             if m == "GET":
-                if _truthy(q.get("watch")):
+                watching = _truthy(q.get("watch"))
+                validate_list_options(
+                    watching,
+                    q.get("sendInitialEvents"),
+                    q.get("resourceVersionMatch"),
+                    q.get("resourceVersion"),
+                    q.get("continue"),
+                )
+                if watching:
                     return await self.watch(request, rd, t, table)
                 lst = self.api.list(
                     rd,
@@ -339,6 +347,7 @@ class Handlers:
     ) -> web.StreamResponse:
         q = request.query
         timeout = float(q.get("timeoutSeconds") or self.srv.watch_timeout)
+        initial = q.get("sendInitialEvents")
         req = WatchRequest(
             rd=rd,
             namespace=t.namespace,
@@ -348,6 +357,7 @@ class Handlers:
             timeout=timeout,
             bookmarks=_truthy(q.get("allowWatchBookmarks")),
             bookmark_interval=self.srv.bookmark_interval,
+            send_initial=None if initial is None else _truthy(initial),
         )
         resp = web.StreamResponse(status=200)
         resp.content_type = "application/json"

@@ -4,6 +4,13 @@ From a resourceVersion: only newer events (no replay); without one (or ``"0"``):
 ADDED for the current state, then changes. Objects entering/leaving the selectors are
 ADDED/DELETED for this watcher. BOOKMARKs every ``bookmark_interval`` seconds when asked.
 A version older than the compaction point: one ERROR event carrying a 410 Expired Status.
+
+WatchList (``sendInitialEvents=true&resourceVersionMatch=NotOlderThan``): ADDED for every
+current object, then (with ``allowWatchBookmarks=true``) ONE BOOKMARK whose object carries
+the annotation ``k8s.io/initial-events-end: "true"`` and the list's resourceVersion, then
+the watch goes on. ``sendInitialEvents=false``: only changes after ``resourceVersion``
+(or after now). :func:`validate_list_options` refuses the combinations kube-apiserver
+refuses (422, ``ListOptions.meta.k8s.io "" is invalid: ...``).
 """
 
 from __future__ import annotations
@@ -37,6 +44,86 @@ class WatchRequest:
     timeout: float
     bookmarks: bool
     bookmark_interval: float
+    send_initial: bool | None = None  # WatchList's sendInitialEvents
+
+
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+NOT_OLDER_THAN = "NotOlderThan"
+
+
+def validate_list_options(
+    watch: bool,
+    send_initial: str | None,
+    match: str | None,
+    resource_version: str | None,
+    continue_token: str | None,
+) -> None:
+    """kube-apiserver's ValidateListOptions (WatchList enabled); ApiError 422 when bad."""
+    errs: list[str] = []
+    match = match or ""
+    if watch:
+        if send_initial is not None and match != NOT_OLDER_THAN:
+            errs.append(
+                "resourceVersionMatch: Forbidden: sendInitialEvents requires setting "
+                "resourceVersionMatch to NotOlderThan"
+            )
+        if match:
+            if send_initial is None:
+                errs.append(
+                    "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for "
+                    "watch unless sendInitialEvents is provided"
+                )
+            if match != NOT_OLDER_THAN:
+                errs.append(
+                    f'resourceVersionMatch: Unsupported value: "{match}": supported values: '
+                    '"NotOlderThan"'
+                )
+            if continue_token:
+                errs.append(
+                    "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when "
+                    "continue is provided"
+                )
+    else:
+        if match:
+            if not resource_version:
+                errs.append(
+                    "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless "
+                    "resourceVersion is provided"
+                )
+            if continue_token:
+                errs.append(
+                    "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when "
+                    "continue is provided"
+                )
+            if match not in ("Exact", NOT_OLDER_THAN):
+                errs.append(
+                    f'resourceVersionMatch: Unsupported value: "{match}": supported values: '
+                    '"Exact", "NotOlderThan", ""'
+                )
+        if send_initial is not None:
+            errs.append("sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list")
+    if not errs:
+        return
+    listed = errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]"
+    raise ApiError(
+        422,
+        "Invalid",
+        f'ListOptions.meta.k8s.io "" is invalid: {listed}',
+        details={
+            "group": "meta.k8s.io",
+            "kind": "ListOptions",
+            "causes": [
+                {
+                    "reason": "FieldValueForbidden"
+                    if ": Forbidden: " in e
+                    else "FieldValueNotSupported",
+                    "message": e.split(": ", 1)[1],
+                    "field": e.split(":", 1)[0],
+                }
+                for e in errs
+            ],
+        },
+    )
 
 
 def _ns(obj: Obj) -> str:
@@ -91,7 +178,31 @@ async def run_watch(
     deadline = loop.time() + req.timeout
     rv_s = req.resource_version
     initial: list[dict[str, Any]] = []
-    if rv_s and rv_s != "0":
+    end_bookmark: dict[str, Any] | None = None
+    past: list[StoreEvent]
+    if req.send_initial is False and not (rv_s and rv_s != "0"):
+        past, sub = [], store.subscribe(req.rd.key)  # only what happens from now on
+    elif req.send_initial is True or not (rv_s and rv_s != "0"):
+        current = store.list(req.rd.key, req.namespace if req.rd.namespaced else None)
+        list_rv = store.resource_version
+        sub = store.subscribe(req.rd.key)
+        past = []
+        for obj in current:
+            if _matches(req, obj):
+                initial.append({"type": "ADDED", "object": _present(req, obj)})
+        if req.send_initial and req.bookmarks:
+            end_bookmark = {
+                "type": "BOOKMARK",
+                "object": {
+                    "kind": req.rd.kind,
+                    "apiVersion": req.rd.api_version,
+                    "metadata": {
+                        "resourceVersion": str(list_rv),
+                        "annotations": {INITIAL_EVENTS_END: "true"},
+                    },
+                },
+            }
+    else:
         try:
             rv = int(rv_s)
         except ValueError as e:
@@ -100,13 +211,6 @@ async def run_watch(
             await send(expired_event(rv_s))
             return
         past, sub = store.subscribe_since(req.rd.key, rv)
-    else:
-        current = store.list(req.rd.key, req.namespace if req.rd.namespaced else None)
-        sub = store.subscribe(req.rd.key)
-        past = []
-        for obj in current:
-            if _matches(req, obj):
-                initial.append({"type": "ADDED", "object": _present(req, obj)})
 
     def out(obj: Obj) -> Obj:
         o = _present(req, obj)
@@ -116,6 +220,8 @@ async def run_watch(
         for first in initial:
             first["object"] = transform(first["object"]) if transform else first["object"]
             await send(first)
+        if end_bookmark is not None:
+            await send(end_bookmark)
         for ev in past:
             t = translate(req, ev)
             if t:
