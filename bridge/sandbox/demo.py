@@ -50,6 +50,7 @@ from typing import Any, TextIO
 
 import yaml
 
+from bridge.config import AdmissionSettings
 from bridge.sandbox import workloads
 from bridge.sandbox.kubeapi import cli as kubeapi_cli
 from bridge.sandbox.slurm import parse_env_file
@@ -64,6 +65,20 @@ POLL = 0.2
 _JSON_HEADERS = {"Content-Type": "application/json"}
 # the Slurm job names of the demo's groups (leftovers of a run whose API server died)
 DEMO_JOB_NAMES = ("pause", "pg-1", "pg-2", "js-1", "lws-1-0")
+
+
+# who creates a workload's Jobs and pods on a cluster (the controllers' ServiceAccounts)
+CONTROLLER_USERS = {
+    "Job": "system:serviceaccount:kube-system:job-controller",
+    "JobSet": "system:serviceaccount:jobset-system:jobset-controller-manager",
+    "LeaderWorkerSet": "system:serviceaccount:kube-system:statefulset-controller",
+}
+
+# the bridge's own components, as the chart's ServiceAccounts (admission.bridgeUsernames)
+COMPONENT_USERS = {
+    c: next(u for u in AdmissionSettings().bridge_usernames if u.endswith(f"-{c}"))
+    for c in ("scheduler", "controller")
+}
 
 
 class DemoFailed(Exception):
@@ -169,6 +184,7 @@ class Demo:
         self.started: list[str] = []
         self.kube_url = ""
         self.t0 = monotonic()
+        self.user_kubeconfigs: dict[str, Path] = {}  # minted on this run's API server
 
     # --- running commands ---------------------------------------------------------------
     def say(self, text: str = "") -> None:
@@ -293,8 +309,18 @@ class Demo:
         else:
             self.say(self.kubectl("apply", "-f", "-", stdin=text).rstrip())
 
+    def as_user(self, username: str) -> list[str]:
+        """kubectl arguments authenticating as ``username`` (a token minted once per run)."""
+        path = self.user_kubeconfigs.get(username)
+        if path is None:
+            path = self.env.demo_dir / "users" / f"{username.replace(':', '_')}.kubeconfig"
+            self.cli("sandbox", "kube-api", "kubeconfig", "--user", username, "-o", str(path))
+            self.user_kubeconfigs[username] = path
+        return ["--kubeconfig", str(path)]
+
     def controllers_stand_in(self, kind: str, name: str) -> list[str]:
-        """Create the Jobs and pods the JobSet/LWS/Job controllers would (sandbox has none)."""
+        """Create the Jobs and pods the JobSet/LWS/Job controllers would (sandbox has none),
+        each as that controller's ServiceAccount, so webhooks see the real identities."""
         plural = {"JobSet": "jobsets", "LeaderWorkerSet": "leaderworkersets"}[kind]
         obj = json.loads(self.kubectl("get", plural, name, "-n", NAMESPACE, "-o", "json"))
         expanded = workloads.expand([obj], NAMESPACE)
@@ -304,14 +330,20 @@ class Demo:
                 continue
             body = {k: v for k, v in o.items() if k != "status"}
             body["metadata"] = {k: v for k, v in o["metadata"].items() if k != "uid"}
-            created = json.loads(self.kubectl("create", "-f", "-", "-o", "json", stdin=_j(body)))
+            creator = self.as_user(CONTROLLER_USERS[kind])
+            created = json.loads(
+                self.kubectl(*creator, "create", "-f", "-", "-o", "json", stdin=_j(body))
+            )
             real_uid[uid] = created["metadata"]["uid"]
         names: list[str] = []
         for p in expanded.pods:
             p["metadata"].pop("uid", None)
-            for ref in p["metadata"].get("ownerReferences") or []:
+            refs = p["metadata"].get("ownerReferences") or []
+            for ref in refs:
                 ref["uid"] = real_uid.get(ref["uid"], ref["uid"])
-            self.kubectl("create", "-f", "-", stdin=_j(p))
+            owner = refs[0]["kind"] if refs else kind
+            pod_creator = self.as_user(CONTROLLER_USERS.get(owner, CONTROLLER_USERS[kind]))
+            self.kubectl(*pod_creator, "create", "-f", "-", stdin=_j(p))
             names.append(p["metadata"]["name"])
         self.say(f"(controller stand-in) created the pods of {kind} {name}: {', '.join(names)}")
         return names
@@ -353,11 +385,25 @@ class Demo:
         (d / "ports.json").write_text(json.dumps(ports))
         return ca.cert_pem.bytes().decode()
 
+    def component_config(self, name: str) -> Path:
+        """The scheduler and controller talk to the API server as their own
+        ServiceAccounts (the ones ``admission.bridgeUsernames`` lets write the bridge's
+        keys), as in the chart; the admission webhook needs no API identity here."""
+        user = COMPONENT_USERS.get(name)
+        if user is None:
+            return self.env.config_file
+        doc = yaml.safe_load(self.env.config_file.read_text())
+        doc["kubeconfig"] = self.as_user(user)[1]
+        path = self.env.demo_dir / f"config-{name}.yaml"
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        return path
+
     def start_component(self, name: str) -> None:
         d = self.env.demo_dir
+        config = self.component_config(name)
         with open(d / "logs" / f"{name}.log", "ab") as log:
             proc = subprocess.Popen(
-                [self.env.python, "-m", "bridge.cli", name, "--config", str(self.env.config_file)],
+                [self.env.python, "-m", "bridge.cli", name, "--config", str(config)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

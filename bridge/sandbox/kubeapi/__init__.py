@@ -1,7 +1,15 @@
 """The sandbox Kubernetes API server: an in-memory kube-apiserver for tests and the demo.
 
 It behaves like a real kube-apiserver (v1.36) on everything slurm-bridge uses; every
-known deviation is listed in the README section "The sandbox Kubernetes API server".
+known deviation is listed in docs/sandbox-kube-api.md (identity, admission webhooks,
+WatchList, the namespace controller and garbage collector) and the README.
+
+Every write (HTTP, the namespace controller, the garbage collector, the fake kubelet)
+takes one admission path (``admit.Writes``): mutating and validating webhooks are called
+for CREATE, UPDATE (PUT, every PATCH type), DELETE and pods/binding, by URL or Service
+reference, with matchConditions (CEL), reinvocation and kube's failure wording (see
+``webhooks``). Requests carry a user (``identity``): bearer tokens map to users like a
+static token file; unknown tokens are the admin ``sandbox`` (a real server answers 401).
 
 In-process use (stable API for other components' tests)::
 
@@ -27,7 +35,12 @@ In-process use (stable API for other components' tests)::
         srv.set_node_ready("kube-node-1", False) # heartbeats stop: Ready=Unknown and
                                                  # unreachable NoSchedule/NoExecute taints
 
-        # fake kubelet (off unless kubelet=True or srv.kubelet.start())
+        # writes through admission as a given user (what the HTTP handlers do)
+        await srv.writes.delete(rd, "default", "web-0", {}, user=identity.node("n1"))
+
+        # fake kubelet (off unless kubelet=True or srv.kubelet.start()); it writes as
+        # system:node:<node>; the namespace controller and garbage collector always run
+        # (as kube-system:namespace-controller / generic-garbage-collector)
         srv.kubelet.start(); await srv.kubelet.stop()
         srv.kubelet.stop_node("kube-node-0")     # node gone: its pods freeze
         srv.kubelet.start_node("kube-node-0")
@@ -45,8 +58,9 @@ server ~60), ``watch_timeout`` (default when a watch has no timeoutSeconds),
 ``tls_key`` (serve https), ``clock``, ``install_crds`` (PodGroup, JobSet, LWS).
 
 The fake kubelet (one per existing Node object) moves bound pods on running nodes
-Pending -> Running (podIP,
-containerStatuses, Ready) and removes terminating pods once their grace period is over.
+Pending -> Running (podIP, containerStatuses, Ready) and deletes terminating pods once
+their grace period is over. ``GET ...?watch=1&sendInitialEvents=true&...`` is a WatchList
+(initial ADDED events, one ``k8s.io/initial-events-end`` bookmark, then the watch).
 
 Out of process: ``slurm-bridge sandbox kube-api up|down|status`` (see ``cli``) and the
 same hooks over HTTP under ``/sandbox/``::
