@@ -101,7 +101,11 @@ def namespace_conditions(
 class _Loop:
     """A background task driven by store events and retries with back-off."""
 
-    def __init__(self, retry_initial: float, retry_max: float) -> None:
+    def __init__(
+        self, api: ObjectApi, writes: Writes, *, retry_initial: float = 0.05, retry_max: float = 2.0
+    ) -> None:
+        self.api = api
+        self.writes = writes
         self.retry_initial = retry_initial
         self.retry_max = retry_max
         self._task: asyncio.Task[None] | None = None
@@ -122,13 +126,6 @@ class _Loop:
 
 
 class NamespaceController(_Loop):
-    def __init__(
-        self, api: ObjectApi, writes: Writes, *, retry_initial: float = 0.05, retry_max: float = 2.0
-    ) -> None:
-        super().__init__(retry_initial, retry_max)
-        self.api = api
-        self.writes = writes
-
     def _namespaced(self) -> list[ResourceDef]:
         """One served version of every namespaced resource."""
         return list({d.key: d for d in self.api.registry.all() if d.namespaced}.values())
@@ -233,13 +230,6 @@ class NamespaceController(_Loop):
 
 
 class GarbageCollector(_Loop):
-    def __init__(
-        self, api: ObjectApi, writes: Writes, *, retry_initial: float = 0.05, retry_max: float = 2.0
-    ) -> None:
-        super().__init__(retry_initial, retry_max)
-        self.api = api
-        self.writes = writes
-
     def _owner_alive(self, ref: Obj, namespace: str) -> bool:
         rd = self.api.registry.by_kind(str(ref.get("apiVersion", "")), str(ref.get("kind", "")))
         if rd is None:
@@ -248,16 +238,13 @@ class GarbageCollector(_Loop):
         return owner is not None and owner["metadata"].get("uid") == ref.get("uid")
 
     def dependents(self, owner: Obj) -> list[tuple[ResourceDef, Obj]]:
-        uid = owner["metadata"].get("uid")
-        ns = owner["metadata"].get("namespace")
         out = []
-        for rd in {d.key: d for d in self.api.registry.all()}.values():
-            if ns and not rd.namespaced:
-                continue  # a namespaced owner has no cluster-scoped dependents
-            for obj in self.api.store.list(rd.key, ns or None):
-                refs = obj["metadata"].get("ownerReferences") or []
-                if any(r.get("uid") == uid for r in refs):
-                    out.append((rd, obj))
+        served = {d.key: d for d in self.api.registry.all()}
+        ns = owner["metadata"].get("namespace") or ""
+        for key, obj in self.api.store.dependents(str(owner["metadata"].get("uid") or "")):
+            # a namespaced owner owns only objects of its namespace
+            if key in served and (not ns or obj["metadata"].get("namespace") == ns):
+                out.append((served[key], obj))
         return out
 
     async def collect(self, owner: Obj) -> bool:

@@ -33,9 +33,10 @@ class ApiError(Exception):
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
         }
+        if self.reason:  # omitempty: a webhook's denial may carry none
+            body["reason"] = self.reason
+        body["code"] = self.code
         if self.details is not None:
             body["details"] = self.details
         return body
@@ -81,6 +82,27 @@ def invalid(kind: str, name: str, field: str, reason: str, group: str = "") -> A
             "group": group,
             "kind": kind,
             "causes": [{"reason": "FieldValueInvalid", "message": reason, "field": field}],
+        },
+    )
+
+
+def invalid_fields(
+    kind: str, group: str, name: str, causes: list[tuple[str, str, str]]
+) -> ApiError:
+    """422 listing several bad fields, as kube's ``NewInvalid``: ``causes`` are
+    (field, reason, message) with message like ``Forbidden: ...``."""
+    parts = [f"{f}: {m}" for f, _, m in causes]
+    listed = parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
+    qualified = f"{kind}.{group}" if group else kind
+    return ApiError(
+        422,
+        "Invalid",
+        f'{qualified} "{name}" is invalid: {listed}',
+        details={
+            "name": name,
+            "group": group,
+            "kind": kind,
+            "causes": [{"reason": r, "message": m, "field": f} for f, r, m in causes],
         },
     )
 

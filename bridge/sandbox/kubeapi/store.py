@@ -50,6 +50,8 @@ class Store:
         self._history: deque[StoreEvent] = deque()
         self._history_size = history_size
         self._subs: list[Subscription] = []
+        # owner uid -> the objects whose ownerReferences name it (the garbage collector's)
+        self._owned: dict[str, set[tuple[Key, str, str]]] = {}
 
     @property
     def resource_version(self) -> int:
@@ -81,6 +83,28 @@ class Store:
     def count(self, key: Key) -> int:
         return len(self._objects.get(key, {}))
 
+    def _index(self, key: Key, obj: Obj | None, *, add: bool) -> None:
+        if obj is None:
+            return
+        ref = (key, *ns_name(obj))
+        for owner in (obj.get("metadata") or {}).get("ownerReferences") or []:
+            uid = str((owner or {}).get("uid") or "")
+            if add:
+                self._owned.setdefault(uid, set()).add(ref)
+            elif uid in self._owned:
+                self._owned[uid].discard(ref)
+                if not self._owned[uid]:
+                    del self._owned[uid]
+
+    def dependents(self, uid: str) -> builtins.list[tuple[Key, Obj]]:
+        """(key, object) of every object whose ownerReferences name ``uid``; copies."""
+        out = []
+        for key, ns, name in sorted(self._owned.get(uid, ())):
+            obj = self._objects.get(key, {}).get((ns, name))
+            if obj is not None:
+                out.append((key, copy.deepcopy(obj)))
+        return out
+
     def _emit(self, ev: StoreEvent) -> None:
         self._history.append(ev)
         while len(self._history) > self._history_size:
@@ -98,6 +122,8 @@ class Store:
         k = ns_name(stored)
         old = self._objects.setdefault(key, {}).get(k)
         self._objects[key][k] = stored
+        self._index(key, old, add=False)
+        self._index(key, stored, add=True)
         self._emit(StoreEvent(self._rv, key, "ADDED" if created else "MODIFIED", stored, old))
         return copy.deepcopy(stored)
 
@@ -106,6 +132,7 @@ class Store:
         old = self._objects.get(key, {}).pop((namespace, name), None)
         if old is None:
             return None
+        self._index(key, old, add=False)
         self._rv += 1
         gone = copy.deepcopy(old)
         gone["metadata"]["resourceVersion"] = str(self._rv)

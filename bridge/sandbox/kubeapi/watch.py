@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bridge.sandbox.kubeapi.errors import ApiError, expired
+from bridge.sandbox.kubeapi.errors import ApiError, expired, invalid_fields
 from bridge.sandbox.kubeapi.resources import ResourceDef
 from bridge.sandbox.kubeapi.selectors import (
     FieldRequirement,
@@ -51,6 +51,18 @@ INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 NOT_OLDER_THAN = "NotOlderThan"
 
 
+def _forbidden(field: str, why: str) -> tuple[str, str, str]:
+    return (field, "FieldValueForbidden", f"Forbidden: {why}")
+
+
+def _unsupported_match(match: str, allowed: str) -> tuple[str, str, str]:
+    return (
+        "resourceVersionMatch",
+        "FieldValueNotSupported",
+        f'Unsupported value: "{match}": supported values: {allowed}',
+    )
+
+
 def validate_list_options(
     watch: bool,
     send_initial: str | None,
@@ -59,71 +71,40 @@ def validate_list_options(
     continue_token: str | None,
 ) -> None:
     """kube-apiserver's ValidateListOptions (WatchList enabled); ApiError 422 when bad."""
-    errs: list[str] = []
-    match = match or ""
+    errs: list[tuple[str, str, str]] = []
+    rvm, match = "resourceVersionMatch", match or ""
+    if continue_token and match:
+        errs.append(_forbidden(rvm, "resourceVersionMatch is forbidden when continue is provided"))
     if watch:
         if send_initial is not None and match != NOT_OLDER_THAN:
             errs.append(
-                "resourceVersionMatch: Forbidden: sendInitialEvents requires setting "
-                "resourceVersionMatch to NotOlderThan"
+                _forbidden(
+                    rvm, "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+                )
             )
-        if match:
-            if send_initial is None:
-                errs.append(
-                    "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for "
-                    "watch unless sendInitialEvents is provided"
+        if match and send_initial is None:
+            errs.append(
+                _forbidden(
+                    rvm,
+                    "resourceVersionMatch is forbidden for watch unless sendInitialEvents is "
+                    "provided",
                 )
-            if match != NOT_OLDER_THAN:
-                errs.append(
-                    f'resourceVersionMatch: Unsupported value: "{match}": supported values: '
-                    '"NotOlderThan"'
-                )
-            if continue_token:
-                errs.append(
-                    "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when "
-                    "continue is provided"
-                )
+            )
+        if match and match != NOT_OLDER_THAN:
+            errs.append(_unsupported_match(match, '"NotOlderThan"'))
     else:
-        if match:
-            if not resource_version:
-                errs.append(
-                    "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless "
-                    "resourceVersion is provided"
+        if match and not resource_version:
+            errs.append(
+                _forbidden(
+                    rvm, "resourceVersionMatch is forbidden unless resourceVersion is provided"
                 )
-            if continue_token:
-                errs.append(
-                    "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when "
-                    "continue is provided"
-                )
-            if match not in ("Exact", NOT_OLDER_THAN):
-                errs.append(
-                    f'resourceVersionMatch: Unsupported value: "{match}": supported values: '
-                    '"Exact", "NotOlderThan", ""'
-                )
+            )
+        if match and match not in ("Exact", NOT_OLDER_THAN):
+            errs.append(_unsupported_match(match, '"Exact", "NotOlderThan", ""'))
         if send_initial is not None:
-            errs.append("sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list")
-    if not errs:
-        return
-    listed = errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]"
-    raise ApiError(
-        422,
-        "Invalid",
-        f'ListOptions.meta.k8s.io "" is invalid: {listed}',
-        details={
-            "group": "meta.k8s.io",
-            "kind": "ListOptions",
-            "causes": [
-                {
-                    "reason": "FieldValueForbidden"
-                    if ": Forbidden: " in e
-                    else "FieldValueNotSupported",
-                    "message": e.split(": ", 1)[1],
-                    "field": e.split(":", 1)[0],
-                }
-                for e in errs
-            ],
-        },
-    )
+            errs.append(_forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list"))
+    if errs:
+        raise invalid_fields("ListOptions", "meta.k8s.io", "", errs)
 
 
 def _ns(obj: Obj) -> str:

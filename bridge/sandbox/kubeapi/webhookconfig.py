@@ -21,7 +21,7 @@ from typing import Any
 
 from bridge.cel import compile_expression
 from bridge.errors import CelError
-from bridge.sandbox.kubeapi.errors import ApiError
+from bridge.sandbox.kubeapi.errors import invalid_fields
 
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _QUALIFIED = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
@@ -214,16 +214,4 @@ def validate_configuration(obj: dict[str, Any], *, mutating: bool) -> None:
         return
     kind = "MutatingWebhookConfiguration" if mutating else "ValidatingWebhookConfiguration"
     name = (obj.get("metadata") or {}).get("name", "")
-    parts = [f"{f}: {m}" for f, _, m in causes]
-    listed = parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
-    raise ApiError(
-        422,
-        "Invalid",
-        f'{kind}.admissionregistration.k8s.io "{name}" is invalid: {listed}',
-        details={
-            "name": name,
-            "group": "admissionregistration.k8s.io",
-            "kind": kind,
-            "causes": [{"reason": r, "message": m, "field": f} for f, r, m in causes],
-        },
-    )
+    raise invalid_fields(kind, "admissionregistration.k8s.io", name, causes)

@@ -14,6 +14,7 @@ from tests.component.kubeapi.webhook_server import (
     install,
     mutating,
     patch_response,
+    unreachable,
     validating,
 )
 
@@ -118,10 +119,8 @@ async def test_delete_denied_by_validating_webhook_keeps_the_object(
 
 
 async def test_unreachable_webhook_refuses_delete_in_kubes_words(srv: SandboxApiServer) -> None:
-    hook = Webhook()
-    await hook.start()
+    hook = await unreachable()
     port = hook.port
-    await hook.stop()  # nothing listens there any more
     await install(srv, validating(hook.hook("pods.t.test", operations=("*",))))
     srv.api.create(srv.api.resolve("", "v1", "pods"), "default", pod_body("p"))
     status, body = await call(srv, "DELETE", f"{PODS}/p")

@@ -14,6 +14,7 @@ from tests.component.kubeapi.webhook_server import (
     install,
     mutating,
     patch_response,
+    unreachable,
     validating,
 )
 
@@ -36,9 +37,7 @@ async def test_timeout_is_a_failure_with_context_deadline_exceeded(
 async def test_failure_policy_ignore_lets_the_request_through_when_the_webhook_is_down(
     srv: SandboxApiServer,
 ) -> None:
-    down = Webhook()
-    await down.start()
-    await down.stop()
+    down = await unreachable()
     await install(srv, validating(down.hook("pods.t.test", failurePolicy="Ignore")))
     status, _ = await call(srv, "POST", PODS, pod_body("a"))
     assert status == 201

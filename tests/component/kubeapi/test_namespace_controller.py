@@ -8,7 +8,14 @@ from typing import Any
 
 from bridge.sandbox.kubeapi import SandboxApiServer
 from tests.component.kubeapi.helpers import eventually
-from tests.component.kubeapi.webhook_server import REG, Webhook, call, install, validating
+from tests.component.kubeapi.webhook_server import (
+    REG,
+    Webhook,
+    call,
+    install,
+    unreachable,
+    validating,
+)
 
 NSC = "system:serviceaccount:kube-system:namespace-controller"
 GC = "system:serviceaccount:kube-system:generic-garbage-collector"
@@ -91,9 +98,7 @@ async def test_namespace_waits_for_finalizers_removed_by_their_owner_with_condit
 async def test_webhook_down_blocks_namespace_cleanup_then_retry_finishes_it(
     srv: SandboxApiServer,
 ) -> None:
-    down = Webhook()
-    await down.start()
-    await down.stop()
+    down = await unreachable()
     await call(srv, "POST", "/api/v1/namespaces", _cm("tmp"))
     await call(srv, "POST", "/api/v1/namespaces/tmp/configmaps", _cm("a"))
     await install(srv, validating(down.hook("cm.t.test", resources=("configmaps",)), name="down"))

@@ -117,6 +117,14 @@ class Webhook:
         return out
 
 
+async def unreachable() -> Webhook:
+    """A webhook whose port nothing listens on any more: calls are refused."""
+    hook = Webhook()
+    await hook.start()
+    await hook.stop()
+    return hook
+
+
 def config(kind: str, name: str, *hooks: dict[str, Any]) -> dict[str, Any]:
     """A Mutating/ValidatingWebhookConfiguration named ``name``."""
     return {
