@@ -250,16 +250,35 @@ async def test_kubectl_wait_for_ready_and_delete_with_default_wait_return(
 async def test_kubectl_delete_waits_until_a_finalizer_is_removed_later(
     kubectl: tuple[SandboxApiServer, Kubectl],
 ) -> None:
+    """The kubelet's final DELETE leaves the pod while a finalizer holds it; kubectl's
+    default wait returns once the owner removes the finalizer."""
     srv, k = kubectl
-    cm = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: held, finalizers: [x.io/hold]}\n"
-    await k("create", "-f", k.file("cm.yaml", cm))
-    deleting = asyncio.create_task(k("delete", "configmap", "held"))
+    srv.kubelet.start()
+    held = BOUND_POD.replace("  name: web\n", "  name: web\n  finalizers: [x.io/hold]\n")
+    await k("apply", "-f", k.file("pod.yaml", held))
+    await k("wait", "--for=condition=Ready", "pod/web", "--timeout=30s")
+    deleting = asyncio.create_task(k("delete", "pod", "web"))
 
-    async def terminating() -> bool:
-        obj = srv.store.get(("", "configmaps"), "default", "held")
-        return bool(obj and obj["metadata"].get("deletionTimestamp"))
+    async def held_by_finalizer() -> bool:
+        pod = srv.store.get(("", "pods"), "default", "web")
+        return bool(pod and pod["metadata"].get("deletionGracePeriodSeconds") == 0)
 
-    await eventually(terminating, within=30, what="deletionTimestamp set")
-    assert not deleting.done()  # kubectl waits for the object to be gone
-    await k("patch", "configmap", "held", "--type=merge", "-p", '{"metadata":{"finalizers":null}}')
-    assert 'configmap "held" deleted' in await asyncio.wait_for(deleting, 60)
+    await eventually(held_by_finalizer, within=30, what="the kubelet's final delete")
+    assert not deleting.done()  # kubectl waits for the pod to be gone
+    await k("patch", "pod", "web", "--type=merge", "-p", '{"metadata":{"finalizers":null}}')
+    assert 'pod "web" deleted' in await asyncio.wait_for(deleting, 60)
+
+
+async def test_kubectl_dry_run_server_reaches_the_server_and_stores_nothing(
+    kubectl: tuple[SandboxApiServer, Kubectl],
+) -> None:
+    srv, k = kubectl
+    out = await k("create", "configmap", "dry", "--from-literal=a=b", "--dry-run=server")
+    assert "configmap/dry created (server dry run)" in out
+    assert "dry" not in await k("get", "configmaps", "-o", "name")
+    await k("create", "configmap", "kept", "--from-literal=a=b")
+    out = await k("delete", "configmap", "kept", "--dry-run=server")
+    assert "(server dry run)" in out
+    assert "configmap/kept" in await k("get", "configmaps", "-o", "name")
+    posts = srv.request_log.entries(method="POST", path=r"/configmaps$")
+    assert any("dryRun=All" in e.query for e in posts)
