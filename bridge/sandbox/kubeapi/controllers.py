@@ -16,10 +16,12 @@ away only once it is empty.
 
 Garbage collector: when an object is removed, its dependents (objects whose
 ``ownerReferences`` name its uid) are deleted in the background when no other owner
-remains, else the dangling reference is removed. Deviations: no foreground deletion
-(``propagationPolicy: Foreground`` acts as Background) and no orphaning (``Orphan``
-deletes the owner and leaves the dependents' references dangling); dependents whose owner
-was already gone when the sandbox started are not collected.
+remains, else the dangling reference is removed. An owner deleted with
+``propagationPolicy: Orphan`` (finalizer ``orphan``; the default of batch/v1 Jobs) has the
+references to it removed from its dependents, then the finalizer; with ``Foreground``
+(finalizer ``foregroundDeletion``) its dependents are deleted (foreground too) and the
+finalizer goes once no dependent with ``blockOwnerDeletion`` is left. Deviation:
+dependents whose owner was already gone when the sandbox started are not collected.
 """
 
 from __future__ import annotations
@@ -34,7 +36,12 @@ from bridge.sandbox.kubeapi.errors import ApiError
 from bridge.sandbox.kubeapi.identity import GARBAGE_COLLECTOR, NAMESPACE_CONTROLLER
 from bridge.sandbox.kubeapi.resources import ResourceDef
 from bridge.sandbox.kubeapi.store import Obj, StoreEvent
-from bridge.sandbox.kubeapi.verbs import NS_KEY, ObjectApi
+from bridge.sandbox.kubeapi.verbs import (
+    FOREGROUND_FINALIZER,
+    NS_KEY,
+    ORPHAN_FINALIZER,
+    ObjectApi,
+)
 
 _BACKGROUND = {"propagationPolicy": "Background"}
 
@@ -280,29 +287,112 @@ class GarbageCollector(_Loop):
                     ok = False
         return ok
 
+    def _resource(self, key: tuple[str, str]) -> ResourceDef | None:
+        return next((d for d in self.api.registry.all() if d.key == key), None)
+
+    async def _drop_finalizer(self, rd: ResourceDef, obj: Obj, finalizer: str) -> None:
+        md = obj["metadata"]
+        left = [f for f in md.get("finalizers") or [] if f != finalizer]
+        await self.writes.patch(
+            rd,
+            md.get("namespace", ""),
+            md["name"],
+            "application/merge-patch+json",
+            {"metadata": {"finalizers": left or None, "uid": md["uid"]}},
+            user=GARBAGE_COLLECTOR,
+        )
+
+    async def finish_owner(self, key: tuple[str, str], owner: Obj) -> bool:
+        """An owner being deleted with ``orphan`` or ``foregroundDeletion``: orphan its
+        dependents, or delete them (waiting for those with blockOwnerDeletion), then drop
+        the finalizer. False when something failed (retried)."""
+        rd = self._resource(key)
+        md = owner["metadata"]
+        fins = md.get("finalizers") or []
+        if rd is None or not md.get("deletionTimestamp"):
+            return True
+        uid = md["uid"]
+        try:
+            if ORPHAN_FINALIZER in fins:
+                for drd, dep in self.dependents(owner):
+                    dmd = dep["metadata"]
+                    kept = [r for r in dmd.get("ownerReferences") or [] if r.get("uid") != uid]
+                    await self.writes.patch(
+                        drd,
+                        dmd.get("namespace", ""),
+                        dmd["name"],
+                        "application/merge-patch+json",
+                        {"metadata": {"ownerReferences": kept or None, "uid": dmd["uid"]}},
+                        user=GARBAGE_COLLECTOR,
+                    )
+                await self._drop_finalizer(rd, owner, ORPHAN_FINALIZER)
+            elif FOREGROUND_FINALIZER in fins:
+                blocking = 0
+                for drd, dep in self.dependents(owner):
+                    dmd = dep["metadata"]
+                    refs = [r for r in dmd.get("ownerReferences") or [] if r.get("uid") == uid]
+                    if any(r.get("blockOwnerDeletion") for r in refs):
+                        blocking += 1
+                    if not dmd.get("deletionTimestamp"):
+                        await self.writes.delete(
+                            drd,
+                            dmd.get("namespace", ""),
+                            dmd["name"],
+                            {
+                                "propagationPolicy": "Foreground",
+                                "preconditions": {"uid": dmd["uid"]},
+                            },
+                            user=GARBAGE_COLLECTOR,
+                        )
+                if blocking == 0:
+                    await self._drop_finalizer(rd, owner, FOREGROUND_FINALIZER)
+        except ApiError as e:
+            return e.code in (404, 409)
+        return True
+
+    def _owners_in_foreground(self, obj: Obj) -> list[tuple[tuple[str, str], Obj]]:
+        """The owners of a removed dependent that wait for it (foreground deletion)."""
+        out = []
+        ns = obj["metadata"].get("namespace") or ""
+        for ref in obj["metadata"].get("ownerReferences") or []:
+            rd = self.api.registry.by_kind(str(ref.get("apiVersion", "")), str(ref.get("kind", "")))
+            if rd is None:
+                continue
+            owner = self.api.store.get(rd.key, ns if rd.namespaced else "", str(ref.get("name")))
+            if owner and FOREGROUND_FINALIZER in (owner["metadata"].get("finalizers") or []):
+                out.append((rd.key, owner))
+        return out
+
+    async def handle(self, ev: StoreEvent) -> bool:
+        """One store event: a removed owner's dependents; an owner waiting on the GC."""
+        if ev.type == "DELETED":
+            ok = await self.collect(ev.obj)
+            for key, owner in self._owners_in_foreground(ev.obj):
+                ok = await self.finish_owner(key, owner) and ok
+            return ok
+        fins = ev.obj["metadata"].get("finalizers") or []
+        if ORPHAN_FINALIZER in fins or FOREGROUND_FINALIZER in fins:
+            return await self.finish_owner(ev.key, ev.obj)
+        return True
+
     async def _run(self) -> None:
         store = self.api.store
         sub = store.subscribe(None)
         loop = asyncio.get_running_loop()
-        retry: list[tuple[float, float, Obj]] = []  # (due, delay, owner)
+        retry: list[tuple[float, float, StoreEvent]] = []  # (due, delay, event)
         try:
             while True:
                 wait = max(min(t for t, _, _ in retry) - loop.time(), 0.0) if retry else None
-                owners: list[tuple[float, Obj]] = []
+                todo: list[tuple[float, StoreEvent]] = []
                 with contextlib.suppress(TimeoutError):
-                    ev = await asyncio.wait_for(sub.queue.get(), timeout=wait)
-                    if ev.type == "DELETED":
-                        owners.append((self.retry_initial, ev.obj))
+                    todo.append((self.retry_initial, await asyncio.wait_for(sub.queue.get(), wait)))
                 while not sub.queue.empty():
-                    ev = sub.queue.get_nowait()
-                    if ev.type == "DELETED":
-                        owners.append((self.retry_initial, ev.obj))
+                    todo.append((self.retry_initial, sub.queue.get_nowait()))
                 now = loop.time()
-                owners += [(d * 2, o) for t, d, o in retry if t <= now]
+                todo += [(min(d * 2, self.retry_max), e) for t, d, e in retry if t <= now]
                 retry = [r for r in retry if r[0] > now]
-                for d, owner in owners:
-                    if not await self.collect(owner):
-                        d = min(d, self.retry_max)
-                        retry.append((loop.time() + d, d, owner))
+                for d, ev in todo:
+                    if not await self.handle(ev):
+                        retry.append((loop.time() + d, d, ev))
         finally:
             store.unsubscribe(sub)

@@ -61,6 +61,21 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
+ORPHAN_FINALIZER = "orphan"
+FOREGROUND_FINALIZER = "foregroundDeletion"
+
+
+def gc_finalizer(rd: ResourceDef, opts: dict[str, Any]) -> str | None:
+    """The finalizer a delete adds for the garbage collector: ``orphan`` (propagationPolicy
+    Orphan, orphanDependents=true, and batch/v1 Jobs' default) or ``foregroundDeletion``."""
+    policy = opts.get("propagationPolicy")
+    if policy is None and opts.get("orphanDependents") is not None:
+        policy = "Orphan" if opts["orphanDependents"] else "Background"
+    if policy is None and rd.key == ("batch", "jobs") and rd.version == "v1":
+        policy = "Orphan"
+    return {"Orphan": ORPHAN_FINALIZER, "Foreground": FOREGROUND_FINALIZER}.get(str(policy))
+
+
 def fmt_time(t: datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -633,6 +648,9 @@ class ObjectApi:
             )
         if dry_run:
             return self.present(rd, obj)
+        gc = gc_finalizer(rd, opts)
+        if gc and rd.key != NS_KEY and gc not in (md.get("finalizers") or []):
+            md["finalizers"] = [*(md.get("finalizers") or []), gc]
         if rd.key == POD_KEY:
             return self._delete_pod(rd, obj, opts)
         if rd.key == NS_KEY:

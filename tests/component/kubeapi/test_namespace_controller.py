@@ -154,3 +154,61 @@ async def test_garbage_collector_deletes_dependents_of_a_removed_owner_as_itself
         return shared["metadata"]["ownerReferences"] == [ref(other)]
 
     await eventually(unlinked)
+
+
+async def _owner_and_dependent(srv: SandboxApiServer, block: bool = False) -> dict[str, Any]:
+    cms = "/api/v1/namespaces/default/configmaps"
+    _, owner = await call(srv, "POST", cms, _cm("owner"))
+    md = owner["metadata"]
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": md["uid"]}
+    if block:
+        ref["blockOwnerDeletion"] = True
+    await call(srv, "POST", cms, _cm("dep", ownerReferences=[ref], finalizers=["x/hold"]))
+    return owner
+
+
+async def test_orphan_propagation_removes_the_owner_reference_and_keeps_the_dependent(
+    srv: SandboxApiServer,
+) -> None:
+    cms = "/api/v1/namespaces/default/configmaps"
+    await _owner_and_dependent(srv)
+    status, owner = await call(srv, "DELETE", f"{cms}/owner", {"propagationPolicy": "Orphan"})
+    assert status == 200
+    assert owner["metadata"]["finalizers"] == ["orphan"]
+
+    async def owner_gone() -> bool:
+        return (await call(srv, "GET", f"{cms}/owner"))[0] == 404
+
+    await eventually(owner_gone)
+    dep = (await call(srv, "GET", f"{cms}/dep"))[1]
+    assert "ownerReferences" not in dep["metadata"]
+    assert "deletionTimestamp" not in dep["metadata"]
+
+
+async def test_foreground_propagation_waits_for_blocking_dependents(
+    srv: SandboxApiServer,
+) -> None:
+    cms = "/api/v1/namespaces/default/configmaps"
+    await _owner_and_dependent(srv, block=True)
+    status, owner = await call(srv, "DELETE", f"{cms}/owner", {"propagationPolicy": "Foreground"})
+    assert status == 200
+    assert owner["metadata"]["finalizers"] == ["foregroundDeletion"]
+
+    async def dependent_terminating() -> bool:
+        dep = (await call(srv, "GET", f"{cms}/dep"))[1]
+        return bool(dep["metadata"].get("deletionTimestamp"))
+
+    await eventually(dependent_terminating)
+    assert (await call(srv, "GET", f"{cms}/owner"))[0] == 200  # blocked by "dep"
+    await call(
+        srv,
+        "PATCH",
+        f"{cms}/dep",
+        {"metadata": {"finalizers": None}},
+        content_type="application/merge-patch+json",
+    )
+
+    async def both_gone() -> bool:
+        return [(await call(srv, "GET", f"{cms}/{n}"))[0] for n in ("dep", "owner")] == [404, 404]
+
+    await eventually(both_gone)
