@@ -236,3 +236,31 @@ class Writes:
             binding = await self.hooks.mutate(req) or obj
             await self.hooks.validate(replace(req, obj=binding))
         return self.api.bind(namespace, name, binding)
+
+    async def connect(
+        self,
+        namespace: str,
+        name: str,
+        subresource: str,
+        connect_options: Obj,
+        *,
+        user: UserInfo = ADMIN,
+    ) -> None:
+        """``pods/exec|attach|portforward``: CONNECT admission (the object is the
+        Pod*Options); raises when a webhook refuses. The caller then answers."""
+        rd = self.api.resolve("", "v1", "pods")
+        self.api.get(rd, namespace, name)  # 404 first, like the real server
+        if not self.hooks.active():
+            return
+        req = AdmissionRequest(
+            rd,
+            "CONNECT",
+            namespace,
+            name,
+            user,
+            obj=connect_options,
+            subresource=subresource,
+            kind=str(connect_options.get("kind", "")),
+        )
+        await self.hooks.mutate(req)
+        await self.hooks.validate(req)

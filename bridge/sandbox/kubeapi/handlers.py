@@ -16,7 +16,7 @@ from bridge.sandbox.kubeapi.admit import options
 from bridge.sandbox.kubeapi.errors import ApiError, bad_request
 from bridge.sandbox.kubeapi.hooks import LoggedRequest
 from bridge.sandbox.kubeapi.identity import UserInfo
-from bridge.sandbox.kubeapi.resources import ResourceDef
+from bridge.sandbox.kubeapi.resources import CONNECT_KINDS, ResourceDef
 from bridge.sandbox.kubeapi.selectors import parse_field_selector, parse_label_selector
 from bridge.sandbox.kubeapi.watch import WatchRequest, run_watch, validate_list_options
 
@@ -84,6 +84,24 @@ def parse_resource_path(parts: list[str]) -> Target | None:
 
 def _truthy(v: str | None) -> bool:
     return v is not None and v.lower() in ("true", "1")
+
+
+def connect_options(subresource: str, q: Any) -> dict[str, Any]:
+    """The Pod{Exec,Attach,PortForward}Options of a CONNECT request's query."""
+    out: dict[str, Any] = {"kind": CONNECT_KINDS[subresource], "apiVersion": "v1"}
+    if subresource == "portforward":
+        ports = [int(p) for p in q.getall("ports", []) if str(p).isdigit()]
+        if ports:
+            out["ports"] = ports
+        return out
+    for f in ("stdin", "stdout", "stderr", "tty"):
+        if f in q:
+            out[f] = _truthy(q.get(f))
+    if q.get("container"):
+        out["container"] = q["container"]
+    if subresource == "exec":
+        out["command"] = list(q.getall("command", []))
+    return out
 
 
 async def _body(request: web.Request) -> Any:
@@ -243,6 +261,20 @@ class Handlers:
             if m == "DELETE":
                 return await self.delete_collection(request, rd, t, user)
             raise ApiError(405, "MethodNotAllowed", f"{m} is not supported on a collection")
+        if t.subresource in CONNECT_KINDS:
+            if m not in ("GET", "POST"):
+                raise ApiError(405, "MethodNotAllowed", f"{m} is not supported")
+            await self.writes.connect(
+                t.namespace, t.name, t.subresource, connect_options(t.subresource, q), user=user
+            )
+            if request.headers.get("Upgrade"):
+                raise ApiError(
+                    500,
+                    "InternalError",
+                    f"the sandbox has no container runtime: pods/{t.subresource} is admitted "
+                    "but not served",
+                )
+            raise bad_request("Upgrade request required")
         if t.subresource == "binding":
             if m != "POST":
                 raise ApiError(405, "MethodNotAllowed", "binding supports POST only")

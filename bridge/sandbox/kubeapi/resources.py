@@ -9,6 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+# CONNECT subresources of pods and the kind of their options
+CONNECT_KINDS = {
+    "exec": "PodExecOptions",
+    "attach": "PodAttachOptions",
+    "portforward": "PodPortForwardOptions",
+}
+
 _VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
 # generic field selectors every resource supports
@@ -72,6 +79,16 @@ class ResourceDef:
                         "verbs": ["get", "patch", "update"],
                     }
                 )
+            elif sub in CONNECT_KINDS:
+                out.append(
+                    {
+                        "name": f"{self.plural}/{sub}",
+                        "singularName": "",
+                        "namespaced": self.namespaced,
+                        "kind": CONNECT_KINDS[sub],
+                        "verbs": ["create", "get"],
+                    }
+                )
             elif sub == "binding":
                 out.append(
                     {
@@ -117,7 +134,7 @@ BUILTINS: tuple[ResourceDef, ...] = (
         "Pod",
         True,
         short_names=("po",),
-        subresources=("status", "binding"),
+        subresources=("status", "binding", "exec", "attach", "portforward"),
         fields=_POD_FIELDS,
         categories=("all",),
         return_deleted=True,

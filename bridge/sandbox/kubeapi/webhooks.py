@@ -33,8 +33,9 @@ default) and is skipped under ``Ignore``. A dry-run request only calls webhooks 
 ``sideEffects`` is ``None`` or ``NoneOnDryRun`` (others: 400 ``does not support dry run``).
 
 Deviations: the matchCondition variable ``authorizer`` is not available (an expression
-using it fails to compile, so its configuration is refused); CONNECT is never sent (the
-sandbox serves no ``pods/exec``, ``attach`` or ``portforward``); ``matchPolicy:
+using it fails to compile, so its configuration is refused); CONNECT is sent for
+``pods/exec``, ``attach`` and ``portforward`` (object: the Pod*Options), but the stream
+itself is not served (no container runtime); ``matchPolicy:
 Equivalent`` knows no equivalences between built-in groups (``apps/v1beta1``...), as the
 sandbox serves one version of each.
 """

@@ -11,6 +11,7 @@ from tests.component.kubeapi.helpers import binding_body, pod_body
 from tests.component.kubeapi.webhook_server import (
     Webhook,
     call,
+    deny,
     install,
     mutating,
     patch_response,
@@ -229,3 +230,34 @@ async def test_mutating_webhook_sees_create_before_name_generation_validating_af
     assert v["object"]["metadata"]["uid"] == pod["metadata"]["uid"]
     assert m["oldObject"] is None
     assert m["options"]["kind"] == "CreateOptions"
+
+
+async def test_exec_is_a_connect_with_pod_exec_options_and_can_be_denied(
+    srv: SandboxApiServer, webhook: Webhook
+) -> None:
+    await install(
+        srv,
+        validating(webhook.hook("pods.t.test", resources=("pods/exec",), operations=("CONNECT",))),
+    )
+    await call(srv, "POST", PODS, pod_body("p"))
+    status, err = await call(
+        srv, "POST", f"{PODS}/p/exec?command=ls&command=-l&container=main&stdout=true"
+    )
+    assert status == 400  # admitted; a plain request is not an upgrade
+    assert err["message"] == "Upgrade request required"
+    (req,) = webhook.requests()
+    assert req["operation"] == "CONNECT"
+    assert req["subResource"] == "exec"
+    assert req["kind"] == {"group": "", "version": "v1", "kind": "PodExecOptions"}
+    assert req["object"] == {
+        "kind": "PodExecOptions",
+        "apiVersion": "v1",
+        "stdout": True,
+        "container": "main",
+        "command": ["ls", "-l"],
+    }
+    assert req["options"] is None
+    webhook.respond = lambda _p, _r: deny("no exec")
+    status, err = await call(srv, "POST", f"{PODS}/p/exec?command=ls")
+    assert status == 403
+    assert err["message"] == 'admission webhook "pods.t.test" denied the request: no exec'
