@@ -155,6 +155,7 @@ class SandboxApiServer:
         await self.kubelet.stop()
         await self.namespace_controller.stop()
         await self.garbage_collector.stop()
+        await self.webhooks.close()
         for t in list(self.watch_tasks):
             t.cancel()
         self.api.cancel_background()

@@ -203,6 +203,28 @@ class WebhookCaller:
     def __init__(self, store: Store, registry: Registry) -> None:
         self.store = store
         self.registry = registry
+        # like kube-apiserver's webhook clients: connections and TLS contexts are kept
+        self._session: aiohttp.ClientSession | None = None
+        self._contexts: dict[str, ssl.SSLContext] = {}
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession()
+        return self._session
+
+    def _ssl_context(self, bundle: str) -> ssl.SSLContext:
+        ctx = self._contexts.get(bundle)
+        if ctx is None:
+            ctx = ssl.create_default_context()
+            if bundle:
+                ctx.load_verify_locations(cadata=base64.b64decode(bundle).decode())
+            self._contexts[bundle] = ctx
+        return ctx
 
     def _hooks(self, key: tuple[str, str]) -> list[Mapping[str, Any]]:
         configs = sorted(self.store.list(key), key=lambda c: str(c["metadata"]["name"]))
@@ -398,6 +420,42 @@ class WebhookCaller:
                 return str(subset["addresses"][0]["ip"]), int(ports[0]["port"])
         raise CallFailed("", f'no endpoints available for service "{name}"')
 
+    async def _send(
+        self,
+        url: str,
+        body: Obj,
+        ctx: ssl.SSLContext,
+        server_hostname: str | None,
+        seconds: int,
+        shown: str,
+    ) -> Any:
+        """POST ``body``; the decoded answer. CallFailed in kube's words, except a
+        dropped kept-alive connection (ServerDisconnectedError), which the caller retries."""
+        try:
+            async with self._client().post(
+                url,
+                json=body,
+                ssl=ctx,
+                server_hostname=server_hostname,
+                timeout=aiohttp.ClientTimeout(total=seconds),
+            ) as r:
+                answer = await r.json(content_type=None)
+                if r.status != 200:
+                    raise CallFailed(shown, f"expected response code 200, got {r.status}")
+                return answer
+        except TimeoutError as e:
+            raise CallFailed(shown, "context deadline exceeded") from e
+        except aiohttp.ClientConnectorCertificateError as e:
+            raise CallFailed(
+                shown, f"tls: failed to verify certificate: {e.certificate_error}"
+            ) from e
+        except aiohttp.ClientConnectorError as e:
+            raise CallFailed(shown, _dial_error(e)) from e
+        except aiohttp.ServerDisconnectedError:
+            raise
+        except (aiohttp.ClientError, ValueError) as e:
+            raise CallFailed(shown, f"{type(e).__name__}: {e}") from e
+
     async def _post(self, hook: Mapping[str, Any], body: Obj) -> Obj:
         cc = hook.get("clientConfig") or {}
         timeout = int(hook.get("timeoutSeconds") or DEFAULT_TIMEOUT_SECONDS)
@@ -420,30 +478,19 @@ class WebhookCaller:
             raise CallFailed(
                 "", "the webhook has neither clientConfig.url nor clientConfig.service"
             )
-        ctx = ssl.create_default_context()
-        if cc.get("caBundle"):
-            try:
-                ctx.load_verify_locations(cadata=base64.b64decode(cc["caBundle"]).decode())
-            except (ValueError, ssl.SSLError) as e:
-                raise CallFailed(shown, f"bad caBundle: {e}") from e
         try:
-            async with (
-                aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session,
-                session.post(url, json=body, ssl=ctx, server_hostname=server_hostname) as r,
-            ):
-                answer = await r.json(content_type=None)
-                if r.status != 200:
-                    raise CallFailed(shown, f"expected response code 200, got {r.status}")
-        except TimeoutError as e:
-            raise CallFailed(shown, "context deadline exceeded") from e
-        except aiohttp.ClientConnectorCertificateError as e:
-            raise CallFailed(
-                shown, f"tls: failed to verify certificate: {e.certificate_error}"
-            ) from e
-        except aiohttp.ClientConnectorError as e:
-            raise CallFailed(shown, _dial_error(e)) from e
-        except (aiohttp.ClientError, ValueError) as e:
-            raise CallFailed(shown, f"{type(e).__name__}: {e}") from e
+            ctx = self._ssl_context(str(cc.get("caBundle") or ""))
+        except (ValueError, ssl.SSLError) as e:
+            raise CallFailed(shown, f"bad caBundle: {e}") from e
+        for attempt in (1, 2):
+            try:
+                answer = await self._send(url, body, ctx, server_hostname, timeout, shown)
+                break
+            except aiohttp.ServerDisconnectedError as e:
+                # a kept-alive connection the webhook closed (it restarted or stopped):
+                # dial again once, as Go's transport retries an idempotent-safe request
+                if attempt == 2:
+                    raise CallFailed(shown, f"{type(e).__name__}: {e}") from e
         resp = answer.get("response") if isinstance(answer, dict) else None
         if not isinstance(resp, dict):
             raise CallFailed(shown, "the AdmissionReview has no response")

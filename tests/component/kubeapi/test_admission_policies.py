@@ -162,3 +162,16 @@ async def test_configuration_defaults_are_filled_in_like_the_server(
         content_type="application/json-patch+json",
     )
     assert status == 422  # validated on update too
+
+
+async def test_webhook_stopped_after_use_is_connection_refused_not_a_stale_connection(
+    srv: SandboxApiServer, webhook: Webhook
+) -> None:
+    await install(srv, validating(webhook.hook("pods.t.test")))
+    assert (await call(srv, "POST", PODS, pod_body("a")))[0] == 201  # a kept connection
+    await webhook.stop()
+    status, err = await call(srv, "POST", PODS, pod_body("b"))
+    assert status == 500
+    assert err["message"].endswith(
+        f"dial tcp 127.0.0.1:{webhook.port}: connect: connection refused"
+    )
