@@ -320,28 +320,30 @@ class WebhookCaller:
         invoked_ifneeded: list[int] = []
         reinvoke: set[int] = set()
         for i, hook in enumerate(hooks):
-            new = await self._mutate_one(hook, req.with_object(obj))
+            called, new = await self._mutate_one(hook, req.with_object(obj))
             if new is not None and new != obj:
                 obj = new
-                reinvoke.update(invoked_ifneeded)
+                reinvoke.update(invoked_ifneeded)  # earlier IfNeeded ones: once more
                 invoked_ifneeded = []
-            if hook.get("reinvocationPolicy") == "IfNeeded":
+            if called and hook.get("reinvocationPolicy") == "IfNeeded":
                 invoked_ifneeded.append(i)
         for i in sorted(reinvoke):
-            new = await self._mutate_one(hooks[i], req.with_object(obj))
+            _, new = await self._mutate_one(hooks[i], req.with_object(obj))
             if new is not None:
                 obj = new
         return obj
 
-    async def _mutate_one(self, hook: Mapping[str, Any], req: AdmissionRequest) -> Obj | None:
-        """The object after this webhook (None: not called or no change)."""
+    async def _mutate_one(
+        self, hook: Mapping[str, Any], req: AdmissionRequest
+    ) -> tuple[bool, Obj | None]:
+        """(called, the object after this webhook or None when unchanged)."""
         prepared = self._prepare(hook, req)
         if prepared is None:
-            return None
+            return False, None
         body, as_rd = prepared
         resp = await self._call(hook, body)
         if resp is None or not resp.get("patch"):
-            return None
+            return True, None
         name = str(hook.get("name") or "")
         if req.obj is None:
             raise failure(
@@ -356,7 +358,9 @@ class WebhookCaller:
         except ValueError as e:
             raise failure(name, f"undecodable patch: {e}") from e
         patched = json_patch(body["request"]["object"], ops)
-        return _convert(patched, req.rd) if as_rd is not req.rd and not req.kind else patched
+        return True, (
+            _convert(patched, req.rd) if as_rd is not req.rd and not req.kind else patched
+        )
 
     async def validate(self, req: AdmissionRequest) -> None:
         for hook in self._hooks(VALIDATING_KEY):
