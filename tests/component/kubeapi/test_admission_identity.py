@@ -8,8 +8,8 @@ from pathlib import Path
 import yaml
 
 from bridge.sandbox.kubeapi import SandboxApiServer
-from tests.component.kubeapi.helpers import pod_body
-from tests.component.kubeapi.webhook_server import Webhook, call, install, validating
+from tests.component.kubeapi.helpers import eventually, pod_body
+from tests.component.kubeapi.webhook_server import Webhook, call, install, unreachable, validating
 
 PODS = "/api/v1/namespaces/default/pods"
 
@@ -68,3 +68,39 @@ async def test_tokens_hook_mints_a_token_for_a_user_out_of_process(
     status, err = await call(srv, "POST", "/sandbox/tokens", {"groups": []})
     assert status == 400
     assert "username" in err["message"]
+
+
+async def test_fake_kubelet_writes_status_and_final_delete_as_its_node(
+    srv: SandboxApiServer, webhook: Webhook
+) -> None:
+    srv.set_node_ready("n1")
+    await install(srv, validating(webhook.hook("pods.t.test", resources=("pods", "pods/status"))))
+    await call(srv, "POST", PODS, pod_body("k", nodeName="n1"))
+    srv.kubelet.start()
+    await call(srv, "DELETE", f"{PODS}/k", {"gracePeriodSeconds": 1})
+
+    async def gone() -> bool:
+        return (await call(srv, "GET", f"{PODS}/k"))[0] == 404
+
+    await eventually(gone)
+    seen = [(r["operation"], r.get("subResource", ""), r["userInfo"]) for r in webhook.requests()]
+    node = {"username": "system:node:n1", "groups": ["system:nodes", "system:authenticated"]}
+    assert ("UPDATE", "status", node) in seen  # Pending -> Running
+    assert seen[-1] == ("DELETE", "", node)  # the kubelet's final delete
+
+
+async def test_webhook_down_refuses_deletes_unless_a_match_condition_exempts_the_caller(
+    srv: SandboxApiServer,
+) -> None:
+    down = await unreachable()
+    srv.set_node_ready("n1")
+    await call(srv, "POST", PODS, pod_body("s", nodeName="n1"))
+    exempt = {"name": "not-nodes", "expression": '!("system:nodes" in request.userInfo.groups)'}
+    hook = down.hook("pods.t.test", operations=("DELETE",), matchConditions=[exempt])
+    await install(srv, validating(hook))
+    status, err = await call(srv, "DELETE", f"{PODS}/s")
+    assert status == 500  # the admin is not exempt: refused while the webhook is down
+    assert err["message"].endswith("connect: connection refused")
+    node = srv.mint_token("system:node:n1", ["system:nodes"])
+    status, _ = await call(srv, "DELETE", f"{PODS}/s", {"gracePeriodSeconds": 0}, token=node)
+    assert status == 200  # the node is exempt: its DELETE does not need the webhook
