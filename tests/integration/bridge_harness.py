@@ -122,13 +122,16 @@ class Bridge(Sandboxes):
     cfg: BridgeConfig
     ctl: Controller | None = None
     task: asyncio.Task[None] | None = None
+    # the scheduler's own client (its ServiceAccount's token, or the admin's: ``kube``)
+    sched_kube: KubeClient | None = None
 
     async def start_scheduler(self) -> None:
         """Start a fresh scheduler (nothing in memory but what it reads back)."""
-        self.sched = Scheduler(self.cfg, self.kube, self.sched.slurm, SystemClock())
+        kube = self.sched_kube or self.kube
+        self.sched = Scheduler(self.cfg, kube, self.sched.slurm, SystemClock())
         ready = asyncio.Event()
         self.task = asyncio.create_task(
-            run_scheduler(self.cfg, self.kube, self.sched.slurm, ready=ready, scheduler=self.sched)
+            run_scheduler(self.cfg, kube, self.sched.slurm, ready=ready, scheduler=self.sched)
         )
         await asyncio.wait_for(ready.wait(), 20)
 
@@ -203,10 +206,18 @@ async def podgroup(
 
 @contextlib.asynccontextmanager
 async def running_bridge(
-    sandbox: SlurmSandbox, tmp_path: Path, *, controller: bool = False, **over: Any
+    sandbox: SlurmSandbox,
+    tmp_path: Path,
+    *,
+    controller: bool = False,
+    service_accounts: tuple[str, str] | None = None,
+    **over: Any,
 ) -> AsyncIterator[Bridge]:
     """The scheduler (and with ``controller=True`` the workload controller too) against
-    one sandbox API server and the real Slurm sandbox. ``over``: config keys to change."""
+    one sandbox API server and the real Slurm sandbox. ``over``: config keys to change.
+    ``service_accounts``: the (scheduler, controller) usernames they talk to the API server
+    as, each with its own token, as in the chart; default: both as the admin, like the
+    test's own client (``Bridge.kube``)."""
     async with SandboxApiServer(nodes=list(sandbox.external_nodes), kubelet=True) as api:
         kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
         data = sandbox_config_data(
@@ -219,20 +230,32 @@ async def running_bridge(
             # Its own mcs label: the dangling-job sweep never touches another test's jobs.
             data |= {"mcsLabel": unique_mcs(), "slurmResyncIntervalSeconds": 0.5}
         cfg = parse_config(data | over)
-        kube = await KubeClient.from_config(cfg)
-        async with (
-            kube,
-            make_client(sandbox) as slurm,
-            SlurmClient.from_config(cfg) as sslurm,
-            SlurmClient.from_config(cfg) as cslurm,
-        ):
-            b = Bridge(kube, slurm, api, Scheduler(cfg, kube, sslurm, SystemClock()), cfg)
+        async with contextlib.AsyncExitStack() as clients:
+            kube = await clients.enter_async_context(await KubeClient.from_config(cfg))
+            skube = ckube = kube
+            if service_accounts is not None:
+                skube, ckube = [
+                    await clients.enter_async_context(
+                        await KubeClient.connect(
+                            kubeconfig=api.write_kubeconfig(
+                                tmp_path / f"kubeconfig-{i}", username=user
+                            ),
+                            request_timeout=cfg.kube_request_timeout_seconds,
+                        )
+                    )
+                    for i, user in enumerate(service_accounts)
+                ]
+            slurm = await clients.enter_async_context(make_client(sandbox))
+            sslurm = await clients.enter_async_context(SlurmClient.from_config(cfg))
+            cslurm = await clients.enter_async_context(SlurmClient.from_config(cfg))
+            b = Bridge(kube, slurm, api, Scheduler(cfg, skube, sslurm, SystemClock()), cfg)
+            b.sched_kube = skube
             await b.start_scheduler()
             try:
                 async with contextlib.AsyncExitStack() as stack:
                     if controller:
                         b.ctl = await stack.enter_async_context(
-                            running_controller(cfg, kube, cslurm)
+                            running_controller(cfg, ckube, cslurm)
                         )
                     yield b
             finally:

@@ -106,6 +106,9 @@ file it mounts, the certificate it mounts, the Lease namespace). Parse it with f
 {{- $adm := deepCopy (default (dict) $cfg.admission) -}}
 {{- $_ := set $adm "tlsCertFile" (printf "%s/tls.crt" (include "slurm-bridge.tlsMountPath" .)) -}}
 {{- $_ := set $adm "tlsKeyFile" (printf "%s/tls.key" (include "slurm-bridge.tlsMountPath" .)) -}}
+{{- if not (hasKey $adm "bridgeUsernames") -}}
+{{- $_ := set $adm "bridgeUsernames" (include "slurm-bridge.bridgeUsernames" . | fromYamlArray) -}}
+{{- end -}}
 {{- $_ := set $cfg "admission" $adm -}}
 {{- toYaml $cfg -}}
 {{- end -}}
@@ -200,4 +203,36 @@ clientConfig:
   {{- end }}
 namespaceSelector:
   {{- toYaml .selector | nindent 2 }}
+{{- end -}}
+
+{{/*
+The bridge's own identities (request.userInfo.username of its scheduler and controller):
+what admission.bridgeUsernames defaults to, and who the webhooks' matchCondition trusts.
+*/}}
+{{- define "slurm-bridge.bridgeUsernames" -}}
+{{- $out := list -}}
+{{- range $c := list "scheduler" "controller" -}}
+{{- $sa := include "slurm-bridge.serviceAccountName" (dict "root" $ "component" $c) -}}
+{{- $out = append $out (printf "system:serviceaccount:%s:%s" $.Release.Namespace $sa) -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}
+
+{{/*
+The validating webhooks' matchCondition: true (call the webhook) for every CREATE and for
+writes by anyone but the trusted writers. A stopped webhook (failurePolicy Fail) then
+refuses new pods and users' updates, never the bridge's finalizer removal, the garbage
+collector, the namespace controller, the Job controller or the kubelet. CEL; no
+extension functions, so that every CEL implementation evaluates it alike.
+*/}}
+{{- define "slurm-bridge.trustedWriterCondition" -}}
+{{- $a := .Values.admission -}}
+{{- $users := concat (include "slurm-bridge.bridgeUsernames" . | fromYamlArray) (dig "admission" "bridgeUsernames" (list) .Values.config) $a.trustedUsernames | uniq -}}
+{{- $quoted := list -}}
+{{- range $users }}{{- $quoted = append $quoted (printf "%q" .) -}}{{- end -}}
+{{- $trusted := list (printf "request.userInfo.username in [%s]" (join ", " $quoted)) "request.userInfo.username.startsWith(\"system:node:\")" -}}
+{{- if $a.trustKubeSystem -}}
+{{- $trusted = append $trusted "request.userInfo.username.startsWith(\"system:serviceaccount:kube-system:\")" -}}
+{{- end -}}
+{{- printf "request.operation == \"CREATE\" || !(%s)" (join " || " $trusted) -}}
 {{- end -}}

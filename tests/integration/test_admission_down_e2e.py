@@ -1,0 +1,182 @@
+"""The admission webhook stopped: the bridge and Kubernetes' controllers carry on.
+
+Real Slurm, the sandbox API server with its fake kubelet, namespace controller and garbage
+collector, the real admission server (in-process, over TLS) registered with the webhook
+configurations ``helm template`` renders from the chart (``clientConfig.service``, resolved
+through an EndpointSlice), and the scheduler and controller talking to the API server as the
+chart's ServiceAccounts. Then the webhook stops, as when its pod dies:
+
+(a) a queued pod is bound when a node frees; (b) a deleted, bound pod loses its finalizer
+and goes; (c) the managed namespace can be deleted; (d) a user's new pod, and a user's
+update, are refused naming the webhook. Once the webhook is back, a new pod is admitted,
+routed to the bridge and bound, and users still cannot write the bridge's keys.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import trustme
+
+from admission.app import AdmissionServer
+from bridge.config import parse_config
+from bridge.errors import KubeError, KubeNotFound
+from bridge.kube.resources import NAMESPACES, PODS, Resource
+from bridge.sandbox import chart_webhooks
+from bridge.wellknown import FINALIZER, LABEL_JOB_ID
+from tests.integration.bridge_harness import NS, Bridge, job_of, pod, podgroup, running_bridge
+from tests.integration.conftest import SlurmSandbox, sandbox_config_data
+
+pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
+
+MUTATE = "pods.mutate.slurm-bridge.slinky.slurm.net"
+VALIDATE = "pods.validate.slurm-bridge.slinky.slurm.net"
+SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", True)
+
+
+class Webhook:
+    """The real admission server on one fixed port, which can be stopped and started."""
+
+    def __init__(self, sandbox: SlurmSandbox, chart: chart_webhooks.ChartWebhooks, d: Path):
+        ca = trustme.CA()
+        cert = ca.issue_cert(chart.service_host)
+        cert.private_key_pem.write_to_path(str(d / "tls.key"))
+        cert.cert_chain_pems[0].write_to_path(str(d / "tls.crt"))
+        self.ca_pem = ca.cert_pem.bytes().decode()
+        self.cfg = parse_config(
+            sandbox_config_data(
+                sandbox,
+                admission={
+                    "bindAddress": "127.0.0.1",
+                    "tlsCertFile": str(d / "tls.crt"),
+                    "tlsKeyFile": str(d / "tls.key"),
+                    "bridgeUsernames": chart.bridge_usernames,
+                },
+            )
+        )
+        self.port = 0
+        self.server: AdmissionServer | None = None
+
+    async def start(self) -> None:
+        self.server = AdmissionServer(self.cfg, webhook_port=self.port)
+        await self.server.start()
+        assert self.server.webhook_bound is not None
+        self.port = self.server.webhook_bound
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            await self.server.stop()
+            self.server = None
+
+
+@contextlib.asynccontextmanager
+async def bridge_behind_chart_webhooks(
+    sandbox: SlurmSandbox, tmp_path: Path
+) -> AsyncIterator[tuple[Bridge, Webhook]]:
+    chart = chart_webhooks.render([NS])
+    hook = Webhook(sandbox, chart, tmp_path)
+    await hook.start()
+    try:
+        async with running_bridge(
+            sandbox,
+            tmp_path,
+            controller=True,
+            service_accounts=(chart.bridge_usernames[0], chart.bridge_usernames[1]),
+        ) as b:
+            with contextlib.suppress(KubeError):  # the API server may have made it already
+                await b.kube.create(NAMESPACES, {"metadata": {"name": NS}})
+            await chart_webhooks.install(b.kube, chart.for_sandbox(hook.port, hook.ca_pem))
+            yield b, hook
+    finally:
+        await hook.stop()
+
+
+async def gone(b: Bridge, name: str) -> bool:
+    try:
+        await b.get_pod(name)
+    except KubeNotFound:
+        return True
+    return False
+
+
+async def test_with_the_webhook_stopped_the_bridge_and_kubernetes_controllers_carry_on(
+    sandbox: SlurmSandbox, tmp_path: Path
+) -> None:
+    assert len(sandbox.external_nodes) == 3, "the scenario fills the 3-node partition"
+    async with bridge_behind_chart_webhooks(sandbox, tmp_path) as (b, hook):
+        # Webhook up: the partition fills (one pod per node), a fourth pod queues.
+        await podgroup(b, "pg-1", 2, cpu="3", memory="500Mi")
+        await b.create_pod("solo", cpu="3", memory="500Mi")
+        for name in ("pg-1-0", "pg-1-1", "solo"):
+            await b.bound(name)
+        await b.create_pod("queued", cpu="3", memory="500Mi")
+
+        async def waits_on_resources() -> str:
+            msg = await b.scheduled_message("queued")
+            return msg if "Resources" in msg else ""
+
+        await b.wait_for("the queued pod to show Slurm's reason", waits_on_resources)
+        solo_job = job_of(await b.get_pod("solo"))
+
+        await hook.stop()
+
+        # (d) new pods and users' updates are refused, naming the webhook
+        with pytest.raises(KubeError) as refused:
+            await b.create_pod("late")
+        assert f'failed calling webhook "{MUTATE}"' in str(refused.value)
+        assert "connection refused" in str(refused.value)
+        with pytest.raises(KubeError) as update:
+            await b.kube.patch_pod(NS, "queued", {"metadata": {"labels": {"team": "a"}}})
+        assert f'failed calling webhook "{VALIDATE}"' in str(update.value)
+
+        # (b) a deleted, bound pod: the controller removes its finalizer (its own UPDATE),
+        # the kubelet's final DELETE goes through; its Slurm job ends
+        await b.kube.delete(PODS, "solo", NS)
+        await b.wait_for("the deleted pod to go", lambda: gone(b, "solo"))
+
+        async def solo_job_ended() -> bool:
+            return not (await b.slurm.get_job(solo_job)).state.active
+
+        await b.wait_for("the deleted pod's Slurm job to end", solo_job_ended)
+
+        # (a) the freed node goes to the queued pod: link patch and binding as the scheduler
+        node = await b.bound("queued")
+        assert node in sandbox.external_nodes
+        queued = await b.get_pod("queued")
+        assert LABEL_JOB_ID in queued["metadata"]["labels"]
+        assert FINALIZER in queued["metadata"]["finalizers"]
+
+        # (c) the managed namespace goes: the namespace controller deletes the pods, the
+        # controller frees them, the kubelet removes them
+        await b.kube.delete(NAMESPACES, NS)
+
+        async def namespace_gone() -> bool:
+            try:
+                await b.kube.get(NAMESPACES, NS)
+            except KubeNotFound:
+                return True
+            return False
+
+        await b.wait_for("the managed namespace to be deleted", namespace_gone, 60)
+
+        # The webhook is back: everything works as before.
+        await hook.start()
+        await b.kube.create(NAMESPACES, {"metadata": {"name": NS}})
+
+        async def default_service_account() -> bool:  # the serviceaccount controller's
+            with contextlib.suppress(KubeNotFound):
+                return bool(await b.kube.get(SERVICE_ACCOUNTS, "default", NS))
+            return False
+
+        await b.wait_for("the namespace's default ServiceAccount", default_service_account)
+        plain = pod("back")
+        del plain["spec"]["schedulerName"]  # the mutating webhook routes it to the bridge
+        created = await b.kube.create(PODS, plain, NS)
+        assert created["spec"]["schedulerName"] == b.cfg.scheduler_name
+        await b.bound("back")
+        with pytest.raises(KubeError) as denied:
+            await b.kube.patch_pod(NS, "back", {"metadata": {"labels": {LABEL_JOB_ID: "1"}}})
+        assert LABEL_JOB_ID in str(denied.value)
