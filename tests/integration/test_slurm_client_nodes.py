@@ -5,15 +5,14 @@ Each test registers its own uniquely named dynamic node and deletes it at the en
 
 from __future__ import annotations
 
-import contextlib
 import secrets
 from collections.abc import AsyncIterator
 
 import pytest
 
-from bridge.errors import SlurmError, SlurmNotFound, SlurmRejected
+from bridge.errors import SlurmNotFound, SlurmRejected
 from bridge.slurm.client import NODE_ALREADY_EXISTS, SlurmClient
-from tests.integration.conftest import SlurmSandbox
+from tests.integration.conftest import SlurmSandbox, remove_dynamic_node
 
 pytestmark = pytest.mark.slurm
 
@@ -22,8 +21,7 @@ pytestmark = pytest.mark.slurm
 async def dyn_node(slurm: SlurmClient) -> AsyncIterator[str]:
     name = "it-dyn-" + secrets.token_hex(3)
     yield name
-    with contextlib.suppress(SlurmError):
-        await slurm.delete_node(name)
+    await remove_dynamic_node(slurm, name)
 
 
 async def test_registered_node_joins_an_existing_partition_and_keeps_its_comment(
