@@ -8,7 +8,9 @@ JobSet and LWS, with their labels and owner references (:mod:`bridge.sandbox.wor
 expands them). The demo runs it beside the bridge's components, so an example applied by
 hand (``kubectl apply -f deploy/examples/indexed-job.yaml``) gets its pods like in a
 cluster. Each object is expanded once per run of the loop (by uid); pods that already
-exist are kept. It never deletes anything (no garbage collector either).
+exist are kept. Like the Job controller, it removes its ``batch.kubernetes.io/job-tracking``
+finalizer from pods that ended or are being deleted; like the garbage collector, when a
+Job, JobSet or LWS it acted on is deleted, it deletes the Jobs and pods it created for it.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ LISTS = {
     "LeaderWorkerSet": "/apis/leaderworkerset.x-k8s.io/v1/leaderworkersets",
 }
 DEFAULT_INTERVAL = 0.5
+JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
+PODS = "/api/v1/pods"
 
 
 class ApiError(Exception):
@@ -64,11 +68,12 @@ class Api:
 
     def call(self, method: str, path: str, body: Obj | None = None) -> Obj:
         data = json.dumps(body).encode() if body is not None else None
+        content_type = "application/merge-patch+json" if method == "PATCH" else "application/json"
         req = urllib.request.Request(
             self.server + path,
             data=data,
             method=method,
-            headers={"Content-Type": "application/json", "Authorization": f"Bearer {self.token}"},
+            headers={"Content-Type": content_type, "Authorization": f"Bearer {self.token}"},
         )
         try:
             with urllib.request.urlopen(req, timeout=10) as resp:
@@ -77,19 +82,27 @@ class Api:
         except urllib.error.HTTPError as e:
             raise ApiError(e.code, e.read().decode(errors="replace")[:300]) from None
 
-    def create(self, obj: Obj) -> Obj:
-        """POST ``obj``; an object of that name that exists already is read back instead."""
-        ns = obj["metadata"]["namespace"]
+    def create(self, obj: Obj) -> tuple[Obj, str]:
+        """POST ``obj``; an object of that name that exists already is read back instead.
+        Returns the object and its path."""
+        ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
         if obj["kind"] == "Pod":
             path = f"/api/v1/namespaces/{ns}/pods"
         else:  # the Jobs of a JobSet
             path = f"/apis/batch/v1/namespaces/{ns}/jobs"
         try:
-            return self.call("POST", path, obj)
+            return self.call("POST", path, obj), f"{path}/{name}"
         except ApiError as e:
             if e.status != 409:
                 raise
-            return self.call("GET", f"{path}/{obj['metadata']['name']}")
+            return self.call("GET", f"{path}/{name}"), f"{path}/{name}"
+
+    def delete(self, path: str) -> None:
+        try:
+            self.call("DELETE", path)
+        except ApiError as e:
+            if e.status != 404:
+                raise
 
 
 def _owned_by(obj: Obj, kind: str) -> bool:
@@ -114,28 +127,57 @@ class StandIn:
     api: Api
     out: TextIO = sys.stdout
     done: set[str] = field(default_factory=set)  # uids already expanded
+    created: dict[str, list[str]] = field(default_factory=dict)  # uid -> paths it created
     reported: set[str] = field(default_factory=set)  # errors already said (once each)
 
     def act_on(self, obj: Obj) -> list[str]:
         """Create the Jobs and pods for one Job/JobSet/LWS; returns the pod names."""
         ns = obj["metadata"]["namespace"]
         expanded = workloads.expand([obj], ns)
+        paths = self.created.setdefault(obj["metadata"]["uid"], [])
         real_uid: dict[str, str] = {}
         for uid, o in expanded.objects.items():
             if o["kind"] == "Job" and uid != obj["metadata"]["uid"]:
-                real_uid[uid] = self.api.create(_without_identity(o))["metadata"]["uid"]
+                job, path = self.api.create(_without_identity(o))
+                real_uid[uid] = job["metadata"]["uid"]
+                paths.append(path)
         names: list[str] = []
         for p in expanded.pods:
             body = _without_identity(p)
             for ref in body["metadata"].get("ownerReferences") or []:
                 ref["uid"] = real_uid.get(ref["uid"], ref["uid"])
-            self.api.create(body)
+            paths.append(self.api.create(body)[1])
             names.append(p["metadata"]["name"])
         return names
 
+    def release_finalizers(self) -> None:
+        """The Job controller's part: pods that ended or are being deleted lose the
+        job-tracking finalizer (merge patch with the resourceVersion: a 409 waits a tick)."""
+        for pod in self.api.call("GET", PODS).get("items") or []:
+            meta = pod["metadata"]
+            finalizers = meta.get("finalizers") or []
+            ended = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+            if JOB_TRACKING_FINALIZER not in finalizers:
+                continue
+            if not (ended or meta.get("deletionTimestamp")):
+                continue
+            keep = [f for f in finalizers if f != JOB_TRACKING_FINALIZER]
+            patch = {"metadata": {"finalizers": keep, "resourceVersion": meta["resourceVersion"]}}
+            path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
+            with contextlib.suppress(ApiError):
+                self.api.call("PATCH", path, patch)
+
+    def collect(self, listed: set[str]) -> None:
+        """The garbage collector's part: what it created for a deleted object goes too."""
+        for uid in [u for u in self.created if u not in listed]:
+            for path in self.created.pop(uid):
+                self.api.delete(path)
+
     def tick(self) -> None:
+        seen: set[str] = set()
         for kind, path in LISTS.items():
             listed = self.api.call("GET", path)
+            seen.update(o["metadata"]["uid"] for o in listed.get("items") or [])
             for obj in listed.get("items") or []:
                 obj.setdefault("kind", kind)  # a list leaves them out of its items
                 obj.setdefault("apiVersion", listed.get("apiVersion"))
@@ -160,6 +202,8 @@ class StandIn:
                     file=self.out,
                     flush=True,
                 )
+        self.release_finalizers()
+        self.collect(seen)
 
     def run(self, interval: float, stop: Callable[[], bool]) -> None:
         while not stop():
