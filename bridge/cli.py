@@ -5,6 +5,7 @@
     slurm-bridge sandbox slurm up|down|status ...   (real Slurm in a chroot, for tests/demo)
     slurm-bridge sandbox kube-api up|down|status|finish-pod ...  (sandbox Kubernetes API)
     slurm-bridge sandbox demo up|down|status          (the README's demo)
+    slurm-bridge sandbox workloads --kubeconfig FILE  (Job/JobSet/LWS controllers' stand-in)
     slurm-bridge scheduler|controller|admission --config FILE
 
 Components are found by module name at run time (``<component>.app:main``) so that the
@@ -31,6 +32,7 @@ _DELEGATES = {
     ("sandbox", "slurm"): "bridge.sandbox.slurm:main",
     ("sandbox", "kube-api"): "bridge.sandbox.kubeapi.cli:main",
     ("sandbox", "demo"): "bridge.sandbox.demo:main",
+    ("sandbox", "workloads"): "bridge.sandbox.standin:main",
 }
 
 
@@ -66,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     check = cfg_sub.add_parser("check", help="validate a config file (and env overrides)")
     check.add_argument("file")
     sandbox = sub.add_parser("sandbox", help="local sandboxes: slurm, kube-api")
-    sandbox.add_argument("which", choices=["slurm", "kube-api", "demo"])
+    sandbox.add_argument("which", choices=["slurm", "kube-api", "demo", "workloads"])
     for name in ("scheduler", "controller", "admission"):
         sub.add_parser(name, help=f"run the {name} (--config FILE)")
 

@@ -23,8 +23,13 @@ sandbox (``slurm-bridge sandbox slurm up``; its env file is ``$SLURM_SANDBOX_ENV
 Two stand-ins replace parts of a cluster the sandbox does not have, and say so in the
 output: **the kubelet** (containers "finish" when the demo calls the sandbox's
 ``POST /sandbox/pods/{ns}/{name}/finish``, also ``slurm-bridge sandbox kube-api finish-pod``)
-and **the Job/JobSet/LWS controllers** (the demo creates the Jobs and pods those controllers
-would, with their labels and owner references: :mod:`bridge.sandbox.workloads`).
+and **the Job/JobSet/LWS controllers** (``slurm-bridge sandbox workloads``, started beside
+the components, creates the Jobs and pods those controllers would for every Job, JobSet and
+LWS applied, with their labels and owner references: :mod:`bridge.sandbox.standin`).
+
+Every command the output shows is one the user can paste as it is (after the ``export``
+lines it prints: KUBECONFIG, the sandbox dir, PATH). The last step finishes the LWS, so the
+demo ends with every Slurm node free for the user's own workloads.
 
 Every wait has a deadline; a step that does not happen in time fails the run (exit 1)
 with a message naming it. ``down`` stops the components and the API server and cancels
@@ -38,6 +43,7 @@ import contextlib
 import functools
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -51,7 +57,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from bridge.sandbox import chart_webhooks, workloads
+from bridge.sandbox import chart_webhooks, standin, workloads
 from bridge.sandbox.kubeapi import cli as kubeapi_cli
 from bridge.sandbox.slurm import parse_env_file
 from bridge.slurm.hostlist import expand as expand_hostlist
@@ -59,19 +65,17 @@ from bridge.wellknown import CONDITION_POD_SCHEDULED, LABEL_JOB_ID
 
 NAMESPACE = "slurm-bridge"
 COMPONENTS = ("admission", "scheduler", "controller")
+STAND_IN = "workloads"  # the Job/JobSet/LWS controllers' stand-in (a process too)
 DEFAULT_DEADLINE = 30.0
+SQUEUE_FORMAT = "%.6i %.10j %.9T %.4D %R"
 POLL = 0.2
 _JSON_HEADERS = {"Content-Type": "application/json"}
 # the Slurm job names of the demo's groups (leftovers of a run whose API server died)
-DEMO_JOB_NAMES = ("pause", "pg-1", "pg-2", "js-1", "lws-1-0")
+DEMO_JOB_NAMES = ("pause", "pg-1", "pg-2", "js-1", "lws-1-0", "indexed-1")
 
 
-# who creates a workload's Jobs and pods on a cluster (the controllers' ServiceAccounts)
-CONTROLLER_USERS = {
-    "Job": "system:serviceaccount:kube-system:job-controller",
-    "JobSet": "system:serviceaccount:jobset-system:jobset-controller-manager",
-    "LeaderWorkerSet": "system:serviceaccount:kube-system:statefulset-controller",
-}
+# who the Job/JobSet/LWS controllers' stand-in creates Jobs and pods as (webhooks see it)
+STAND_IN_USER = "system:serviceaccount:kube-system:job-controller"
 
 
 class DemoFailed(Exception):
@@ -288,12 +292,14 @@ class Demo:
         self.wait(f"Slurm jobs {', '.join(sorted(ids))} to end", gone)
 
     def show(self, key: str) -> None:
-        """squeue beside kubectl get pods, and why pending pods wait."""
-        sq = self.squeue("-p", self.env.partition, "-o", "%.6i %.10j %.9T %.4D %R")
+        """squeue beside kubectl get pods, and why pending pods wait (each command printed
+        exactly as run, so it can be pasted)."""
+        sq_args = ("-p", self.env.partition, "-o", SQUEUE_FORMAT)
+        sq = self.squeue(*sq_args)
         self.result.squeue[key] = sq
-        self.say("$ slurm-bridge sandbox slurm exec -- squeue")
+        self.say(f"$ slurm-bridge sandbox slurm exec -- squeue {shlex.join(sq_args)}")
         self.say(sq.rstrip())
-        self.say("$ kubectl get pods -o wide")
+        self.say(f"$ kubectl get pods -n {NAMESPACE} -o wide")
         wide = self.kubectl("get", "pods", "-n", NAMESPACE, "-o", "wide")
         self.say("\n".join(line.rstrip() for line in wide.rstrip().splitlines()))
         for p in self.pods():
@@ -320,32 +326,17 @@ class Demo:
         return ["--kubeconfig", str(path)]
 
     def controllers_stand_in(self, kind: str, name: str) -> list[str]:
-        """Create the Jobs and pods the JobSet/LWS/Job controllers would (sandbox has none),
-        each as that controller's ServiceAccount, so webhooks see the real identities."""
-        plural = {"JobSet": "jobsets", "LeaderWorkerSet": "leaderworkersets"}[kind]
-        obj = json.loads(self.kubectl("get", plural, name, "-n", NAMESPACE, "-o", "json"))
-        expanded = workloads.expand([obj], NAMESPACE)
-        real_uid: dict[str, str] = {}
-        for uid, o in expanded.objects.items():
-            if o["kind"] != "Job":
-                continue
-            body = {k: v for k, v in o.items() if k != "status"}
-            body["metadata"] = {k: v for k, v in o["metadata"].items() if k != "uid"}
-            creator = self.as_user(CONTROLLER_USERS[kind])
-            created = json.loads(
-                self.kubectl(*creator, "create", "-f", "-", "-o", "json", stdin=_j(body))
-            )
-            real_uid[uid] = created["metadata"]["uid"]
-        names: list[str] = []
-        for p in expanded.pods:
-            p["metadata"].pop("uid", None)
-            refs = p["metadata"].get("ownerReferences") or []
-            for ref in refs:
-                ref["uid"] = real_uid.get(ref["uid"], ref["uid"])
-            owner = refs[0]["kind"] if refs else kind
-            pod_creator = self.as_user(CONTROLLER_USERS.get(owner, CONTROLLER_USERS[kind]))
-            self.kubectl(*pod_creator, "create", "-f", "-", stdin=_j(p))
-            names.append(p["metadata"]["name"])
+        """Wait for the pods the JobSet/LWS/Job controllers' stand-in creates (the sandbox
+        has no such controllers; ``slurm-bridge sandbox workloads`` watches for them)."""
+        plural = {"JobSet": "jobsets", "LeaderWorkerSet": "leaderworkersets", "Job": "jobs"}
+        doc = self.kubectl("get", plural[kind], name, "-n", NAMESPACE, "-o", "json")
+        names = standin.pods_for(json.loads(doc))
+
+        def created() -> bool:
+            self.check_alive()
+            return set(names) <= set(self.pod_map())
+
+        self.wait(f"the controller stand-in to create the pods of {kind} {name}", created)
         self.say(f"(controller stand-in) created the pods of {kind} {name}: {', '.join(names)}")
         return names
 
@@ -402,12 +393,12 @@ class Demo:
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
         return path
 
-    def start_component(self, name: str) -> None:
+    def start_component(self, name: str, args: Sequence[str] = ()) -> None:
         d = self.env.demo_dir
-        config = self.component_config(name)
+        args = args or (name, "--config", str(self.component_config(name)))
         with open(d / "logs" / f"{name}.log", "ab") as log:
             proc = subprocess.Popen(
-                [self.env.python, "-m", "bridge.cli", name, "--config", str(config)],
+                [self.env.python, "-m", "bridge.cli", *args],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -467,6 +458,7 @@ class Demo:
             "--kubelet",
         )
         self.kube_url = f"http://127.0.0.1:{kube_port}"
+        self.use_namespace(NAMESPACE)
         self.say(f"serving on {self.kube_url}; nodes match Slurm's external nodes")
         self.say(self.kubectl("get", "nodes").rstrip())
 
@@ -477,9 +469,15 @@ class Demo:
         ns_doc = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
         self.apply(text=_j(ns_doc))
 
-        self.step("the scheduler and the controller")
+        self.step("the scheduler, the controller, and the Job/JobSet/LWS controllers' stand-in")
         self.start_component("scheduler")
         self.start_component("controller")
+        kubeconfig = self.as_user(STAND_IN_USER)[1]
+        self.start_component(STAND_IN, ("sandbox", STAND_IN, "--kubeconfig", kubeconfig))
+        self.say(
+            "\nTo type the commands below yourself, in another shell:\n"
+            + "\n".join(f"  {line}" for line in self.exports())
+        )
 
         ex = env.examples
         self.step("1. the pause pod: one pod, one Slurm placeholder job")
@@ -530,24 +528,43 @@ class Demo:
         self.wait_bound(lws)
         self.check_alive()
         self.show("lws")
+
+        self.step("7. the LWS finishes: its Slurm job ends, every node is free again")
+        self.finish(lws)
+        self.wait_jobs_gone(lws)
+        self.show("free")
         self.usage()
         return self.result
 
+    def use_namespace(self, namespace: str) -> None:
+        """The kubeconfig's context namespace, so a plain ``kubectl get pods`` shows the demo."""
+        doc = yaml.safe_load(self.env.kubeconfig.read_text())
+        for ctx in doc.get("contexts") or []:
+            ctx["context"]["namespace"] = namespace
+        self.env.kubeconfig.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+    def exports(self) -> list[str]:
+        env = self.env
+        return [
+            f"export KUBECONFIG={env.kubeconfig}",
+            f"export SLURM_BRIDGE_SANDBOX_DIR={env.slurm['SLURM_SANDBOX_DIR']}",
+            f"export SLURM_SANDBOX_KUBE_API_DIR={env.kube_api_dir}",
+            f"export PATH={Path(env.python).parent}:$PATH",
+        ]
+
     def usage(self) -> None:
         env = self.env
-        bin_dir = Path(env.python).parent
-        sbx = env.slurm["SLURM_SANDBOX_DIR"]
         lines = [
             "",
-            "== the demo keeps running",
-            f"  export KUBECONFIG={env.kubeconfig} PATH={bin_dir}:$PATH",
-            f"  export SLURM_BRIDGE_SANDBOX_DIR={sbx}",
-            f"  export SLURM_SANDBOX_KUBE_API_DIR={env.kube_api_dir}",
-            f"  kubectl get pods -o wide -n {NAMESPACE}",
+            "== the demo keeps running, every Slurm node free; try it yourself:",
+            *(f"  {line}" for line in self.exports()),
+            f"  kubectl apply -f {env.examples}/indexed-job.yaml",
+            f"  kubectl get pods -n {NAMESPACE} -o wide",
+            f"  slurm-bridge sandbox slurm exec -- squeue -p {env.partition}",
             f"  kubectl describe pod pg-2-a -n {NAMESPACE}   # events: Slurm's reasons, Scheduled",
-            "  slurm-bridge sandbox slurm exec -- squeue",
-            f"  slurm-bridge sandbox kube-api finish-pod {NAMESPACE} lws-1-0"
+            f"  slurm-bridge sandbox kube-api finish-pod {NAMESPACE} indexed-1-0-x0"
             "   # kubelet stand-in: the pod exits 0",
+            "  (the controller cancels a Slurm job once every pod of its group has finished)",
             f"  logs:   {env.demo_dir}/logs/, {env.kube_api_dir}/kube-api.log",
             f"  config: {env.config_file}",
             "  stop:   ./deploy/demo.sh down   (then `slurm-bridge sandbox slurm down`"
@@ -558,7 +575,7 @@ class Demo:
     def down(self, *, quiet: bool = False) -> None:
         """Stop the components, cancel the demo's Slurm jobs, stop the API server."""
         d = self.env.demo_dir
-        for name in reversed(COMPONENTS):
+        for name in (STAND_IN, *reversed(COMPONENTS)):
             pid = _read_pid(d / f"{name}.pid")
             if pid is not None and _alive(pid):
                 _stop(pid)

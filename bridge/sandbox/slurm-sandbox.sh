@@ -226,10 +226,32 @@ start_accounting() {
     { tail -n 5 "$ROOT/var/log/slurm/slurmdbd.log" >&2; return 1; }
 }
 
+# resolve_saved_nodes: slurmctld resolves every node of its saved state when it starts,
+# dynamic ones too (POST /new/node/, scontrol create: a test that failed before deleting
+# its node leaves one). A name that does not resolve costs 10 s of getaddrinfo retries per
+# node, enough to miss the start deadline ("getaddrinfo(ext-594905:17000) failed"). Every
+# sandbox node lives on this host, so each word of the saved node state that could be a
+# host name resolves to 127.0.0.1 (extra words, e.g. features, resolve too: harmless).
+resolve_saved_nodes() {
+  local state="$ROOT/var/spool/slurmctld/node_state" hosts="$ROOT/etc/hosts" names
+  [ -s "$state" ] || return 0
+  names=$(tr -c 'A-Za-z0-9.\n-' '\n' <"$state" | grep -xE '[A-Za-z][A-Za-z0-9.-]{2,62}' |
+    sort -u | grep -vxF -f <(tr -s ' \t' '\n' <"$hosts") || true)
+  [ -z "$names" ] || printf '127.0.0.1\t%s\n' $names >>"$hosts"
+}
+
 start_ctld() {
-  alive /run/slurmctld.pid || { say "starting slurmctld"; daemon chroot "$ROOT" /usr/sbin/slurmctld; }
-  wait_until 30 slurmctld in_root scontrol ping ||
-    { tail -n 5 "$ROOT/var/log/slurm/slurmctld.log" >&2; return 1; }
+  if ! alive /run/slurmctld.pid; then
+    resolve_saved_nodes
+    say "starting slurmctld"
+    daemon chroot "$ROOT" /usr/sbin/slurmctld
+  fi
+  wait_until 30 slurmctld in_root scontrol ping || {
+    tail -n 5 "$ROOT/var/log/slurm/slurmctld.log" >&2
+    echo "slurm-sandbox: slurmctld did not answer within 30 s (its log: $ROOT/var/log/slurm/slurmctld.log)." >&2
+    echo "slurm-sandbox: to start from a clean job and node state: slurm-bridge sandbox slurm down --purge && slurm-bridge sandbox slurm up" >&2
+    return 1
+  }
   if [ "${SBX_ACCOUNTING:-0}" = 1 ]; then
     local u
     in_root sacctmgr -i -n add account default Description=default Organization=kube >/dev/null 2>&1 || true

@@ -26,6 +26,7 @@ import fcntl
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -65,6 +66,18 @@ PORT_ENV = {
     "SLURM_SANDBOX_MYSQL_PORT": "mysql_port",
 }
 REST_READY_SECONDS = 30.0
+# The tests' own sandbox (deploy/test.sh, pytest): another dir and other ports than the
+# default one the demo and a user's `slurm-bridge sandbox slurm up` use, so the tests never
+# share a cluster (its nodes, its jobs, its daemons) with whatever else runs on the machine.
+TEST_DIR = Path("~/.cache/slurm-bridge/test-slurm")
+TEST_PORTS = {
+    "SLURM_SANDBOX_REST_PORT": 16820,
+    "SLURM_SANDBOX_CTLD_PORT": 16817,
+    "SLURM_SANDBOX_SLURMD_PORT": 16700,
+    "SLURM_SANDBOX_DBD_PORT": 16819,
+    "SLURM_SANDBOX_MYSQL_PORT": 16306,
+}
+ENV_FILE = "SLURM_SANDBOX_ENV"
 
 
 @dataclass(frozen=True)
@@ -372,6 +385,24 @@ def parse_facts(stdout: str) -> tuple[str, list[str]]:
 # ---------------------------------------------------------------------------- settings
 
 
+def env_for_tests(environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables that point a test run at the tests' own sandbox: every one the caller
+    has not set already (an explicit sandbox dir, env file or port always wins). A caller
+    that chose its sandbox dir keeps that sandbox's saved ports too."""
+    out: dict[str, str] = {}
+    if not environ.get(ENV_DIR):
+        out[ENV_DIR] = str(TEST_DIR.expanduser().absolute())
+        out.update({k: str(v) for k, v in TEST_PORTS.items() if not environ.get(k)})
+    if not environ.get(ENV_FILE):
+        out[ENV_FILE] = str(Path(environ.get(ENV_DIR) or out[ENV_DIR]) / "cluster.env")
+    return out
+
+
+def env_file_for_tests(environ: Mapping[str, str]) -> Path:
+    """The env file of the sandbox tests use (see :func:`env_for_tests`)."""
+    return Path(environ.get(ENV_FILE) or env_for_tests(environ)[ENV_FILE]).expanduser()
+
+
 def _port_overrides(environ: Mapping[str, str]) -> dict[str, int]:
     out: dict[str, int] = {}
     for var, field in PORT_ENV.items():
@@ -619,6 +650,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("restart-ctld", help="stop slurmctld and start it again (state is kept)")
     sub.add_parser("rest-stop", help="stop only slurmrestd")
     sub.add_parser("rest-start", help="start slurmrestd again")
+    sub.add_parser(
+        "test-env",
+        help="print `export` lines for the tests' own sandbox (dir, ports, env file); "
+        "variables already set are kept",
+    )
     ex = sub.add_parser("exec", help="run a command in the chroot: exec -- squeue")
     ex.add_argument("argv", nargs=argparse.REMAINDER, help="the command and its arguments")
     return p
@@ -639,6 +675,10 @@ UP_OPTIONS = (
 def main(argv: list[str], environ: Mapping[str, str] | None = None) -> int:
     env = dict(os.environ if environ is None else environ)
     ns = build_parser().parse_args(argv)
+    if ns.command == "test-env":
+        for k, v in env_for_tests(env).items():
+            print(f"export {k}={shlex.quote(v)}")
+        return 0
     paths = Paths.from_env(env)
     if os.geteuid() != 0:
         _err("must run as root (it uses chroot and mount)")

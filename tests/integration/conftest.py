@@ -1,8 +1,9 @@
 """Fixtures for tests against the REAL Slurm sandbox (see the sandbox contract).
 
-The env file is ``$SLURM_SANDBOX_ENV`` or ``~/.cache/slurm-bridge/slurm/cluster.env``.
-A missing or incomplete env file FAILS the test with a clear message: nothing is
-skipped silently.
+The env file is ``$SLURM_SANDBOX_ENV``, else ``cluster.env`` of ``$SLURM_BRIDGE_SANDBOX_DIR``,
+else of the TESTS' own sandbox (``~/.cache/slurm-bridge/test-slurm``, never the demo's: see
+``slurm-bridge sandbox slurm test-env``). A missing or incomplete env file FAILS the test
+with a clear message: nothing is skipped silently.
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ from typing import Any
 
 import pytest
 
-from bridge.errors import SlurmError
-from bridge.sandbox.slurm import ENV_DIR, PORT_ENV
+from bridge.errors import SlurmError, SlurmNotFound
+from bridge.sandbox.slurm import ENV_DIR, PORT_ENV, env_file_for_tests
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.hostlist import expand
 from bridge.slurm.token import TokenProvider
+from tests.waiting import eventually
 
 REQUIRED = (
     "SLURM_REST_URL",
@@ -68,10 +70,7 @@ def sandbox_cli(sandbox_dir: Path, *args: str) -> subprocess.CompletedProcess[st
 
 
 def env_path() -> Path:
-    return Path(
-        os.environ.get("SLURM_SANDBOX_ENV")
-        or Path.home() / ".cache" / "slurm-bridge" / "slurm" / "cluster.env"
-    )
+    return env_file_for_tests(os.environ)
 
 
 @pytest.fixture(scope="session")
@@ -157,3 +156,27 @@ async def track_jobs(slurm: SlurmClient) -> AsyncIterator[Callable[[int], int]]:
     for job_id in ids:
         with contextlib.suppress(SlurmError):
             await slurm.cancel(job_id)
+
+
+async def remove_dynamic_node(slurm: SlurmClient, name: str) -> None:
+    """Delete a dynamic node a test registered, whatever the test left on it: its jobs are
+    cancelled first (Slurm refuses to delete a node with a job). A stale dynamic node would
+    slow every later slurmctld start (it resolves each saved node's name)."""
+    for job in (await slurm.list_jobs()).jobs:
+        if name in job.nodes and job.state.active:
+            with contextlib.suppress(SlurmError):
+                await slurm.cancel(job.job_id)
+
+    async def gone() -> bool:
+        try:
+            await slurm.delete_node(name)
+        except SlurmNotFound:
+            return True
+        except SlurmError:
+            return False
+        with contextlib.suppress(SlurmError):
+            await slurm.get_node(name)
+            return False
+        return True
+
+    await eventually(gone, within=30, what=f"dynamic node {name} deleted", every=0.5)

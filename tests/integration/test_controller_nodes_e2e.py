@@ -34,7 +34,7 @@ from bridge.wellknown import (
 )
 from controller.nodes import CORDON_REASON, DEREGISTER_REASON
 from controller.runtime import Controller
-from tests.integration.conftest import SlurmSandbox, load_sandbox
+from tests.integration.conftest import SlurmSandbox, load_sandbox, remove_dynamic_node
 from tests.integration.controller_harness import (
     controller_config,
     running_controller,
@@ -258,8 +258,7 @@ async def deleted_after(slurm: SlurmClient, name: str) -> AsyncIterator[None]:
     try:
         yield
     finally:
-        with contextlib.suppress(BridgeError):
-            await slurm.delete_node(name)
+        await remove_dynamic_node(slurm, name)
 
 
 async def label_external(kube: KubeClient, name: str, partitions: str | None) -> None:

@@ -68,5 +68,11 @@ def test_demo_runs_every_seed_example_with_slurm_deciding(
     for step, job_pod in (("pause", "pause"), ("pg-1", "pg-1-a"), ("lws", "lws-1-0")):
         assert str(result.job_ids[job_pod]) in result.squeue[step], (step, result.squeue)
     assert "RUNNING" in result.squeue["lws"]
-    assert "kubectl get pods -o wide" in output
+    # it ends with every node free: the LWS finished, its job ended
+    assert str(result.job_ids["lws-1-0"]) not in result.squeue["free"]
+    # the commands it shows are the ones it ran, pasteable as they are
+    assert "$ kubectl get pods -n slurm-bridge -o wide" in output
+    assert "$ slurm-bridge sandbox slurm exec -- squeue -p slurm-bridge -o '%.6i" in output
     assert "export KUBECONFIG=" in output
+    # the Job/JobSet/LWS pods came from the stand-in watching the applied objects
+    assert "(controller stand-in) created the pods of JobSet js-1" in output

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from bridge.sandbox.slurm import parse_env_file
+from bridge.sandbox.slurm import env_file_for_tests, parse_env_file
 from tests.integration.conftest import sandbox_cli
 
 pytestmark = pytest.mark.slurm
@@ -98,10 +98,7 @@ def poll(what: str, check: Callable[[], bool]) -> None:
 def sandbox() -> Sandbox:
     if os.geteuid() != 0:
         pytest.fail("the Slurm sandbox needs root", pytrace=False)
-    env_file = Path(
-        os.environ.get("SLURM_SANDBOX_ENV")
-        or Path("~/.cache/slurm-bridge/slurm/cluster.env").expanduser()
-    )
+    env_file = env_file_for_tests(os.environ)
     if not env_file.exists():
         pytest.fail(
             f"no Slurm sandbox env file at {env_file} (run: slurm-bridge sandbox slurm up)",

@@ -3,9 +3,8 @@
 from pathlib import Path
 
 import pytest
-from pydantic.alias_generators import to_camel
 
-from bridge.config import BridgeConfig, load_config, parse_config
+from bridge.config import load_config, parse_config
 from bridge.errors import ConfigError
 
 SECTIONS = {"scheduler", "controller", "admission"}
@@ -100,16 +99,3 @@ def test_unreadable_and_non_mapping_files_are_config_errors(tmp_path: Path) -> N
     f.write_text("- a\n- b\n")
     with pytest.raises(ConfigError, match="mapping"):
         load_config(f, env={})
-
-
-def test_readme_config_table_documents_every_key() -> None:
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    keys = []
-    for name, info in BridgeConfig.model_fields.items():
-        ann = info.annotation
-        if isinstance(ann, type) and hasattr(ann, "model_fields") and name in SECTIONS:
-            keys += [f"{to_camel(name)}.{to_camel(sub)}" for sub in ann.model_fields]
-        else:
-            keys.append(to_camel(name))
-    missing = [k for k in keys if k not in readme]
-    assert not missing, f"README config table lacks {missing}"

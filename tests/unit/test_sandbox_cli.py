@@ -15,6 +15,8 @@ from bridge.sandbox.slurm import (
     Paths,
     Settings,
     build_parser,
+    env_file_for_tests,
+    env_for_tests,
     hostlist,
     newest_api_version,
     parse_env_file,
@@ -267,6 +269,37 @@ def test_paths_follow_the_sandbox_dir_variable(tmp_path: Path) -> None:
 
 def test_paths_default_to_the_users_cache() -> None:
     assert Paths.from_env({}).dir == Path("~/.cache/slurm-bridge/slurm").expanduser()
+
+
+def test_tests_get_their_own_sandbox_dir_and_ports_never_the_default_one() -> None:
+    env = env_for_tests({})
+    assert (
+        Path(env["SLURM_BRIDGE_SANDBOX_DIR"])
+        == Path("~/.cache/slurm-bridge/test-slurm").expanduser()
+    )
+    assert Path(env["SLURM_SANDBOX_ENV"]) == Path(env["SLURM_BRIDGE_SANDBOX_DIR"]) / "cluster.env"
+    ports = {int(v) for k, v in env.items() if k.endswith("_PORT")}
+    assert len(ports) == 5
+    assert not ports & {Settings().rest_port, Settings().ctld_port, Settings().slurmd_port}
+    assert not ports & {Settings().dbd_port, Settings().mysql_port}
+
+
+@pytest.mark.parametrize(
+    ("exported", "kept"),
+    [
+        pytest.param({"SLURM_BRIDGE_SANDBOX_DIR": "/x"}, "SLURM_BRIDGE_SANDBOX_DIR", id="own-dir"),
+        pytest.param({"SLURM_SANDBOX_REST_PORT": "1"}, "SLURM_SANDBOX_REST_PORT", id="own-port"),
+        pytest.param({"SLURM_SANDBOX_ENV": "/e/cluster.env"}, "SLURM_SANDBOX_ENV", id="own-env"),
+    ],
+)
+def test_variables_the_caller_exported_are_kept(exported: dict[str, str], kept: str) -> None:
+    assert kept not in env_for_tests(exported)
+
+
+def test_a_chosen_sandbox_dir_keeps_its_saved_ports_and_names_its_env_file() -> None:
+    env = env_for_tests({"SLURM_BRIDGE_SANDBOX_DIR": "/sbx"})
+    assert env == {"SLURM_SANDBOX_ENV": "/sbx/cluster.env"}
+    assert env_file_for_tests({"SLURM_BRIDGE_SANDBOX_DIR": "/sbx"}) == Path("/sbx/cluster.env")
 
 
 def test_script_env_passes_nodes_ports_and_packages(tmp_path: Path) -> None:
