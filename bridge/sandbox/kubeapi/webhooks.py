@@ -7,12 +7,12 @@ when one of its ``rules`` matches (apiGroups, apiVersions, operations, ``resourc
 subresources: ``pods`` matches neither ``pods/status`` nor ``pods/binding``, ``pods/*`` and
 ``*/status`` do, ``*`` is every resource but no subresource, ``*/*`` everything; ``scope``),
 then its ``namespaceSelector`` (the namespace's labels; a Namespace's own labels), its
-``objectSelector`` (the object's or the old object's labels) and finally all its
-``matchConditions`` (CEL, :mod:`bridge.cel`; variables ``object``, ``oldObject``,
-``request``, ``namespaceObject``): a false condition skips the webhook, an evaluation error
-is a call failure. ``matchPolicy: Equivalent`` (the default) also matches a custom
-resource's other served versions: the webhook then gets the object in the version its rule
-names (``kind``/``resource`` that version, ``requestKind``/``requestResource`` the request's).
+``objectSelector`` (the object's or the old object's labels; a missing one never matches)
+and finally all its ``matchConditions`` (CEL, :mod:`bridge.cel`; variables ``object``,
+``oldObject``, ``request``, ``namespaceObject``): a false condition skips the webhook, an
+evaluation error is a call failure. ``matchPolicy: Equivalent`` (the default) also matches a
+custom resource's other served versions: the webhook then gets the object in the version its
+rule names (``kind``/``resource`` that version, ``requestKind``/``requestResource`` the request's).
 
 The AdmissionReview (``admission.k8s.io/v1``) carries ``object`` (null for DELETE),
 ``oldObject`` (UPDATE, DELETE), ``userInfo`` (the caller, see :mod:`identity`),
@@ -262,8 +262,15 @@ class WebhookCaller:
             if not _selector_matches(hook.get("namespaceSelector"), ns_labels, "namespaceSelector"):
                 return False
         osel = hook.get("objectSelector")
+        if not osel:
+            return True
+        # kube's matcher: the new or the old object must match; a missing one (the old
+        # object of a CREATE, the object of a DELETE) never does, even for a selector that
+        # empty labels would satisfy (DoesNotExist, NotIn)
         return any(
-            _selector_matches(osel, _labels(o), "objectSelector") for o in (req.obj, req.old)
+            _selector_matches(osel, _labels(o), "objectSelector")
+            for o in (req.obj, req.old)
+            if o is not None
         )
 
     def _conditions_hold(self, hook: Mapping[str, Any], req: AdmissionRequest, body: Obj) -> bool:
