@@ -20,6 +20,8 @@ CONTROLLER = f"system:serviceaccount:{NAMESPACE}:sb-slurm-bridge-controller"
 GC = "system:serviceaccount:kube-system:generic-garbage-collector"
 NAMESPACE_CONTROLLER = "system:serviceaccount:kube-system:namespace-controller"
 JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
+# kube-controller-manager without --use-service-account-credentials
+KCM = "system:kube-controller-manager"
 NODE = "system:node:node-1"
 USER = "alice"
 
@@ -57,6 +59,7 @@ def called(expression: str, operation: str, username: str) -> bool:
         ("UPDATE", GC, False),
         ("UPDATE", NAMESPACE_CONTROLLER, False),
         ("UPDATE", JOB_CONTROLLER, False),
+        ("UPDATE", KCM, False),
         ("UPDATE", NODE, False),
     ],
 )
@@ -82,6 +85,7 @@ def test_trusted_usernames_and_kube_system_trust_are_configurable(helm: Helm) ->
     for _, expression in conditions(rendered):
         assert not called(expression, "UPDATE", jobset)
         assert called(expression, "UPDATE", GC)
+        assert called(expression, "UPDATE", KCM)
         assert not called(expression, "UPDATE", SCHEDULER)
 
 

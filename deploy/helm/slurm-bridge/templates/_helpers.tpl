@@ -233,6 +233,8 @@ extension functions, so that every CEL implementation evaluates it alike.
 {{- $trusted := list (printf "request.userInfo.username in [%s]" (join ", " $quoted)) "request.userInfo.username.startsWith(\"system:node:\")" -}}
 {{- if $a.trustKubeSystem -}}
 {{- $trusted = append $trusted "request.userInfo.username.startsWith(\"system:serviceaccount:kube-system:\")" -}}
+{{- /* kube-controller-manager without --use-service-account-credentials writes as itself */ -}}
+{{- $trusted = append $trusted "request.userInfo.username == \"system:kube-controller-manager\"" -}}
 {{- end -}}
 {{- printf "request.operation == \"CREATE\" || !(%s)" (join " || " $trusted) -}}
 {{- end -}}
