@@ -35,6 +35,7 @@ from bridge.clock import Clock, SystemClock
 from bridge.config import BridgeConfig, load_config
 from bridge.errors import BridgeError, ConfigError
 from bridge.kube.client import KubeClient
+from bridge.logging import configure_logging
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import SlurmJob
 from bridge.status.view import Output, Report, build, render
@@ -208,6 +209,8 @@ def main(argv: Sequence[str], prog: str = "slurm-bridge status") -> int:
         print(f"invalid configuration: {e}", file=sys.stderr)
         return 2
     output = cast(Output, ns.output or "table")
+    # stdout is the report: the clients' own log lines go to stderr, warnings only
+    configure_logging("warning", "console")
     try:
         return asyncio.run(
             run(
