@@ -7,8 +7,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from prometheus_client import generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
 from bridge.models import JobSpec
 from bridge.slurm.client import SlurmClient
@@ -25,24 +23,9 @@ from tests.integration.controller_harness import (
     unique_mcs,
     wait_for,
 )
+from tests.prom import scrape, total
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
-
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def scrape(metrics: ControllerMetrics) -> Samples:
-    text = generate_latest(metrics.registry).decode()
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for fam in text_string_to_metric_families(text)
-        for s in fam.samples
-    }
-
-
-def total(samples: Samples, name: str, **labels: str) -> float:
-    want = set(labels.items())
-    return sum(v for (n, ls), v in samples.items() if n == name and want <= set(ls))
 
 
 async def test_one_sweep_exports_jobs_pending_reasons_nodes_and_partition_resources(
@@ -91,7 +74,7 @@ async def test_one_sweep_exports_jobs_pending_reasons_nodes_and_partition_resour
         assert counted.calls["jobs_get"] == 1
         assert counted.calls["nodes_get"] == 1
 
-    got = scrape(metrics)
+    got = scrape(metrics.registry)
     assert total(got, "slurm_bridge_slurm_jobs", partition=part, state="RUNNING") >= 1
     assert total(got, "slurm_bridge_slurm_pending_jobs", partition=part, reason=reason) >= 1
     # only met-a carries this test's mcs label and the bridge's back-link

@@ -21,8 +21,10 @@ from bridge.config import BridgeConfig
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import PODS
 from bridge.models import GroupId, JobSpec
+from bridge.slurm.client import SlurmClient
 from bridge.slurm.token import TokenProvider
 from bridge.status.cli import run
+from bridge.status.view import Output
 from bridge.translate import admin_comment
 from bridge.wellknown import LABEL_JOB_ID
 from tests.bench.scheduler import CountingSlurmClient
@@ -61,6 +63,24 @@ async def make_scene(b: Bridge) -> tuple[int, int]:
     return gang, orphan
 
 
+async def status(
+    cfg: BridgeConfig, output: Output, kube: KubeClient, slurm: SlurmClient | None = None
+) -> tuple[int, str, str]:
+    """``slurm-bridge status -n slurm-bridge -o OUTPUT``: (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    code = await run(
+        cfg,
+        namespace=NS,
+        all_namespaces=False,
+        output=output,
+        out=out,
+        err=err,
+        kube=kube,
+        slurm=slurm,
+    )
+    return code, out.getvalue(), err.getvalue()
+
+
 def counting_slurm(sandbox: SlurmSandbox, cfg: BridgeConfig) -> CountingSlurmClient:
     return CountingSlurmClient(
         cfg.slurm_rest_api,
@@ -80,17 +100,7 @@ async def test_status_joins_groups_and_jobs_with_one_pod_list_and_one_job_list(
                 await slurm.api_version()
                 slurm.calls.clear()
                 b.api.request_log.clear()
-                out, err = io.StringIO(), io.StringIO()
-                code = await run(
-                    b.cfg,
-                    namespace=NS,
-                    all_namespaces=False,
-                    output="json",
-                    out=out,
-                    err=err,
-                    kube=b.kube,
-                    slurm=slurm,
-                )
+                code, out, err = await status(b.cfg, "json", b.kube, slurm)
                 # a fixed cost, whatever the number of groups
                 assert dict(slurm.calls) == {"jobs_get": 1}
                 kube_calls = b.api.request_log.entries()
@@ -100,8 +110,8 @@ async def test_status_joins_groups_and_jobs_with_one_pod_list_and_one_job_list(
                 assert "spec.schedulerName" in kube_calls[0].query
         finally:
             await b.slurm.cancel(orphan)
-    assert code == 0, err.getvalue()
-    doc = json.loads(out.getvalue())
+    assert code == 0, err
+    doc = json.loads(out)
     rows = {g["group"]: g for g in doc["groups"]}
     assert rows["PodGroup/st-a"]["jobId"] == gang
     assert rows["PodGroup/st-a"]["state"] == "RUNNING"
@@ -123,36 +133,18 @@ async def test_status_shows_the_side_it_can_read_and_names_the_one_it_cannot(
         job = job_of(await b.get_pod(names[0]))
         # Slurm unreachable: a closed port
         no_slurm = b.cfg.model_copy(update={"slurm_rest_api": "http://127.0.0.1:9"})
-        out, err = io.StringIO(), io.StringIO()
-        code = await run(
-            no_slurm,
-            namespace=NS,
-            all_namespaces=False,
-            output="table",
-            out=out,
-            err=err,
-            kube=b.kube,
-        )
+        code, out, err = await status(no_slurm, "table", b.kube)
         assert code == 1
-        assert "PodGroup/st-b" in out.getvalue()
-        assert f" {job} " in out.getvalue()
-        assert err.getvalue().startswith("error: Slurm (http://127.0.0.1:9): cannot list jobs")
+        assert "PodGroup/st-b" in out
+        assert f" {job} " in out
+        assert err.startswith("error: Slurm (http://127.0.0.1:9): cannot list jobs")
         # Kubernetes unreachable: the active bridge jobs are still shown
-        out, err = io.StringIO(), io.StringIO()
         async with KubeClient.for_host("http://127.0.0.1:9", request_timeout=5) as dead:
-            code = await run(
-                b.cfg,
-                namespace=NS,
-                all_namespaces=False,
-                output="table",
-                out=out,
-                err=err,
-                kube=dead,
-            )
+            code, out, err = await status(b.cfg, "table", dead)
         assert code == 1
-        row = next(line for line in out.getvalue().splitlines() if "PodGroup/st-b" in line)
+        row = next(line for line in out.splitlines() if "PodGroup/st-b" in line)
         assert row.split()[1:4] == ["?/?", str(job), "RUNNING"]
-        assert err.getvalue().startswith("error: Kubernetes: cannot list pods")
+        assert err.startswith("error: Kubernetes: cannot list pods")
 
 
 async def test_kubectl_slurm_bridge_status_runs_the_plugin_with_the_components_config(

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client import CollectorRegistry
 
 from bridge.clock import FakeClock
 from bridge.models import GroupId
@@ -20,6 +19,7 @@ from controller.slurm_metrics import (
     summarize_jobs,
     summarize_nodes,
 )
+from tests.prom import scrape
 
 OURS = admin_comment(GroupId(kind="Pod", namespace="ns", name="p", uid="u"), ["ns/p"])
 
@@ -147,22 +147,13 @@ def test_partition_resources_split_into_allocated_idle_and_other() -> None:
     assert s.gpus["sb"] == Resources(1, 1, 2)
 
 
-def samples(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    text = generate_latest(registry).decode()
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for fam in text_string_to_metric_families(text)
-        for s in fam.samples
-    }
-
-
 def test_collector_exports_nothing_until_read_and_again_after_clear() -> None:
     clock = FakeClock()
     metrics = ControllerMetrics(clock=clock, mcs_label="k8s")
-    assert not [k for k in samples(metrics.registry) if k[0].startswith("slurm_bridge_slurm_")]
+    assert not [k for k in scrape(metrics.registry) if k[0].startswith("slurm_bridge_slurm_")]
     metrics.slurm.jobs_listed([job(1, "PENDING", reason="Resources", comment=OURS)])
     metrics.slurm.nodes_listed([node("a", "IDLE", cpus=8, gres="gpu:2")])
-    got = samples(metrics.registry)
+    got = scrape(metrics.registry)
     assert got[("slurm_bridge_slurm_jobs", (("partition", "sb"), ("state", "PENDING")))] == 1
     assert (
         got[("slurm_bridge_slurm_pending_jobs", (("partition", "sb"), ("reason", "Resources")))]
@@ -179,7 +170,7 @@ def test_collector_exports_nothing_until_read_and_again_after_clear() -> None:
     read = ("slurm_bridge_slurm_last_read_timestamp_seconds", (("what", "nodes"),))
     assert got[read] == clock.now().timestamp()
     metrics.slurm.clear()
-    assert not [k for k in samples(metrics.registry) if k[0].startswith("slurm_bridge_slurm_")]
+    assert not [k for k in scrape(metrics.registry) if k[0].startswith("slurm_bridge_slurm_")]
 
 
 def test_collector_alone_in_a_registry_describes_every_family() -> None:
