@@ -2,6 +2,7 @@
 
     slurm-bridge version
     slurm-bridge config check FILE
+    slurm-bridge status [-n NS | -A] [-o wide|json] [--watch]   (workloads beside Slurm jobs)
     slurm-bridge sandbox slurm up|down|status ...   (real Slurm in a chroot, for tests/demo)
     slurm-bridge sandbox kube-api up|down|status|finish-pod ...  (sandbox Kubernetes API)
     slurm-bridge sandbox demo up|down|status          (the README's demo)
@@ -54,13 +55,17 @@ def _config_check(path: str) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "slurm-bridge") -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["status"]:
+        from bridge.status.cli import main as status_main
+
+        return status_main(args[1:], prog=f"{prog} status")
     for prefix, target in _DELEGATES.items():
         if tuple(args[: len(prefix)]) == prefix:
             return _delegate(target, args[len(prefix) :])
 
-    parser = argparse.ArgumentParser(prog="slurm-bridge", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("version", help="print the version")
     cfg = sub.add_parser("config", help="configuration tools")
@@ -71,6 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sandbox.add_argument("which", choices=["slurm", "kube-api", "demo", "workloads"])
     for name in ("scheduler", "controller", "admission"):
         sub.add_parser(name, help=f"run the {name} (--config FILE)")
+    sub.add_parser("status", help="workloads beside their Slurm jobs (-n NS | -A, -o, --watch)")
 
     ns = parser.parse_args(args)
     if ns.command == "version":
@@ -80,6 +86,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _config_check(ns.file)
     parser.print_help()
     return 2
+
+
+def kubectl_main() -> int:
+    """``kubectl-slurm_bridge``: kubectl runs it for ``kubectl slurm-bridge ARGS``."""
+    return main(prog="kubectl slurm-bridge")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import sys
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from bridge.clock import Clock, SystemClock
 from bridge.config import BridgeConfig, load_config
 from bridge.errors import ConfigError
 from bridge.kube.client import KubeClient
@@ -29,6 +30,7 @@ from bridge.logging import configure_logging, get_logger
 from bridge.ops import component_ops
 from bridge.slurm.client import SlurmClient
 from controller.runtime import Controller
+from controller.slurm_metrics import SlurmCollector
 
 LEASE_NAME = "slurm-bridge-controller"
 COMPONENT = "slurm-bridge-controller"
@@ -38,8 +40,11 @@ log = get_logger("controller.app")
 class ControllerMetrics:
     """Per-component registry: no module-level metric state."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock | None = None, mcs_label: str = "") -> None:
         self.registry = CollectorRegistry()
+        # Slurm-side metrics from what the sweep reads (controller/slurm_metrics.py)
+        self.slurm = SlurmCollector(clock or SystemClock(), mcs_label)
+        self.registry.register(self.slurm)
         self.drift = Counter(
             "slurm_bridge_controller_drift_corrections",
             "Corrections of drift between Slurm and Kubernetes, by kind",
@@ -57,7 +62,7 @@ class ControllerMetrics:
 
 
 async def serve(cfg: BridgeConfig, *, stop: asyncio.Event | None = None) -> None:
-    metrics = ControllerMetrics()
+    metrics = ControllerMetrics(mcs_label=cfg.mcs_label)
     stop = stop or asyncio.Event()
     slurm = SlurmClient.from_config(cfg)
     kube = await KubeClient.from_config(cfg)
@@ -68,6 +73,7 @@ async def serve(cfg: BridgeConfig, *, stop: asyncio.Event | None = None) -> None
         kube,
         events=EventRecorder(kube, COMPONENT, instance=identity),
         on_applied=metrics.corrected,
+        slurm_observer=metrics.slurm,
     )
     elector = (
         LeaderElector.from_config(kube, cfg, name=LEASE_NAME, identity=identity)
@@ -85,6 +91,7 @@ async def serve(cfg: BridgeConfig, *, stop: asyncio.Event | None = None) -> None
             await ctl.run()
         finally:
             metrics.leader.set(0)
+            metrics.slurm.clear()
 
     main = asyncio.create_task(elector.run(work) if elector is not None else work())
     stopper = asyncio.create_task(stop.wait())

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
-from typing import Literal
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Literal, Protocol
 
 from bridge.clock import Clock, SystemClock
 from bridge.config import BridgeConfig
@@ -22,7 +22,7 @@ from bridge.kube.resources import NODES, PODS, KubeObject
 from bridge.kube.watch import Watcher, WatchEvent
 from bridge.logging import get_logger
 from bridge.slurm.client import SlurmClient
-from bridge.slurm.models import SlurmNode
+from bridge.slurm.models import SlurmJob, SlurmNode
 from bridge.wellknown import LABEL_JOB_ID
 from controller import dangling, jobs, nodes, pods
 from controller.apply import Applier
@@ -56,6 +56,14 @@ SLURM_NODE_CHANGES = (
 )
 
 
+class SlurmReadObserver(Protocol):
+    """Told what the sweep read (the Slurm-side metrics: :mod:`controller.slurm_metrics`)."""
+
+    def jobs_listed(self, jobs: Iterable[SlurmJob]) -> None: ...
+
+    def nodes_listed(self, nodes: Iterable[SlurmNode]) -> None: ...
+
+
 class Controller:
     def __init__(
         self,
@@ -66,8 +74,10 @@ class Controller:
         clock: Clock | None = None,
         events: EventRecorder | None = None,
         on_applied: Callable[[str], None] | None = None,
+        slurm_observer: SlurmReadObserver | None = None,
     ) -> None:
         self.cfg = cfg
+        self.slurm_observer = slurm_observer
         self.slurm = slurm
         self.kube = kube
         self.clock: Clock = clock or SystemClock()
@@ -172,6 +182,8 @@ class Controller:
         except SlurmError as e:
             log.warning("slurm_sweep_failed", error=str(e))
         else:
+            if self.slurm_observer is not None and not listed.unchanged:
+                self.slurm_observer.jobs_listed(listed.jobs)
             named = dangling.candidates(listed.jobs, self.cfg.mcs_label)
             for job in listed.jobs:
                 new = {p for p in job.partition.split(",") if p} - self.job_partitions
@@ -190,6 +202,8 @@ class Controller:
         except SlurmError as e:
             log.warning("slurm_nodes_failed", error=str(e))
         else:
+            if self.slurm_observer is not None:
+                self.slurm_observer.nodes_listed(self.slurm_nodes.values())
             self.slurm_nodes_known = True
             orphans = nodes.orphans(
                 self.slurm_nodes.values(), self.nodes.values(), self.node_policy()

@@ -162,6 +162,7 @@ class DemoResult:
     waiting_messages: dict[str, str] = field(default_factory=dict)  # pod -> PodScheduled msg
     squeue: dict[str, str] = field(default_factory=dict)  # step -> squeue output
     tolerations: dict[str, list[Any]] = field(default_factory=dict)  # pod -> tolerations
+    status: dict[str, str] = field(default_factory=dict)  # step -> `slurm-bridge status`
 
 
 # ------------------------------------------------------------------------------ the driver
@@ -308,6 +309,14 @@ class Demo:
             msg = self.scheduled_message(p)
             if msg:
                 self.say(f"  {p['metadata']['name']} waits: {msg}")
+
+    def status(self, key: str) -> None:
+        """``slurm-bridge status``: both sides joined, one row per group."""
+        args = ("status", "--config", str(self.env.config_file))
+        self.say(f"$ slurm-bridge {shlex.join(args)}")
+        text = self.cli(*args).stdout.rstrip()
+        self.result.status[key] = text
+        self.say(text)
 
     def apply(self, path: Path | None = None, text: str | None = None) -> None:
         if path is not None:
@@ -506,6 +515,7 @@ class Demo:
 
         self.wait("pg-2 to wait with Slurm's reason Resources", waits_on_resources)
         self.show("pg-2-pending")
+        self.status("pg-2-pending")
 
         self.step("4. pg-1 finishes: its Slurm job ends, pg-2 gets the nodes")
         self.finish(pg1)

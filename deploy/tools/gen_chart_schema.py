@@ -236,6 +236,16 @@ def build_schema() -> dict[str, Any]:
                             "labels": {"type": "object", "additionalProperties": _STR},
                         },
                     },
+                    "grafanaDashboard": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            "enabled": _BOOL,
+                            "labels": {"type": "object", "additionalProperties": _STR},
+                            "annotations": {"type": "object", "additionalProperties": _STR},
+                            "namespace": _STR,
+                        },
+                    },
                 },
             },
         },

@@ -241,11 +241,22 @@ async def test_composition_root_leads_and_serves_readyz_and_metrics(
                     return r.status == 200
 
             await wait_for(ready, what="/readyz 200")
-            async with (
-                aiohttp.ClientSession() as http,
-                http.get(f"http://127.0.0.1:{port}/metrics") as r,
-            ):
-                assert "slurm_bridge_controller_leader 1.0" in await r.text()
+
+            async def metrics() -> str:
+                async with (
+                    aiohttp.ClientSession() as http,
+                    http.get(f"http://127.0.0.1:{port}/metrics") as r,
+                ):
+                    return await r.text()
+
+            assert "slurm_bridge_controller_leader 1.0" in await metrics()
+            # the leader's sweep feeds the Slurm-side metrics (controller/slurm_metrics.py)
+            node_series = f'slurm_bridge_slurm_nodes{{partition="{sandbox.partition}"'
+
+            async def slurm_side() -> bool:
+                return node_series in await metrics()
+
+            await wait_for(slurm_side, what="Slurm-side metrics after the first sweep")
         finally:
             stop.set()
             await task

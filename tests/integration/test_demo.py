@@ -54,6 +54,10 @@ def test_demo_runs_every_seed_example_with_slurm_deciding(
     assert "PENDING" in pending
     assert "(Resources)" in pending
     assert result.job_ids["pg-2-a"] != result.job_ids["pg-1-a"]
+    # `slurm-bridge status` showed both groups beside their jobs
+    rows = {r.split()[0]: r.split()[1:5] for r in result.status["pg-2-pending"].splitlines()}
+    assert rows["PodGroup/pg-1"] == ["2/2", str(result.job_ids["pg-1-a"]), "RUNNING", "None"]
+    assert rows["PodGroup/pg-2"] == ["0/2", str(result.job_ids["pg-2-a"]), "PENDING", "Resources"]
 
     # the JobSet and the LWS: one job each, every pod on its own node, leader first
     js = [n for n in result.bound if n.startswith("js-1-")]

@@ -1,0 +1,252 @@
+"""Slurm-side metrics, in the spirit of SchedMD's slurm-exporter, served by the controller.
+
+They cost no request of their own: they are computed from what the controller's sweep
+already reads every ``slurmResyncIntervalSeconds`` (30 s by default): the whole job table
+(``GET /jobs/``, for the dangling-job check) and the node table (``GET /nodes/``).
+:func:`summarize_jobs` and :func:`summarize_nodes` are pure; :class:`SlurmCollector` is a
+Prometheus collector that exposes the last summaries (nothing while this replica has
+read nothing, e.g. a standby: a leader-elected controller's standby does not sweep).
+
+=====================================================  =================  ================
+metric (gauge)                                         labels             from
+=====================================================  =================  ================
+``slurm_bridge_slurm_jobs``                            partition, state   ``/jobs/``
+``slurm_bridge_slurm_pending_jobs``                    partition, reason  ``/jobs/``
+``slurm_bridge_placeholder_jobs``                      state              ``/jobs/``
+``slurm_bridge_slurm_nodes``                           partition, state   ``/nodes/``
+``slurm_bridge_slurm_partition_cpus``                  partition, status  ``/nodes/``
+``slurm_bridge_slurm_partition_memory_bytes``          partition, status  ``/nodes/``
+``slurm_bridge_slurm_partition_gpus``                  partition, status  ``/nodes/``
+``slurm_bridge_slurm_last_read_timestamp_seconds``     what               the sweep
+=====================================================  =================  ================
+
+``status`` is ``allocated``, ``idle`` (free on nodes that can run jobs) or ``other`` (free
+but on nodes that cannot: DOWN, DRAIN, FAIL, NOT_RESPONDING), so the three add up to the
+partition's total (sinfo's ``CPUS(A/I/O/T)``) and ``sum by (partition)`` is the total. A
+node in two partitions counts in both, as in sinfo.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from bridge.clock import Clock
+from bridge.slurm.models import SlurmJob, SlurmNode
+from bridge.translate import parse_admin_comment
+
+MIB = 1024 * 1024
+RESOURCE_STATUSES = ("allocated", "idle", "other")
+
+
+# --------------------------------------------------------------------------- pure part
+@dataclass(frozen=True)
+class JobsSummary:
+    by_state: Mapping[tuple[str, str], int]  # (partition, state) -> jobs
+    pending: Mapping[tuple[str, str], int]  # (partition, reason) -> pending jobs
+    placeholders: Mapping[str, int]  # state -> the bridge's jobs
+
+
+@dataclass(frozen=True)
+class Resources:
+    allocated: float = 0
+    idle: float = 0
+    other: float = 0
+
+    def values(self) -> tuple[float, float, float]:
+        return (self.allocated, self.idle, self.other)
+
+    def plus(self, total: float, allocated: float, usable: bool) -> Resources:
+        allocated = min(max(allocated, 0), total)
+        free = total - allocated
+        return Resources(
+            self.allocated + allocated,
+            self.idle + (free if usable else 0),
+            self.other + (0 if usable else free),
+        )
+
+
+@dataclass(frozen=True)
+class NodesSummary:
+    by_state: Mapping[tuple[str, str], int]  # (partition, state) -> nodes
+    cpus: Mapping[str, Resources] = field(default_factory=dict)
+    memory_bytes: Mapping[str, Resources] = field(default_factory=dict)
+    gpus: Mapping[str, Resources] = field(default_factory=dict)
+
+
+def is_placeholder(job: SlurmJob, mcs_label: str) -> bool:
+    """A job the bridge submitted (its admin_comment back-link), not another bridge's."""
+    if parse_admin_comment(job.admin_comment) is None:
+        return False
+    return not (mcs_label and job.mcs_label and job.mcs_label != mcs_label)
+
+
+def summarize_jobs(jobs: Iterable[SlurmJob], mcs_label: str) -> JobsSummary:
+    by_state: Counter[tuple[str, str]] = Counter()
+    pending: Counter[tuple[str, str]] = Counter()
+    placeholders: Counter[str] = Counter()
+    for job in jobs:
+        state = job.state.primary
+        by_state[(job.partition, state)] += 1
+        if state == "PENDING":
+            pending[(job.partition, job.state_reason or "None")] += 1
+        if is_placeholder(job, mcs_label):
+            placeholders[state] += 1
+    return JobsSummary(dict(by_state), dict(pending), dict(placeholders))
+
+
+def node_state(node: SlurmNode) -> str:
+    """One state per node, in sinfo's words: the base state, except that a drained node
+    is ``DRAINED`` (idle) or ``DRAINING`` (jobs still on it)."""
+    base = node.base_state
+    if node.drain:
+        return "DRAINING" if base in ("ALLOCATED", "MIXED") else "DRAINED"
+    return base
+
+
+def _split_gres(text: str) -> list[str]:
+    """``gpu:a100:2(S:0-1),gpu:1(IDX:0,1)`` -> items, commas inside parentheses kept."""
+    items, depth, current = [], 0, ""
+    for ch in text:
+        depth += (ch == "(") - (ch == ")")
+        if ch == "," and depth == 0:
+            items.append(current)
+            current = ""
+        else:
+            current += ch
+    items.append(current)
+    return [i.strip() for i in items if i.strip()]
+
+
+def gpu_count(gres: str) -> int:
+    """GPUs in a node's ``gres`` or ``gres_used`` (``gpu:2``, ``gpu:a100:2(S:0-1)``,
+    ``gpu:a100:1(IDX:0)``, ``gpu:0(IDX:N/A)``); anything unreadable counts 0."""
+    total = 0
+    for item in _split_gres(gres):
+        parts = item.split("(", 1)[0].split(":")
+        if parts[0] == "gpu" and len(parts) > 1 and parts[-1].isdigit():
+            total += int(parts[-1])
+    return total
+
+
+def summarize_nodes(nodes: Iterable[SlurmNode]) -> NodesSummary:
+    by_state: Counter[tuple[str, str]] = Counter()
+    cpus: dict[str, Resources] = {}
+    memory: dict[str, Resources] = {}
+    gpus: dict[str, Resources] = {}
+    for node in nodes:
+        state = node_state(node)
+        usable = not node.unusable
+        for part in node.partitions or ("",):
+            by_state[(part, state)] += 1
+            cpus[part] = cpus.get(part, Resources()).plus(node.cpus, node.alloc_cpus, usable)
+            memory[part] = memory.get(part, Resources()).plus(
+                node.real_memory_mib * MIB, node.alloc_memory_mib * MIB, usable
+            )
+            gpus[part] = gpus.get(part, Resources()).plus(
+                gpu_count(node.gres), gpu_count(node.gres_used), usable
+            )
+    return NodesSummary(dict(by_state), cpus, memory, gpus)
+
+
+# --------------------------------------------------------------------------- collector
+def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, labels=labels)
+
+
+class SlurmCollector(Collector):
+    """Exposes the last summaries the sweep produced (register it in a registry)."""
+
+    def __init__(self, clock: Clock, mcs_label: str) -> None:
+        self._clock = clock
+        self._mcs = mcs_label
+        self._jobs: JobsSummary | None = None
+        self._nodes: NodesSummary | None = None
+        self._read: dict[str, float] = {}
+
+    # the controller's sweep calls these with what it read
+    def jobs_listed(self, jobs: Iterable[SlurmJob]) -> None:
+        self._jobs = summarize_jobs(jobs, self._mcs)
+        self._read["jobs"] = self._clock.now().timestamp()
+
+    def nodes_listed(self, nodes: Iterable[SlurmNode]) -> None:
+        self._nodes = summarize_nodes(nodes)
+        self._read["nodes"] = self._clock.now().timestamp()
+
+    def clear(self) -> None:
+        """Forget everything (leadership lost: a standby exports no stale numbers)."""
+        self._jobs = self._nodes = None
+        self._read.clear()
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        jobs = _gauge(
+            "slurm_bridge_slurm_jobs",
+            "Slurm jobs by partition and state (every job slurmctld lists, ended ones "
+            "until MinJobAge)",
+            ["partition", "state"],
+        )
+        pending = _gauge(
+            "slurm_bridge_slurm_pending_jobs",
+            "Pending Slurm jobs by partition and Slurm's reason",
+            ["partition", "reason"],
+        )
+        placeholders = _gauge(
+            "slurm_bridge_placeholder_jobs",
+            "The bridge's own Slurm jobs (admin_comment back-link, this mcsLabel) by state",
+            ["state"],
+        )
+        nodes = _gauge(
+            "slurm_bridge_slurm_nodes",
+            "Slurm nodes by partition and state (sinfo's: IDLE, MIXED, ALLOCATED, DOWN, "
+            "DRAINED, DRAINING, ...)",
+            ["partition", "state"],
+        )
+        resources = {
+            "cpus": _gauge(
+                "slurm_bridge_slurm_partition_cpus",
+                "CPUs of a partition's nodes: allocated, idle, other (unusable nodes)",
+                ["partition", "status"],
+            ),
+            "memory": _gauge(
+                "slurm_bridge_slurm_partition_memory_bytes",
+                "Memory of a partition's nodes (RealMemory): allocated, idle, other",
+                ["partition", "status"],
+            ),
+            "gpus": _gauge(
+                "slurm_bridge_slurm_partition_gpus",
+                "GPUs (gres gpu) of a partition's nodes: allocated, idle, other",
+                ["partition", "status"],
+            ),
+        }
+        read = _gauge(
+            "slurm_bridge_slurm_last_read_timestamp_seconds",
+            "When the controller last read Slurm's job table (what=jobs) or node table "
+            "(what=nodes), Unix time",
+            ["what"],
+        )
+        if self._jobs is not None:
+            for (part, state), n in sorted(self._jobs.by_state.items()):
+                jobs.add_metric([part, state], n)
+            for (part, reason), n in sorted(self._jobs.pending.items()):
+                pending.add_metric([part, reason], n)
+            for state, n in sorted(self._jobs.placeholders.items()):
+                placeholders.add_metric([state], n)
+        if self._nodes is not None:
+            for (part, state), n in sorted(self._nodes.by_state.items()):
+                nodes.add_metric([part, state], n)
+            tables = {
+                "cpus": self._nodes.cpus,
+                "memory": self._nodes.memory_bytes,
+                "gpus": self._nodes.gpus,
+            }
+            for what, table in tables.items():
+                for part, res in sorted(table.items()):
+                    for status, value in zip(RESOURCE_STATUSES, res.values(), strict=True):
+                        resources[what].add_metric([part, status], value)
+        for what, when in sorted(self._read.items()):
+            read.add_metric([what], when)
+        yield from (jobs, pending, placeholders, nodes, *resources.values(), read)
