@@ -100,6 +100,21 @@ WAITING_REFRESH_SECONDS = 1.0
 # A shape Slurm refused to start at once is not tried again in its partition for this
 # long (a group refused now is queued, and then its pending job holds the others back).
 REFUSED_MEMORY_SECONDS = 2.0
+# Immediate allocations in flight per partition: a window that starts at 1 (a probe),
+# doubles with each success up to the workers, falls back to 1 on a refusal and after this
+# long without a try (the partition may have filled meanwhile). So a burst on a full
+# partition costs ONE refused try, not one per worker.
+PROBE_AFTER_IDLE_SECONDS = 1.0
+
+
+@dataclass
+class _Tries:
+    """The allocation window of one partition (see PROBE_AFTER_IDLE_SECONDS)."""
+
+    cond: asyncio.Condition = field(default_factory=asyncio.Condition)
+    window: int = 1
+    in_flight: int = 0
+    last: float = float("-inf")
 
 
 def pod_key(pod: Mapping[str, Any]) -> str:
@@ -211,6 +226,7 @@ class Scheduler:
         self._job_partition: dict[int, str] = {}
         self._refused: dict[str, list[tuple[float, Shape]]] = {}  # partition -> (when, shape)
         self._partition_size: dict[str, PartitionView] = {}  # from Slurm's node list
+        self._tries: dict[str, _Tries] = {}
         # Pods this scheduler bound whose leaving the watch has not been seen yet: an event
         # for one that still shows no node is older than the binding and is ignored.
         self._bound_uids: set[str] = set()
@@ -540,11 +556,34 @@ class Scheduler:
         """A new job for the group: started at once when the rule says Slurm can
         (:func:`scheduler.decide.start_how`), else (or when Slurm refuses) queued."""
         part, shape = spec.partition or "", shape_of(spec)
-        how, why = start_how(
-            self.cfg.scheduler.immediate_allocation, shape, self._partition_view(part)
-        )
-        if how == ALLOCATE and spec.external and await self._allocate(g, spec, h, pods):
-            return
+        mode = self.cfg.scheduler.immediate_allocation
+        how, why = start_how(mode, shape, self._partition_view(part))
+        if how == ALLOCATE and spec.external:
+            tries = self._tries.setdefault(part, _Tries())
+            async with tries.cond:
+                if tries.in_flight == 0 and (
+                    self.clock.monotonic() - tries.last > PROBE_AFTER_IDLE_SECONDS
+                ):
+                    tries.window = 1
+                await tries.cond.wait_for(lambda: tries.in_flight < tries.window)
+                tries.in_flight += 1
+            # True: started (or rejected outright, said to the pods); False: refused.
+            started: bool | None = None
+            try:
+                # Decided again: a try that ended while this one waited may have been refused.
+                how, why = start_how(mode, shape, self._partition_view(part))
+                if how == ALLOCATE:
+                    started = await self._allocate(g, spec, h, pods)
+            finally:
+                async with tries.cond:
+                    tries.in_flight -= 1
+                    tries.last = self.clock.monotonic()
+                    if started is not None:
+                        cap = self.cfg.scheduler.workers
+                        tries.window = min(tries.window * 2, cap) if started else 1
+                    tries.cond.notify_all()
+            if started:
+                return
         log.debug("job_queued", why=why)
         await self._submit(g, spec, h, pods)
 
