@@ -12,6 +12,8 @@ from collections.abc import Callable
 import aiohttp
 from aiohttp import web
 
+from bridge.slurm.transport import SlurmConnector
+
 # hop-by-hop headers and what aiohttp sets itself
 _SKIP = frozenset({"host", "content-length", "transfer-encoding", "connection", "keep-alive"})
 
@@ -39,7 +41,8 @@ class AllocateKillProxy:
         await site.start()
         port = self._runner.addresses[0][1]
         self.url = f"http://127.0.0.1:{port}"
-        self._session = aiohttp.ClientSession()
+        # slurmrestd's doubled error answers need the bridge's own connector
+        self._session = aiohttp.ClientSession(connector=SlurmConnector())
 
     async def close(self) -> None:
         if self._session is not None:
