@@ -63,7 +63,13 @@ from bridge.slurm.models import Allocated
 from bridge.wellknown import LABEL_JOB_ID, LABEL_POD_GROUP, SLURMJOB_PREFIX
 from scheduler.app import run_scheduler
 from scheduler.core import Scheduler
-from tests.integration.conftest import SlurmSandbox, load_sandbox, make_client, sandbox_config_data
+from tests.integration.conftest import (
+    SlurmSandbox,
+    blocker_spec,
+    load_sandbox,
+    make_client,
+    sandbox_config_data,
+)
 from tests.waiting import eventually
 
 NS = "slurm-bridge"
@@ -583,16 +589,7 @@ async def steady(
 ) -> None:
     out["pending_pods"] = args.pending
     await cancel_all(slurm, jobs)
-    blocker = await slurm.submit(
-        JobSpec(
-            name="bench-blocker",
-            partition=sb.partition,
-            min_nodes=len(sb.external_nodes),
-            tasks=len(sb.external_nodes),
-            tasks_per_node=1,
-            memory_per_node_mib=100,
-        )
-    )
+    blocker = await slurm.submit(blocker_spec(sb, "bench-blocker"))
     jobs.add(blocker)
     refused0 = sched.last.get("refused", 0.0)
     deadline = time.monotonic() + 60

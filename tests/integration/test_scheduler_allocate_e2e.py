@@ -13,13 +13,12 @@ from pathlib import Path
 import pytest
 
 from bridge.clock import SystemClock
-from bridge.models import JobSpec
 from bridge.slurm.models import ALLOCATE_MARK, SlurmJob
 from bridge.wellknown import CONDITION_SLURM_JOB_ENDED, LABEL_JOB_ID
 from controller import dangling
 from scheduler.core import Scheduler
 from tests.integration.bridge_harness import Bridge, job_of, running_bridge
-from tests.integration.conftest import SlurmSandbox
+from tests.integration.conftest import SlurmSandbox, blocker_spec
 from tests.integration.sched_proc import jobs_by_group_uid
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
@@ -42,18 +41,7 @@ async def jobs_named(b: Bridge, pod: str) -> list[SlurmJob]:
 
 async def fill(b: Bridge, sandbox: SlurmSandbox, track: Track) -> int:
     """A job holding every external node, RUNNING."""
-    blocker = track(
-        await b.slurm.submit(
-            JobSpec(
-                name="blocker",
-                partition=sandbox.partition,
-                min_nodes=len(sandbox.external_nodes),
-                tasks=len(sandbox.external_nodes),
-                tasks_per_node=1,
-                memory_per_node_mib=100,
-            )
-        )
-    )
+    blocker = track(await b.slurm.submit(blocker_spec(sandbox)))
 
     async def running() -> bool:
         return (await b.slurm.get_job(blocker)).state.primary == "RUNNING"

@@ -44,20 +44,7 @@ def test_running_external_job_decodes_state_nodes_and_resources(version: str) ->
 def test_submit_request_golden_is_what_the_codec_encodes(version: str) -> None:
     """The encoder's external-job body matches the request that really worked."""
     golden = load(version, "external-job-submit-request")["job"]
-    spec = JobSpec(
-        name=golden["name"],
-        partition=golden["partition"],
-        min_nodes=int(golden["nodes"]),
-        tasks=golden.get("tasks", 2),
-        tasks_per_node=golden.get("tasks_per_node"),
-        cpus_per_task=golden["cpus_per_task"],
-        memory_per_node_mib=golden["memory_per_node"]["number"],
-        time_limit_minutes=golden["time_limit"]["number"],
-        comment=golden.get("comment", ""),
-        admin_comment=golden.get("admin_comment", ""),
-        tres_per_node=golden.get("tres_per_node"),
-    )
-    body = codec_for(version).encode_submit(spec)["job"]
+    body = codec_for(version).encode_submit(_spec_from(golden))["job"]
     for key, value in golden.items():
         if key in ("standard_output", "standard_error"):
             continue
