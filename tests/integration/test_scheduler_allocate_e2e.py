@@ -36,7 +36,10 @@ def counter(b: Bridge, name: str) -> float:
 
 
 async def jobs_named(b: Bridge, pod: str) -> list[SlurmJob]:
-    return [j for j in (await b.slurm.list_jobs()).jobs if f"slurm-bridge/{pod}" in j.admin_comment]
+    """This pod's jobs, records of refused tries included (by its uid: the same pod name
+    from an earlier run is another group)."""
+    uid = (await b.get_pod(pod))["metadata"]["uid"]
+    return [j for j in (await b.slurm.list_jobs()).jobs if f'"uid":"{uid}"' in j.admin_comment]
 
 
 async def fill(b: Bridge, sandbox: SlurmSandbox, track: Track) -> int:
