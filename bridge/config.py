@@ -86,6 +86,10 @@ class SchedulerSettings(_Section):
     # Backoff after Slurm rejects a job (seconds): first retry, then doubling up to max.
     reject_backoff_seconds: float = Field(default=5.0, gt=0)
     reject_backoff_max_seconds: float = Field(default=300.0, gt=0)
+    # "auto": start a group's job with an immediate allocation (POST job/allocate) when
+    # nothing the bridge knows says Slurm would refuse it (docs/scheduler.md), else queue
+    # it (job/submit); "never": always queue (Slurm's scheduling pass starts it).
+    immediate_allocation: Literal["auto", "never"] = "auto"
 
 
 class ControllerSettings(_Section):

@@ -12,6 +12,7 @@ Slurm error numbers, never by message text.
     |   +-- SlurmUnauthorized    401/403/511, or Slurm auth error numbers
     |   +-- SlurmNotFound        404, or "invalid job id" (2017) and friends
     |   +-- SlurmRejected        Slurm said no: carries error_number and Slurm's text
+    |   |   +-- SlurmBusy        "not now" (2013 priority, 2015/2016 busy): queueing may work
     |   +-- SlurmUnavailable     connection refused, 5xx without a Slurm verdict
     |       +-- SlurmTimeout     no answer within the request timeout
     +-- KubeError                talking to the Kubernetes API
@@ -110,6 +111,11 @@ class SlurmRejected(SlurmError):
         super().__init__(message, endpoint=endpoint, status=status)
 
 
+class SlurmBusy(SlurmRejected):
+    """Slurm cannot start the job NOW (an immediate allocation was refused): the same
+    job queued with ``job/submit`` may still run later. Numbers: :data:`SLURM_NOT_NOW`."""
+
+
 class SlurmUnavailable(SlurmError):
     """slurmrestd or slurmctld cannot be reached or answered with a server error.
 
@@ -169,6 +175,12 @@ SLURM_AUTH_ERROR_RANGE = range(6000, 6100)
 # NOT here: a finished job exists (callers decide what "already done" means).
 SLURM_NOT_FOUND_ERROR_NUMBERS = frozenset({2017, 2018})
 HTTP_UNAUTHORIZED = frozenset({401, 403, 511})
+# "Not now" answers to an immediate allocation (POST job/allocate, immediate=true), each
+# leaving a FAILED job record (measured on 26.05): ESLURM_NOT_TOP_PRIORITY (2013,
+# "Immediate execution impossible, insufficient priority": a job pending in the partition
+# comes first), ESLURM_REQUESTED_PART_CONFIG_UNAVAILABLE (2015, "Requested partition
+# configuration not available now") and ESLURM_NODES_BUSY (2016, "Requested nodes are busy").
+SLURM_NOT_NOW = frozenset({2013, 2015, 2016})
 # SLURMCTLD_COMMUNICATIONS_* (1800-1899, e.g. 1800 "Unable to contact slurm controller
 # (connect failure)", HTTP 502 from slurmrestd while slurmctld restarts): no verdict on the
 # request, slurmctld just did not answer.
@@ -222,6 +234,14 @@ def classify_slurm_error(
         and (error_number == SLURM_UNSPECIFIED_ERROR or error_number in SLURM_SOCKET_ERRNOS)
     ):
         return SlurmUnavailable(message, endpoint=endpoint, status=status)
+    if error_number in SLURM_NOT_NOW:
+        return SlurmBusy(
+            message,
+            error_number=error_number,
+            slurm_message=slurm_message,
+            endpoint=endpoint,
+            status=status,
+        )
     if error_number:
         return SlurmRejected(
             message,

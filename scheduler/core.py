@@ -41,7 +41,7 @@ from bridge.kube.events import EventRecorder
 from bridge.kube.resources import JOBS, JOBSETS, LEADERWORKERSETS, PODGROUPS, KubeObject, Resource
 from bridge.models import GroupId, JobSpec
 from bridge.slurm.client import SlurmClient
-from bridge.slurm.models import JobState, SlurmJob
+from bridge.slurm.models import ALLOCATE_MARK, Allocated, JobState, SlurmJob, SlurmNode
 from bridge.translate import (
     GroupRef,
     TranslateSettings,
@@ -61,6 +61,7 @@ from bridge.wellknown import (
 )
 from scheduler.assign import AssignmentError, assign, tasks_per_node_even
 from scheduler.decide import (
+    ALLOCATE,
     REASON_SCHEDULER_ERROR,
     REASON_UNSCHEDULABLE,
     Bind,
@@ -69,13 +70,17 @@ from scheduler.decide import (
     Ended,
     GroupSnapshot,
     JobView,
+    PartitionView,
     Pending,
     PodView,
     Reject,
+    Shape,
     Submit,
     Update,
     Wait,
     decide,
+    shape_of,
+    start_how,
 )
 from scheduler.metrics import SchedulerMetrics
 from scheduler.outage import SlurmReachability
@@ -92,6 +97,24 @@ _OWNER_KINDS: dict[str, Resource] = {
 }
 SPEC_MARK = " spec="
 WAITING_REFRESH_SECONDS = 1.0
+# A shape Slurm refused to start at once is not tried again in its partition for this
+# long (a group refused now is queued, and then its pending job holds the others back).
+REFUSED_MEMORY_SECONDS = 2.0
+# Immediate allocations in flight per partition: a window that starts at 1 (a probe),
+# doubles with each success up to the workers, falls back to 1 on a refusal and after this
+# long without a try (the partition may have filled meanwhile). So a burst on a full
+# partition costs ONE refused try, not one per worker.
+PROBE_AFTER_IDLE_SECONDS = 1.0
+
+
+@dataclass
+class _Tries:
+    """The allocation window of one partition (see PROBE_AFTER_IDLE_SECONDS)."""
+
+    cond: asyncio.Condition = field(default_factory=asyncio.Condition)
+    window: int = 1
+    in_flight: int = 0
+    last: float = float("-inf")
 
 
 def pod_key(pod: Mapping[str, Any]) -> str:
@@ -147,6 +170,22 @@ class GroupState:
     waiting_said_at: float | None = None  # last "waiting for group" write to every member
 
 
+def partition_sizes(nodes: tuple[SlurmNode, ...]) -> dict[str, PartitionView]:
+    """Per partition: how many nodes, and the largest node's CPUs and memory."""
+    members: dict[str, list[SlurmNode]] = {}
+    for n in nodes:
+        for p in n.partitions:
+            members.setdefault(p, []).append(n)
+    return {
+        p: PartitionView(
+            nodes=len(ns),
+            max_node_cpus=max(n.cpus for n in ns) or None,
+            max_node_memory_mib=max(n.real_memory_mib for n in ns) or None,
+        )
+        for p, ns in members.items()
+    }
+
+
 class Scheduler:
     def __init__(
         self,
@@ -182,6 +221,12 @@ class Scheduler:
         self._background: set[asyncio.Task[Any]] = set()
         self.reach = SlurmReachability()
         self._job_group: dict[int, str] = {}  # watched job id -> group key
+        # The bridge's jobs pending per partition ("" = the default), for the start rule.
+        self._pending_in: dict[str, set[int]] = {}
+        self._job_partition: dict[int, str] = {}
+        self._refused: dict[str, list[tuple[float, Shape]]] = {}  # partition -> (when, shape)
+        self._partition_size: dict[str, PartitionView] = {}  # from Slurm's node list
+        self._tries: dict[str, _Tries] = {}
         # Pods this scheduler bound whose leaving the watch has not been seen yet: an event
         # for one that still shows no node is older than the binding and is ignored.
         self._bound_uids: set[str] = set()
@@ -278,16 +323,25 @@ class Scheduler:
     def _watch(self, g: GroupState, job: SlurmJob) -> None:
         """Let the poller follow ``job`` (pending) for group ``g``."""
         self._job_group[job.job_id] = g.ref.key
+        part = self._job_partition.setdefault(job.job_id, job.partition)
+        self._pending_in.setdefault(part, set()).add(job.job_id)
         self.poller.watch(job)
+
+    def _not_pending(self, job_id: int) -> None:
+        part = self._job_partition.pop(job_id, None)
+        if part is not None:
+            self._pending_in.get(part, set()).discard(job_id)
 
     def _unwatch(self, job_id: int) -> None:
         self._job_group.pop(job_id, None)
+        self._not_pending(job_id)
         self.poller.unwatch(job_id)
 
     def _on_job_change(self, job: SlurmJob) -> None:
         gkey = self._job_group.get(job.job_id)
         if job.state.primary != "PENDING":
             self._job_group.pop(job.job_id, None)  # the poller no longer follows it
+            self._not_pending(job.job_id)
         g = self.groups.get(gkey) if gkey is not None else None
         if g is not None and g.job is not None and g.job.job_id == job.job_id:
             g.job = job
@@ -310,7 +364,9 @@ class Scheduler:
     async def refresh_slurm_nodes(self) -> None:
         """Slurm's node names: ``excluded_nodes`` may only name nodes Slurm knows (an
         unknown name fails the submit with 2018), and Kubernetes has nodes Slurm lacks."""
-        self.slurm_nodes = frozenset(n.name for n in await self.slurm.list_nodes())
+        listed = await self.slurm.list_nodes()
+        self.slurm_nodes = frozenset(n.name for n in listed)
+        self._partition_size = partition_sizes(listed)
 
     # ------------------------------------------------------------------ one group
     async def _group_object(self, ref: GroupRef) -> KubeObject | None:
@@ -422,7 +478,7 @@ class Scheduler:
                     await self._say(pods, REASON_UNSCHEDULABLE, message, warning=True)
                     self.queue.add_after(g.ref.key, self._reject_delay(g.ref.key))
                 case Submit(spec=spec, spec_hash=h):
-                    await self._submit(g, spec, h, pods)
+                    await self._start(g, spec, h, pods)
                 case Update(job_id=job_id, spec=spec, spec_hash=h):
                     await self.slurm.update_job(job_id, self._stamp(spec, h))
                     log.info("job_updated", job_id=job_id)
@@ -478,22 +534,119 @@ class Scheduler:
         )
 
     @staticmethod
-    def _stamp(spec: JobSpec, h: str) -> JobSpec:
-        return spec.model_copy(update={"comment": f"{spec.comment}{SPEC_MARK}{h}"})
+    def _stamp(spec: JobSpec, h: str, *, now: bool = False) -> JobSpec:
+        mark = f" {ALLOCATE_MARK}" if now else ""
+        return spec.model_copy(update={"comment": f"{spec.comment}{SPEC_MARK}{h}{mark}"})
+
+    def _partition_view(self, part: str) -> PartitionView:
+        now = self.clock.monotonic()
+        refused = self._refused.get(part)
+        if refused:
+            refused[:] = [(t, sh) for t, sh in refused if now - t < REFUSED_MEMORY_SECONDS]
+        size = self._partition_size.get(part, PartitionView())
+        return PartitionView(
+            pending=len(self._pending_in.get(part, ())),
+            refused=tuple(sh for _, sh in refused or ()),
+            nodes=size.nodes,
+            max_node_cpus=size.max_node_cpus,
+            max_node_memory_mib=size.max_node_memory_mib,
+        )
+
+    async def _start(self, g: GroupState, spec: JobSpec, h: str, pods: list[KubeObject]) -> None:
+        """A new job for the group: started at once when the rule says Slurm can
+        (:func:`scheduler.decide.start_how`), else (or when Slurm refuses) queued."""
+        part, shape = spec.partition or "", shape_of(spec)
+        mode = self.cfg.scheduler.immediate_allocation
+        how, why = start_how(mode, shape, self._partition_view(part))
+        if how == ALLOCATE and spec.external:
+            tries = self._tries.setdefault(part, _Tries())
+            async with tries.cond:
+                if tries.in_flight == 0 and (
+                    self.clock.monotonic() - tries.last > PROBE_AFTER_IDLE_SECONDS
+                ):
+                    tries.window = 1
+                await tries.cond.wait_for(lambda: tries.in_flight < tries.window)
+                tries.in_flight += 1
+            # True: started (or rejected outright, said to the pods); False: refused.
+            started: bool | None = None
+            try:
+                # Decided again: a try that ended while this one waited may have been refused.
+                how, why = start_how(mode, shape, self._partition_view(part))
+                if how == ALLOCATE:
+                    started = await self._allocate(g, spec, h, pods)
+            finally:
+                async with tries.cond:
+                    tries.in_flight -= 1
+                    tries.last = self.clock.monotonic()
+                    if started is not None:
+                        cap = self.cfg.scheduler.workers
+                        tries.window = min(tries.window * 2, cap) if started else 1
+                    tries.cond.notify_all()
+            if started:
+                return
+        log.debug("job_queued", why=why)
+        await self._submit(g, spec, h, pods)
+
+    async def _allocate(self, g: GroupState, spec: JobSpec, h: str, pods: list[KubeObject]) -> bool:
+        """Try to start the job now; False: Slurm refused (queue it instead)."""
+        t0 = time.monotonic()
+        stamped = self._stamp(spec, h, now=True)
+        try:
+            outcome = await self.slurm.allocate(stamped)
+        except SlurmError as e:
+            await self._submit_failed(g, e, pods)
+            return True
+        if not isinstance(outcome, Allocated):
+            # Refused: a FAILED record stays in Slurm (never taken for the group's job,
+            # SlurmJob.refused_allocation); the same shape is not tried again for a while.
+            self.metrics.allocations_refused.inc()
+            self._refused.setdefault(spec.partition or "", []).append(
+                (self.clock.monotonic(), shape_of(spec))
+            )
+            log.info("allocation_refused", error=outcome.error_number, why=outcome.message)
+            return False
+        self.metrics.submit_seconds.observe(time.monotonic() - t0)
+        self.metrics.jobs_allocated.inc()
+        g.job_spec = spec
+        self.queue.forget(g.ref.key)
+        # RUNNING already: one GET for its nodes, then bind in this same cycle. Should the
+        # GET fail, the job is known by id and the poller reads it.
+        g.job = SlurmJob(
+            job_id=outcome.job_id,
+            name=spec.name,
+            state=JobState(primary="PENDING"),
+            partition=spec.partition or "",
+            comment=stamped.comment,
+            admin_comment=spec.admin_comment,
+        )
+        try:
+            g.job = await self.slurm.get_job(outcome.job_id)
+        except SlurmError:
+            self._watch(g, g.job)
+            raise
+        log.info("job_allocated", job_id=outcome.job_id, pods=len(pods), nodes=len(g.job.nodes))
+        if g.job.state.primary == "RUNNING" and g.job.nodes:
+            await self._bind(g, Bind(job_view(g.job)), pods)
+        else:
+            if g.job.state.primary == "PENDING":
+                self._watch(g, g.job)
+            self.queue.add(g.ref.key)
+        return True
+
+    async def _submit_failed(self, g: GroupState, e: SlurmError, pods: list[KubeObject]) -> None:
+        if isinstance(e, SlurmUnavailable):
+            # The job may exist: never submit blindly again (see DESIGN: known traps).
+            g.uncertain_submit = True
+            raise e
+        await self._say(pods, REASON_UNSCHEDULABLE, f"Slurm rejected the job: {e}", warning=True)
+        self.queue.add_after(g.ref.key, self._reject_delay(g.ref.key))
 
     async def _submit(self, g: GroupState, spec: JobSpec, h: str, pods: list[KubeObject]) -> None:
         t0 = time.monotonic()
         try:
             job_id = await self.slurm.submit(self._stamp(spec, h))
         except SlurmError as e:
-            if isinstance(e, SlurmUnavailable):
-                # The job may exist: never submit blindly again (see DESIGN: known traps).
-                g.uncertain_submit = True
-                raise
-            await self._say(
-                pods, REASON_UNSCHEDULABLE, f"Slurm rejected the job: {e}", warning=True
-            )
-            self.queue.add_after(g.ref.key, self._reject_delay(g.ref.key))
+            await self._submit_failed(g, e, pods)
             return
         self.metrics.submit_seconds.observe(time.monotonic() - t0)
         self.metrics.jobs_submitted.inc()

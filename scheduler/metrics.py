@@ -50,4 +50,14 @@ class SchedulerMetrics:
         self.jobs_submitted = Counter(
             "slurm_bridge_jobs_submitted", "Placeholder jobs submitted", registry=r
         )
+        self.jobs_allocated = Counter(
+            "slurm_bridge_jobs_allocated",
+            "Placeholder jobs started at once (job/allocate, immediate)",
+            registry=r,
+        )
+        self.allocations_refused = Counter(
+            "slurm_bridge_allocations_refused",
+            "Immediate allocations Slurm refused (each leaves a FAILED job record)",
+            registry=r,
+        )
         self.pods_bound = Counter("slurm_bridge_pods_bound", "Pods bound", registry=r)

@@ -29,9 +29,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import aiohttp
+from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config import ConfigException, load_incluster_config, load_kube_config
+from yarl import URL
 
 from bridge.clock import Clock, SystemClock
 from bridge.config import BridgeConfig
@@ -135,6 +137,25 @@ class ObjectList:
     resource_version: str
 
 
+def _env_read_once(api: ApiClient, configuration: Configuration) -> None:
+    """kubernetes_asyncio's session has ``trust_env=True``: aiohttp then reads the proxy
+    variables and ``~/.netrc`` in a worker thread for EVERY request (~10% of the
+    scheduler's CPU in a burst, py-spy). The proxy for the API server is read once here
+    (kept unless it needs credentials aiohttp would only take per request); netrc is
+    never needed (bearer tokens and client certificates)."""
+    rest = api.rest_client
+    if rest.proxy is None:
+        try:
+            proxy, auth = get_env_proxy_for_url(URL(str(configuration.host)))
+        except LookupError:  # no proxy for this host
+            proxy, auth = None, None
+        if auth is not None:
+            return  # a proxy with credentials: leave aiohttp's per-request handling
+        if proxy is not None:
+            rest.proxy = str(proxy)
+    rest.pool_manager._trust_env = False
+
+
 class KubeClient:
     """One aiohttp session to the API server, with a timeout on every request.
 
@@ -156,6 +177,7 @@ class KubeClient:
         self.clock: Clock = clock or SystemClock()
         self._api = ApiClient(configuration)
         self._api.user_agent = USER_AGENT
+        _env_read_once(self._api, configuration)
 
     # -- construction -----------------------------------------------------------------
     @classmethod

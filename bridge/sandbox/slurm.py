@@ -55,8 +55,11 @@ SUITES = ("sid", "trixie")
 BASE_PACKAGES: tuple[str, ...] = ("munge", "slurmctld", "slurmd", "slurmrestd", "slurm-client")
 BASE_PACKAGES += ("slurm-wlm-jwt-plugin", "procps")
 ACCOUNTING_PACKAGES = ("slurmdbd", "mariadb-server")
-# external placeholder jobs need fast scheduling passes: nothing else triggers one
-SCHEDULER_PARAMETERS = "default_queue_depth=1000,sched_interval=2,bf_interval=1"
+# Queued external placeholder jobs start only at a scheduling pass: batch_sched_delay=0
+# lets a submit trigger one at slurmctld's next 1 s tick (default: up to 3 s later),
+# sched_interval/bf_interval keep the periodic passes short. (Jobs the bridge starts at
+# once with job/allocate need none of this.) See docs/slurm-configuration.md.
+SCHEDULER_PARAMETERS = "batch_sched_delay=0,default_queue_depth=1000,sched_interval=2,bf_interval=1"
 # env var -> Settings field, for the ports (a second cluster can run beside the first)
 PORT_ENV = {
     "SLURM_SANDBOX_REST_PORT": "rest_port",

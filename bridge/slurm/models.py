@@ -35,6 +35,11 @@ NODE_BASE_STATES = frozenset(
 )
 
 
+# Written into the ``comment`` of every job the bridge asks Slurm to start at once
+# (POST job/allocate, immediate): with the record's state it tells a refused try apart.
+ALLOCATE_MARK = "start=now"
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -132,6 +137,20 @@ class SlurmJob(_Frozen):
     @property
     def external(self) -> bool:
         return "EXTERNAL_JOB" in self.flags
+
+    @property
+    def refused_allocation(self) -> bool:
+        """The FAILED record a refused immediate allocation leaves in Slurm's job table
+        (2013/2015/2016, measured on 26.05: state FAILED, reason BadConstraints, no
+        nodes, never ran; name, comment and admin_comment as given). It never held
+        nodes and is never a group's job: the bridge's comment marks the try
+        (:data:`ALLOCATE_MARK`) and a job that started carries ``JOB_WAS_RUNNING``."""
+        return (
+            self.state.primary == "FAILED"
+            and "JOB_WAS_RUNNING" not in self.flags
+            and not self.nodes
+            and ALLOCATE_MARK in self.comment.split()
+        )
 
     def tres_alloc(self) -> dict[str, str]:
         """``tres_alloc_str`` as a mapping: ``{"cpu": "16", "mem": "16000M", ...}``."""
@@ -236,6 +255,25 @@ class SubmitResult(_Frozen):
     step_id: str = ""
     user_msg: str = ""
     warnings: tuple[SlurmWarning, ...] = ()
+
+
+class Allocated(_Frozen):
+    """An immediate allocation succeeded: the job is RUNNING now."""
+
+    job_id: int
+    user_msg: str = ""
+    warnings: tuple[SlurmWarning, ...] = ()
+
+
+class AllocationRefused(_Frozen):
+    """Slurm cannot start the job now (2013 priority, 2015/2016 busy). No job id comes
+    back, yet a FAILED record stays (:attr:`SlurmJob.refused_allocation`)."""
+
+    error_number: int
+    message: str
+
+
+AllocateOutcome = Allocated | AllocationRefused
 
 
 class CancelStatus(_Frozen):

@@ -16,13 +16,19 @@ the partition frees capacity.
 Faults: ``--kills`` SIGKILLs at random points (seeded RNG, seed printed): each kill fires
 when the bound-pod count passes a random threshold, after a random jitter; when the
 threshold has already passed at a restart, the kill lands a random delay after the start
-(during the start-up sweep or the first cycles). After each kill the scheduler is started
-again.
+(during the start-up sweep or the first cycles). ``--allocate-kills`` more land exactly
+between an immediate allocation and its answer: the scheduler talks to slurmrestd through
+a proxy (tests/bench/slurm_proxy.py) that, armed at a random bound-pod count, lets the
+next ``job/allocate`` reach Slurm (the job RUNNING) and kills the scheduler before the
+answer is relayed (the first is armed from the start, so it hits the first allocation).
+After each kill the scheduler is started again.
 
 Counted (Slurm is listed every ``LEDGER_SECONDS`` for the whole run, so a job that ended
 and was purged is still counted):
 
-* ``duplicate_jobs``: Slurm jobs beyond the first per group uid (admin_comment);
+* ``duplicate_jobs``: Slurm jobs beyond the first per group uid (admin_comment); the
+  FAILED record a refused immediate allocation leaves is no job (``refused_allocations``
+  counts them);
 * ``orphan_jobs``: at the end, active Slurm jobs of this run that no pod names through its
   job-id label; ``orphan_jobs_after_sweep``: the same after one sweep of the controller's
   dangling-job logic (controller.dangling) cancelled what it finds;
@@ -55,8 +61,10 @@ from bridge.sandbox.kubeapi.hooks import RequestLog
 from bridge.sandbox.kubeapi.server import SANDBOX_TOKEN, SandboxApiServer
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import SlurmJob
+from bridge.translate import parse_admin_comment
 from bridge.wellknown import LABEL_JOB_ID
 from controller import dangling
+from tests.bench.slurm_proxy import AllocateKillProxy
 from tests.integration.conftest import SlurmSandbox, load_sandbox, make_client
 from tests.integration.sched_proc import (
     NS,
@@ -155,6 +163,8 @@ class Driver:
         rng: random.Random,
         kills: int,
         window: int,
+        proxy: AllocateKillProxy | None = None,
+        allocate_kills: int = 0,
     ) -> None:
         self.sb, self.api, self.kube, self.slurm, self.sched = sb, api, kube, slurm, sched
         self.groups = groups
@@ -164,6 +174,17 @@ class Driver:
         # while work remains.
         self.thresholds = sorted(rng.randint(0, total * 9 // 10) for _ in range(kills))
         self.kills_done = 0
+        # bound-pod counts at which the proxy is armed (a kill at the next allocate answer)
+        # (the first at the very first allocation, so even a short run has one)
+        self.arm_at = sorted(
+            [0] * min(allocate_kills, 1)
+            + [rng.randint(0, total * 9 // 10) for _ in range(allocate_kills - 1)]
+        )
+        self.proxy = proxy
+        self.allocate_kills_done = 0
+        self.killed_by_proxy = False
+        if proxy is not None:
+            proxy.on_answer = self._kill_at_allocate
         self.ledger = Ledger()
         self.bound: dict[str, dict[str, Any]] = {}  # fed by a pod watch
         self.changed = asyncio.Event()
@@ -241,6 +262,13 @@ class Driver:
             return
         await self.sched.wait_ready()
 
+    def _kill_at_allocate(self) -> None:
+        self.sched.kill()
+        self.kills_done += 1
+        self.allocate_kills_done += 1
+        self.killed_by_proxy = True
+        print(f"kill {self.kills_done} (at an allocate answer): bound {len(self.bound)}")
+
     def kill(self) -> None:
         self.thresholds.pop(0)
         self.sched.kill()
@@ -267,6 +295,13 @@ class Driver:
             await self.feed()
             if all(g.done for g in self.groups):
                 return
+            if self.proxy is not None and self.arm_at and len(bound) >= self.arm_at[0]:
+                self.arm_at.pop(0)
+                self.proxy.armed = True
+            if self.killed_by_proxy:
+                self.killed_by_proxy = False
+                await self.restart()
+                continue
             if self.thresholds and len(bound) >= self.thresholds[0]:
                 if jitter is None:
                     jitter = loop.time() + self.rng.uniform(0.0, 0.3)
@@ -316,7 +351,16 @@ class Driver:
         names = [p for g in self.groups for p in g.pods]
         on_node = {p["metadata"]["name"] for p in pods if (p.get("spec") or {}).get("nodeName")}
         unbound = [n for n in names if n not in on_node]
+        refused = sum(
+            1
+            for j in self.ledger.jobs.values()
+            if j.refused_allocation
+            and (parsed := parse_admin_comment(j.admin_comment))
+            and parsed[0] is not None
+            and parsed[0].uid in uids
+        )
         return {
+            "refused_allocations": refused,
             "duplicate_jobs": duplicates,
             "orphan_jobs": len(orphans),
             "orphan_jobs_after_sweep": len(after),
@@ -345,6 +389,7 @@ async def run(
     window: int = 64,
     workdir: Path | None = None,
     deadline: float | None = None,
+    allocate_kills: int = 0,
 ) -> dict[str, Any]:
     """The whole suite; returns the counts and parameters (the JSON line)."""
     sb = load_sandbox()
@@ -355,13 +400,19 @@ async def run(
     async with SandboxApiServer(nodes=list(sb.external_nodes), kubelet=True) as api:
         api.request_log = RequestLog(size=50 * pods + 100_000)
         kubeconfig = api.write_kubeconfig(work / "kubeconfig")
-        config = write_scheduler_config(work / "scheduler.yaml", sb, kubeconfig)
+        proxy = AllocateKillProxy(sb.rest_url, lambda: None)
+        await proxy.start()
+        config = write_scheduler_config(
+            work / "scheduler.yaml", sb, kubeconfig, slurmRestApi=proxy.url
+        )
         sched = SchedulerProcess(config, work / "scheduler.log", "sched-kill")
         async with (
             KubeClient.for_host(api.url, token=SANDBOX_TOKEN, request_timeout=30) as kube,
             make_client(sb) as slurm,
         ):
-            driver = Driver(sb, api, kube, slurm, sched, groups, rng, kills, window)
+            driver = Driver(
+                sb, api, kube, slurm, sched, groups, rng, kills, window, proxy, allocate_kills
+            )
             started = time.monotonic()
             counts: dict[str, int] = {}
             try:
@@ -371,12 +422,15 @@ async def run(
                 counts = await driver.counts()
             finally:
                 await sched.stop()
+                await proxy.close()
                 if counts.get("orphan_jobs_after_sweep", 1):  # else nothing is left to cancel
                     await driver.cleanup()
     return {
         "pods": pods,
         "kills": kills,
         "kills_done": driver.kills_done,
+        "allocate_kills": allocate_kills,
+        "allocate_kills_done": driver.allocate_kills_done,
         "seed": seed,
         "gang_size": gang_size,
         "gangs": sum(1 for g in groups if g.gang),
@@ -392,6 +446,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m tests.bench.sched_kill")
     ap.add_argument("--pods", type=int, default=1000)
     ap.add_argument("--kills", type=int, default=10)
+    ap.add_argument(
+        "--allocate-kills", type=int, default=3, help="more kills between allocate and answer"
+    )
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--gang-size", type=int, default=2)
     ap.add_argument("--window", type=int, default=64, help="unfinished pods at most")
@@ -400,7 +457,14 @@ def main() -> None:
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     print(f"seed {seed}", flush=True)
     result = asyncio.run(
-        run(args.pods, args.kills, seed, gang_size=args.gang_size, window=args.window)
+        run(
+            args.pods,
+            args.kills,
+            seed,
+            gang_size=args.gang_size,
+            window=args.window,
+            allocate_kills=args.allocate_kills,
+        )
     )
     print(json.dumps(result), flush=True)
 

@@ -6,18 +6,26 @@ Processes: this one runs the sandbox API server (in-process, so creation and bin
 stamped where the API server stores them) and creates the pods; the scheduler runs as a
 SUBPROCESS (``--role scheduler``: ``run_scheduler`` with a Slurm client that counts its
 requests), so its RSS is its own; the raw baseline is another subprocess (``--role raw``):
-a plain loop, no bridge, doing ``POST job/submit`` + ``GET job/{id}`` + ``POST binding``
-per pod with the same concurrency budget as the scheduler's ``workers``.
+the fastest plain loop, no bridge, doing ``POST job/allocate`` (external, immediate: RUNNING
+when it answers) + ``GET job/{id}`` (its node) + ``POST binding`` per pod with the same
+concurrency budget as the scheduler's ``workers``: what slurmrestd and the API server can
+do here.
 
 Phases:
 1. raw: ``--pods`` pods (schedulerName ``raw-bench``) placed by the raw loop; its jobs are
    then cancelled;
 2. singles: ``--pods`` single pods created as fast as possible (``--creators`` at once);
    pods/s = pods / (first created -> last bound); p50/p99 of created -> bound per pod;
+   ``immediate_share``: the share of them started by ``job/allocate``; ``cpu_ms_per_pod``:
+   the scheduler process's CPU over the phase, per pod;
+2b. paced: ``--paced`` pods created at ``--rate``/s at free capacity: ``paced_p50_ms``,
+   ``paced_p99_ms`` (created -> bound);
 3. gang: a PodGroup of ``--gang`` pods: last member created -> all bound;
 4. steady: every job so far cancelled, one blocker job takes every external node, then
    ``--pending`` pods whose jobs pend; once every one shows Slurm's reason, the
    scheduler's slurmrestd requests are counted for ``--window`` seconds.
+   ``refused_allocations``: immediate allocations Slurm refused from the blocker's start
+   to the end of the window (each leaves a FAILED record).
 
 Run: ``python -m tests.bench.scheduler [--pods 1000] [--gang 256] [--pending 2000]`` with a
 sandbox big enough (e.g. ``slurm-bridge sandbox slurm up --external-nodes 64
@@ -51,10 +59,17 @@ from bridge.logging import configure_logging
 from bridge.models import JobSpec
 from bridge.sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
 from bridge.slurm.client import SlurmClient
+from bridge.slurm.models import Allocated
 from bridge.wellknown import LABEL_JOB_ID, LABEL_POD_GROUP, SLURMJOB_PREFIX
 from scheduler.app import run_scheduler
 from scheduler.core import Scheduler
-from tests.integration.conftest import SlurmSandbox, load_sandbox, make_client, sandbox_config_data
+from tests.integration.conftest import (
+    SlurmSandbox,
+    blocker_spec,
+    load_sandbox,
+    make_client,
+    sandbox_config_data,
+)
 from tests.waiting import eventually
 
 NS = "slurm-bridge"
@@ -178,10 +193,14 @@ async def scheduler_child(config: Path) -> None:
         await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
         if task.done():
             task.result()
+        m = sched.metrics
         while True:
             cpu = os.times()
             _report(
                 ready=True,
+                allocated=m.jobs_allocated._value.get(),
+                refused=m.allocations_refused._value.get(),
+                submitted=m.jobs_submitted._value.get(),
                 calls=dict(slurm.calls),
                 seconds=dict(slurm.seconds),
                 cpu=cpu.user + cpu.system,
@@ -193,7 +212,8 @@ async def scheduler_child(config: Path) -> None:
 
 
 async def raw_child(kubeconfig: Path, concurrency: int) -> None:
-    """The raw capacity: submit + GET + bind per pod, ``concurrency`` at a time, no bridge."""
+    """The raw capacity: allocate (immediate) + GET + bind per pod, ``concurrency`` at a
+    time, no bridge."""
     sb = load_sandbox()
     kube = await KubeClient.connect(kubeconfig=kubeconfig, request_timeout=30)
     async with kube, make_client(sb) as slurm:
@@ -221,7 +241,10 @@ async def raw_child(kubeconfig: Path, concurrency: int) -> None:
                 admin_comment=f"raw-bench {NS}/{name}",
             )
             started = time.monotonic()
-            job_id = await slurm.submit(spec)
+            got = await slurm.allocate(spec)
+            if not isinstance(got, Allocated):
+                raise RuntimeError(f"raw: Slurm refused to start {name} at once: {got}")
+            job_id = got.job_id
             job_ids.append(job_id)
             while True:
                 gets += 1
@@ -423,7 +446,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 jobs.update(raw["job_ids"])
                 out["raw_pods_per_s"] = round(raw["raw_pods_per_s"], 1)
                 out["raw_get_calls"] = raw["gets"]
-                # submit -> RUNNING -> bound per pod, no queueing: Slurm's start latency
+                # allocate -> RUNNING -> bound per pod: what the two servers take
                 out["raw_p50_ms"] = round(raw["p50_ms"], 1)
                 await cancel_all(slurm, raw["job_ids"])
 
@@ -445,6 +468,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                         10,
                     )
                     out["singles_scheduler"] = per_call(before, sched.last, args.pods)
+                    out["cpu_ms_per_pod"] = out["singles_scheduler"]["cpu_ms_per_pod"]
+                    out["immediate_share"] = round(
+                        (sched.last["allocated"] - before["allocated"]) / max(args.pods, 1), 3
+                    )
                     out["singles_api_server_cpu_ms_per_pod"] = round(
                         1000 * own_cpu / max(args.pods, 1), 2
                     )
@@ -470,7 +497,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "raw_ratio",
         "steady_rest_calls_per_s",
         "rss_mb",
+        "paced_p50_ms",
+        "paced_p99_ms",
+        "raw_p50_ms",
+        f"gang_{args.gang}_s",
+        "cpu_ms_per_pod",
+        "immediate_share",
+        "refused_allocations",
     ]
+    keys = [k for k in keys if k in out]  # no gang / no paced pods: no such figure
     return {k: out[k] for k in keys} | {k: v for k, v in out.items() if k not in keys}
 
 
@@ -554,17 +589,9 @@ async def steady(
 ) -> None:
     out["pending_pods"] = args.pending
     await cancel_all(slurm, jobs)
-    blocker = await slurm.submit(
-        JobSpec(
-            name="bench-blocker",
-            partition=sb.partition,
-            min_nodes=len(sb.external_nodes),
-            tasks=len(sb.external_nodes),
-            tasks_per_node=1,
-            memory_per_node_mib=100,
-        )
-    )
+    blocker = await slurm.submit(blocker_spec(sb, "bench-blocker"))
     jobs.add(blocker)
+    refused0 = sched.last.get("refused", 0.0)
     deadline = time.monotonic() + 60
     while (await slurm.get_job(blocker)).state.primary != "RUNNING":
         if time.monotonic() > deadline:
@@ -588,6 +615,7 @@ async def steady(
     c1, t1 = sched.calls(), sched.last.get("t", 0.0)
     out["steady_rest_calls_per_s"] = round((c1 - c0) / (t1 - t0), 2) if t1 > t0 else None
     out["steady_window_s"] = round(t1 - t0, 1)
+    out["refused_allocations"] = int(sched.last.get("refused", 0.0) - refused0)
     out["scheduler_calls_by_endpoint"] = sched.last.get("calls", {})
 
 
@@ -596,7 +624,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--pods", type=int, default=1000, help="single pods (and raw pods)")
     ap.add_argument("--gang", type=int, default=256, help="PodGroup size (0: no gang)")
     ap.add_argument("--paced", type=int, default=100, help="pods created at --rate (latency)")
-    ap.add_argument("--rate", type=float, default=20.0, help="creations/s of the paced pods")
+    ap.add_argument("--rate", type=float, default=50.0, help="creations/s of the paced pods")
     ap.add_argument("--pending", type=int, default=2000, help="pending pods at steady state")
     ap.add_argument("--workers", type=int, default=16, help="scheduler.workers = raw concurrency")
     ap.add_argument("--creators", type=int, default=32, help="concurrent pod creations")

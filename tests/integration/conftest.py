@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from bridge.errors import SlurmError, SlurmNotFound
+from bridge.models import JobSpec
 from bridge.sandbox.slurm import ENV_DIR, PORT_ENV, env_file_for_tests
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.hostlist import expand
@@ -124,6 +125,19 @@ def sandbox_config_data(sb: SlurmSandbox, **over: Any) -> dict[str, Any]:
         "leaderElection": False,
         **over,
     }
+
+
+def blocker_spec(sb: SlurmSandbox, name: str = "blocker") -> JobSpec:
+    """An external job holding every external node of the sandbox (one task each)."""
+    n = len(sb.external_nodes)
+    return JobSpec(
+        name=name,
+        partition=sb.partition,
+        min_nodes=n,
+        tasks=n,
+        tasks_per_node=1,
+        memory_per_node_mib=100,
+    )
 
 
 def make_client(

@@ -144,11 +144,12 @@ class SchedulerProcess:
 
 
 def jobs_by_group_uid(jobs: list[SlurmJob] | tuple[SlurmJob, ...]) -> dict[str, list[SlurmJob]]:
-    """The bridge's Slurm jobs (any state) by the group uid in their admin_comment."""
+    """The bridge's Slurm jobs (any state) by the group uid in their admin_comment. The
+    FAILED record a refused immediate allocation leaves is no job of the group: left out."""
     out: dict[str, list[SlurmJob]] = {}
     for job in jobs:
         parsed = parse_admin_comment(job.admin_comment)
-        if parsed is None or parsed[0] is None:
+        if parsed is None or parsed[0] is None or job.refused_allocation:
             continue
         out.setdefault(parsed[0].uid, []).append(job)
     return out

@@ -23,6 +23,13 @@ KEYS = (
     "raw_ratio",
     "steady_rest_calls_per_s",
     "rss_mb",
+    "paced_p50_ms",
+    "paced_p99_ms",
+    "raw_p50_ms",
+    "gang_4_s",
+    "cpu_ms_per_pod",
+    "immediate_share",
+    "refused_allocations",
 )
 
 
@@ -53,6 +60,7 @@ async def test_scheduler_benchmark_reports_every_key_and_binds_every_pod(
         assert isinstance(report[key], float | int), key
         assert math.isfinite(report[key]), key
     assert report["bound"] == 6
+    assert 0 <= report["immediate_share"] <= 1
     assert report["gang_bound"] == 4
     assert report["pending_pods"] == 3
     assert sum(report["pending_reasons"].values()) == 3

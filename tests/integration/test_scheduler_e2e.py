@@ -26,7 +26,7 @@ from tests.integration.bridge_harness import (
     running_bridge,
     running_sandboxes,
 )
-from tests.integration.conftest import SlurmSandbox
+from tests.integration.conftest import SlurmSandbox, blocker_spec
 from tests.integration.sched_proc import (
     SchedulerProcess,
     binding_requests,
@@ -146,20 +146,7 @@ async def test_restarted_scheduler_makes_no_duplicate_job_and_binds_once(
     bridge: Bridge, sandbox: SlurmSandbox, track_jobs: Callable[[int], int]
 ) -> None:
     # Fill the partition so the group's job stays pending across the restart.
-    from bridge.models import JobSpec
-
-    blocker = track_jobs(
-        await bridge.slurm.submit(
-            JobSpec(
-                name="blocker",
-                partition=sandbox.partition,
-                min_nodes=len(sandbox.external_nodes),
-                tasks=len(sandbox.external_nodes),
-                tasks_per_node=1,
-                memory_per_node_mib=100,
-            )
-        )
-    )
+    blocker = track_jobs(await bridge.slurm.submit(blocker_spec(sandbox)))
     await bridge.create_pod("restart-me")
 
     async def pending_job() -> int:

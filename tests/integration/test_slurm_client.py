@@ -16,7 +16,7 @@ from bridge.clock import SystemClock
 from bridge.errors import SlurmNotFound, SlurmRejected, SlurmUnauthorized
 from bridge.models import JobSpec
 from bridge.slurm.client import SlurmClient
-from bridge.slurm.models import SlurmJob
+from bridge.slurm.models import ALLOCATE_MARK, Allocated, AllocationRefused, SlurmJob
 from tests.integration.conftest import SlurmSandbox, make_client
 
 pytestmark = pytest.mark.slurm
@@ -301,3 +301,62 @@ async def test_job_states_of_chosen_ids_returns_exactly_those_jobs(
     got = {s.job_id for s in await slurm.list_job_states([a, c, 999_999_999])}
     assert got == {a, c}
     assert b not in got
+
+
+def alloc_spec(sb: SlurmSandbox, name: str, **kw: object) -> JobSpec:
+    """An external job asked to start at once, its comment marked as such (the bridge's way)."""
+    return ext_spec(sb, name, comment=f"it {ALLOCATE_MARK}", **kw)
+
+
+async def fill_partition(slurm: SlurmClient, sb: SlurmSandbox, track: Track) -> list[int]:
+    """One whole-node job per external node, each started at once."""
+    ids = []
+    for i in range(len(sb.external_nodes)):
+        got = await slurm.allocate(alloc_spec(sb, f"it-fill-{i}", cpus_per_task=sb.node_cpus))
+        assert isinstance(got, Allocated), got
+        ids.append(track(got.job_id))
+    return ids
+
+
+async def test_allocate_starts_an_external_job_before_it_answers(
+    slurm: SlurmClient, sandbox: SlurmSandbox, track_jobs: Track
+) -> None:
+    got = await slurm.allocate(alloc_spec(sandbox, "it-alloc", min_nodes=2, tasks=2))
+    assert isinstance(got, Allocated)
+    job = await slurm.get_job(track_jobs(got.job_id))  # no waiting: RUNNING already
+    assert job.state.primary == "RUNNING"
+    assert len(job.nodes) == 2
+    assert job.admin_comment == '{"test":"it-alloc"}'
+    assert ALLOCATE_MARK in job.comment.split()
+    assert not job.refused_allocation
+
+
+async def test_allocate_on_a_full_partition_is_refused_and_its_failed_record_is_no_job(
+    slurm: SlurmClient, sandbox: SlurmSandbox, track_jobs: Track
+) -> None:
+    await fill_partition(slurm, sandbox, track_jobs)
+    got = await slurm.allocate(alloc_spec(sandbox, "it-refused"))
+    assert isinstance(got, AllocationRefused)
+    assert got.error_number == 2016
+    # What the refused try left behind: a FAILED record with the identity it was given ...
+    left = await slurm.find_jobs_by_admin_comment('{"test":"it-refused"}', active_only=False)
+    assert [j.state.primary for j in left] == ["FAILED"]
+    assert left[0].refused_allocation
+    assert left[0].nodes == ()
+    # ... which the lookup by identity (after a lost answer) never returns as the job.
+    assert await slurm.find_jobs_by_admin_comment('{"test":"it-refused"}') == ()
+
+
+async def test_allocate_never_overtakes_a_job_pending_in_the_partition(
+    slurm: SlurmClient, sandbox: SlurmSandbox, track_jobs: Track
+) -> None:
+    fillers = await fill_partition(slurm, sandbox, track_jobs)
+    first = track_jobs(
+        await slurm.submit(ext_spec(sandbox, "it-first", cpus_per_task=sandbox.node_cpus))
+    )
+    await wait_job(slurm, first, lambda j: j.state.primary == "PENDING", "PENDING")
+    await slurm.cancel(fillers[0])  # room for one job: the pending one's
+    got = await slurm.allocate(alloc_spec(sandbox, "it-late", cpus_per_task=sandbox.node_cpus))
+    assert isinstance(got, AllocationRefused)  # 2013 (insufficient priority) or 2016 (busy)
+    assert got.error_number in (2013, 2016)
+    await wait_job(slurm, first, running, "RUNNING")

@@ -15,6 +15,7 @@ import pytest
 from bridge.errors import ConfigError, InvalidInput
 from bridge.models import JobSpec
 from bridge.slurm.codec import SUPPORTED_VERSIONS, codec_for
+from bridge.slurm.models import JobState, SlurmJob
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "slurmrestd"
 VERSIONS = pytest.mark.parametrize("version", SUPPORTED_VERSIONS)
@@ -43,7 +44,15 @@ def test_running_external_job_decodes_state_nodes_and_resources(version: str) ->
 def test_submit_request_golden_is_what_the_codec_encodes(version: str) -> None:
     """The encoder's external-job body matches the request that really worked."""
     golden = load(version, "external-job-submit-request")["job"]
-    spec = JobSpec(
+    body = codec_for(version).encode_submit(_spec_from(golden))["job"]
+    for key, value in golden.items():
+        if key in ("standard_output", "standard_error"):
+            continue
+        assert body[key] == value, key
+
+
+def _spec_from(golden: dict[str, Any]) -> JobSpec:
+    return JobSpec(
         name=golden["name"],
         partition=golden["partition"],
         min_nodes=int(golden["nodes"]),
@@ -56,11 +65,44 @@ def test_submit_request_golden_is_what_the_codec_encodes(version: str) -> None:
         admin_comment=golden.get("admin_comment", ""),
         tres_per_node=golden.get("tres_per_node"),
     )
-    body = codec_for(version).encode_submit(spec)["job"]
+
+
+@VERSIONS
+def test_allocate_request_golden_is_what_the_codec_encodes(version: str) -> None:
+    """The immediate external allocation that really ran on 26.05, for each version."""
+    golden = load(version, "external-job-allocate-request")["job"]
+    body = codec_for(version).encode_allocate(_spec_from(golden))["job"]
+    assert body["immediate"] is True
     for key, value in golden.items():
-        if key in ("standard_output", "standard_error"):
-            continue
         assert body[key] == value, key
+
+
+def test_allocate_of_a_batch_job_is_invalid_naming_the_field() -> None:
+    spec = JobSpec(name="b", min_nodes=1, tasks=1, external=False, script="#!/bin/sh\ntrue")
+    with pytest.raises(InvalidInput, match="external"):
+        codec_for("v0.0.45").encode_allocate(spec)
+
+
+@VERSIONS
+def test_allocate_response_gives_the_job_id_and_the_job_runs(version: str) -> None:
+    c = codec_for(version)
+    res = c.decode_submit(load(version, "external-job-allocate-response"))
+    job = c.decode_jobs(load(version, "job-get-allocated")).jobs[0]
+    assert job.job_id == res.job_id
+    assert job.state.primary == "RUNNING"
+    assert len(job.nodes) == 3
+    assert not job.refused_allocation
+
+
+@VERSIONS
+def test_refused_allocation_is_2016_and_its_failed_record_is_recognised(version: str) -> None:
+    c = codec_for(version)
+    errs = c.errors(load(version, "error-allocate-nodes-busy"))
+    assert errs[0].error_number == 2016
+    record = c.decode_jobs(load(version, "job-get-refused-allocation")).jobs[0]
+    assert record.state.primary == "FAILED"
+    assert record.admin_comment  # the group's identity stays on the record
+    assert record.refused_allocation
 
 
 @VERSIONS
@@ -254,3 +296,29 @@ def test_new_node_name_with_space_is_invalid() -> None:
 def test_unknown_version_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="slurmApiVersion"):
         codec_for("v0.0.40")
+
+
+@pytest.mark.parametrize(
+    ("state", "flags", "nodes", "comment", "refused"),
+    [
+        pytest.param("FAILED", (), (), "x spec=a start=now", True, id="refused-try"),
+        pytest.param("FAILED", ("JOB_WAS_RUNNING",), (), "start=now", False, id="ran-then-failed"),
+        pytest.param("FAILED", (), ("n0",), "start=now", False, id="held-nodes"),
+        pytest.param("FAILED", (), (), "x spec=a", False, id="queued-job-not-a-try"),
+        pytest.param("CANCELLED", (), (), "start=now", False, id="cancelled"),
+        pytest.param("RUNNING", ("JOB_WAS_RUNNING",), ("n0",), "start=now", False, id="allocated"),
+    ],
+)
+def test_refused_allocation_record_table(
+    state: str, flags: tuple[str, ...], nodes: tuple[str, ...], comment: str, refused: bool
+) -> None:
+    job = SlurmJob(
+        job_id=1,
+        name="j",
+        state=JobState(primary=state),
+        flags=frozenset(flags),
+        nodes=nodes,
+        comment=comment,
+        admin_comment='{"uid":"u"}',
+    )
+    assert job.refused_allocation is refused

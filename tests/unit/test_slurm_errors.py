@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bridge.errors import (
+    SlurmBusy,
     SlurmError,
     SlurmNotFound,
     SlurmRejected,
@@ -30,6 +31,9 @@ from bridge.errors import (
         pytest.param(500, 2000, SlurmRejected, id="500-bad-partition-24.11"),
         pytest.param(422, 2014, SlurmRejected, id="422-impossible-config"),
         pytest.param(422, 2045, SlurmRejected, id="422-bad-account"),
+        pytest.param(422, 2013, SlurmBusy, id="422-2013-allocate-not-top-priority"),
+        pytest.param(422, 2015, SlurmBusy, id="422-2015-allocate-partition-config-not-now"),
+        pytest.param(422, 2016, SlurmBusy, id="422-2016-allocate-nodes-busy"),
         pytest.param(422, 2066, SlurmRejected, id="422-bad-qos"),
         pytest.param(500, 2189, SlurmRejected, id="500-external-job-with-script"),
         pytest.param(400, 0, SlurmRejected, id="400-failure-during-parsing"),

@@ -171,6 +171,13 @@ class Codec:
         """``POST /job/submit`` body."""
         return {"job": self.job_description(spec)}
 
+    def encode_allocate(self, spec: JobSpec) -> Json:
+        """``POST /job/allocate`` body: an external job started now or not at all
+        (``immediate``). The same ``job_alloc_req`` shape in v0.0.43-v0.0.45."""
+        if not spec.external:
+            raise InvalidInput("external", "only an external (placeholder) job is allocated")
+        return {"job": {**self.job_description(spec), "immediate": True}}
+
     def encode_update(self, spec: JobSpec) -> Json:
         """``POST /job/{id}`` body for a pending job (a bare ``job_desc_msg``)."""
         return self.job_description(spec, for_update=True)
