@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from bridge.errors import InvalidInput
+from bridge.errors import InvalidInput, KubeConflict
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import KubeObject, Resource
 from bridge.slurm.client import SlurmClient
@@ -284,41 +284,57 @@ class DraAllocator:
         picked: Mapping[tuple[str | None, str], Sequence[DeviceId]],
         inputs: DraInputs,
     ) -> bool:
-        """One status write: allocation (when not yet) and the pod in reservedFor."""
-        status = kobj.mapping(claim, "status")
-        reserved = list(kobj.sequence(claim, "status", "reservedFor"))
-        if status.get("allocation") is not None and any(
-            r.get("uid") == kobj.uid(pod) for r in reserved
-        ):
-            return False
-        new: dict[str, Any] = {"reservedFor": [*reserved, _pod_ref(pod)]}
-        if status.get("allocation") is None:
-            new["allocation"] = allocation_result(
-                node,
-                {r.request: picked[(r.claim, r.request)] for r in reqs},
-                class_config={
-                    r.device_class: kobj.sequence(
-                        inputs.classes.get(r.device_class), "spec", "config"
-                    )
-                    for r in reqs
-                },
-                claim_config=kobj.sequence(claim, "spec", "devices", "config"),
-                request_classes={r.request: r.device_class for r in reqs},
-            )
-        await self.kube.patch(
-            RESOURCE_CLAIMS,
-            kobj.name(claim),
-            {
-                "metadata": {
-                    "uid": kobj.uid(claim),
-                    "resourceVersion": kobj.text(claim, "metadata", "resourceVersion"),
-                },
-                "status": new,
-            },
-            namespace=kobj.namespace(claim),
-            subresource="status",
-        )
-        return True
+        """One status write: allocation (when not yet) and the pod in reservedFor, with the
+        read resourceVersion (a concurrent change is read again, up to 3 times)."""
+        for attempt in range(3):
+            status = kobj.mapping(claim, "status")
+            reserved = list(kobj.sequence(claim, "status", "reservedFor"))
+            if status.get("allocation") is not None and any(
+                r.get("uid") == kobj.uid(pod) for r in reserved
+            ):
+                return False
+            new: dict[str, Any] = {"reservedFor": [*reserved, _pod_ref(pod)]}
+            if status.get("allocation") is None:
+                new["allocation"] = allocation_result(
+                    node,
+                    {r.request: picked[(r.claim, r.request)] for r in reqs},
+                    class_config={
+                        r.device_class: kobj.sequence(
+                            inputs.classes.get(r.device_class), "spec", "config"
+                        )
+                        for r in reqs
+                    },
+                    claim_config=kobj.sequence(claim, "spec", "devices", "config"),
+                    request_classes={r.request: r.device_class for r in reqs},
+                )
+            elif (other := allocated_node(claim)) not in (None, node):
+                raise InvalidInput(
+                    "spec.resourceClaims",
+                    f"ResourceClaim {kobj.name(claim)!r} is allocated on node {other}",
+                    kobj.describe(pod, "Pod"),
+                )
+            try:
+                await self.kube.patch(
+                    RESOURCE_CLAIMS,
+                    kobj.name(claim),
+                    {
+                        "metadata": {
+                            "uid": kobj.uid(claim),
+                            "resourceVersion": kobj.text(claim, "metadata", "resourceVersion"),
+                        },
+                        "status": new,
+                    },
+                    namespace=kobj.namespace(claim),
+                    subresource="status",
+                )
+                return True
+            except KubeConflict:
+                if attempt == 2:
+                    raise
+                claim = await self.kube.get(
+                    RESOURCE_CLAIMS, kobj.name(claim), kobj.namespace(claim)
+                )
+        return False
 
     async def _name_extended(
         self, pod: KubeObject, claim: KubeObject, reqs: Sequence[DeviceRequest]

@@ -174,13 +174,17 @@ class ResourceClaimController:
                     {"preconditions": {"uid": md["uid"]}},
                     user=RESOURCECLAIM_CONTROLLER,
                 )
-            if valid != reserved or (not valid and status.get("allocation") is not None):
+            released = False
+            if valid != reserved or (
+                not valid and status.get("allocation") is not None and md.get("deletionTimestamp")
+            ):
                 new_status = dict(status)
                 if valid:
                     new_status["reservedFor"] = valid
                 else:
                     new_status.pop("reservedFor", None)
                     new_status.pop("allocation", None)
+                    released = True
                 await self.writes.patch(
                     rd,
                     ns,
@@ -192,7 +196,8 @@ class ResourceClaimController:
                 )
             fresh = self.api.store.get(CLAIM_KEY, ns, md["name"])
             if (
-                fresh is not None
+                (released or md.get("deletionTimestamp"))
+                and fresh is not None
                 and not (fresh.get("status") or {}).get("allocation")
                 and DELETE_PROTECTION in (fresh["metadata"].get("finalizers") or [])
             ):

@@ -11,9 +11,11 @@ touch: see docs/sandbox-kube-api.md), and of the pod fields ``spec.resourceClaim
   ``resource.kubernetes.io/pod-claim-name``, owned by the pod as controller with
   ``blockOwnerDeletion``), and the pod's ``status.resourceClaimStatuses`` names it;
 - a claim whose ``status.reservedFor`` names pods that are gone or done has them removed;
-  a claim reserved for nobody is deallocated (``status.allocation`` and the finalizer
-  ``resource.kubernetes.io/delete-protection`` removed); a generated claim (owned by a pod,
-  including the scheduler's extended-resource claims) whose pod is done or gone is deleted.
+  a claim that so becomes reserved for nobody (or is being deleted) is deallocated
+  (``status.allocation`` and the finalizer ``resource.kubernetes.io/delete-protection``
+  removed); a generated claim (owned by a pod, including the scheduler's
+  extended-resource claims) whose pod is done or gone is deleted. A claim allocated but
+  never reserved is left alone (the scheduler writes allocation and reservedFor together).
 """
 
 from __future__ import annotations
