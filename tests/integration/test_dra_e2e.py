@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from bridge.kube.resources import PODGROUPS
+from bridge.kube.resources import EVENTS, PODGROUPS
 from bridge.kube.resources import PODS as PODS_RES
 from bridge.sandbox import dra as sandbox_dra
 from bridge.wellknown import LABEL_POD_GROUP, slurmjob_annotation
@@ -278,3 +278,24 @@ async def test_restart_mid_allocation_leaves_no_half_written_claim(
         assert len(devices(claim)) == 1
         assert reserved_for(claim) == ["r"]
         assert (await extended_claim(b, "r"))["metadata"]["name"] == half["metadata"]["name"]
+
+
+async def test_node_without_slices_gives_a_condition_naming_node_and_driver(
+    sandbox: SlurmSandbox, tmp_path: Path
+) -> None:
+    async with dra_bridge(sandbox, tmp_path) as b:
+        for s in (await b.kube.list(RESOURCE_SLICES)).items:
+            if s["spec"]["driver"] == GPU_CLASS:
+                await b.kube.delete(RESOURCE_SLICES, s["metadata"]["name"])
+        await b.kube.create(PODS_RES, dra_pod("n", requests={GPU: "1"}), NS)
+
+        async def said() -> str:
+            msg = await b.scheduled_message("n")
+            return msg if "no ResourceSlice" in msg else ""
+
+        msg = await b.wait_for("the DRA condition", said)
+        assert GPU_CLASS in msg
+        assert any(f"node {n}" in msg for n in sandbox.external_nodes)
+        assert not (await b.get_pod("n"))["spec"].get("nodeName")
+        events = await b.kube.list(EVENTS, NS, field_selector="involvedObject.name=n")
+        assert any("no ResourceSlice" in e.get("message", "") for e in events.items)
