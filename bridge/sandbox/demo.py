@@ -475,7 +475,7 @@ class Demo:
             gpus=int(env.slurm.get("SLURM_NODE_GPUS", "0")),
         )
         items = [*dra.device_classes(), *slices]
-        self.apply(text=_j({"apiVersion": "v1", "kind": "List", "items": items}))
+        self.apply(text=yaml.safe_dump_all(items))
 
         self.step("the scheduler, the controller, and the Job/JobSet/LWS controllers' stand-in")
         self.start_component("scheduler")
