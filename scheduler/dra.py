@@ -26,6 +26,7 @@ from bridge.slurm.client import SlurmClient
 from bridge.translate import kobj
 from bridge.translate.devices import (
     DeviceId,
+    Picked,
     SlurmNodeView,
     allocate_pod,
     allocated_node,
@@ -138,7 +139,9 @@ class DraAllocator:
         views: dict[str, SlurmNodeView] = {}
         for r in resources:
             views[to_kube.get(r.node, r.node)] = SlurmNodeView(
-                cores=r.cores, gres={g.name: g.indices for g in r.gres}
+                cores=r.cores,
+                gres={g.name: g.indices for g in r.gres},
+                cores_per_socket=r.cores_per_socket,
             )
         nodes = sorted({n for _, n, _ in wanted})
         slice_lists = await asyncio.gather(
@@ -281,7 +284,7 @@ class DraAllocator:
         node: str,
         claim: KubeObject,
         reqs: Sequence[DeviceRequest],
-        picked: Mapping[tuple[str | None, str], Sequence[DeviceId]],
+        picked: Mapping[tuple[str | None, str], Picked],
         inputs: DraInputs,
     ) -> bool:
         """One status write: allocation (when not yet) and the pod in reservedFor, with the
@@ -306,6 +309,7 @@ class DraAllocator:
                     },
                     claim_config=kobj.sequence(claim, "spec", "devices", "config"),
                     request_classes={r.request: r.device_class for r in reqs},
+                    share_seed=kobj.uid(claim),
                 )
             elif (other := allocated_node(claim)) not in (None, node):
                 raise InvalidInput(

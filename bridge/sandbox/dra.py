@@ -80,6 +80,23 @@ def cpu_slice(node: str, cpus: int) -> Obj:
     )
 
 
+def cpu_group_slice(node: str, cpus: int) -> Obj:
+    """The DRA CPU driver in grouped mode, ``groupBy: machine``: one shareable device
+    with consumable capacity ``dra.cpu/cpu``."""
+    return _slice(
+        node,
+        CPU_DRIVER,
+        [
+            {
+                "name": "cpudevmachine",
+                "allowMultipleAllocations": True,
+                "attributes": {f"{CPU_DRIVER}/numCPUs": {"int": cpus}},
+                "capacity": {f"{CPU_DRIVER}/cpu": {"value": str(cpus)}},
+            }
+        ],
+    )
+
+
 def node_slices(nodes: Iterable[str], *, cpus: int, gpus: int) -> list[Obj]:
     """A GPU slice (when ``gpus``) and a CPU slice per node."""
     out = []

@@ -13,11 +13,20 @@ Never a device another claim holds (``taken``). Pods of one job on one node shar
 set: each takes the next free devices of it, so they get distinct ones. A node without a
 slice of the driver, or with too few free devices, is a :class:`DeviceAllocationError`
 naming the node and the driver.
+
+**Grouped CPU mode** (the DRA CPU driver's ``--cpu-device-mode=grouped``: one device per
+machine, socket or NUMA node, ``allowMultipleAllocations`` with capacity
+``dra.cpu/cpu``): a claim takes one share of each group holding Slurm's cores
+(``consumedCapacity``), and names the cores in the driver's opaque ``cpuConfig.cpuset``
+(its contract for external schedulers), so more than 32 CPUs fit one claim. The grouped
+slices carry no per-CPU topology: Slurm's core ``i`` is taken to be Linux CPU ``i``. Cores
+held by other claims' cpusets are never given again (in ``taken`` as ``core:<i>``).
 """
 
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,12 +53,56 @@ class SlurmNodeView:
 
     cores: tuple[int, ...] = ()
     gres: Mapping[str, tuple[int, ...] | None] = field(default_factory=dict)
+    cores_per_socket: int | None = None
+
+
+@dataclass(frozen=True)
+class Picked:
+    """What one request gets: devices; in grouped CPU mode, the CPUs consumed on each
+    and the cores for the driver's cpuset."""
+
+    devices: tuple[DeviceId, ...]
+    consumed: tuple[int, ...] = ()
+    cpuset: tuple[int, ...] = ()
+
+
+def core_id(driver: str, pool: str, core: int) -> DeviceId:
+    """A core pinned through a grouped-mode cpuset, as an entry of ``taken``."""
+    return DeviceId(driver, pool, f"core:{core}")
+
+
+def cpuset_text(cores: Sequence[int]) -> str:
+    """Linux cpuset format: ``2-5,7``."""
+    out: list[str] = []
+    for c in sorted(set(cores)):
+        if out and "-" not in out[-1] and int(out[-1]) == c - 1:
+            out[-1] = f"{out[-1]}-{c}"
+        elif out and "-" in out[-1] and int(out[-1].split("-")[1]) == c - 1:
+            out[-1] = f"{out[-1].split('-')[0]}-{c}"
+        else:
+            out.append(str(c))
+    return ",".join(out)
+
+
+def parse_cpuset(text: str) -> tuple[int, ...]:
+    out: set[int] = set()
+    for part in text.split(","):
+        lo, _, hi = part.strip().partition("-")
+        if lo.isdigit() and (not hi or hi.isdigit()):
+            out.update(range(int(lo), int(hi or lo) + 1))
+    return tuple(sorted(out))
 
 
 @dataclass(frozen=True)
 class Device:
     id: DeviceId
     attributes: Mapping[str, Any]
+    capacity: Mapping[str, Any] = field(default_factory=dict)
+
+    def capacity_of(self, name: str) -> int | None:
+        raw = self.capacity.get(name)
+        value = raw.get("value") if isinstance(raw, Mapping) else None
+        return int(value) if isinstance(value, str | int) and str(value).isdigit() else None
 
     def attr(self, name: str) -> Any:
         """An attribute's value by its short or driver-qualified name (``index``,
@@ -79,9 +132,8 @@ def node_devices(slices: Iterable[kobj.Obj], driver: str) -> list[Device]:
             continue
         pool = kobj.text(s, "spec", "pool", "name")
         for d in kobj.sequence(s, "spec", "devices"):
-            out.append(
-                Device(DeviceId(driver, pool, kobj.text(d, "name")), kobj.mapping(d, "attributes"))
-            )
+            did = DeviceId(driver, pool, kobj.text(d, "name"))
+            out.append(Device(did, kobj.mapping(d, "attributes"), kobj.mapping(d, "capacity")))
     return out
 
 
@@ -92,8 +144,21 @@ def taken_devices(claims: Iterable[kobj.Obj], skip_uids: Iterable[str] = ()) -> 
     for c in claims:
         if kobj.uid(c) in skip:
             continue
-        for r in kobj.sequence(c, "status", "allocation", "devices", "results"):
+        results = kobj.sequence(c, "status", "allocation", "devices", "results")
+        for r in results:
             out.add(DeviceId(kobj.text(r, "driver"), kobj.text(r, "pool"), kobj.text(r, "device")))
+        for cfg in kobj.sequence(c, "status", "allocation", "devices", "config"):
+            cpuset = kobj.text(cfg, "opaque", "parameters", "cpuConfig", "cpuset")
+            driver = kobj.text(cfg, "opaque", "driver")
+            requests = set(kobj.sequence(cfg, "requests"))
+            pools = {
+                kobj.text(r, "pool")
+                for r in results
+                if kobj.text(r, "driver") == driver
+                and (not requests or kobj.text(r, "request") in requests)
+            }
+            for pool in pools:
+                out.update(core_id(driver, pool, core) for core in parse_cpuset(cpuset))
     return out
 
 
@@ -138,22 +203,66 @@ def _gres_candidates(
     return [by_index[i] for i in indices]
 
 
+def _grouped(
+    node: str, r: DeviceRequest, groups: list[Device], slurm: SlurmNodeView, taken: set[DeviceId]
+) -> Picked:
+    """Grouped CPU mode: one share of each group holding the next ``r.count`` free cores
+    of Slurm's set."""
+    key = f"{r.driver}/cpu"
+    pool = groups[0].id.pool
+    free = [c for c in slurm.cores if core_id(r.driver, pool, c) not in taken]
+    if len(free) < r.count:
+        raise DeviceAllocationError(
+            node,
+            r.driver,
+            f"{r.count} free CPUs needed, Slurm's cores {list(slurm.cores)} leave {len(free)}",
+        )
+    cores = tuple(free[: r.count])
+    by_group: dict[DeviceId, int] = {}
+    per_socket = slurm.cores_per_socket or 0
+    for c in cores:
+        if len(groups) == 1 or not per_socket:
+            group = groups[0]
+        else:
+            socket = c // per_socket
+            match = [g for g in groups if g.attr("socketID") == socket]
+            if not match:
+                raise DeviceAllocationError(
+                    node, r.driver, f"no CPU group of socket {socket} (Slurm core {c})"
+                )
+            group = match[0]
+        by_group[group.id] = by_group.get(group.id, 0) + 1
+    for gid, n in by_group.items():
+        cap = next(g for g in groups if g.id == gid).capacity_of(key) or 0
+        if n > cap:
+            raise DeviceAllocationError(
+                node, r.driver, f"group {gid.device} has capacity {cap} {key}, {n} needed"
+            )
+    taken.update(core_id(r.driver, pool, c) for c in cores)
+    ids = tuple(by_group)
+    return Picked(ids, tuple(by_group[i] for i in ids), cores)
+
+
 def allocate_pod(
     node: str,
     requests: Sequence[DeviceRequest],
     slurm: SlurmNodeView,
     slices: Sequence[kobj.Obj],
     taken: set[DeviceId],
-) -> dict[tuple[str | None, str], tuple[DeviceId, ...]]:
+) -> dict[tuple[str | None, str], Picked]:
     """Devices for each of one pod's requests, keyed by (pod claim or None, request).
     ``taken`` gains the devices picked (so the next pod on the node gets others)."""
-    out: dict[tuple[str | None, str], tuple[DeviceId, ...]] = {}
+    out: dict[tuple[str | None, str], Picked] = {}
     for r in requests:
         devices = node_devices(slices, r.driver)
         if not devices:
             raise DeviceAllocationError(
                 node, r.driver, f"the node has no ResourceSlice of driver {r.driver}"
             )
+        groups = [d for d in devices if d.capacity_of(f"{r.driver}/cpu") is not None]
+        if r.is_cpu and groups:
+            out[(r.claim, r.request)] = _grouped(node, r, groups, slurm, taken)
+            continue
         if r.is_cpu:
             candidates = _cpu_candidates(node, devices, slurm.cores, r.driver)
         else:
@@ -175,35 +284,61 @@ def allocate_pod(
             )
         picked = tuple(free[: r.count])
         taken.update(picked)
-        out[(r.claim, r.request)] = picked
+        out[(r.claim, r.request)] = Picked(picked)
     return out
 
 
 def allocation_result(
     node: str,
-    picked: Mapping[str, Sequence[DeviceId]],
+    picked: Mapping[str, Picked],
     *,
     class_config: Mapping[str, Sequence[kobj.Obj]] = {},
     claim_config: Sequence[kobj.Obj] = (),
     request_classes: Mapping[str, str] = {},
+    share_seed: str = "",
 ) -> dict[str, Any]:
-    """A claim's ``status.allocation``: one result per device (request name -> devices),
-    the DeviceClasses' and the claim's opaque config, and the node selector.
-    Raises DeviceAllocationError past AllocationResultsMaxSize (32)."""
-    results = [
-        {"request": req, "driver": d.driver, "pool": d.pool, "device": d.device}
-        for req, devs in picked.items()
-        for d in devs
-    ]
+    """A claim's ``status.allocation``: one result per device (request name -> picked),
+    the DeviceClasses' and the claim's opaque config (and, in grouped CPU mode, the
+    cpuset of Slurm's cores, with ``consumedCapacity`` and a ``shareID`` derived from
+    ``share_seed``), and the node selector. Raises DeviceAllocationError past
+    AllocationResultsMaxSize (32)."""
+    results: list[dict[str, Any]] = []
+    config: list[dict[str, Any]] = []
+    for req, p in picked.items():
+        for i, d in enumerate(p.devices):
+            res: dict[str, Any] = {
+                "request": req,
+                "driver": d.driver,
+                "pool": d.pool,
+                "device": d.device,
+            }
+            if p.consumed:
+                res["consumedCapacity"] = {f"{d.driver}/cpu": str(p.consumed[i])}
+                res["shareID"] = str(uuid.uuid5(uuid.NAMESPACE_OID, f"{share_seed}/{req}/{d}"))
+            results.append(res)
+        if p.cpuset:
+            config.append(
+                {
+                    "source": "FromClaim",
+                    "requests": [req],
+                    "opaque": {
+                        "driver": p.devices[0].driver,
+                        "parameters": {
+                            "apiVersion": "v1alpha1",
+                            "cpuConfig": {"cpuset": cpuset_text(p.cpuset)},
+                        },
+                    },
+                }
+            )
     if len(results) > ALLOCATION_RESULTS_MAX:
         driver = results[0]["driver"]
         raise DeviceAllocationError(
             node,
             driver,
             f"the claim would hold {len(results)} devices; a ResourceClaim holds at most "
-            f"{ALLOCATION_RESULTS_MAX} (AllocationResultsMaxSize)",
+            f"{ALLOCATION_RESULTS_MAX} (AllocationResultsMaxSize): use the DRA CPU driver's "
+            "grouped mode for many CPUs, or split the devices over several claims",
         )
-    config: list[dict[str, Any]] = []
     for req, cls in request_classes.items():
         for c in class_config.get(cls, ()):
             if kobj.get(c, "opaque") is not None:

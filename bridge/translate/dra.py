@@ -175,6 +175,21 @@ _UNSUPPORTED_EXACTLY = {
 }
 
 
+def _cpu_capacity(exactly: Mapping[str, object], rnamed: str, where: str, obj: str) -> int:
+    """The CPUs a ``dra.cpu`` request asks for as capacity (the DRA CPU driver's grouped
+    mode: ``capacity.requests["dra.cpu/cpu"]``), 0 when it asks for none."""
+    if exactly.get("deviceClassName") != DRA_CPU:
+        return 0
+    reqs = kobj.mapping(exactly, "capacity", "requests")
+    if not reqs:
+        return 0
+    if set(reqs) != {f"{DRA_CPU}/cpu"}:
+        raise InvalidInput(
+            where, f"{rnamed}: only the capacity {DRA_CPU}/cpu can be expressed to Slurm", obj
+        )
+    return whole_count(str(reqs[f"{DRA_CPU}/cpu"]), field=where, obj=obj)
+
+
 def _claim_requests(pod: kobj.Obj, inputs: DraInputs, obj: str) -> list[DeviceRequest]:
     out: list[DeviceRequest] = []
     for i, pc in enumerate(kobj.sequence(pod, "spec", "resourceClaims")):
@@ -207,8 +222,9 @@ def _claim_requests(pod: kobj.Obj, inputs: DraInputs, obj: str) -> list[DeviceRe
                     obj,
                 )
             exactly = kobj.mapping(r, "exactly")
+            cpu_capacity = _cpu_capacity(exactly, rnamed, where, obj)
             for key, why in _UNSUPPORTED_EXACTLY.items():
-                if exactly.get(key):
+                if exactly.get(key) and not (key == "capacity" and cpu_capacity):
                     raise InvalidInput(where, f"{rnamed}: {why}", obj)
             mode = exactly.get("allocationMode") or "ExactCount"
             if mode != "ExactCount":
@@ -230,6 +246,8 @@ def _claim_requests(pod: kobj.Obj, inputs: DraInputs, obj: str) -> list[DeviceRe
             count = exactly.get("count", 1)
             if not isinstance(count, int) or count < 1:
                 raise InvalidInput(where, f"{rnamed}: count must be a positive integer", obj)
+            if cpu_capacity:
+                count = cpu_capacity  # grouped CPU mode: CPUs as consumable capacity
             out.append(
                 DeviceRequest(
                     claim=entry,

@@ -17,6 +17,7 @@ import pytest
 from bridge.kube.resources import EVENTS, PODGROUPS
 from bridge.kube.resources import PODS as PODS_RES
 from bridge.sandbox import dra as sandbox_dra
+from bridge.translate.devices import parse_cpuset
 from bridge.wellknown import LABEL_POD_GROUP, slurmjob_annotation
 from scheduler.dra import CLAIM_TEMPLATES, DEVICE_CLASSES, RESOURCE_CLAIMS, RESOURCE_SLICES
 from tests.integration.bridge_harness import NS, Bridge, job_of, pod, running_bridge
@@ -243,6 +244,34 @@ async def test_dra_cpu_claim_names_exactly_the_cpus_of_slurms_core_bitmap(
         assert len(res.cores) == 3
         claim = await extended_claim(b, "c")
         assert devices(claim) == [f"cpudev{core:03d}" for core in res.cores]
+
+
+async def test_grouped_cpu_mode_takes_a_share_pinned_to_slurms_cores(
+    sandbox: SlurmSandbox, tmp_path: Path
+) -> None:
+    async with dra_bridge(sandbox, tmp_path) as b:
+        for n in sandbox.external_nodes:
+            await b.kube.delete(RESOURCE_SLICES, f"{n}-dra-cpu")
+            await b.kube.create(RESOURCE_SLICES, sandbox_dra.cpu_group_slice(n, sandbox.node_cpus))
+        shared = {slurmjob_annotation("exclusive"): "false"}
+        for name in ("g1", "g2"):
+            await b.kube.create(
+                PODS_RES, dra_pod(name, requests={CPU: "3"}, cpu=False, annotations=shared), NS
+            )
+        sets = []
+        for name in ("g1", "g2"):
+            await b.bound(name)
+            (res,) = await b.slurm.get_job_resources(job_of(await b.get_pod(name)))
+            claim = await extended_claim(b, name)
+            (result,) = claim["status"]["allocation"]["devices"]["results"]
+            assert result["device"] == "cpudevmachine"
+            assert result["consumedCapacity"] == {"dra.cpu/cpu": "3"}
+            (cfg,) = claim["status"]["allocation"]["devices"]["config"]
+            cpuset = cfg["opaque"]["parameters"]["cpuConfig"]["cpuset"]
+            assert parse_cpuset(cpuset) == res.cores
+            sets.append((res.node, set(res.cores)))
+        if sets[0][0] == sets[1][0]:
+            assert not sets[0][1] & sets[1][1]
 
 
 async def test_restart_mid_allocation_leaves_no_half_written_claim(

@@ -11,10 +11,12 @@ import pytest
 from bridge.errors import DeviceAllocationError, InvalidInput
 from bridge.translate.devices import (
     DeviceId,
+    Picked,
     SlurmNodeView,
     allocate_pod,
     allocated_node,
     allocation_result,
+    cpuset_text,
     taken_devices,
 )
 from bridge.translate.dra import DraInputs, pod_devices
@@ -55,7 +57,20 @@ def exactly(name: str, cls: str, count: int = 1, **more: Any) -> dict[str, Any]:
 
 
 TEMPLATES = {"two-gpus": {"spec": {"spec": claim_spec(exactly("gpus", "gpu.nvidia.com", 2))}}}
-CLAIMS = {"mine": {"spec": claim_spec(exactly("cpus", "dra.cpu", 4))}}
+CLAIMS = {
+    "mine": {"spec": claim_spec(exactly("cpus", "dra.cpu", 4))},
+    "grouped": {
+        "spec": claim_spec(
+            {
+                "name": "cpus",
+                "exactly": {
+                    "deviceClassName": "dra.cpu",
+                    "capacity": {"requests": {"dra.cpu/cpu": "40"}},
+                },
+            }
+        )
+    },
+}
 CLASSES = {
     "gpu.nvidia.com": {"spec": {"extendedResourceName": "example.com/gpu"}},
     "fpga.example.com": {
@@ -110,6 +125,13 @@ INPUTS = DraInputs(
             {},
             [("c", "cpus")],
             id="user-claim-cpus",
+        ),
+        pytest.param(
+            pod(claims=[{"name": "c", "resourceClaimName": "grouped"}]),
+            40,
+            {},
+            [("c", "cpus")],
+            id="user-claim-grouped-cpu-capacity",
         ),
         pytest.param(pod(ctr(cpu="2")), 0, {}, [], id="no-dra"),
     ],
@@ -265,8 +287,8 @@ def reqs(p: dict[str, Any]) -> Any:
     return pod_devices(p, INPUTS).requests
 
 
-def names(picked: dict[Any, tuple[DeviceId, ...]]) -> dict[Any, list[str]]:
-    return {k: [d.device for d in v] for k, v in picked.items()}
+def names(picked: dict[Any, Picked]) -> dict[Any, list[str]]:
+    return {k: [d.device for d in v.devices] for k, v in picked.items()}
 
 
 KEY = (None, "container-0-request-0")
@@ -301,8 +323,8 @@ def test_two_pods_of_one_job_on_one_node_get_distinct_devices() -> None:
     p = pod(ctr(**{GPU: "1", CPU: "2"}))
     a = allocate_pod("n1", reqs(p), view, slices, taken)
     b = allocate_pod("n1", reqs(p), view, slices, taken)
-    flat_a = {d for v in a.values() for d in v}
-    flat_b = {d for v in b.values() for d in v}
+    flat_a = {d for v in a.values() for d in v.devices}
+    flat_b = {d for v in b.values() for d in v.devices}
     assert not flat_a & flat_b
     assert sorted(d.device for d in flat_a | flat_b) == [
         "cpudev002",
@@ -356,7 +378,7 @@ def test_missing_or_too_few_devices_name_node_and_driver(
 
 
 def test_allocation_result_carries_devices_config_and_node() -> None:
-    picked = {"gpus": [DeviceId("gpu.nvidia.com", "n1", "gpu-1")]}
+    picked = {"gpus": Picked((DeviceId("gpu.nvidia.com", "n1", "gpu-1"),))}
     cfg = {"gpu.nvidia.com": [{"opaque": {"driver": "gpu.nvidia.com", "parameters": {"a": 1}}}]}
     alloc = allocation_result(
         "n1", picked, class_config=cfg, request_classes={"gpus": "gpu.nvidia.com"}
@@ -369,13 +391,66 @@ def test_allocation_result_carries_devices_config_and_node() -> None:
 
 
 def test_a_claim_never_holds_more_than_32_devices() -> None:
-    picked = {"cpus": [DeviceId("dra.cpu", "n1", f"cpudev{i:03d}") for i in range(33)]}
+    picked = {"cpus": Picked(tuple(DeviceId("dra.cpu", "n1", f"cpudev{i:03d}") for i in range(33)))}
     with pytest.raises(DeviceAllocationError, match="at most 32"):
         allocation_result("n1", picked)
 
 
 def test_taken_devices_skips_the_claims_asked_for() -> None:
-    alloc = allocation_result("n1", {"g": [DeviceId("gpu.nvidia.com", "n1", "gpu-0")]})
+    alloc = allocation_result("n1", {"g": Picked((DeviceId("gpu.nvidia.com", "n1", "gpu-0"),))})
     claims = [{"metadata": {"uid": "a"}, "status": {"allocation": alloc}}]
     assert taken_devices(claims) == {DeviceId("gpu.nvidia.com", "n1", "gpu-0")}
     assert taken_devices(claims, skip_uids=["a"]) == set()
+
+
+def grouped_slice(node: str, groups: list[tuple[int, int]]) -> dict[str, Any]:
+    """The DRA CPU driver in grouped mode: (socketID, CPUs) per group device."""
+    return {
+        "spec": {
+            "driver": "dra.cpu",
+            "nodeName": node,
+            "pool": {"name": node},
+            "devices": [
+                {
+                    "name": f"cpudevsocket{sock:03d}",
+                    "allowMultipleAllocations": True,
+                    "attributes": {"dra.cpu/socketID": {"int": sock}},
+                    "capacity": {"dra.cpu/cpu": {"value": str(n)}},
+                }
+                for sock, n in groups
+            ],
+        }
+    }
+
+
+def test_grouped_mode_gives_more_than_32_cpus_as_shares_with_slurms_cpuset() -> None:
+    view = SlurmNodeView(cores=tuple(range(8, 48)), cores_per_socket=32)
+    slices = [grouped_slice("n1", [(0, 32), (1, 32)])]
+    taken: set[DeviceId] = set()
+    got = allocate_pod("n1", reqs(pod(ctr(**{CPU: "40"}))), view, slices, taken)
+    p = got[KEY]
+    assert [d.device for d in p.devices] == ["cpudevsocket000", "cpudevsocket001"]
+    assert p.consumed == (24, 16)
+    assert p.cpuset == tuple(range(8, 48))
+    alloc = allocation_result("n1", {"container-0-request-0": p}, share_seed="uid")
+    results = alloc["devices"]["results"]
+    assert [r["consumedCapacity"] for r in results] == [
+        {"dra.cpu/cpu": "24"},
+        {"dra.cpu/cpu": "16"},
+    ]
+    assert all(r["shareID"] for r in results)
+    (cfg,) = alloc["devices"]["config"]
+    assert cfg["opaque"]["parameters"]["cpuConfig"]["cpuset"] == "8-47"
+    # another pod of the job on the node gets none of these cores
+    claims = [{"metadata": {"uid": "x"}, "status": {"allocation": alloc}}]
+    again = taken_devices(claims)
+    with pytest.raises(DeviceAllocationError, match="leave 0"):
+        allocate_pod("n1", reqs(pod(ctr(**{CPU: "1"}))), view, slices, again)
+
+
+@pytest.mark.parametrize(
+    ("cores", "text"),
+    [((0,), "0"), ((2, 3, 4, 5), "2-5"), ((0, 2, 3, 7), "0,2-3,7")],
+)
+def test_cpuset_text_is_linux_cpuset_format(cores: tuple[int, ...], text: str) -> None:
+    assert cpuset_text(cores) == text
