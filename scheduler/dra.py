@@ -188,12 +188,12 @@ class DraAllocator:
     ) -> int:
         ns = kobj.namespace(pod)
         where = kobj.describe(pod, "Pod")
-        by_uid_claims = {kobj.name(c): c for c in all_claims if kobj.namespace(c) == ns}
+        by_name = {kobj.name(c): c for c in all_claims if kobj.namespace(c) == ns}
         # the claims this pod uses: (claim object or None for the extended one, requests)
         todo: list[tuple[KubeObject | None, str | None, tuple[DeviceRequest, ...]]] = []
         for entry in kobj.sequence(pod, "spec", "resourceClaims"):
             name = self._claim_of(pod, entry)
-            claim = by_uid_claims.get(name)
+            claim = by_name.get(name)
             if claim is None:
                 claim = await self.kube.get(RESOURCE_CLAIMS, name, ns)
             todo.append((claim, str(entry.get("name")), devices.of_claim(str(entry.get("name")))))
@@ -201,16 +201,12 @@ class DraAllocator:
             todo.append((self._extended_claim(pod, all_claims), None, devices.extended))
         # what must be picked: requests of claims not allocated yet
         pick: list[DeviceRequest] = []
-        for claim, _, reqs in todo:
+        for i, (claim, entry, reqs) in enumerate(todo):
+            if claim is not None and (other := allocated_node(claim)) not in (None, node):
+                claim = await self._reclaim(pod, claim, other, node, where)
+                todo[i] = (claim, entry, reqs)
             if claim is None or kobj.get(claim, "status", "allocation") is None:
                 pick += reqs
-            elif (other := allocated_node(claim)) not in (None, node):
-                raise InvalidInput(
-                    "spec.resourceClaims",
-                    f"ResourceClaim {kobj.name(claim)!r} is allocated on node {other}, "
-                    f"but Slurm placed the pod on {node}",
-                    where,
-                )
         picked = allocate_pod(node, pick, view, slices, taken)
         written = 0
         extended: KubeObject | None = None
@@ -228,6 +224,38 @@ class DraAllocator:
         if extended is not None:
             await self._name_extended(pod, extended, devices.extended)
         return written
+
+    async def _reclaim(
+        self, pod: KubeObject, claim: KubeObject, other: str, node: str, where: str
+    ) -> KubeObject:
+        """A claim allocated on another node (an earlier Slurm job of this pod, cancelled
+        before the pod was bound): deallocated when nobody else holds it, so it follows the
+        pod to Slurm's new node; refused when another pod uses it."""
+        others = [
+            r
+            for r in kobj.sequence(claim, "status", "reservedFor")
+            if r.get("uid") != kobj.uid(pod)
+        ]
+        if others:
+            raise InvalidInput(
+                "spec.resourceClaims",
+                f"ResourceClaim {kobj.name(claim)!r} is allocated on node {other} and in use "
+                f"by {others[0].get('name')}, but Slurm placed the pod on {node}",
+                where,
+            )
+        return await self.kube.patch(
+            RESOURCE_CLAIMS,
+            kobj.name(claim),
+            {
+                "metadata": {
+                    "uid": kobj.uid(claim),
+                    "resourceVersion": kobj.text(claim, "metadata", "resourceVersion"),
+                },
+                "status": {"allocation": None, "reservedFor": None},
+            },
+            namespace=kobj.namespace(claim),
+            subresource="status",
+        )
 
     def _extended_claim(self, pod: KubeObject, claims: Sequence[KubeObject]) -> KubeObject | None:
         """The pod's extended-resource claim, if an earlier attempt created it."""

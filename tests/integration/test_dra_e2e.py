@@ -328,3 +328,68 @@ async def test_node_without_slices_gives_a_condition_naming_node_and_driver(
         assert not (await b.get_pod("n"))["spec"].get("nodeName")
         events = await b.kube.list(EVENTS, NS, field_selector="involvedObject.name=n")
         assert any("no ResourceSlice" in e.get("message", "") for e in events.items)
+
+
+async def test_claim_left_on_another_node_by_a_cancelled_job_follows_the_pod(
+    sandbox: SlurmSandbox, tmp_path: Path
+) -> None:
+    async with dra_bridge(sandbox, tmp_path) as b:
+        await b.kube.create(
+            RESOURCE_CLAIMS,
+            {
+                "metadata": {"name": "mine"},
+                "spec": {
+                    "devices": {
+                        "requests": [{"name": "gpu", "exactly": {"deviceClassName": GPU_CLASS}}]
+                    }
+                },
+            },
+            NS,
+        )
+        await b.stop_scheduler()  # the pod exists before its claim is written, as after a cancel
+        p = pod("f", annotations={slurmjob_annotation("exclusive"): "false"})
+        p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "mine"}]
+        created = await b.kube.create(PODS_RES, p, NS)
+        stale = {"resource": "pods", "name": "f", "uid": created["metadata"]["uid"]}
+        await b.kube.patch(
+            RESOURCE_CLAIMS,
+            "mine",
+            {
+                "status": {
+                    "allocation": {
+                        "devices": {
+                            "results": [
+                                {
+                                    "request": "gpu",
+                                    "driver": GPU_CLASS,
+                                    "pool": "gone",
+                                    "device": "gpu-0",
+                                }
+                            ]
+                        },
+                        "nodeSelector": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchFields": [
+                                        {
+                                            "key": "metadata.name",
+                                            "operator": "In",
+                                            "values": ["gone"],
+                                        }
+                                    ]
+                                }
+                            ]
+                        },
+                    },
+                    "reservedFor": [stale],
+                }
+            },
+            namespace=NS,
+            subresource="status",
+        )
+        await b.start_scheduler()
+        node = await b.bound("f")
+        claim = await b.kube.get(RESOURCE_CLAIMS, "mine", NS)
+        (result,) = claim["status"]["allocation"]["devices"]["results"]
+        assert result["pool"] == node
+        assert reserved_for(claim) == ["f"]
