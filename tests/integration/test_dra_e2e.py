@@ -28,6 +28,20 @@ pytestmark = pytest.mark.slurm
 GPU = "deviceclass.resource.kubernetes.io/gpu.nvidia.com"
 CPU = "deviceclass.resource.kubernetes.io/dra.cpu"
 GPU_CLASS = sandbox_dra.GPU_DRIVER
+ONE_GPU = {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": GPU_CLASS}}]}}
+
+
+def allocated(pool: str, device: str, node: str | None = None) -> dict[str, Any]:
+    """A claim status holding ``device`` of ``pool`` (on ``node``), as an allocator writes it."""
+    alloc: dict[str, Any] = {
+        "devices": {
+            "results": [{"request": "gpu", "driver": GPU_CLASS, "pool": pool, "device": device}]
+        }
+    }
+    if node is not None:
+        term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+        alloc["nodeSelector"] = {"nodeSelectorTerms": [term]}
+    return alloc
 
 
 @contextlib.asynccontextmanager
@@ -114,37 +128,11 @@ async def test_gpu_pod_on_an_external_node_gets_a_free_device(
         # gpu-0 of every external node is held by another claim
         for i, n in enumerate(sandbox.external_nodes):
             name = f"held-{i}"
-            await b.kube.create(
-                RESOURCE_CLAIMS,
-                {
-                    "metadata": {"name": name},
-                    "spec": {
-                        "devices": {
-                            "requests": [{"name": "g", "exactly": {"deviceClassName": GPU_CLASS}}]
-                        }
-                    },
-                },
-                NS,
-            )
+            await b.kube.create(RESOURCE_CLAIMS, {"metadata": {"name": name}, "spec": ONE_GPU}, NS)
             await b.kube.patch(
                 RESOURCE_CLAIMS,
                 name,
-                {
-                    "status": {
-                        "allocation": {
-                            "devices": {
-                                "results": [
-                                    {
-                                        "request": "g",
-                                        "driver": GPU_CLASS,
-                                        "pool": n,
-                                        "device": "gpu-0",
-                                    }
-                                ]
-                            }
-                        }
-                    }
-                },
+                {"status": {"allocation": allocated(n, "gpu-0")}},
                 namespace=NS,
                 subresource="status",
             )
@@ -207,13 +195,7 @@ async def test_pod_with_a_user_claim_template_is_allocated(
             CLAIM_TEMPLATES,
             {
                 "metadata": {"name": "one-gpu"},
-                "spec": {
-                    "spec": {
-                        "devices": {
-                            "requests": [{"name": "gpu", "exactly": {"deviceClassName": GPU_CLASS}}]
-                        }
-                    }
-                },
+                "spec": {"spec": ONE_GPU},
             },
             NS,
         )
@@ -338,11 +320,7 @@ async def test_claim_left_on_another_node_by_a_cancelled_job_follows_the_pod(
             RESOURCE_CLAIMS,
             {
                 "metadata": {"name": "mine"},
-                "spec": {
-                    "devices": {
-                        "requests": [{"name": "gpu", "exactly": {"deviceClassName": GPU_CLASS}}]
-                    }
-                },
+                "spec": ONE_GPU,
             },
             NS,
         )
@@ -356,31 +334,7 @@ async def test_claim_left_on_another_node_by_a_cancelled_job_follows_the_pod(
             "mine",
             {
                 "status": {
-                    "allocation": {
-                        "devices": {
-                            "results": [
-                                {
-                                    "request": "gpu",
-                                    "driver": GPU_CLASS,
-                                    "pool": "gone",
-                                    "device": "gpu-0",
-                                }
-                            ]
-                        },
-                        "nodeSelector": {
-                            "nodeSelectorTerms": [
-                                {
-                                    "matchFields": [
-                                        {
-                                            "key": "metadata.name",
-                                            "operator": "In",
-                                            "values": ["gone"],
-                                        }
-                                    ]
-                                }
-                            ]
-                        },
-                    },
+                    "allocation": allocated("gone", "gpu-0", node="gone"),
                     "reservedFor": [stale],
                 }
             },

@@ -4,12 +4,11 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import copy
 from typing import Any
 
 from bridge.sandbox.kubeapi.admit import Writes
+from bridge.sandbox.kubeapi.controllers import ControllerLoop
 from bridge.sandbox.kubeapi.dra import (
     CLAIM_KEY,
     DELETE_PROTECTION,
@@ -32,25 +31,13 @@ def _owned_by(claim: Obj, pod_uid: str) -> bool:
     )
 
 
-class ResourceClaimController:
+class ResourceClaimController(ControllerLoop):
     """kube-controller-manager's resourceclaim controller (see the module docstring)."""
 
-    def __init__(self, api: ObjectApi, writes: Writes, *, retry: float = 0.2) -> None:
-        self.api = api
-        self.writes = writes
-        self.retry = retry
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+    def __init__(
+        self, api: ObjectApi, writes: Writes, *, retry_initial: float = 0.2, retry_max: float = 5.0
+    ) -> None:
+        super().__init__(api, writes, retry_initial=retry_initial, retry_max=retry_max)
 
     def _rd(self, plural: str, group: str = GROUP) -> Any:
         return self.api.resolve(group, "v1", plural)
@@ -216,6 +203,8 @@ class ResourceClaimController:
 
     async def handle(self, ev: StoreEvent) -> bool:
         """One store event (or its retry): the object is read again from the store."""
+        if ev.key not in (POD_KEY, CLAIM_KEY):
+            return True
         md = ev.obj["metadata"]
         ns, uid = md.get("namespace", ""), md.get("uid")
         current = self.api.store.get(ev.key, ns, md.get("name", ""))
@@ -234,25 +223,4 @@ class ResourceClaimController:
         return ok
 
     async def _run(self) -> None:
-        store = self.api.store
-        sub = store.subscribe(None)
-        loop = asyncio.get_running_loop()
-        retry: list[tuple[float, float, StoreEvent]] = []  # (due, delay, event)
-        try:
-            while True:
-                wait = max(min(t for t, _, _ in retry) - loop.time(), 0.0) if retry else None
-                todo: list[tuple[float, StoreEvent]] = []
-                with contextlib.suppress(TimeoutError):
-                    todo.append((self.retry, await asyncio.wait_for(sub.queue.get(), wait)))
-                while not sub.queue.empty():
-                    todo.append((self.retry, sub.queue.get_nowait()))
-                now = loop.time()
-                todo += [(min(d * 2, 5.0), e) for t, d, e in retry if t <= now]
-                retry = [r for r in retry if r[0] > now]
-                for d, ev in todo:
-                    if ev.key not in (POD_KEY, CLAIM_KEY):
-                        continue
-                    if not await self.handle(ev):
-                        retry.append((loop.time() + d, d, ev))
-        finally:
-            store.unsubscribe(sub)
+        await self._event_loop()
