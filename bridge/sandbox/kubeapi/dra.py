@@ -292,3 +292,44 @@ def validate_pod_claims(pod: Obj) -> None:
                         f'Not found: "{(ref or {}).get("name")}": must be one of the pod\'s '
                         "spec.resourceClaims",
                     )
+
+
+def validate_pod_status(pod: Obj) -> None:
+    """``status.resourceClaimStatuses`` (each names a pod claim) and
+    ``status.extendedResourceClaimStatus`` (a claim name and request mappings naming the
+    pod's containers), as kube-apiserver validates a pods/status write."""
+    name = str(pod["metadata"].get("name", ""))
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    claims = {c.get("name") for c in spec.get("resourceClaims") or []}
+    for i, st in enumerate(status.get("resourceClaimStatuses") or []):
+        if (st or {}).get("name") not in claims:
+            raise invalid(
+                "Pod",
+                name,
+                f"status.resourceClaimStatuses[{i}].name",
+                f'Invalid value: "{(st or {}).get("name")}": must match the name of an entry '
+                "in `spec.resourceClaims`",
+            )
+    ext = status.get("extendedResourceClaimStatus")
+    if ext is None:
+        return
+    where = "status.extendedResourceClaimStatus"
+    if not ext.get("resourceClaimName"):
+        raise invalid("Pod", name, f"{where}.resourceClaimName", "Required value")
+    mappings = ext.get("requestMappings") or []
+    if not mappings:
+        raise invalid("Pod", name, f"{where}.requestMappings", "Required value")
+    containers = {
+        c.get("name") for f in ("initContainers", "containers") for c in spec.get(f) or []
+    }
+    for i, m in enumerate(mappings):
+        for f in ("containerName", "resourceName", "requestName"):
+            if not (m or {}).get(f):
+                raise invalid("Pod", name, f"{where}.requestMappings[{i}].{f}", "Required value")
+        if m["containerName"] not in containers:
+            raise invalid(
+                "Pod",
+                name,
+                f"{where}.requestMappings[{i}].containerName",
+                f'Invalid value: "{m["containerName"]}": must match the name of a container',
+            )

@@ -584,6 +584,8 @@ class ObjectApi:
             admission.validate_lease(new)
         if rd.group == dra.GROUP:
             dra.check_update(rd.key, old, new, subresource)
+        if rd.key == POD_KEY and subresource == "status":
+            dra.validate_pod_status(new)
         if rd.key in _WEBHOOK_KEYS:
             validate_configuration(new, mutating=rd.key == _WEBHOOK_KEYS[0])
         if rd.custom:

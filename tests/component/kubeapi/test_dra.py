@@ -312,3 +312,41 @@ async def test_shared_claim_is_released_but_kept_when_its_pod_ends(srv: SandboxA
         return not (claim.get("status") or {})
 
     await eventually(released)
+
+
+async def test_pod_status_names_its_extended_resource_claim_with_request_mappings(
+    srv: SandboxApiServer,
+) -> None:
+    await call(srv, "POST", "/api/v1/namespaces/default/pods", pod_body("p"))
+    merge = "application/merge-patch+json"
+    path = "/api/v1/namespaces/default/pods/p/status"
+    good = {
+        "resourceClaimName": "p-extended-resources-abcde",
+        "requestMappings": [
+            {
+                "containerName": "main",
+                "resourceName": "deviceclass.resource.kubernetes.io/gpu.nvidia.com",
+                "requestName": "container-0-request-0",
+            }
+        ],
+    }
+    status, pod = await call(
+        srv, "PATCH", path, {"status": {"extendedResourceClaimStatus": good}}, content_type=merge
+    )
+    assert status == 200
+    assert pod["status"]["extendedResourceClaimStatus"] == good
+    bad = {**good, "requestMappings": [{**good["requestMappings"][0], "containerName": "x"}]}
+    status, body = await call(
+        srv, "PATCH", path, {"status": {"extendedResourceClaimStatus": bad}}, content_type=merge
+    )
+    assert status == 422
+    assert "requestMappings[0].containerName" in body["message"]
+    status, body = await call(
+        srv,
+        "PATCH",
+        path,
+        {"status": {"resourceClaimStatuses": [{"name": "nope", "resourceClaimName": "c"}]}},
+        content_type=merge,
+    )
+    assert status == 422
+    assert "status.resourceClaimStatuses[0].name" in body["message"]
