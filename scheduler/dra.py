@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from bridge.errors import InvalidInput, KubeConflict
+from bridge.errors import InvalidInput, KubeConflict, KubeNotFound
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import KubeObject, Resource
 from bridge.slurm.client import SlurmClient
@@ -102,11 +102,14 @@ class DraAllocator:
         if not wanting:
             return None
         namespaces = sorted({kobj.namespace(p) for p in wanting})
-        lists = await asyncio.gather(
-            self.kube.list(DEVICE_CLASSES),
-            *(self.kube.list(RESOURCE_CLAIMS, ns) for ns in namespaces),
-            *(self.kube.list(CLAIM_TEMPLATES, ns) for ns in namespaces),
-        )
+        try:
+            lists = await asyncio.gather(
+                self.kube.list(DEVICE_CLASSES),
+                *(self.kube.list(RESOURCE_CLAIMS, ns) for ns in namespaces),
+                *(self.kube.list(CLAIM_TEMPLATES, ns) for ns in namespaces),
+            )
+        except KubeNotFound:  # no resource.k8s.io/v1 (Kubernetes < 1.34): nothing to read
+            return DraInputs(device_class_gres=self.device_class_gres)
         classes, rest = lists[0], lists[1:]
         claims = [o for lst in rest[: len(namespaces)] for o in lst.items]
         templates = [o for lst in rest[len(namespaces) :] for o in lst.items]
