@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from decimal import Decimal
 from typing import Any
 
 from bridge.errors import InvalidInput, KubeConflict, KubeNotFound
@@ -41,7 +40,7 @@ from bridge.translate.dra import (
     PodDevices,
     pod_devices,
 )
-from bridge.translate.resources import BUILTIN_GRES, pod_resources
+from bridge.translate.resources import BUILTIN_GRES
 
 DEVICE_CLASSES = Resource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False)
 RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False)
@@ -132,8 +131,7 @@ class DraAllocator:
             return 0
         wanted: list[tuple[KubeObject, str, PodDevices]] = []
         for pod, node in plan:
-            own = pod_resources(pod, self.gres_mapping)
-            devices = pod_devices(pod, inputs, Decimal(own.cpus))
+            devices = pod_devices(pod, inputs)
             if devices.requests:
                 wanted.append((pod, node, devices))
         if not wanted:

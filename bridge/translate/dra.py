@@ -20,7 +20,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal
 
 from bridge.errors import InvalidInput
 from bridge.translate import kobj
@@ -261,17 +260,9 @@ def _claim_requests(pod: kobj.Obj, inputs: DraInputs, obj: str) -> list[DeviceRe
     return out
 
 
-def pod_devices(pod: kobj.Obj, inputs: DraInputs, native_cpus: Decimal = Decimal(0)) -> PodDevices:
-    """A pod's DRA requests; raises InvalidInput naming the claim, request and reason.
-    ``native_cpus`` is the pod's ``cpu`` request: CPUs of the DRA CPU driver replace it in
-    Slurm's count, so the two cannot be combined (the claim must name exactly Slurm's cores)."""
+def pod_devices(pod: kobj.Obj, inputs: DraInputs) -> PodDevices:
+    """A pod's DRA requests; raises InvalidInput naming the claim, request and reason."""
     obj = kobj.describe(pod, "Pod")
-    requests = _extended_requests(pod, inputs, obj) + _claim_requests(pod, inputs, obj)
-    if native_cpus > 0 and any(r.is_cpu for r in requests):
-        raise InvalidInput(
-            "spec.containers[*].resources.requests.cpu",
-            f"a {DRA_CPU} device request and a cpu request cannot be combined: Slurm "
-            f"allocates the {DRA_CPU} CPUs as the pod's cores",
-            obj,
-        )
-    return PodDevices(tuple(requests))
+    return PodDevices(
+        tuple(_extended_requests(pod, inputs, obj) + _claim_requests(pod, inputs, obj))
+    )

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 from bridge.errors import InvalidInput
@@ -141,16 +140,18 @@ def _max_resources(resources: Iterable[PodResources]) -> PodResources:
 
 
 def with_devices(pod: Obj, own: PodResources, dra: DraInputs | None) -> PodResources:
-    """A pod's needs plus its DRA requests (CPUs of ``dra.cpu``, GRES of the others)."""
+    """A pod's needs plus its DRA requests: GRES of the device classes are added; the CPUs
+    of ``dra.cpu`` are the larger of them and the pod's ``cpu`` request (the DRA CPU
+    driver asks pods to repeat the claim's CPUs in ``resources.requests.cpu``)."""
     if dra is None:
         return own
-    devices = pod_devices(pod, dra, Decimal(own.cpus))
+    devices = pod_devices(pod, dra)
     if not devices.requests:
         return own
     gres = dict(own.gres)
     for name, n in devices.gres.items():
         gres[name] = gres.get(name, 0) + n
-    return PodResources(cpus=own.cpus + devices.cpus, memory_mib=own.memory_mib, gres=gres)
+    return PodResources(cpus=max(own.cpus, devices.cpus), memory_mib=own.memory_mib, gres=gres)
 
 
 def translate_group(

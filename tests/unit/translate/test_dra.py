@@ -3,7 +3,6 @@ and the allocation of Slurm's devices onto a node's ResourceSlices."""
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -21,7 +20,6 @@ from bridge.translate.devices import (
 )
 from bridge.translate.dra import DraInputs, pod_devices
 from bridge.translate.job import translate_group
-from bridge.translate.resources import pod_resources
 from bridge.translate.settings import TranslateSettings
 
 GRES = {"gpu.nvidia.com": "gpu"}
@@ -184,11 +182,6 @@ def test_device_class_driver_comes_from_its_cel_selector() -> None:
             ['pod claim "g"', "constraints"],
             id="constraints",
         ),
-        pytest.param(
-            pod(ctr(cpu="1", **{CPU: "2"})),
-            ["dra.cpu", "cannot be combined"],
-            id="dra-cpu-with-native-cpu",
-        ),
     ],
 )
 def test_what_slurm_cannot_express_is_refused_naming_claim_request_and_reason(
@@ -232,11 +225,22 @@ def test_what_slurm_cannot_express_is_refused_naming_claim_request_and_reason(
         },
     }
     inputs = DraInputs(classes=CLASSES, templates=templates, device_class_gres=GRES)
-    native = Decimal(pod_resources(p, {}).cpus)
     with pytest.raises(InvalidInput) as e:
-        pod_devices(p, inputs, native)
+        pod_devices(p, inputs)
     for w in words:
         assert w in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("native", "dra", "cpus"),
+    [("", "3", 3), ("3", "3", 3), ("4", "3", 4), ("2", "3", 3)],
+)
+def test_slurm_cpus_are_the_larger_of_dra_cpus_and_the_cpu_request(
+    native: str, dra: str, cpus: int
+) -> None:
+    requests = {CPU: dra, **({"cpu": native} if native else {})}
+    spec = translate_group([pod(ctr(**requests))], None, [], TranslateSettings(), dra=INPUTS)
+    assert spec.cpus_per_task == cpus  # type: ignore[union-attr]
 
 
 def test_group_job_asks_slurm_for_the_dra_gres_and_cpus() -> None:
