@@ -15,7 +15,7 @@ deallocates and (generated claims) deletes them when the pod ends.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from bridge.errors import InvalidInput, KubeConflict, KubeNotFound
@@ -151,6 +151,9 @@ class DraAllocator:
         slices = {n: lst.items for n, lst in zip(nodes, slice_lists, strict=True)}
         all_claims = (await self.kube.list(RESOURCE_CLAIMS)).items
         taken = taken_devices(all_claims)
+        # claims by (namespace, name), kept current as they are written (a claim two pods
+        # of the group share is allocated once, then only reserved for the second)
+        known = {(kobj.namespace(c), kobj.name(c)): c for c in all_claims}
         written = 0
         for pod, node, devices in wanted:
             written += await self._allocate_pod(
@@ -160,7 +163,7 @@ class DraAllocator:
                 inputs,
                 views.get(node, SlurmNodeView()),
                 slices[node],
-                all_claims,
+                known,
                 taken,
             )
         return written
@@ -184,22 +187,21 @@ class DraAllocator:
         inputs: DraInputs,
         view: SlurmNodeView,
         slices: Sequence[KubeObject],
-        all_claims: Sequence[KubeObject],
+        known: dict[tuple[str, str], KubeObject],
         taken: set[DeviceId],
     ) -> int:
         ns = kobj.namespace(pod)
         where = kobj.describe(pod, "Pod")
-        by_name = {kobj.name(c): c for c in all_claims if kobj.namespace(c) == ns}
         # the claims this pod uses: (claim object or None for the extended one, requests)
         todo: list[tuple[KubeObject | None, str | None, tuple[DeviceRequest, ...]]] = []
         for entry in kobj.sequence(pod, "spec", "resourceClaims"):
             name = self._claim_of(pod, entry)
-            claim = by_name.get(name)
+            claim = known.get((ns, name))
             if claim is None:
                 claim = await self.kube.get(RESOURCE_CLAIMS, name, ns)
             todo.append((claim, str(entry.get("name")), devices.of_claim(str(entry.get("name")))))
         if devices.extended:
-            todo.append((self._extended_claim(pod, all_claims), None, devices.extended))
+            todo.append((self._extended_claim(pod, known.values()), None, devices.extended))
         # what must be picked: requests of claims not allocated yet
         pick: list[DeviceRequest] = []
         for i, (claim, entry, reqs) in enumerate(todo):
@@ -218,8 +220,11 @@ class DraAllocator:
                 claim = await self.kube.add_finalizer(
                     RESOURCE_CLAIMS, kobj.name(claim), DELETE_PROTECTION, ns
                 )
-            if await self._write_status(pod, node, claim, reqs, picked, inputs):
+            updated = await self._write_status(pod, node, claim, reqs, picked, inputs)
+            if updated is not None:
+                claim = updated
                 written += 1
+            known[(ns, kobj.name(claim))] = claim
             if entry is None:
                 extended = claim
         if extended is not None:
@@ -258,7 +263,7 @@ class DraAllocator:
             subresource="status",
         )
 
-    def _extended_claim(self, pod: KubeObject, claims: Sequence[KubeObject]) -> KubeObject | None:
+    def _extended_claim(self, pod: KubeObject, claims: Iterable[KubeObject]) -> KubeObject | None:
         """The pod's extended-resource claim, if an earlier attempt created it."""
         uid = kobj.uid(pod)
         for c in claims:
@@ -315,16 +320,17 @@ class DraAllocator:
         reqs: Sequence[DeviceRequest],
         picked: Mapping[tuple[str | None, str], Picked],
         inputs: DraInputs,
-    ) -> bool:
+    ) -> KubeObject | None:
         """One status write: allocation (when not yet) and the pod in reservedFor, with the
-        read resourceVersion (a concurrent change is read again, up to 3 times)."""
+        read resourceVersion (a concurrent change is read again, up to 3 times); the
+        written claim, None when nothing needed writing."""
         for attempt in range(3):
             status = kobj.mapping(claim, "status")
             reserved = list(kobj.sequence(claim, "status", "reservedFor"))
             if status.get("allocation") is not None and any(
                 r.get("uid") == kobj.uid(pod) for r in reserved
             ):
-                return False
+                return None
             new: dict[str, Any] = {"reservedFor": [*reserved, _pod_ref(pod)]}
             if status.get("allocation") is None:
                 new["allocation"] = allocation_result(
@@ -347,7 +353,7 @@ class DraAllocator:
                     kobj.describe(pod, "Pod"),
                 )
             try:
-                await self.kube.patch(
+                return await self.kube.patch(
                     RESOURCE_CLAIMS,
                     kobj.name(claim),
                     {
@@ -360,14 +366,13 @@ class DraAllocator:
                     namespace=kobj.namespace(claim),
                     subresource="status",
                 )
-                return True
             except KubeConflict:
                 if attempt == 2:
                     raise
                 claim = await self.kube.get(
                     RESOURCE_CLAIMS, kobj.name(claim), kobj.namespace(claim)
                 )
-        return False
+        return None
 
     async def _name_extended(
         self, pod: KubeObject, claim: KubeObject, reqs: Sequence[DeviceRequest]

@@ -262,10 +262,9 @@ async def test_restart_mid_allocation_leaves_no_half_written_claim(
     async with dra_bridge(sandbox, tmp_path) as b:
         stuck = asyncio.Event()
 
-        async def crash(*_: Any, **__: Any) -> bool:
+        async def crash(*_: Any, **__: Any) -> None:
             stuck.set()  # the claim exists; its status is never written by this scheduler
             await asyncio.Event().wait()
-            return False
 
         b.sched.dra._write_status = crash  # type: ignore[method-assign]
         await b.kube.create(PODS_RES, dra_pod("r", requests={GPU: "1"}), NS)
@@ -347,3 +346,35 @@ async def test_claim_left_on_another_node_by_a_cancelled_job_follows_the_pod(
         (result,) = claim["status"]["allocation"]["devices"]["results"]
         assert result["pool"] == node
         assert reserved_for(claim) == ["f"]
+
+
+async def test_a_claim_two_pods_of_a_gang_share_is_allocated_once_and_reserved_for_both(
+    sandbox: SlurmSandbox, tmp_path: Path
+) -> None:
+    async with dra_bridge(sandbox, tmp_path) as b:
+        await b.kube.create(RESOURCE_CLAIMS, {"metadata": {"name": "shared"}, "spec": ONE_GPU}, NS)
+        await b.kube.create(
+            PODGROUPS,
+            {
+                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {
+                    "name": "sh",
+                    "annotations": {
+                        slurmjob_annotation("exclusive"): "false",
+                        slurmjob_annotation("max-nodes"): "1",
+                    },
+                },
+                "spec": {"minMember": 2},
+            },
+            NS,
+        )
+        for i in range(2):
+            p = pod(f"sh-{i}", labels={LABEL_POD_GROUP: "sh"})
+            p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "shared"}]
+            await b.kube.create(PODS_RES, p, NS)
+        nodes = {await b.bound(f"sh-{i}") for i in range(2)}
+        claim = await b.kube.get(RESOURCE_CLAIMS, "shared", NS)
+        (result,) = claim["status"]["allocation"]["devices"]["results"]
+        assert {result["pool"]} == nodes
+        assert sorted(reserved_for(claim)) == ["sh-0", "sh-1"]
