@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 
+from bridge.errors import SlurmError
 from bridge.kube.resources import EVENTS, PODGROUPS
 from bridge.kube.resources import PODS as PODS_RES
+from bridge.models import JobSpec
 from bridge.sandbox import dra as sandbox_dra
 from bridge.translate.devices import parse_cpuset
 from bridge.wellknown import LABEL_POD_GROUP, slurmjob_annotation
@@ -97,28 +99,50 @@ async def test_gpu_pod_gets_slurms_index_on_a_slurmd_node(
     sandbox: SlurmSandbox, tmp_path: Path
 ) -> None:
     async with dra_bridge(sandbox, tmp_path) as b:
-        # a Slurm batch job holds GPU 0 of one node: the pod's GPU there is not gpu-0
-        await b.kube.create(
-            PODS_RES,
-            dra_pod(
-                "g",
-                requests={GPU: "1"},
-                annotations={slurmjob_annotation("partition"): sandbox.batch_partition},
-            ),
-            NS,
-        )
-        node = await b.bound("g")
-        assert node in sandbox.slurmd_nodes
-        job = job_of(await b.get_pod("g"))
-        (res,) = await b.slurm.get_job_resources(job)
-        (gres,) = res.gres
-        assert gres.indices is not None
-        claim = await extended_claim(b, "g")
-        assert devices(claim) == [f"gpu-{gres.indices[0]}"]
-        assert reserved_for(claim) == ["g"]
-        assert claim["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][
-            0
-        ]["values"] == [node]
+        # Slurm batch jobs (no claims) hold GPU 0 of every slurmd node: Kubernetes sees
+        # gpu-0 free, but Slurm gives the pod index 1, and the claim must say gpu-1.
+        batch: list[int] = []
+        try:
+            for n in sandbox.slurmd_nodes:
+                others = tuple(o for o in sandbox.slurmd_nodes if o != n)
+                spec = JobSpec(
+                    name=f"dra-hold-{n}",
+                    partition=sandbox.batch_partition,
+                    min_nodes=1,
+                    tasks=1,
+                    memory_per_node_mib=500,
+                    exclusive=False,
+                    tres_per_node="gres/gpu:1",
+                    excluded_nodes=others,
+                    external=False,
+                    script="#!/bin/sh\nexec sleep 300\n",
+                )
+                batch.append(await b.slurm.submit(spec))
+
+            async def holding() -> bool:
+                jobs = [await b.slurm.get_job(j) for j in batch]
+                return all(j.state.primary == "RUNNING" for j in jobs)
+
+            await b.wait_for("the batch jobs hold GPU 0", holding)
+            shared = {
+                slurmjob_annotation("partition"): sandbox.batch_partition,
+                slurmjob_annotation("exclusive"): "false",
+            }
+            await b.kube.create(PODS_RES, dra_pod("g", requests={GPU: "1"}, annotations=shared), NS)
+            node = await b.bound("g")
+            assert node in sandbox.slurmd_nodes
+            (res,) = await b.slurm.get_job_resources(job_of(await b.get_pod("g")))
+            (gres,) = res.gres
+            assert gres.indices == (1,)
+            claim = await extended_claim(b, "g")
+            assert devices(claim) == ["gpu-1"]
+            assert reserved_for(claim) == ["g"]
+            terms = claim["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"]
+            assert terms[0]["matchFields"][0]["values"] == [node]
+        finally:
+            for j in batch:
+                with contextlib.suppress(SlurmError):
+                    await b.slurm.cancel(j)
 
 
 async def test_gpu_pod_on_an_external_node_gets_a_free_device(
