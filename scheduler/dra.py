@@ -249,6 +249,11 @@ class DraAllocator:
                 f"by {others[0].get('name')}, but Slurm placed the pod on {node}",
                 where,
             )
+        return await self._patch_status(claim, {"allocation": None, "reservedFor": None})
+
+    async def _patch_status(self, claim: KubeObject, status: dict[str, Any]) -> KubeObject:
+        """A merge patch of the claim's status, conditional on the uid and resourceVersion
+        read (409 when it changed meanwhile)."""
         return await self.kube.patch(
             RESOURCE_CLAIMS,
             kobj.name(claim),
@@ -257,7 +262,7 @@ class DraAllocator:
                     "uid": kobj.uid(claim),
                     "resourceVersion": kobj.text(claim, "metadata", "resourceVersion"),
                 },
-                "status": {"allocation": None, "reservedFor": None},
+                "status": status,
             },
             namespace=kobj.namespace(claim),
             subresource="status",
@@ -353,19 +358,7 @@ class DraAllocator:
                     kobj.describe(pod, "Pod"),
                 )
             try:
-                return await self.kube.patch(
-                    RESOURCE_CLAIMS,
-                    kobj.name(claim),
-                    {
-                        "metadata": {
-                            "uid": kobj.uid(claim),
-                            "resourceVersion": kobj.text(claim, "metadata", "resourceVersion"),
-                        },
-                        "status": new,
-                    },
-                    namespace=kobj.namespace(claim),
-                    subresource="status",
-                )
+                return await self._patch_status(claim, new)
             except KubeConflict:
                 if attempt == 2:
                     raise
