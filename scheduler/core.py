@@ -626,6 +626,7 @@ class Scheduler:
         """The pods' ResourceClaims allocated before binding; False (said and requeued)
         when they cannot be yet."""
         pods = [p for p, _ in plan]
+        t0 = time.monotonic()
         try:
             n = await self.dra.allocate(job_id, plan, self._to_kube())
         except ClaimsNotReady as e:
@@ -637,7 +638,8 @@ class Scheduler:
             self.queue.add_after(g.ref.key, self._reject_delay(g.ref.key))
             return False
         if n:
-            log.info("claims_allocated", job_id=job_id, claims=n)
+            seconds = round(time.monotonic() - t0, 4)
+            log.info("claims_allocated", job_id=job_id, claims=n, seconds=seconds)
         return True
 
     async def _bind_one(self, pod: KubeObject, node: str, g: GroupState) -> None:
