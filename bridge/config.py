@@ -79,6 +79,10 @@ class SchedulerSettings(_Section):
     jobset_grouping: Literal["jobset", "replicatedJob"] = "jobset"
     # Extended resource name -> Slurm GRES name, on top of nvidia.com/gpu and amd.com/gpu.
     gres_mapping: dict[str, str] = Field(default_factory=dict)
+    # DRA: DeviceClass name -> Slurm GRES name, for the extended-resource form
+    # (deviceclass.resource.kubernetes.io/<class>), DeviceClasses with extendedResourceName,
+    # and users' ResourceClaims. "dra.cpu" always means CPUs.
+    device_class_gres: dict[str, str] = Field(default_factory=lambda: {"gpu.nvidia.com": "gpu"})
     # Map a pod's PriorityClass value onto the Slurm job priority.
     priority_from_priority_class: bool = False
     # Parallel workers for submit/bind; different groups proceed in parallel.

@@ -7,6 +7,7 @@ Slurm error numbers, never by message text.
     BridgeError
     +-- ConfigError              bad configuration: names the key and the reason
     +-- InvalidInput             bad user input (annotation, quantity, field): names it
+    +-- DeviceAllocationError    DRA: a node's ResourceSlices do not hold what Slurm allocated
     +-- CelError                 a CEL expression does not compile or fails to evaluate
     +-- SlurmError               talking to slurmrestd
     |   +-- SlurmUnauthorized    401/403/511, or Slurm auth error numbers
@@ -60,6 +61,17 @@ class InvalidInput(BridgeError):
         self.obj = obj
         where = f"{obj}: " if obj else ""
         super().__init__(f"{where}{field}: {reason}")
+
+
+class DeviceAllocationError(BridgeError):
+    """The devices Slurm allocated on a node cannot be matched to its ResourceSlices (no
+    slice of the driver, too few free devices, an index no device has)."""
+
+    def __init__(self, node: str, driver: str, reason: str) -> None:
+        self.node = node
+        self.driver = driver
+        self.reason = reason
+        super().__init__(f"node {node}, driver {driver}: {reason}")
 
 
 class CelError(BridgeError):

@@ -29,6 +29,7 @@ from bridge.clock import Clock
 from bridge.config import BridgeConfig
 from bridge.errors import (
     BridgeError,
+    DeviceAllocationError,
     InvalidInput,
     KubeError,
     KubeNotFound,
@@ -82,6 +83,7 @@ from scheduler.decide import (
     shape_of,
     start_how,
 )
+from scheduler.dra import ClaimsNotReady, DraAllocator
 from scheduler.metrics import SchedulerMetrics
 from scheduler.outage import SlurmReachability
 from scheduler.poller import JobPoller
@@ -208,6 +210,12 @@ class Scheduler:
             clock, base_backoff=0.05, max_backoff=cfg.scheduler.reject_backoff_max_seconds
         )
         self.poller = JobPoller(slurm, self._on_job_change)
+        self.dra = DraAllocator(
+            kube,
+            slurm,
+            device_class_gres=cfg.scheduler.device_class_gres,
+            gres_mapping=cfg.scheduler.gres_mapping,
+        )
         self.pods: dict[str, KubeObject] = {}  # unbound managed pods, by ns/name
         self.pod_group: dict[str, str] = {}  # pod key -> group key
         self.groups: dict[str, GroupState] = {}
@@ -420,7 +428,12 @@ class Scheduler:
         gid: GroupId | None = None
         try:
             result = translate_group(
-                pods, gobj, self.nodes.values(), self.settings, owners=self.owners
+                pods,
+                gobj,
+                self.nodes.values(),
+                self.settings,
+                owners=self.owners,
+                dra=await self.dra.inputs(pods),
             )
             if isinstance(result, Waiting):
                 gid = result.group
@@ -745,6 +758,9 @@ class Scheduler:
         by_key = {pod_key(p): p for p in pods}
         # Phase 1: every pod carries its node before any is bound (restart-safe).
         await asyncio.gather(*(self._link(by_key[a.pod], job.job_id, a.node) for a in plan))
+        # Phase 1b: DRA claims allocated to the devices Slurm picked (restart-safe).
+        if not await self._allocate_claims(g, job.job_id, [(by_key[a.pod], a.node) for a in plan]):
+            return
         # Phase 2: bind.
         results = await asyncio.gather(
             *(self._bind_one(by_key[a.pod], a.node, g) for a in plan), return_exceptions=True
@@ -756,6 +772,28 @@ class Scheduler:
         else:
             self.queue.forget(g.ref.key)
             log.info("group_bound", job_id=job.job_id, pods=len(plan))
+
+    async def _allocate_claims(
+        self, g: GroupState, job_id: int, plan: list[tuple[KubeObject, str]]
+    ) -> bool:
+        """The pods' ResourceClaims allocated before binding; False (said and requeued)
+        when they cannot be yet."""
+        pods = [p for p, _ in plan]
+        t0 = time.monotonic()
+        try:
+            n = await self.dra.allocate(job_id, plan, self._to_kube())
+        except ClaimsNotReady as e:
+            await self._say(pods, REASON_UNSCHEDULABLE, str(e))
+            self.queue.add_after(g.ref.key, 0.5)
+            return False
+        except (DeviceAllocationError, InvalidInput) as e:
+            await self._say(pods, REASON_SCHEDULER_ERROR, f"DRA: {e}", warning=True)
+            self.queue.add_after(g.ref.key, self._reject_delay(g.ref.key))
+            return False
+        if n:
+            seconds = round(time.monotonic() - t0, 4)
+            log.info("claims_allocated", job_id=job_id, claims=n, seconds=seconds)
+        return True
 
     async def _bind_one(self, pod: KubeObject, node: str, g: GroupState) -> None:
         meta = _meta(pod)

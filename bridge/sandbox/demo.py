@@ -57,7 +57,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from bridge.sandbox import chart_webhooks, standin, workloads
+from bridge.sandbox import chart_webhooks, dra, standin, workloads
 from bridge.sandbox.kubeapi import cli as kubeapi_cli
 from bridge.sandbox.slurm import parse_env_file
 from bridge.slurm.hostlist import expand as expand_hostlist
@@ -477,6 +477,14 @@ class Demo:
         self.register_webhooks(admission_port, ca_pem)
         ns_doc = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
         self.apply(text=_j(ns_doc))
+        self.step("DRA: the GPU and CPU drivers' DeviceClasses and ResourceSlices (docs/dra.md)")
+        slices = dra.node_slices(
+            env.nodes,
+            cpus=int(env.slurm.get("SLURM_NODE_CPUS", "8")),
+            gpus=int(env.slurm.get("SLURM_NODE_GPUS", "0")),
+        )
+        items = [*dra.device_classes(), *slices]
+        self.apply(text=yaml.safe_dump_all(items))
 
         self.step("the scheduler, the controller, and the Job/JobSet/LWS controllers' stand-in")
         self.start_component("scheduler")

@@ -58,6 +58,7 @@ from bridge.slurm.models import (
     AllocationRefused,
     JobList,
     JobStateItem,
+    NodeResources,
     PingResult,
     SlurmJob,
     SlurmNode,
@@ -355,6 +356,16 @@ class SlurmClient:
         if not jobs:
             raise SlurmNotFound(f"job_get: job {job_id} not found", endpoint="job_get")
         return jobs[0]
+
+    async def get_job_resources(self, job_id: int) -> tuple[NodeResources, ...]:
+        """What Slurm allocated to a running job, per node: core bitmap and GRES indices
+        (``GET /resources/{job_id}``; v0.0.43 has no such endpoint: v0.0.44's is used)."""
+        c = await self.codec()
+        path = c.path(f"resources/{int(job_id)}")
+        if c.version == "v0.0.43":
+            path = codec_for("v0.0.44").path(f"resources/{int(job_id)}")
+        resp = await self._call("GET", path, endpoint="resources_get", idempotent=True)
+        return c.decode_resources(resp.body)
 
     async def list_jobs(self, update_since: datetime | None = None) -> JobList:
         """``GET /jobs/``; with ``update_since``, nothing at all when no job changed since

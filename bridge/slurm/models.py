@@ -289,3 +289,25 @@ class PingResult(_Frozen):
     primary: bool = False
     status: str = ""
     latency_us: int | None = None
+
+
+class GresAllocation(_Frozen):
+    """One GRES of a job on one node (``GET /resources/{job_id}``): ``indices`` are the
+    device indices Slurm picked, ``None`` where Slurm only counts (nodes without slurmd,
+    ``State=EXTERNAL``, whose device files slurmctld never learns)."""
+
+    name: str
+    type: str = ""
+    count: int = 0
+    indices: tuple[int, ...] | None = None
+
+
+class NodeResources(_Frozen):
+    """What a job holds on one node: the cores of Slurm's ``core_bitmap`` (index =
+    socket * cores_per_socket + core) and its GRES."""
+
+    node: str
+    cores: tuple[int, ...] = ()
+    sockets_per_node: int | None = None
+    cores_per_socket: int | None = None
+    gres: tuple[GresAllocation, ...] = ()

@@ -19,6 +19,7 @@ from bridge.translate.annotations import (
     annotation_key,
     parse_slurmjob_annotations,
 )
+from bridge.translate.dra import DraInputs, pod_devices
 from bridge.translate.grouping import GroupRef, expected_size, group_of, order_pods
 from bridge.translate.identity import admin_comment, human_comment
 from bridge.translate.placement import excluded_nodes
@@ -138,6 +139,21 @@ def _max_resources(resources: Iterable[PodResources]) -> PodResources:
     return PodResources(cpus=cpus, memory_mib=mem, gres=gres)
 
 
+def with_devices(pod: Obj, own: PodResources, dra: DraInputs | None) -> PodResources:
+    """A pod's needs plus its DRA requests: GRES of the device classes are added; the CPUs
+    of ``dra.cpu`` are the larger of them and the pod's ``cpu`` request (the DRA CPU
+    driver asks pods to repeat the claim's CPUs in ``resources.requests.cpu``)."""
+    if dra is None:
+        return own
+    devices = pod_devices(pod, dra)
+    if not devices.requests:
+        return own
+    gres = dict(own.gres)
+    for name, n in devices.gres.items():
+        gres[name] = gres.get(name, 0) + n
+    return PodResources(cpus=max(own.cpus, devices.cpus), memory_mib=own.memory_mib, gres=gres)
+
+
 def translate_group(
     pods: Sequence[Obj],
     group_object: Obj | None,
@@ -145,13 +161,16 @@ def translate_group(
     settings: TranslateSettings,
     *,
     owners: Mapping[str, Obj] | None = None,
+    dra: DraInputs | None = None,
 ) -> JobSpec | Waiting:
     """One Slurm placeholder job for a group of pods, or :class:`Waiting` when the group
     is not complete. Raises InvalidInput naming the object, field and reason.
 
     ``group_object`` is the object the group comes from (PodGroup, LWS, JobSet, or Job),
     None for a plain pod; ``nodes`` the current Kubernetes nodes (for excluded_nodes);
-    ``owners`` (uid -> object) any further owner objects the caller has read.
+    ``owners`` (uid -> object) any further owner objects the caller has read; ``dra``
+    the DeviceClasses, claims and templates a pod's DRA requests name (see
+    :mod:`bridge.translate.dra`): their CPUs and GRES join the pod's own.
     """
     if not pods:
         raise InvalidInput("pods", "a group needs at least one pod")
@@ -166,7 +185,9 @@ def translate_group(
         return Waiting(group=group, have=len(pods), want=size)
     ordered = order_pods(ref, group_object, pods)
     opts = _options(ordered, group_object)
-    need = _max_resources(pod_resources(p, settings.gres_mapping) for p in ordered)
+    need = _max_resources(
+        with_devices(p, pod_resources(p, settings.gres_mapping), dra) for p in ordered
+    )
     cpus = opts.cpu_per_task or max(1, need.cpus)
     memory = opts.mem_per_node_mib or need.memory_mib or None
     gres_override = _gres_annotation(opts.gres) if opts.gres else None

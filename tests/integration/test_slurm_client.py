@@ -112,6 +112,34 @@ async def test_cpu_memory_and_gpu_requests_are_honoured(
     assert any("gpu" in g and "CNT:1" in g for g in job.gres_detail), job.gres_detail
 
 
+@pytest.mark.parametrize("slurmd", [False, True], ids=["external-node", "slurmd-node"])
+async def test_job_resources_give_core_bitmap_and_gres_indices_only_where_slurmd_runs(
+    slurm: SlurmClient, sandbox: SlurmSandbox, track_jobs: Track, slurmd: bool
+) -> None:
+    partition = sandbox.batch_partition if slurmd else sandbox.partition
+    spec = ext_spec(
+        sandbox,
+        "it-layout",
+        partition=partition,
+        exclusive=False,
+        cpus_per_task=3,
+        tres_per_node="gres/gpu:1",
+    )
+    job_id = track_jobs(await slurm.submit(spec))
+    job = await wait_job(slurm, job_id, running, "RUNNING")
+    (res,) = await slurm.get_job_resources(job_id)
+    assert res.node == job.nodes[0]
+    assert len(res.cores) == 3
+    assert all(0 <= c < sandbox.node_cpus for c in res.cores)
+    (gres,) = res.gres
+    assert (gres.name, gres.count) == ("gpu", 1)
+    if slurmd:
+        assert gres.indices is not None
+        assert len(gres.indices) == 1
+    else:
+        assert gres.indices is None  # Slurm counts GPUs on external nodes, never picks them
+
+
 async def test_job_pends_on_a_full_partition_with_reason_resources(
     slurm: SlurmClient, sandbox: SlurmSandbox, track_jobs: Track
 ) -> None:

@@ -322,3 +322,51 @@ def test_refused_allocation_record_table(
         admin_comment='{"uid":"u"}',
     )
     assert job.refused_allocation is refused
+
+
+@pytest.mark.parametrize(
+    ("raw", "cores"),
+    [
+        pytest.param("0xC0", (6, 7), id="hex"),
+        pytest.param("0x1", (0,), id="hex-one"),
+        pytest.param("0-2,5", (0, 1, 2, 5), id="index-list"),
+        pytest.param("", (), id="empty"),
+    ],
+)
+def test_core_bitmap_decodes_to_core_indices(raw: str, cores: tuple[int, ...]) -> None:
+    body = {"nodes": [{"node": "n", "core_bitmap": raw, "gres": []}]}
+    (res,) = codec_for("v0.0.45").decode_resources(body)
+    assert res.cores == cores
+
+
+@pytest.mark.parametrize(
+    ("index", "want"),
+    [
+        pytest.param("0", (0,), id="one"),
+        pytest.param("0-1", (0, 1), id="range"),
+        pytest.param("0,2-3", (0, 2, 3), id="list"),
+        pytest.param(None, None, id="external-node-counts-only"),
+    ],
+)
+def test_gres_index_decodes_to_indices_or_none(index: str | None, want: Any) -> None:
+    # as measured on the sandbox: slurmd node "index": "0-1", external node "index": null
+    body = {
+        "nodes": [
+            {
+                "node": "n",
+                "core_bitmap": "0x1",
+                "sockets_per_node": 8,
+                "cores_per_socket": 1,
+                "gres": [{"name": "gpu", "type": "", "count": 2, "index": index}],
+            }
+        ]
+    }
+    (res,) = codec_for("v0.0.45").decode_resources(body)
+    assert res.gres[0].indices == want
+    assert res.sockets_per_node == 8
+
+
+def test_bad_gres_index_is_invalid_input() -> None:
+    body = {"nodes": [{"node": "n", "gres": [{"name": "gpu", "count": 1, "index": "x"}]}]}
+    with pytest.raises(InvalidInput, match="index"):
+        codec_for("v0.0.45").decode_resources(body)

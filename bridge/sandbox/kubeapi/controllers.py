@@ -105,7 +105,7 @@ def namespace_conditions(
     return out
 
 
-class _Loop:
+class ControllerLoop:
     """A background task driven by store events and retries with back-off."""
 
     def __init__(
@@ -131,8 +131,36 @@ class _Loop:
     async def _run(self) -> None:
         raise NotImplementedError
 
+    async def handle(self, ev: StoreEvent) -> bool:
+        """One store event; False to have it retried with back-off."""
+        raise NotImplementedError
 
-class NamespaceController(_Loop):
+    async def _event_loop(self) -> None:
+        """Every store event to :meth:`handle`; failures retried, the delay doubling from
+        ``retry_initial`` up to ``retry_max``."""
+        store = self.api.store
+        sub = store.subscribe(None)
+        loop = asyncio.get_running_loop()
+        retry: list[tuple[float, float, StoreEvent]] = []  # (due, delay, event)
+        try:
+            while True:
+                wait = max(min(t for t, _, _ in retry) - loop.time(), 0.0) if retry else None
+                todo: list[tuple[float, StoreEvent]] = []
+                with contextlib.suppress(TimeoutError):
+                    todo.append((self.retry_initial, await asyncio.wait_for(sub.queue.get(), wait)))
+                while not sub.queue.empty():
+                    todo.append((self.retry_initial, sub.queue.get_nowait()))
+                now = loop.time()
+                todo += [(min(d * 2, self.retry_max), e) for t, d, e in retry if t <= now]
+                retry = [r for r in retry if r[0] > now]
+                for d, ev in todo:
+                    if not await self.handle(ev):
+                        retry.append((loop.time() + d, d, ev))
+        finally:
+            store.unsubscribe(sub)
+
+
+class NamespaceController(ControllerLoop):
     def _namespaced(self) -> list[ResourceDef]:
         """One served version of every namespaced resource."""
         return list({d.key: d for d in self.api.registry.all() if d.namespaced}.values())
@@ -236,7 +264,7 @@ class NamespaceController(_Loop):
             due[ns] = min(due[ns], now)
 
 
-class GarbageCollector(_Loop):
+class GarbageCollector(ControllerLoop):
     def _owner_alive(self, ref: Obj, namespace: str) -> bool:
         rd = self.api.registry.by_kind(str(ref.get("apiVersion", "")), str(ref.get("kind", "")))
         if rd is None:
@@ -376,23 +404,4 @@ class GarbageCollector(_Loop):
         return True
 
     async def _run(self) -> None:
-        store = self.api.store
-        sub = store.subscribe(None)
-        loop = asyncio.get_running_loop()
-        retry: list[tuple[float, float, StoreEvent]] = []  # (due, delay, event)
-        try:
-            while True:
-                wait = max(min(t for t, _, _ in retry) - loop.time(), 0.0) if retry else None
-                todo: list[tuple[float, StoreEvent]] = []
-                with contextlib.suppress(TimeoutError):
-                    todo.append((self.retry_initial, await asyncio.wait_for(sub.queue.get(), wait)))
-                while not sub.queue.empty():
-                    todo.append((self.retry_initial, sub.queue.get_nowait()))
-                now = loop.time()
-                todo += [(min(d * 2, self.retry_max), e) for t, d, e in retry if t <= now]
-                retry = [r for r in retry if r[0] > now]
-                for d, ev in todo:
-                    if not await self.handle(ev):
-                        retry.append((loop.time() + d, d, ev))
-        finally:
-            store.unsubscribe(sub)
+        await self._event_loop()

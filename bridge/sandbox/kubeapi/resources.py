@@ -214,6 +214,20 @@ BUILTINS: tuple[ResourceDef, ...] = (
         categories=("all",),
         return_deleted=True,
     ),
+    # resource.k8s.io/v1 (Dynamic Resource Allocation, GA in 1.34)
+    ResourceDef("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False),
+    ResourceDef(
+        "resource.k8s.io",
+        "v1",
+        "resourceslices",
+        "ResourceSlice",
+        False,
+        fields=_META_FIELDS | {"spec.nodeName", "spec.driver"},
+    ),
+    ResourceDef(
+        "resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True, subresources=("status",)
+    ),
+    ResourceDef("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True),
     ResourceDef(
         "admissionregistration.k8s.io",
         "v1",

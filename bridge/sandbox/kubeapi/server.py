@@ -15,6 +15,7 @@ from aiohttp import web
 
 from bridge.clock import Clock, SystemClock
 from bridge.sandbox.kubeapi.admit import Writes
+from bridge.sandbox.kubeapi.claimcontroller import ResourceClaimController
 from bridge.sandbox.kubeapi.controllers import GarbageCollector, NamespaceController
 from bridge.sandbox.kubeapi.handlers import Handlers
 from bridge.sandbox.kubeapi.hooks import Fault, Faults, RequestLog
@@ -95,6 +96,7 @@ class SandboxApiServer:
         self.writes = Writes(self.api, self.webhooks)
         self.namespace_controller = NamespaceController(self.api, self.writes)
         self.garbage_collector = GarbageCollector(self.api, self.writes)
+        self.resourceclaim_controller = ResourceClaimController(self.api, self.writes)
         self.kubelet = FakeKubelet(self.api, self.writes)
         self.tokens = Tokens()
         self._initial_nodes = tuple(nodes)
@@ -136,6 +138,7 @@ class SandboxApiServer:
             self.port = sockets[0].getsockname()[1]
         self.namespace_controller.start()
         self.garbage_collector.start()
+        self.resourceclaim_controller.start()
         if self._kubelet_on:
             self.kubelet.start()
 
@@ -155,6 +158,7 @@ class SandboxApiServer:
         await self.kubelet.stop()
         await self.namespace_controller.stop()
         await self.garbage_collector.stop()
+        await self.resourceclaim_controller.stop()
         await self.webhooks.close()
         for t in list(self.watch_tasks):
             t.cancel()

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bridge.clock import Clock
-from bridge.sandbox.kubeapi import admission
+from bridge.sandbox.kubeapi import admission, dra
 from bridge.sandbox.kubeapi.errors import (
     ApiError,
     already_exists,
@@ -314,6 +314,7 @@ class ObjectApi:
     def _admit_create(self, rd: ResourceDef, obj: Obj) -> None:
         if rd.key == POD_KEY:
             admission.validate_pod(obj)
+            dra.validate_pod_claims(obj)
             admission.default_pod(obj)
             sa = obj["spec"]["serviceAccountName"]
             ns = obj["metadata"]["namespace"]
@@ -346,6 +347,8 @@ class ObjectApi:
         elif rd.key == CRD_KEY:
             self._validate_crd(obj)
             obj.pop("status", None)
+        elif rd.group == dra.GROUP:
+            dra.admit_create(rd.key, obj)
         elif rd.custom:
             if "status" in rd.subresources:
                 obj.pop("status", None)  # a status subresource: status is not set on create
@@ -579,6 +582,10 @@ class ObjectApi:
                 )
         if rd.key == ("coordination.k8s.io", "leases"):
             admission.validate_lease(new)
+        if rd.group == dra.GROUP:
+            dra.check_update(rd.key, old, new, subresource)
+        if rd.key == POD_KEY and subresource == "status":
+            dra.validate_pod_status(new)
         if rd.key in _WEBHOOK_KEYS:
             validate_configuration(new, mutating=rd.key == _WEBHOOK_KEYS[0])
         if rd.custom:

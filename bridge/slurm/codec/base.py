@@ -29,9 +29,11 @@ from bridge.slurm.models import (
     AllocatedNode,
     CancelStatus,
     ExitCode,
+    GresAllocation,
     JobList,
     JobState,
     JobStateItem,
+    NodeResources,
     PingResult,
     SlurmJob,
     SlurmMessage,
@@ -71,6 +73,30 @@ def num(value: Any) -> int | None:
 def timestamp(value: Any) -> datetime | None:
     n = num(value)
     return datetime.fromtimestamp(n, tz=UTC) if n else None
+
+
+def index_list(raw: str) -> tuple[int, ...]:
+    """Slurm's index lists: ``0``, ``0-2``, ``0,2-3`` -> sorted indices."""
+    out: set[int] = set()
+    for part in raw.replace(" ", "").split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            raise InvalidInput("index", f"not a Slurm index list: {raw!r}", "GRES allocation")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return tuple(sorted(out))
+
+
+def bitmap_bits(raw: str) -> tuple[int, ...]:
+    """A Slurm bitmap as set bit positions: hex (``0xC0`` -> 6, 7) or an index list."""
+    raw = raw.strip()
+    if not raw:
+        return ()
+    if raw.lower().startswith("0x"):
+        value = int(raw, 16)
+        return tuple(i for i in range(value.bit_length()) if value >> i & 1)
+    return index_list(raw)
 
 
 def _s(value: Any) -> str:
@@ -299,6 +325,38 @@ class Codec:
                     name=_s(a.get("name")),
                     cpus=num(cpus.get("count")) if isinstance(cpus, Mapping) else num(cpus),
                     memory_mib=num(mem.get("allocated")) if isinstance(mem, Mapping) else None,
+                )
+            )
+        return tuple(out)
+
+    def decode_resources(self, body: Any) -> tuple[NodeResources, ...]:
+        """``GET /resources/{job_id}``: per node, the core bitmap and the GRES (indices
+        when Slurm picked devices, None when it only counted them)."""
+        b = _require_mapping(body, "resources")
+        out = []
+        for n in b.get("nodes") or ():
+            if not isinstance(n, Mapping):
+                continue
+            gres = []
+            for g in n.get("gres") or ():
+                if not isinstance(g, Mapping):
+                    continue
+                raw = g.get("index")
+                gres.append(
+                    GresAllocation(
+                        name=_s(g.get("name")),
+                        type=_s(g.get("type")),
+                        count=num(g.get("count")) or 0,
+                        indices=None if raw in (None, "") else index_list(str(raw)),
+                    )
+                )
+            out.append(
+                NodeResources(
+                    node=_s(n.get("node")),
+                    cores=bitmap_bits(_s(n.get("core_bitmap"))),
+                    sockets_per_node=num(n.get("sockets_per_node")),
+                    cores_per_socket=num(n.get("cores_per_socket")),
+                    gres=tuple(gres),
                 )
             )
         return tuple(out)

@@ -45,6 +45,11 @@ EXPECTED_RULES: dict[str, dict[tuple[str, str], frozenset[str]]] = {
         ("jobset.x-k8s.io", "jobsets"): READ,
         ("leaderworkerset.x-k8s.io", "leaderworkersets"): READ,
         ("batch", "jobs"): READ,
+        ("resource.k8s.io", "deviceclasses"): READ,
+        ("resource.k8s.io", "resourceslices"): READ,
+        ("resource.k8s.io", "resourceclaimtemplates"): READ,
+        ("resource.k8s.io", "resourceclaims"): READ | {"create", "patch", "update"},
+        ("resource.k8s.io", "resourceclaims/status"): frozenset({"patch", "update"}),
     },
     "controller": {
         ("", "pods"): READ | {"patch", "update", "delete"},

@@ -1,0 +1,268 @@
+"""A pod's Dynamic Resource Allocation requests, in Slurm's terms (pure).
+
+Three forms are understood:
+
+- the extended-resource form: a container asks for ``deviceclass.resource.kubernetes.io/
+  <class>: N``, or for the ``spec.extendedResourceName`` of a DeviceClass;
+- user-authored claims: ``spec.resourceClaims[]`` naming a ResourceClaim
+  (``resourceClaimName``) or a ResourceClaimTemplate (``resourceClaimTemplateName``), whose
+  requests name a DeviceClass.
+
+The class ``dra.cpu`` (the DRA CPU driver) means CPUs; any other class needs a Slurm GRES
+name in ``scheduler.deviceClassGres`` (``{gpu.nvidia.com: gpu}`` by default). Whatever Slurm
+cannot be asked for (``firstAvailable``, ``allocationMode: All``, CEL selectors,
+constraints, admin access, capacity requests, an unknown class) is refused with the claim,
+the request and the reason named.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from bridge.errors import InvalidInput
+from bridge.translate import kobj
+from bridge.translate.quantity import whole_count
+
+DRA_CPU = "dra.cpu"
+EXTENDED_PREFIX = "deviceclass.resource.kubernetes.io/"
+# annotation of the claim the scheduler generates for the extended-resource form
+EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
+
+_DRIVER_SELECTOR = re.compile(r"""device\.driver\s*==\s*["']([^"']+)["']""")
+
+
+@dataclass(frozen=True)
+class DeviceRequest:
+    """One request the bridge must allocate devices for.
+
+    ``claim`` is the pod's claim entry (``spec.resourceClaims[].name``), None for the
+    extended-resource form (one generated claim per pod, one request per container and
+    resource: ``container-<i>-request-<j>``, ``i`` counting init containers first)."""
+
+    claim: str | None
+    request: str
+    device_class: str
+    driver: str
+    gres: str | None  # Slurm GRES name; None: CPUs (dra.cpu)
+    count: int
+    container: str = ""
+    resource: str = ""
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.gres is None
+
+
+@dataclass(frozen=True)
+class DraInputs:
+    """What the translation reads besides the pod: DeviceClasses by name, the pod
+    namespace's ResourceClaims and ResourceClaimTemplates by name, and the config map."""
+
+    classes: Mapping[str, kobj.Obj] = field(default_factory=dict)
+    claims: Mapping[str, kobj.Obj] = field(default_factory=dict)
+    templates: Mapping[str, kobj.Obj] = field(default_factory=dict)
+    device_class_gres: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PodDevices:
+    """A pod's device requests; ``cpus`` and ``gres`` are what Slurm must allocate."""
+
+    requests: tuple[DeviceRequest, ...] = ()
+
+    @property
+    def cpus(self) -> int:
+        return sum(r.count for r in self.requests if r.is_cpu)
+
+    @property
+    def gres(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.requests:
+            if r.gres is not None:
+                out[r.gres] = out.get(r.gres, 0) + r.count
+        return out
+
+    @property
+    def extended(self) -> tuple[DeviceRequest, ...]:
+        return tuple(r for r in self.requests if r.claim is None)
+
+    def of_claim(self, claim: str) -> tuple[DeviceRequest, ...]:
+        return tuple(r for r in self.requests if r.claim == claim)
+
+
+def class_driver(name: str, device_class: kobj.Obj | None) -> str:
+    """The driver a DeviceClass selects (its CEL ``device.driver == "..."``), else the
+    class's own name (``gpu.nvidia.com`` and ``dra.cpu`` name their drivers)."""
+    for sel in kobj.sequence(device_class, "spec", "selectors"):
+        m = _DRIVER_SELECTOR.search(kobj.text(sel, "cel", "expression"))
+        if m:
+            return m.group(1)
+    return name
+
+
+def _gres_of(cls: str, inputs: DraInputs) -> str | None:
+    return None if cls == DRA_CPU else inputs.device_class_gres.get(cls)
+
+
+def _extended_names(inputs: DraInputs) -> dict[str, str]:
+    """Extended resource name -> DeviceClass (the classes' ``spec.extendedResourceName``)."""
+    out = {}
+    for name, obj in inputs.classes.items():
+        ext = kobj.text(obj, "spec", "extendedResourceName")
+        if ext:
+            out[ext] = name
+    return out
+
+
+def _extended_requests(pod: kobj.Obj, inputs: DraInputs, obj: str) -> list[DeviceRequest]:
+    by_name = _extended_names(inputs)
+    out: list[DeviceRequest] = []
+    containers = [("initContainers", c) for c in kobj.sequence(pod, "spec", "initContainers")]
+    containers += [("containers", c) for c in kobj.sequence(pod, "spec", "containers")]
+    for i, (kind, c) in enumerate(containers):
+        pos = sum(1 for k, _ in containers[:i] if k == kind)
+        amounts: dict[str, int] = {}
+        for which in ("requests", "limits"):
+            for resource, raw in kobj.mapping(c, "resources", which).items():
+                cls = (
+                    resource[len(EXTENDED_PREFIX) :]
+                    if resource.startswith(EXTENDED_PREFIX)
+                    else by_name.get(resource)
+                )
+                if cls is None:
+                    continue
+                path = f"spec.{kind}[{pos}].resources.{which}.{resource}"
+                n = whole_count(str(raw), field=path, obj=obj)
+                amounts[resource] = max(amounts.get(resource, 0), n)
+        for j, (resource, n) in enumerate(sorted(amounts.items())):
+            if n == 0:
+                continue
+            cls = (
+                resource[len(EXTENDED_PREFIX) :]
+                if resource.startswith(EXTENDED_PREFIX)
+                else by_name[resource]
+            )
+            gres = _gres_of(cls, inputs)
+            if cls != DRA_CPU and gres is None:
+                raise InvalidInput(
+                    f"spec.{kind}[{pos}].resources.requests.{resource}",
+                    f"DeviceClass {cls!r} has no Slurm GRES: add it to scheduler.deviceClassGres",
+                    obj,
+                )
+            out.append(
+                DeviceRequest(
+                    claim=None,
+                    request=f"container-{i}-request-{j}",
+                    device_class=cls,
+                    driver=class_driver(cls, inputs.classes.get(cls)),
+                    gres=gres,
+                    count=n,
+                    container=kobj.text(c, "name"),
+                    resource=resource,
+                )
+            )
+    return out
+
+
+_UNSUPPORTED_EXACTLY = {
+    "selectors": "CEL selectors cannot be expressed to Slurm",
+    "adminAccess": "admin access is not supported by the bridge",
+    "capacity": "capacity requests cannot be expressed to Slurm",
+    "tolerations": "device tolerations are not supported by the bridge",
+}
+
+
+def _cpu_capacity(exactly: Mapping[str, object], rnamed: str, where: str, obj: str) -> int:
+    """The CPUs a ``dra.cpu`` request asks for as capacity (the DRA CPU driver's grouped
+    mode: ``capacity.requests["dra.cpu/cpu"]``), 0 when it asks for none."""
+    if exactly.get("deviceClassName") != DRA_CPU:
+        return 0
+    reqs = kobj.mapping(exactly, "capacity", "requests")
+    if not reqs:
+        return 0
+    if set(reqs) != {f"{DRA_CPU}/cpu"}:
+        raise InvalidInput(
+            where, f"{rnamed}: only the capacity {DRA_CPU}/cpu can be expressed to Slurm", obj
+        )
+    return whole_count(str(reqs[f"{DRA_CPU}/cpu"]), field=where, obj=obj)
+
+
+def _claim_requests(pod: kobj.Obj, inputs: DraInputs, obj: str) -> list[DeviceRequest]:
+    out: list[DeviceRequest] = []
+    for i, pc in enumerate(kobj.sequence(pod, "spec", "resourceClaims")):
+        entry = kobj.text(pc, "name")
+        where = f"spec.resourceClaims[{i}]"
+        claim_name = kobj.text(pc, "resourceClaimName")
+        template_name = kobj.text(pc, "resourceClaimTemplateName")
+        if claim_name:
+            source = f"ResourceClaim {claim_name!r}"
+            found = inputs.claims.get(claim_name)
+            spec = kobj.get(found, "spec")
+        else:
+            source = f"ResourceClaimTemplate {template_name!r}"
+            found = inputs.templates.get(template_name)
+            spec = kobj.get(found, "spec", "spec")
+        if found is None:
+            raise InvalidInput(where, f"{source} not found", obj)
+        named = f'{source} (pod claim "{entry}")'
+        if kobj.sequence(spec, "devices", "constraints"):
+            raise InvalidInput(
+                where, f"{named}: device constraints cannot be expressed to Slurm", obj
+            )
+        for r in kobj.sequence(spec, "devices", "requests"):
+            req = kobj.text(r, "name")
+            rnamed = f'{named}, request "{req}"'
+            if kobj.get(r, "firstAvailable") is not None:
+                raise InvalidInput(
+                    where,
+                    f"{rnamed}: firstAvailable (alternatives) cannot be expressed to Slurm",
+                    obj,
+                )
+            exactly = kobj.mapping(r, "exactly")
+            cpu_capacity = _cpu_capacity(exactly, rnamed, where, obj)
+            for key, why in _UNSUPPORTED_EXACTLY.items():
+                if exactly.get(key) and not (key == "capacity" and cpu_capacity):
+                    raise InvalidInput(where, f"{rnamed}: {why}", obj)
+            mode = exactly.get("allocationMode") or "ExactCount"
+            if mode != "ExactCount":
+                raise InvalidInput(
+                    where,
+                    f"{rnamed}: allocationMode {mode} cannot be expressed to Slurm "
+                    "(only ExactCount)",
+                    obj,
+                )
+            cls = str(exactly.get("deviceClassName") or "")
+            gres = _gres_of(cls, inputs)
+            if cls != DRA_CPU and gres is None:
+                raise InvalidInput(
+                    where,
+                    f"{rnamed}: DeviceClass {cls!r} has no Slurm GRES: add it to "
+                    "scheduler.deviceClassGres",
+                    obj,
+                )
+            count = exactly.get("count", 1)
+            if not isinstance(count, int) or count < 1:
+                raise InvalidInput(where, f"{rnamed}: count must be a positive integer", obj)
+            if cpu_capacity:
+                count = cpu_capacity  # grouped CPU mode: CPUs as consumable capacity
+            out.append(
+                DeviceRequest(
+                    claim=entry,
+                    request=req,
+                    device_class=cls,
+                    driver=class_driver(cls, inputs.classes.get(cls)),
+                    gres=gres,
+                    count=count,
+                )
+            )
+    return out
+
+
+def pod_devices(pod: kobj.Obj, inputs: DraInputs) -> PodDevices:
+    """A pod's DRA requests; raises InvalidInput naming the claim, request and reason."""
+    obj = kobj.describe(pod, "Pod")
+    return PodDevices(
+        tuple(_extended_requests(pod, inputs, obj) + _claim_requests(pod, inputs, obj))
+    )

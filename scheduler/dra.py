@@ -1,0 +1,387 @@
+"""DRA for the scheduler: read what a group's DRA requests name, and allocate the claims
+of bound-to-be pods to the devices Slurm allocated, before binding.
+
+Restart-safe and idempotent: every claim is written whole in one status write
+(``allocation`` and ``reservedFor`` together), so a restart finds a claim either untouched
+or complete; a claim already allocated and reserved for the pod is left as it is; the
+extended-resource claim is found again by its owner and annotation, never created twice.
+The order per pod is: (1) the extended-resource claim exists (created with the finalizer
+``resource.kubernetes.io/delete-protection``; users' claims get it added), (2) each claim's
+status is written, (3) ``pod.status.extendedResourceClaimStatus`` names the claim. Only
+then is the pod bound. kube-controller-manager's resourceclaim controller releases,
+deallocates and (generated claims) deletes them when the pod ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from bridge.errors import InvalidInput, KubeConflict, KubeNotFound
+from bridge.kube.client import KubeClient
+from bridge.kube.resources import KubeObject, Resource
+from bridge.slurm.client import SlurmClient
+from bridge.translate import kobj
+from bridge.translate.devices import (
+    DeviceId,
+    Picked,
+    SlurmNodeView,
+    allocate_pod,
+    allocated_node,
+    allocation_result,
+    taken_devices,
+)
+from bridge.translate.dra import (
+    EXTENDED_CLAIM_ANNOTATION,
+    EXTENDED_PREFIX,
+    DeviceRequest,
+    DraInputs,
+    PodDevices,
+    pod_devices,
+)
+from bridge.translate.resources import BUILTIN_GRES
+
+DEVICE_CLASSES = Resource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False)
+RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False)
+RESOURCE_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True)
+CLAIM_TEMPLATES = Resource(
+    "resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True
+)
+DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
+
+
+class ClaimsNotReady(Exception):
+    """A pod's claim from a template does not exist yet (kube-controller-manager creates
+    it and names it in ``status.resourceClaimStatuses``): try again shortly."""
+
+
+def wants_dra(pod: Mapping[str, Any], gres_mapping: Mapping[str, str]) -> bool:
+    """Whether a pod may have DRA requests (claims, or an extended resource that is not a
+    native or configured one, which a DeviceClass may back)."""
+    if kobj.sequence(pod, "spec", "resourceClaims"):
+        return True
+    known = {**BUILTIN_GRES, **gres_mapping}
+    for kind in ("initContainers", "containers"):
+        for c in kobj.sequence(pod, "spec", kind):
+            for which in ("requests", "limits"):
+                for r in kobj.mapping(c, "resources", which):
+                    if r.startswith(EXTENDED_PREFIX) or (
+                        "/" in r and r not in known and not r.startswith("hugepages-")
+                    ):
+                        return True
+    return False
+
+
+def _by_name(items: Sequence[KubeObject]) -> dict[str, KubeObject]:
+    return {kobj.name(o): o for o in items}
+
+
+def _pod_ref(pod: Mapping[str, Any]) -> dict[str, str]:
+    return {"resource": "pods", "name": kobj.name(pod), "uid": kobj.uid(pod)}
+
+
+class DraAllocator:
+    def __init__(
+        self,
+        kube: KubeClient,
+        slurm: SlurmClient,
+        *,
+        device_class_gres: Mapping[str, str],
+        gres_mapping: Mapping[str, str],
+    ) -> None:
+        self.kube = kube
+        self.slurm = slurm
+        self.device_class_gres = dict(device_class_gres)
+        self.gres_mapping = dict(gres_mapping)
+
+    async def inputs(self, pods: Sequence[KubeObject]) -> DraInputs | None:
+        """What the pods' DRA requests name (None when no pod has any)."""
+        wanting = [p for p in pods if wants_dra(p, self.gres_mapping)]
+        if not wanting:
+            return None
+        namespaces = sorted({kobj.namespace(p) for p in wanting})
+        try:
+            lists = await asyncio.gather(
+                self.kube.list(DEVICE_CLASSES),
+                *(self.kube.list(RESOURCE_CLAIMS, ns) for ns in namespaces),
+                *(self.kube.list(CLAIM_TEMPLATES, ns) for ns in namespaces),
+            )
+        except KubeNotFound:  # no resource.k8s.io/v1 (Kubernetes < 1.34): nothing to read
+            return DraInputs(device_class_gres=self.device_class_gres)
+        classes, rest = lists[0], lists[1:]
+        claims = [o for lst in rest[: len(namespaces)] for o in lst.items]
+        templates = [o for lst in rest[len(namespaces) :] for o in lst.items]
+        # one namespace per group (pods of a group share it)
+        return DraInputs(
+            classes=_by_name(classes.items),
+            claims=_by_name(claims),
+            templates=_by_name(templates),
+            device_class_gres=self.device_class_gres,
+        )
+
+    async def allocate(
+        self, job_id: int, plan: Sequence[tuple[KubeObject, str]], to_kube: Mapping[str, str]
+    ) -> int:
+        """Allocate the claims of ``plan`` (pod, Kubernetes node) from Slurm's allocation
+        of ``job_id``; the number of claims written. Raises DeviceAllocationError (node and
+        driver named), InvalidInput, ClaimsNotReady."""
+        inputs = await self.inputs([p for p, _ in plan])
+        if inputs is None:
+            return 0
+        wanted: list[tuple[KubeObject, str, PodDevices]] = []
+        for pod, node in plan:
+            devices = pod_devices(pod, inputs)
+            if devices.requests:
+                wanted.append((pod, node, devices))
+        if not wanted:
+            return 0
+        resources = await self.slurm.get_job_resources(job_id)
+        views: dict[str, SlurmNodeView] = {}
+        for r in resources:
+            views[to_kube.get(r.node, r.node)] = SlurmNodeView(
+                cores=r.cores,
+                gres={g.name: g.indices for g in r.gres},
+                cores_per_socket=r.cores_per_socket,
+            )
+        nodes = sorted({n for _, n, _ in wanted})
+        slice_lists = await asyncio.gather(
+            *(self.kube.list(RESOURCE_SLICES, field_selector=f"spec.nodeName={n}") for n in nodes)
+        )
+        slices = {n: lst.items for n, lst in zip(nodes, slice_lists, strict=True)}
+        all_claims = (await self.kube.list(RESOURCE_CLAIMS)).items
+        taken = taken_devices(all_claims)
+        # claims by (namespace, name), kept current as they are written (a claim two pods
+        # of the group share is allocated once, then only reserved for the second)
+        known = {(kobj.namespace(c), kobj.name(c)): c for c in all_claims}
+        written = 0
+        for pod, node, devices in wanted:
+            written += await self._allocate_pod(
+                pod,
+                node,
+                devices,
+                inputs,
+                views.get(node, SlurmNodeView()),
+                slices[node],
+                known,
+                taken,
+            )
+        return written
+
+    def _claim_of(self, pod: KubeObject, entry: Mapping[str, Any]) -> str:
+        if entry.get("resourceClaimName"):
+            return str(entry["resourceClaimName"])
+        for st in kobj.sequence(pod, "status", "resourceClaimStatuses"):
+            if kobj.text(st, "name") == entry.get("name") and kobj.text(st, "resourceClaimName"):
+                return kobj.text(st, "resourceClaimName")
+        raise ClaimsNotReady(
+            f"{kobj.describe(pod, 'Pod')}: the claim of spec.resourceClaims "
+            f"{entry.get('name')!r} does not exist yet"
+        )
+
+    async def _allocate_pod(
+        self,
+        pod: KubeObject,
+        node: str,
+        devices: PodDevices,
+        inputs: DraInputs,
+        view: SlurmNodeView,
+        slices: Sequence[KubeObject],
+        known: dict[tuple[str, str], KubeObject],
+        taken: set[DeviceId],
+    ) -> int:
+        ns = kobj.namespace(pod)
+        where = kobj.describe(pod, "Pod")
+        # the claims this pod uses: (claim object or None for the extended one, requests)
+        todo: list[tuple[KubeObject | None, str | None, tuple[DeviceRequest, ...]]] = []
+        for entry in kobj.sequence(pod, "spec", "resourceClaims"):
+            name = self._claim_of(pod, entry)
+            claim = known.get((ns, name))
+            if claim is None:
+                claim = await self.kube.get(RESOURCE_CLAIMS, name, ns)
+            todo.append((claim, str(entry.get("name")), devices.of_claim(str(entry.get("name")))))
+        if devices.extended:
+            todo.append((self._extended_claim(pod, known.values()), None, devices.extended))
+        # what must be picked: requests of claims not allocated yet
+        pick: list[DeviceRequest] = []
+        for i, (claim, entry, reqs) in enumerate(todo):
+            if claim is not None and (other := allocated_node(claim)) not in (None, node):
+                claim = await self._reclaim(pod, claim, other, node, where)
+                todo[i] = (claim, entry, reqs)
+            if claim is None or kobj.get(claim, "status", "allocation") is None:
+                pick += reqs
+        picked = allocate_pod(node, pick, view, slices, taken)
+        written = 0
+        extended: KubeObject | None = None
+        for claim, entry, reqs in todo:
+            if claim is None:
+                claim = await self._create_extended(pod, reqs)
+            elif DELETE_PROTECTION not in (kobj.get(claim, "metadata", "finalizers") or []):
+                claim = await self.kube.add_finalizer(
+                    RESOURCE_CLAIMS, kobj.name(claim), DELETE_PROTECTION, ns
+                )
+            updated = await self._write_status(pod, node, claim, reqs, picked, inputs)
+            if updated is not None:
+                claim = updated
+                written += 1
+            known[(ns, kobj.name(claim))] = claim
+            if entry is None:
+                extended = claim
+        if extended is not None:
+            await self._name_extended(pod, extended, devices.extended)
+        return written
+
+    async def _reclaim(
+        self, pod: KubeObject, claim: KubeObject, other: str, node: str, where: str
+    ) -> KubeObject:
+        """A claim allocated on another node (an earlier Slurm job of this pod, cancelled
+        before the pod was bound): deallocated when nobody else holds it, so it follows the
+        pod to Slurm's new node; refused when another pod uses it."""
+        others = [
+            r
+            for r in kobj.sequence(claim, "status", "reservedFor")
+            if r.get("uid") != kobj.uid(pod)
+        ]
+        if others:
+            raise InvalidInput(
+                "spec.resourceClaims",
+                f"ResourceClaim {kobj.name(claim)!r} is allocated on node {other} and in use "
+                f"by {others[0].get('name')}, but Slurm placed the pod on {node}",
+                where,
+            )
+        return await self._patch_status(claim, {"allocation": None, "reservedFor": None})
+
+    async def _patch_status(self, claim: KubeObject, status: dict[str, Any]) -> KubeObject:
+        """A merge patch of the claim's status, conditional on the uid and resourceVersion
+        read (409 when it changed meanwhile)."""
+        return await self.kube.patch(
+            RESOURCE_CLAIMS,
+            kobj.name(claim),
+            {
+                "metadata": {
+                    "uid": kobj.uid(claim),
+                    "resourceVersion": kobj.text(claim, "metadata", "resourceVersion"),
+                },
+                "status": status,
+            },
+            namespace=kobj.namespace(claim),
+            subresource="status",
+        )
+
+    def _extended_claim(self, pod: KubeObject, claims: Iterable[KubeObject]) -> KubeObject | None:
+        """The pod's extended-resource claim, if an earlier attempt created it."""
+        uid = kobj.uid(pod)
+        for c in claims:
+            if kobj.namespace(c) != kobj.namespace(pod):
+                continue
+            if kobj.annotations(c).get(EXTENDED_CLAIM_ANNOTATION) != "true":
+                continue
+            if any(r.get("uid") == uid for r in kobj.sequence(c, "metadata", "ownerReferences")):
+                return c
+        return None
+
+    async def _create_extended(self, pod: KubeObject, reqs: Sequence[DeviceRequest]) -> KubeObject:
+        body = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {
+                "generateName": f"{kobj.name(pod)[:200]}-extended-resources-",
+                "annotations": {EXTENDED_CLAIM_ANNOTATION: "true"},
+                "finalizers": [DELETE_PROTECTION],
+                "ownerReferences": [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "name": kobj.name(pod),
+                        "uid": kobj.uid(pod),
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": r.request,
+                            "exactly": {
+                                "deviceClassName": r.device_class,
+                                "allocationMode": "ExactCount",
+                                "count": r.count,
+                            },
+                        }
+                        for r in reqs
+                    ]
+                }
+            },
+        }
+        return await self.kube.create(RESOURCE_CLAIMS, body, kobj.namespace(pod))
+
+    async def _write_status(
+        self,
+        pod: KubeObject,
+        node: str,
+        claim: KubeObject,
+        reqs: Sequence[DeviceRequest],
+        picked: Mapping[tuple[str | None, str], Picked],
+        inputs: DraInputs,
+    ) -> KubeObject | None:
+        """One status write: allocation (when not yet) and the pod in reservedFor, with the
+        read resourceVersion (a concurrent change is read again, up to 3 times); the
+        written claim, None when nothing needed writing."""
+        for attempt in range(3):
+            status = kobj.mapping(claim, "status")
+            reserved = list(kobj.sequence(claim, "status", "reservedFor"))
+            if status.get("allocation") is not None and any(
+                r.get("uid") == kobj.uid(pod) for r in reserved
+            ):
+                return None
+            new: dict[str, Any] = {"reservedFor": [*reserved, _pod_ref(pod)]}
+            if status.get("allocation") is None:
+                new["allocation"] = allocation_result(
+                    node,
+                    {r.request: picked[(r.claim, r.request)] for r in reqs},
+                    class_config={
+                        r.device_class: kobj.sequence(
+                            inputs.classes.get(r.device_class), "spec", "config"
+                        )
+                        for r in reqs
+                    },
+                    claim_config=kobj.sequence(claim, "spec", "devices", "config"),
+                    request_classes={r.request: r.device_class for r in reqs},
+                    share_seed=kobj.uid(claim),
+                )
+            elif (other := allocated_node(claim)) not in (None, node):
+                raise InvalidInput(
+                    "spec.resourceClaims",
+                    f"ResourceClaim {kobj.name(claim)!r} is allocated on node {other}",
+                    kobj.describe(pod, "Pod"),
+                )
+            try:
+                return await self._patch_status(claim, new)
+            except KubeConflict:
+                if attempt == 2:
+                    raise
+                claim = await self.kube.get(
+                    RESOURCE_CLAIMS, kobj.name(claim), kobj.namespace(claim)
+                )
+        return None
+
+    async def _name_extended(
+        self, pod: KubeObject, claim: KubeObject, reqs: Sequence[DeviceRequest]
+    ) -> None:
+        want = {
+            "resourceClaimName": kobj.name(claim),
+            "requestMappings": [
+                {"containerName": r.container, "resourceName": r.resource, "requestName": r.request}
+                for r in reqs
+            ],
+        }
+        if kobj.get(pod, "status", "extendedResourceClaimStatus") == want:
+            return
+        await self.kube.patch_pod_status(
+            kobj.namespace(pod),
+            kobj.name(pod),
+            {"status": {"extendedResourceClaimStatus": want}},
+            patch_type="merge",
+        )
