@@ -20,7 +20,7 @@ from typing import Any
 
 from bridge.errors import InvalidInput, KubeConflict, KubeNotFound
 from bridge.kube.client import KubeClient
-from bridge.kube.resources import KubeObject, Resource
+from bridge.kube.resources import RESOURCE_CLAIMS, KubeObject, Resource
 from bridge.slurm.client import SlurmClient
 from bridge.translate import kobj
 from bridge.translate.devices import (
@@ -41,14 +41,14 @@ from bridge.translate.dra import (
     pod_devices,
 )
 from bridge.translate.resources import BUILTIN_GRES
+from bridge.wellknown import CLAIM_DELETE_PROTECTION
 
 DEVICE_CLASSES = Resource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False)
 RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False)
-RESOURCE_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True)
 CLAIM_TEMPLATES = Resource(
     "resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True
 )
-DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
+DELETE_PROTECTION = CLAIM_DELETE_PROTECTION
 
 
 class ClaimsNotReady(Exception):
