@@ -2,7 +2,7 @@
 devices Slurm allocated (GRES index on slurmd-backed nodes, core bitmap for dra.cpu), or
 free devices where Slurm only counts (GPUs on external nodes); gangs on one node get
 distinct devices; users' claim templates are allocated; a restart mid-allocation leaves no
-half-written claim."""
+half-written claim; the bridge's controller releases a finished pod's claims."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from bridge.kube.resources import PODS as PODS_RES
 from bridge.models import JobSpec
 from bridge.sandbox import dra as sandbox_dra
 from bridge.translate.devices import parse_cpuset
-from bridge.wellknown import LABEL_POD_GROUP, slurmjob_annotation
+from bridge.wellknown import CLAIM_DELETE_PROTECTION, LABEL_POD_GROUP, slurmjob_annotation
 from scheduler.dra import CLAIM_TEMPLATES, DEVICE_CLASSES, RESOURCE_CLAIMS, RESOURCE_SLICES
 from tests.integration.bridge_harness import NS, Bridge, job_of, pod, running_bridge
 from tests.integration.conftest import SlurmSandbox
@@ -47,10 +47,10 @@ def allocated(pool: str, device: str, node: str | None = None) -> dict[str, Any]
 
 
 @contextlib.asynccontextmanager
-async def dra_bridge(sandbox: SlurmSandbox, tmp_path: Path) -> AsyncIterator[Bridge]:
+async def dra_bridge(sandbox: SlurmSandbox, tmp_path: Path, **kw: Any) -> AsyncIterator[Bridge]:
     """The bridge, with the slurmd-backed nodes as Kubernetes nodes too, and every node's
-    GPU and CPU ResourceSlices published as the drivers would."""
-    async with running_bridge(sandbox, tmp_path) as b:
+    GPU and CPU ResourceSlices published as the drivers would (``kw``: to running_bridge)."""
+    async with running_bridge(sandbox, tmp_path, **kw) as b:
         for n in sandbox.slurmd_nodes:
             b.api.api.set_node_ready(n)
         await b.sched.refresh_slurm_nodes()
@@ -402,3 +402,38 @@ async def test_a_claim_two_pods_of_a_gang_share_is_allocated_once_and_reserved_f
         (result,) = claim["status"]["allocation"]["devices"]["results"]
         assert {result["pool"]} == nodes
         assert sorted(reserved_for(claim)) == ["sh-0", "sh-1"]
+
+
+async def test_the_bridges_controller_releases_a_finished_pods_claims_without_kcm(
+    sandbox: SlurmSandbox, tmp_path: Path
+) -> None:
+    async with dra_bridge(sandbox, tmp_path, controller=True, resourceclaim_controller=False) as b:
+        await b.kube.create(RESOURCE_CLAIMS, {"metadata": {"name": "mine"}, "spec": ONE_GPU}, NS)
+        p = dra_pod(
+            "done", requests={GPU: "1"}, annotations={slurmjob_annotation("exclusive"): "false"}
+        )
+        p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "mine"}]
+        await b.kube.create(PODS_RES, p, NS)
+        await b.bound("done")
+        extended = await extended_claim(b, "done")
+        mine = await b.kube.get(RESOURCE_CLAIMS, "mine", NS)
+        assert reserved_for(extended) == reserved_for(mine) == ["done"]
+        assert CLAIM_DELETE_PROTECTION in mine["metadata"]["finalizers"]
+        await b.kube.patch_pod_status(
+            NS, "done", {"status": {"phase": "Succeeded"}}, patch_type="merge"
+        )
+
+        async def released() -> bool:
+            claims = {
+                c["metadata"]["name"]: c for c in (await b.kube.list(RESOURCE_CLAIMS, NS)).items
+            }
+            c = claims.get("mine")
+            return (
+                extended["metadata"]["name"] not in claims
+                and c is not None
+                and not c.get("status")
+                and CLAIM_DELETE_PROTECTION not in (c["metadata"].get("finalizers") or [])
+            )
+
+        # no kube-controller-manager stand-in: only the bridge's controller can do it
+        await b.wait_for("the claims released and the generated one deleted", released)
