@@ -8,8 +8,9 @@ extended-resource claim is found again by its owner and annotation, never create
 The order per pod is: (1) the extended-resource claim exists (created with the finalizer
 ``resource.kubernetes.io/delete-protection``; users' claims get it added), (2) each claim's
 status is written, (3) ``pod.status.extendedResourceClaimStatus`` names the claim. Only
-then is the pod bound. kube-controller-manager's resourceclaim controller releases,
-deallocates and (generated claims) deletes them when the pod ends.
+then is the pod bound. When the pod ends the bridge's controller (:mod:`controller.claims`)
+and kube-controller-manager's resourceclaim controller release and deallocate them, and
+delete the generated ones.
 """
 
 from __future__ import annotations
