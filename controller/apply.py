@@ -158,11 +158,16 @@ class Applier:
 
     async def _release_claim(self, a: ReleaseClaim) -> None:
         """Conditional writes (read resourceVersion; a conflict is read again): safe next to
-        kube-controller-manager doing the same."""
+        kube-controller-manager doing the same. As it does, the finalizer goes only when this
+        release deallocated the claim, or the claim is being deleted (never between the
+        scheduler's finalizer and its allocation of another pod)."""
+        cleared = False
 
         def release(claim: KubeObject) -> KubeObject | None:
+            nonlocal cleared
             reserved = list((claim.get("status") or {}).get("reservedFor") or [])
             left = [r for r in reserved if r.get("uid") != a.pod_uid]
+            cleared = not left and len(left) != len(reserved)
             if len(left) == len(reserved):
                 return None  # not (or no longer) a consumer
             status: KubeObject = {"reservedFor": left or None}
@@ -171,9 +176,12 @@ class Applier:
             return {"status": status}
 
         def unprotect(claim: KubeObject) -> KubeObject | None:
-            fins = list((claim.get("metadata") or {}).get("finalizers") or [])
+            md = claim.get("metadata") or {}
+            fins = list(md.get("finalizers") or [])
             allocated = (claim.get("status") or {}).get("allocation") is not None
             if allocated or CLAIM_DELETE_PROTECTION not in fins:
+                return None
+            if not (cleared or md.get("deletionTimestamp")):
                 return None
             return {"metadata": {"finalizers": [f for f in fins if f != CLAIM_DELETE_PROTECTION]}}
 

@@ -88,6 +88,14 @@ async def released(kube: KubeClient, name: str) -> bool:
     )
 
 
+async def gone(kube: KubeClient, name: str) -> bool:
+    try:
+        await kube.get(RESOURCE_CLAIMS, name, NS)
+    except KubeNotFound:
+        return True
+    return False
+
+
 async def test_release_takes_only_the_finished_pod_out_then_the_last_one_deallocates(
     sandbox_kube: KubeClient,
 ) -> None:
@@ -122,11 +130,21 @@ async def test_only_the_pods_own_extended_resource_claim_is_deleted(
         [ReleaseClaim(NS, "b-extended", pods["b"]), DeleteClaim(NS, "b-extended", pods["b"])]
     )
 
-    async def gone() -> bool:
-        try:
-            await kube.get(RESOURCE_CLAIMS, "b-extended", NS)
-        except KubeNotFound:
-            return True
-        return False
+    await eventually(lambda: gone(kube, "b-extended"), within=5, what="extended claim deleted")
 
-    await eventually(gone, within=5, what="extended claim deleted")
+
+async def test_the_finalizer_of_an_unallocated_claim_goes_only_when_it_is_being_deleted(
+    sandbox_kube: KubeClient,
+) -> None:
+    kube = sandbox_kube
+    uid = await running_pod(kube, "a")
+    # the scheduler's in-between state: finalizer added, allocation not written yet
+    for name in ("pending", "deleting"):
+        md = {"name": name, "finalizers": [CLAIM_DELETE_PROTECTION]}
+        await kube.create(RESOURCE_CLAIMS, {"metadata": md, "spec": SPEC}, NS)
+    await kube.delete(RESOURCE_CLAIMS, "deleting", NS)
+    await applier(kube).apply([ReleaseClaim(NS, n, uid) for n in ("pending", "deleting")])
+    claim = await kube.get(RESOURCE_CLAIMS, "pending", NS)
+    assert claim["metadata"]["finalizers"] == [CLAIM_DELETE_PROTECTION]
+
+    await eventually(lambda: gone(kube, "deleting"), within=5, what="deleted claim finalized")
