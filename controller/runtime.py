@@ -306,10 +306,10 @@ class Controller:
             self.cfg.controller.stuck_terminating_grace_seconds,
         )
         await self.applier.apply(actions)
-        gone_uids = {str(meta(p).get("uid")) for p in gone.values()}
-        self.released |= {
-            a.pod_uid for a in actions if isinstance(a, ReleaseClaim | DeleteClaim)
-        } - gone_uids
+        # Remembered for pods that still exist (forgotten with them); a pod deleted
+        # meanwhile is dropped here, after its one more (no-op) plan.
+        planned = {a.pod_uid for a in actions if isinstance(a, ReleaseClaim | DeleteClaim)}
+        self.released = (self.released | planned) - {str(meta(p).get("uid")) for p in gone.values()}
         left = self.deleted.get(job_id, {})
         for k in gone:
             left.pop(k, None)
