@@ -18,6 +18,9 @@ LABEL_JOB_ID = SCHEDULER_PREFIX + "slurm-jobid"
 ANNOTATION_SLURM_NODE = SLINKY + "slurm-node"
 # Pod finalizer: held until the pod's Slurm job has ended, so no allocation leaks.
 FINALIZER = SCHEDULER_PREFIX + "finalizer"
+# ResourceClaim finalizer: held while the claim is allocated (whoever allocates adds it,
+# whoever deallocates removes it), as kube-scheduler and kube-controller-manager do.
+CLAIM_DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
 # Toleration key on managed pods / taint key on bridge nodes (value: the scheduler name).
 MANAGED_NODE_TAINT = SLINKY + "managed-node"
 

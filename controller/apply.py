@@ -11,11 +11,13 @@ from collections.abc import Callable, Sequence
 from bridge.errors import BridgeError, KubeNotFound, SlurmNotFound, SlurmRejected
 from bridge.kube.client import KubeClient
 from bridge.kube.events import EventKind, EventRecorder
-from bridge.kube.resources import PODS, KubeObject
+from bridge.kube.resources import PODS, RESOURCE_CLAIMS, KubeObject
 from bridge.logging import get_logger
 from bridge.slurm.client import NODE_ALREADY_EXISTS, SlurmClient
+from bridge.translate.dra import EXTENDED_CLAIM_ANNOTATION
 from bridge.wellknown import (
     ANNOTATION_CORDONED_BY_BRIDGE,
+    CLAIM_DELETE_PROTECTION,
     CONDITION_SLURM_JOB_ENDED,
     EVENT_EXTERNAL_NODE_NO_GPUS,
     EVENT_EXTERNAL_NODE_PARTITION,
@@ -28,6 +30,7 @@ from controller.model import (
     Action,
     CancelJob,
     CordonNode,
+    DeleteClaim,
     DeletePod,
     DeleteSlurmNode,
     DrainSlurmNode,
@@ -36,6 +39,7 @@ from controller.model import (
     MarkExternalNode,
     NodeWarning,
     RegisterExternalNode,
+    ReleaseClaim,
     RemoveFinalizer,
     ResumeSlurmNode,
     SetPodGroupPhase,
@@ -152,6 +156,52 @@ class Applier:
             f"{a.memory_mib} MiB, {a.gpus} GPUs, partitions {','.join(a.partitions)}",
         )
 
+    async def _release_claim(self, a: ReleaseClaim) -> None:
+        """Conditional writes (read resourceVersion; a conflict is read again): safe next to
+        kube-controller-manager doing the same. As it does, the finalizer goes only when this
+        release deallocated the claim, or the claim is being deleted (never between the
+        scheduler's finalizer and its allocation of another pod)."""
+        cleared = False
+
+        def release(claim: KubeObject) -> KubeObject | None:
+            nonlocal cleared
+            reserved = list((claim.get("status") or {}).get("reservedFor") or [])
+            left = [r for r in reserved if r.get("uid") != a.pod_uid]
+            cleared = not left and len(left) != len(reserved)
+            if len(left) == len(reserved):
+                return None  # not (or no longer) a consumer
+            status: KubeObject = {"reservedFor": left or None}
+            if not left:
+                status["allocation"] = None
+            return {"status": status}
+
+        def unprotect(claim: KubeObject) -> KubeObject | None:
+            md = claim.get("metadata") or {}
+            fins = list(md.get("finalizers") or [])
+            allocated = (claim.get("status") or {}).get("allocation") is not None
+            if allocated or CLAIM_DELETE_PROTECTION not in fins:
+                return None
+            if not (cleared or md.get("deletionTimestamp")):
+                return None
+            return {"metadata": {"finalizers": [f for f in fins if f != CLAIM_DELETE_PROTECTION]}}
+
+        ns = a.namespace
+        claim = await self.kube.modify(
+            RESOURCE_CLAIMS, a.claim, release, namespace=ns, subresource="status"
+        )
+        if unprotect(claim) is not None:
+            await self.kube.modify(RESOURCE_CLAIMS, a.claim, unprotect, namespace=ns)
+
+    async def _delete_claim(self, a: DeleteClaim) -> None:
+        claim = await self.kube.get(RESOURCE_CLAIMS, a.claim, a.namespace)
+        md = claim.get("metadata") or {}
+        ours = (md.get("annotations") or {}).get(EXTENDED_CLAIM_ANNOTATION) == "true" and any(
+            r.get("uid") == a.pod_uid and r.get("controller")
+            for r in md.get("ownerReferences") or []
+        )
+        if ours and not md.get("deletionTimestamp"):
+            await self.kube.delete(RESOURCE_CLAIMS, a.claim, a.namespace, uid=md.get("uid"))
+
     async def _one(self, a: Action) -> None:
         match a:
             case FailPod():
@@ -222,3 +272,7 @@ class Applier:
                 log.info("external_node_deleted", slurm_node=a.slurm_node)
             case NodeWarning():
                 await self._node_event(a.node, "Warning", a.reason, a.message)
+            case ReleaseClaim():
+                await self._release_claim(a)
+            case DeleteClaim():
+                await self._delete_claim(a)

@@ -165,6 +165,26 @@ class NodeWarning:
     message: str
 
 
+@dataclass(frozen=True)
+class ReleaseClaim:
+    """Take a finished pod out of a ResourceClaim's ``status.reservedFor``; with no consumer
+    left, clear ``status.allocation`` and drop the delete-protection finalizer."""
+
+    namespace: str
+    claim: str
+    pod_uid: str
+
+
+@dataclass(frozen=True)
+class DeleteClaim:
+    """Delete the extended-resource claim the bridge generated for a finished pod (only
+    while that pod is its owner)."""
+
+    namespace: str
+    claim: str
+    pod_uid: str
+
+
 Action = (
     FailPod
     | DeletePod
@@ -182,6 +202,8 @@ Action = (
     | JoinPartition
     | DeleteSlurmNode
     | NodeWarning
+    | ReleaseClaim
+    | DeleteClaim
 )
 
 # Metric label per action kind ("drift corrections by kind").
@@ -202,6 +224,8 @@ ACTION_KINDS: Mapping[type, str] = {
     JoinPartition: "external_node_joined_partition",
     DeleteSlurmNode: "external_node_deleted",
     NodeWarning: "node_warning",
+    ReleaseClaim: "claim_released",
+    DeleteClaim: "claim_deleted",
 }
 
 

@@ -24,10 +24,11 @@ from bridge.logging import get_logger
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import SlurmJob, SlurmNode
 from bridge.wellknown import LABEL_JOB_ID
-from controller import dangling, jobs, nodes, pods
+from controller import claims, dangling, jobs, nodes, pods
 from controller.apply import Applier
 from controller.model import (
     UNKNOWN,
+    DeleteClaim,
     DeleteSlurmNode,
     DrainSlurmNode,
     JobKind,
@@ -35,7 +36,9 @@ from controller.model import (
     JoinPartition,
     MarkExternalNode,
     RegisterExternalNode,
+    ReleaseClaim,
     ResumeSlurmNode,
+    meta,
     pod_job_id,
 )
 from controller.queue import WorkQueue
@@ -86,6 +89,9 @@ class Controller:
         self.queue: WorkQueue[Key] = WorkQueue(self.clock)
         self.pods: dict[str, KubeObject] = {}
         self.by_job: dict[int, set[str]] = {}
+        # Pods deleted before their claims were released: job -> key -> last state.
+        self.deleted: dict[int, dict[str, KubeObject]] = {}
+        self.released: set[str] = set()  # uids of existing pods whose claims were released
         self.nodes: dict[str, KubeObject] = {}
         self.slurm_nodes: dict[str, SlurmNode] = {}
         self.slurm_nodes_known = False  # the node list was read at least once
@@ -116,6 +122,13 @@ class Controller:
                 self.queue.add(("job", str(j)))
 
     async def on_pod(self, ev: WatchEvent) -> None:
+        if ev.type == "DELETED":
+            uid = str(meta(ev.object).get("uid") or "")
+            if uid in self.released:
+                self.released.discard(uid)
+            elif (j := pod_job_id(ev.object)) is not None and claims.pod_claims(ev.object)[0]:
+                self.deleted.setdefault(j, {})[ev.key] = ev.object
+                self.queue.add(("job", str(j)))
         self._track(ev.key, None if ev.type == "DELETED" else ev.object)
 
     async def on_node(self, ev: WatchEvent) -> None:
@@ -280,7 +293,10 @@ class Controller:
         keys = self.by_job.get(job_id, set())
         job_pods = [self.pods[k] for k in sorted(keys) if k in self.pods]
         view = self.views.get(job_id, UNKNOWN)
-        actions = jobs.plan(job_id, job_pods, view, self.cfg.controller.job_ended_pod_policy)
+        gone = dict(self.deleted.get(job_id, {}))
+        # Claims first; a failed release never holds up the rest (the key is retried).
+        actions = claims.plan(job_pods, list(gone.values()), self.released)
+        actions += jobs.plan(job_id, job_pods, view, self.cfg.controller.job_ended_pod_policy)
         actions += pods.plan(
             job_id,
             job_pods,
@@ -290,6 +306,15 @@ class Controller:
             self.cfg.controller.stuck_terminating_grace_seconds,
         )
         await self.applier.apply(actions)
+        # Remembered for pods that still exist (forgotten with them); a pod deleted
+        # meanwhile is dropped here, after its one more (no-op) plan.
+        planned = {a.pod_uid for a in actions if isinstance(a, ReleaseClaim | DeleteClaim)}
+        self.released = (self.released | planned) - {str(meta(p).get("uid")) for p in gone.values()}
+        left = self.deleted.get(job_id, {})
+        for k in gone:
+            left.pop(k, None)
+        if not left:
+            self.deleted.pop(job_id, None)
         if not job_pods and view.finished:
             # Nothing left to watch for this job.
             self.by_job.pop(job_id, None)

@@ -8,8 +8,9 @@ extended-resource claim is found again by its owner and annotation, never create
 The order per pod is: (1) the extended-resource claim exists (created with the finalizer
 ``resource.kubernetes.io/delete-protection``; users' claims get it added), (2) each claim's
 status is written, (3) ``pod.status.extendedResourceClaimStatus`` names the claim. Only
-then is the pod bound. kube-controller-manager's resourceclaim controller releases,
-deallocates and (generated claims) deletes them when the pod ends.
+then is the pod bound. When the pod ends the bridge's controller (:mod:`controller.claims`)
+and kube-controller-manager's resourceclaim controller release and deallocate them, and
+delete the generated ones.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 from bridge.errors import InvalidInput, KubeConflict, KubeNotFound
 from bridge.kube.client import KubeClient
-from bridge.kube.resources import KubeObject, Resource
+from bridge.kube.resources import RESOURCE_CLAIMS, KubeObject, Resource
 from bridge.slurm.client import SlurmClient
 from bridge.translate import kobj
 from bridge.translate.devices import (
@@ -41,14 +42,14 @@ from bridge.translate.dra import (
     pod_devices,
 )
 from bridge.translate.resources import BUILTIN_GRES
+from bridge.wellknown import CLAIM_DELETE_PROTECTION
 
 DEVICE_CLASSES = Resource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False)
 RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False)
-RESOURCE_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True)
 CLAIM_TEMPLATES = Resource(
     "resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True
 )
-DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
+DELETE_PROTECTION = CLAIM_DELETE_PROTECTION
 
 
 class ClaimsNotReady(Exception):

@@ -62,6 +62,7 @@ JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", True, Fal
 LEADERWORKERSETS = Resource(
     "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet", True, False
 )
+RESOURCE_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True)
 
 
 def object_key(obj: KubeObject) -> str:

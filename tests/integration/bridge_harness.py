@@ -211,14 +211,20 @@ async def running_bridge(
     *,
     controller: bool = False,
     service_accounts: tuple[str, str] | None = None,
+    resourceclaim_controller: bool = True,
     **over: Any,
 ) -> AsyncIterator[Bridge]:
     """The scheduler (and with ``controller=True`` the workload controller too) against
     one sandbox API server and the real Slurm sandbox. ``over``: config keys to change.
     ``service_accounts``: the (scheduler, controller) usernames they talk to the API server
     as, each with its own token, as in the chart; default: both as the admin, like the
-    test's own client (``Bridge.kube``)."""
-    async with SandboxApiServer(nodes=list(sandbox.external_nodes), kubelet=True) as api:
+    test's own client (``Bridge.kube``). ``resourceclaim_controller=False``: the sandbox
+    does not stand in for kube-controller-manager's resourceclaim controller."""
+    async with SandboxApiServer(
+        nodes=list(sandbox.external_nodes),
+        kubelet=True,
+        resourceclaim_controller=resourceclaim_controller,
+    ) as api:
         kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
         data = sandbox_config_data(
             sandbox,

@@ -2,7 +2,7 @@
 devices Slurm allocated (GRES index on slurmd-backed nodes, core bitmap for dra.cpu), or
 free devices where Slurm only counts (GPUs on external nodes); gangs on one node get
 distinct devices; users' claim templates are allocated; a restart mid-allocation leaves no
-half-written claim."""
+half-written claim; the bridge's controller releases a finished pod's claims."""
 
 from __future__ import annotations
 
@@ -20,7 +20,12 @@ from bridge.kube.resources import PODS as PODS_RES
 from bridge.models import JobSpec
 from bridge.sandbox import dra as sandbox_dra
 from bridge.translate.devices import parse_cpuset
-from bridge.wellknown import LABEL_POD_GROUP, slurmjob_annotation
+from bridge.wellknown import (
+    CLAIM_DELETE_PROTECTION,
+    FINALIZER,
+    LABEL_POD_GROUP,
+    slurmjob_annotation,
+)
 from scheduler.dra import CLAIM_TEMPLATES, DEVICE_CLASSES, RESOURCE_CLAIMS, RESOURCE_SLICES
 from tests.integration.bridge_harness import NS, Bridge, job_of, pod, running_bridge
 from tests.integration.conftest import SlurmSandbox
@@ -47,10 +52,10 @@ def allocated(pool: str, device: str, node: str | None = None) -> dict[str, Any]
 
 
 @contextlib.asynccontextmanager
-async def dra_bridge(sandbox: SlurmSandbox, tmp_path: Path) -> AsyncIterator[Bridge]:
+async def dra_bridge(sandbox: SlurmSandbox, tmp_path: Path, **kw: Any) -> AsyncIterator[Bridge]:
     """The bridge, with the slurmd-backed nodes as Kubernetes nodes too, and every node's
-    GPU and CPU ResourceSlices published as the drivers would."""
-    async with running_bridge(sandbox, tmp_path) as b:
+    GPU and CPU ResourceSlices published as the drivers would (``kw``: to running_bridge)."""
+    async with running_bridge(sandbox, tmp_path, **kw) as b:
         for n in sandbox.slurmd_nodes:
             b.api.api.set_node_ready(n)
         await b.sched.refresh_slurm_nodes()
@@ -402,3 +407,63 @@ async def test_a_claim_two_pods_of_a_gang_share_is_allocated_once_and_reserved_f
         (result,) = claim["status"]["allocation"]["devices"]["results"]
         assert {result["pool"]} == nodes
         assert sorted(reserved_for(claim)) == ["sh-0", "sh-1"]
+
+
+async def pod_with_claim_mine(b: Bridge, name: str, requests: dict[str, str]) -> None:
+    """A pod using the user claim ``mine`` (created here), bound, the claim reserved for it."""
+    await b.kube.create(RESOURCE_CLAIMS, {"metadata": {"name": "mine"}, "spec": ONE_GPU}, NS)
+    p = dra_pod(name, requests=requests, annotations={slurmjob_annotation("exclusive"): "false"})
+    p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "mine"}]
+    await b.kube.create(PODS_RES, p, NS)
+    await b.bound(name)
+    mine = await b.kube.get(RESOURCE_CLAIMS, "mine", NS)
+    assert reserved_for(mine) == [name]
+    assert CLAIM_DELETE_PROTECTION in mine["metadata"]["finalizers"]
+
+
+async def claims_now(b: Bridge) -> dict[str, dict[str, Any]]:
+    return {c["metadata"]["name"]: c for c in (await b.kube.list(RESOURCE_CLAIMS, NS)).items}
+
+
+def released(claim: dict[str, Any] | None) -> bool:
+    """Reserved for nobody, not allocated, no delete-protection finalizer."""
+    return (
+        claim is not None
+        and not claim.get("status")
+        and CLAIM_DELETE_PROTECTION not in (claim["metadata"].get("finalizers") or [])
+    )
+
+
+# The sandbox does not stand in for kube-controller-manager's resourceclaim controller in
+# these two: only the bridge's controller can release the claims.
+async def test_the_bridges_controller_releases_a_finished_pods_claims_without_kcm(
+    sandbox: SlurmSandbox, tmp_path: Path
+) -> None:
+    async with dra_bridge(sandbox, tmp_path, controller=True, resourceclaim_controller=False) as b:
+        await pod_with_claim_mine(b, "done", {GPU: "1"})
+        extended = await extended_claim(b, "done")
+        assert reserved_for(extended) == ["done"]
+        await b.kube.patch_pod_status(
+            NS, "done", {"status": {"phase": "Succeeded"}}, patch_type="merge"
+        )
+
+        async def all_released() -> bool:
+            claims = await claims_now(b)
+            return extended["metadata"]["name"] not in claims and released(claims.get("mine"))
+
+        await b.wait_for("the claims released and the generated one deleted", all_released)
+
+
+async def test_the_bridges_controller_releases_the_claims_of_a_pod_deleted_while_running(
+    sandbox: SlurmSandbox, tmp_path: Path
+) -> None:
+    async with dra_bridge(sandbox, tmp_path, controller=True, resourceclaim_controller=False) as b:
+        await pod_with_claim_mine(b, "vanished", {})
+        # gone at once, never seen terminal: only its last state names the claim
+        await b.kube.remove_finalizer(PODS_RES, "vanished", FINALIZER, NS)
+        await b.kube.delete(PODS_RES, "vanished", NS, grace_period_seconds=0)
+
+        async def mine_released() -> bool:
+            return released((await claims_now(b)).get("mine"))
+
+        await b.wait_for("the deleted pod's claim released", mine_released)

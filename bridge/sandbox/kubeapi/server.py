@@ -75,6 +75,7 @@ class SandboxApiServer:
         tls_key: str | None = None,
         clock: Clock | None = None,
         install_crds: bool = True,
+        resourceclaim_controller: bool = True,
     ) -> None:
         self.host = host
         self.port = port
@@ -102,6 +103,8 @@ class SandboxApiServer:
         self._initial_nodes = tuple(nodes)
         self._kubelet_on = kubelet
         self._install_crds = install_crds
+        # off: nobody stands in for kube-controller-manager's resourceclaim controller
+        self._resourceclaim_controller_on = resourceclaim_controller
         self._runner: web.AppRunner | None = None
         self.watch_tasks: set[asyncio.Task[Any]] = set()  # cancelled on close
 
@@ -138,7 +141,8 @@ class SandboxApiServer:
             self.port = sockets[0].getsockname()[1]
         self.namespace_controller.start()
         self.garbage_collector.start()
-        self.resourceclaim_controller.start()
+        if self._resourceclaim_controller_on:
+            self.resourceclaim_controller.start()
         if self._kubelet_on:
             self.kubelet.start()
 

@@ -59,6 +59,8 @@ EXPECTED_RULES: dict[str, dict[tuple[str, str], frozenset[str]]] = {
         ("", "events"): frozenset({"create", "patch"}),
         ("scheduling.x-k8s.io", "podgroups"): READ,
         ("scheduling.x-k8s.io", "podgroups/status"): frozenset({"patch", "update"}),
+        ("resource.k8s.io", "resourceclaims"): frozenset({"get", "patch", "update", "delete"}),
+        ("resource.k8s.io", "resourceclaims/status"): frozenset({"patch", "update"}),
     },
     "admission": {
         ("", "namespaces"): READ,
