@@ -168,14 +168,17 @@ class Controller:
     async def sweep_once(self) -> None:
         """Dangling jobs, Slurm node states, and a resync of every known key."""
         try:
-            listed = await self.slurm.list_jobs()
+            # Streamed: only the active jobs of ours are held, never the whole table.
+            ours = await self.slurm.scan_jobs(
+                lambda j: dangling.ours(j, self.cfg.mcs_label) is not None
+            )
         except SlurmError as e:
             log.warning("slurm_sweep_failed", error=str(e))
         else:
-            named = dangling.candidates(listed.jobs, self.cfg.mcs_label)
-            for job in listed.jobs:
+            named = dangling.candidates(ours, self.cfg.mcs_label)
+            for job in ours:
                 new = {p for p in job.partition.split(",") if p} - self.job_partitions
-                if job.job_id in named and new:
+                if new:
                     self.job_partitions |= new
                     self._policy = None
             found: dict[str, KubeObject | None] = {}

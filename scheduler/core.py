@@ -123,6 +123,14 @@ def _spec_hash_of(job: SlurmJob) -> str | None:
     return rest.split()[0] if sep and rest else None
 
 
+def _group_uid_of_active(job: SlurmJob) -> str | None:
+    """The group uid an ACTIVE job of the bridge names in its admin_comment, else None."""
+    if not job.state.active:
+        return None
+    parsed = parse_admin_comment(job.admin_comment)
+    return parsed[0].uid if parsed is not None and parsed[0] is not None else None
+
+
 def job_view(job: SlurmJob) -> JobView:
     tpn: tuple[tuple[str, int], ...] | None = None
     return JobView(
@@ -295,17 +303,17 @@ class Scheduler:
 
     # ------------------------------------------------------------------ start-up
     async def sweep(self) -> None:
-        """Index the bridge's active jobs by group uid (one full list, once, at start),
-        so a restarted scheduler never submits a duplicate."""
-        jobs = (await self.slurm.list_jobs()).jobs
+        """Index the bridge's active jobs by group uid (one streamed read of Slurm's job
+        table, once, at start), so a restarted scheduler never submits a duplicate. Only
+        those jobs are held: finished ones and other users' are dropped as they stream."""
+        jobs = await self.slurm.scan_jobs(lambda j: _group_uid_of_active(j) is not None)
         for job in jobs:
-            parsed = parse_admin_comment(job.admin_comment)
-            if parsed is None or parsed[0] is None or not job.state.active:
-                continue
-            self.jobs_by_group_uid[parsed[0].uid] = job
+            uid = _group_uid_of_active(job)
+            if uid is not None:
+                self.jobs_by_group_uid[uid] = job
         await self.refresh_slurm_nodes()
         self.swept = True
-        log.info("slurm_sweep_done", jobs=len(jobs), bridge_jobs=len(self.jobs_by_group_uid))
+        log.info("slurm_sweep_done", bridge_jobs=len(self.jobs_by_group_uid))
 
     async def refresh_slurm_nodes(self) -> None:
         """Slurm's node names: ``excluded_nodes`` may only name nodes Slurm knows (an
