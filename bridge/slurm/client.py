@@ -73,7 +73,9 @@ OPENAPI_PATH = "/openapi/v3"
 # ~10 s at 94 MB measured) gets this many times the request timeout, at least the minimum.
 BULK_TIMEOUT_FACTOR = 6
 BULK_TIMEOUT_MIN_SECONDS = 60.0
-SCAN_CHUNK_BYTES = 1 << 16  # read size of a streamed whole-table answer
+SCAN_CHUNK_BYTES = 1 << 16
+# job ids per GET /jobs/state/ URL (repeated job_id=...: ~14 bytes each, well under 8 KiB)
+STATE_IDS_PER_URL = 500  # read size of a streamed whole-table answer
 _log = get_logger("bridge.slurm")
 T = TypeVar("T")
 
@@ -438,14 +440,23 @@ class SlurmClient:
     async def list_job_states(
         self, job_ids: Sequence[int] | None = None
     ) -> tuple[JobStateItem, ...]:
-        """``GET /jobs/state/``: id and state of every job (or of ``job_ids``)."""
+        """``GET /jobs/state/``: id and state of every job (or of ``job_ids``).
+
+        More ids than fit in a URL (:data:`STATE_IDS_PER_URL`): one request for every job's
+        state (compact: ids and states only), filtered here."""
         c = await self.codec()
+        wanted = {int(j) for j in job_ids} if job_ids else None
         # Repeated job_id parameters: slurmrestd 26.05 answers a CSV list with HTTP 500.
-        params = [("job_id", str(int(j))) for j in job_ids] if job_ids else None
+        params = None
+        if wanted is not None and len(wanted) <= STATE_IDS_PER_URL:
+            params = [("job_id", str(j)) for j in sorted(wanted)]
         resp = await self._call(
             "GET", c.path("jobs/state/"), endpoint="jobs_state", idempotent=True, params=params
         )
-        return c.decode_job_states(resp.body)
+        states = c.decode_job_states(resp.body)
+        if wanted is not None and params is None:
+            return tuple(s for s in states if s.job_id in wanted)
+        return states
 
     async def find_jobs_by_admin_comment(
         self, admin_comment: str, *, name: str | None = None, active_only: bool = True

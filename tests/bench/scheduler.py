@@ -276,11 +276,13 @@ class Child:
 
 
 @contextlib.asynccontextmanager
-async def child(*args: str, env: dict[str, str] | None = None) -> AsyncIterator[Child]:
+async def child(
+    *args: str, env: dict[str, str] | None = None, module: str = "tests.bench.scheduler"
+) -> AsyncIterator[Child]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "tests.bench.scheduler",
+        module,
         *args,
         stdout=asyncio.subprocess.PIPE,
         env={**os.environ, **(env or {})},
