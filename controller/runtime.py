@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Literal
 
-from bridge.clock import Clock, SystemClock
+from bridge.clock import Clock, SystemClock, idle_backoff
 from bridge.config import BridgeConfig
 from bridge.errors import BridgeError, KubeNotFound, SlurmError, SlurmNotFound
 from bridge.kube.client import KubeClient
@@ -129,18 +129,20 @@ class Controller:
     def _poll_ids(self) -> list[int]:
         return sorted(j for j in self.by_job if not self.views.get(j, UNKNOWN).finished)
 
-    async def poll_once(self) -> None:
-        """Ask Slurm about every job our pods name that is not known to be over."""
+    async def poll_once(self) -> int:
+        """Ask Slurm about every job our pods name that is not known to be over; returns
+        how many of them changed."""
         ids = self._poll_ids()
         if not ids:
-            return
+            return 0
+        changed = 0
         try:
             states = {s.job_id: s.state for s in await self.slurm.list_job_states(ids)}
         except SlurmError as e:
             self.slurm_ok = False
             self.slurm_failures += 1
             log.warning("slurm_poll_failed", error=str(e), jobs=len(ids))
-            return  # unknown is not gone: nothing changes
+            return 0  # unknown is not gone: nothing changes
         self.slurm_ok = True
         self.slurm_failures = 0
         for j in ids:
@@ -163,6 +165,8 @@ class Controller:
                 log.info("slurm_job_state", job_id=j, state=view.state, kind=view.kind.value)
                 self.views[j] = view
                 self.queue.add(("job", str(j)))
+                changed += 1
+        return changed
 
     # ------------------------------------------------------------------ sweeps
     async def sweep_once(self) -> None:
@@ -310,13 +314,18 @@ class Controller:
             await self.clock.sleep(seconds)
 
     async def _poll_loop(self) -> None:
+        """Poll Slurm every ``slurmPollIntervalSeconds`` while job states change, backing off
+        to :data:`~bridge.clock.IDLE_INTERVAL_MAX` while none does (a quiet cluster: one
+        request a second); a new job id pokes it at once."""
+        idle = 0
         while True:
             self.poll_now.clear()
             try:
-                await self.poll_once()
+                idle = 0 if await self.poll_once() else idle + 1
             except BridgeError as e:
                 log.warning("loop_step_failed", error=str(e))
-            sleeper = asyncio.ensure_future(self.clock.sleep(self.cfg.slurm_poll_interval_seconds))
+            interval = idle_backoff(self.cfg.slurm_poll_interval_seconds, idle)
+            sleeper = asyncio.ensure_future(self.clock.sleep(interval))
             poked = asyncio.ensure_future(self.poll_now.wait())
             try:
                 await asyncio.wait({sleeper, poked}, return_when=asyncio.FIRST_COMPLETED)
