@@ -44,6 +44,7 @@ from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import JobState, SlurmJob
 from bridge.translate import (
     GroupRef,
+    NodeSet,
     TranslateSettings,
     Waiting,
     group_of,
@@ -56,7 +57,6 @@ from bridge.wellknown import (
     CONDITION_POD_SCHEDULED,
     FINALIZER,
     LABEL_JOB_ID,
-    LABEL_SLURM_NODENAME,
     MANAGED_NODE_TAINT,
 )
 from scheduler.assign import AssignmentError, assign, tasks_per_node_even
@@ -181,6 +181,8 @@ class Scheduler:
         self.pod_group: dict[str, str] = {}  # pod key -> group key
         self.groups: dict[str, GroupState] = {}
         self.nodes: dict[str, KubeObject] = {}
+        # the same nodes, with excluded_nodes memoized per placement (no O(nodes) per group)
+        self.node_set = NodeSet()
         self.namespace_labels: dict[str, dict[str, str]] = {}
         self.owners: dict[str, KubeObject] = {}  # uid -> owner/group object
         self.jobs_by_group_uid: dict[str, SlurmJob] = {}  # from the start-up sweep
@@ -240,8 +242,10 @@ class Scheduler:
         name = str(_meta(node).get("name"))
         if kind == "DELETED":
             self.nodes.pop(name, None)
+            self.node_set.remove(name)
         else:
             self.nodes[name] = node
+            self.node_set.put(node)
 
     def on_namespace_event(self, kind: str, ns: KubeObject) -> None:
         name = str(_meta(ns).get("name"))
@@ -371,9 +375,7 @@ class Scheduler:
         expected = len(pods)
         gid: GroupId | None = None
         try:
-            result = translate_group(
-                pods, gobj, self.nodes.values(), self.settings, owners=self.owners
-            )
+            result = translate_group(pods, gobj, self.node_set, self.settings, owners=self.owners)
             if isinstance(result, Waiting):
                 gid = result.group
                 expected = result.want if result.want is not None else len(pods) + 1
@@ -565,11 +567,7 @@ class Scheduler:
         )
 
     def _to_kube(self) -> dict[str, str]:
-        out: dict[str, str] = {}
-        for name, node in self.nodes.items():
-            slurm_name = (_meta(node).get("labels") or {}).get(LABEL_SLURM_NODENAME)
-            out[slurm_name or name] = name
-        return out
+        return self.node_set.to_kube()
 
     async def _bind(self, g: GroupState, d: Bind, pods: list[KubeObject]) -> None:
         job = g.job

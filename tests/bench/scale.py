@@ -40,6 +40,7 @@ import contextlib
 import json
 import os
 import re
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -111,6 +112,11 @@ class WriteCounter(RequestLog):
             return
         kind = next((k for k, rx in _WRITE_KINDS if rx.search(entry.path)), "other")
         self.writes[f"{entry.method} {kind}"] += 1
+
+
+def progress(what: str) -> None:
+    """A progress line on stderr (the JSON report is the last line of stdout)."""
+    print(f"{time.strftime('%H:%M:%S')} {what}", file=sys.stderr, flush=True)
 
 
 def bridge_writes(delta: Counter[str]) -> int:
@@ -207,6 +213,7 @@ class Run:
         s0, c0 = await fresh_report(sched), await fresh_report(ctl)
         w0, own0, t0 = Counter(self.writes.writes), os.times(), time.monotonic()
         names = [f"{name}-{i}" for i in range(n)]
+        progress(f"{name}: {n} pods")
         spy = self.args.py_spy / f"{name}-scheduler.txt" if self.args.py_spy else None
         async with py_spy(spy, sched.proc.pid):
             await create_pods(kube, [bench_pod(p) for p in names], self.args.creators)
@@ -217,6 +224,7 @@ class Run:
                 every=0.1,
             )
         elapsed = time.monotonic() - t0
+        progress(f"{name}: bound in {elapsed:.1f} s")
         own = sum(os.times()[:2]) - sum(own0[:2])
         s1, c1 = await fresh_report(sched), await fresh_report(ctl)
         writes = Counter(self.writes.writes) - w0
@@ -246,7 +254,9 @@ class Run:
                 for p in names
             )
 
+        progress(f"steady: {a.pending} held pods")
         await until("every held pod shows Slurm's reason", all_pending, a.limit, every=1.0)
+        progress("steady: every held pod shows its reason")
         self.out["pending_reasons"] = dict(
             Counter(pending_message(self.api, p).rpartition(": ")[2] for p in names)
         )
@@ -321,6 +331,7 @@ async def phases(r: Run, kube: KubeClient, cfg_path: Path) -> None:
             await wait_child(sched, "the scheduler", a.limit)
             await wait_synced(ctl, "the controller", a.limit)
             out["startup_s"] = round(time.monotonic() - t0, 1)
+            progress(f"started in {out['startup_s']} s")
             w1 = await r.wave("w1", a.wave1, kube, sched, ctl)
             w2 = await r.wave("w2", a.wave2, kube, sched, ctl)
             out["wave1"], out["wave2"] = w1, w2
@@ -339,6 +350,7 @@ async def phases(r: Run, kube: KubeClient, cfg_path: Path) -> None:
             r.note_rss("scheduler", sched)
             sched.proc.kill()
             await sched.proc.wait()
+            progress("scheduler killed")
         await create_pods(kube, [bench_pod("probe")], 1)
         t0 = time.monotonic()
         async with scheduler_proc(cfg_path) as sched:
@@ -348,6 +360,7 @@ async def phases(r: Run, kube: KubeClient, cfg_path: Path) -> None:
             r.note_rss("controller", ctl)
             ctl.proc.kill()
             await ctl.proc.wait()
+            progress(f"restart_ready_s {out['restart_ready_s']}; controller killed")
     t0 = time.monotonic()
     async with controller_proc(cfg_path) as ctl:
         await wait_synced(ctl, "the restarted controller", a.limit)
@@ -362,6 +375,7 @@ async def ensure_finished(slurm: SlurmClient, sb: SlurmSandbox, want: int) -> in
     states = await slurm.list_job_states()
     have = sum(1 for s in states if not s.state.active)
     if have < want:
+        progress(f"filling Slurm's table: {want - have} finished jobs")
         await fill_finished_jobs(slurm, sb.partition, want - have, name="scale-filler")
         have = sum(1 for s in await slurm.list_job_states() if not s.state.active)
     return have
