@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Literal
 
 from bridge.clock import Clock, SystemClock, idle_backoff
@@ -22,12 +22,13 @@ from bridge.kube.resources import NODES, PODS, KubeObject
 from bridge.kube.watch import Watcher, WatchEvent
 from bridge.logging import get_logger
 from bridge.slurm.client import SlurmClient
-from bridge.slurm.models import SlurmNode
+from bridge.slurm.models import SlurmJob, SlurmNode
 from bridge.wellknown import LABEL_JOB_ID
 from controller import dangling, jobs, nodes, pods
 from controller.apply import Applier
 from controller.model import (
     UNKNOWN,
+    CancelJob,
     DeleteSlurmNode,
     DrainSlurmNode,
     JobKind,
@@ -43,6 +44,9 @@ from controller.queue import WorkQueue
 log = get_logger("controller")
 
 Key = tuple[Literal["job", "node"], str]
+# The dangling sweep reads new active jobs by id up to this many, else in one streamed list.
+SWEEP_READS_MAX = 64
+SWEEP_READ_CONCURRENCY = 8
 RETRY_BASE_SECONDS = 0.5
 RETRY_MAX_SECONDS = 30.0
 # Actions after which the controller reads the Slurm node again (not waiting for a sweep).
@@ -90,6 +94,9 @@ class Controller:
         self.slurm_ok = False
         self.slurm_failures = 0  # failed Slurm polls/sweeps in a row (readiness, tests)
         self._listed = 0
+        # Active Slurm jobs read once by the dangling sweep: id -> pods named (None: not
+        # ours). Pruned to the active jobs every sweep.
+        self._job_pods: dict[int, tuple[str, ...] | None] = {}
 
     # ------------------------------------------------------------------ caches
     def _track(self, key: str, pod: KubeObject | None) -> None:
@@ -172,26 +179,22 @@ class Controller:
     async def sweep_once(self) -> None:
         """Dangling jobs, Slurm node states, and a resync of every known key."""
         try:
-            # Streamed: only the active jobs of ours are held, never the whole table.
-            ours = await self.slurm.scan_jobs(
-                lambda j: dangling.ours(j, self.cfg.mcs_label) is not None
-            )
-        except SlurmError as e:
-            log.warning("slurm_sweep_failed", error=str(e))
-        else:
-            named = dangling.candidates(ours, self.cfg.mcs_label)
-            for job in ours:
-                new = {p for p in job.partition.split(",") if p} - self.job_partitions
-                if new:
-                    self.job_partitions |= new
-                    self._policy = None
+            named = await self._active_jobs_of_ours()
             found: dict[str, KubeObject | None] = {}
             for keys in named.values():
                 for k in keys:
                     if k in found:
                         continue
                     found[k] = self.pods.get(k) or await self._get_pod(k)
-            await self.applier.apply(dangling.plan(named, found))
+            actions = dangling.plan(named, found)
+            if actions:
+                # The cache may predate an update of the job: confirm with a fresh read.
+                ids = [a.job_id for a in actions if isinstance(a, CancelJob)]
+                fresh = dangling.candidates(await self._read_jobs(ids), self.cfg.mcs_label)
+                actions = dangling.plan(fresh, found | await self._pods_of(fresh, found))
+            await self.applier.apply(actions)
+        except SlurmError as e:
+            log.warning("slurm_sweep_failed", error=str(e))
         try:
             self.slurm_nodes = {n.name: n for n in await self.slurm.list_nodes()}
         except SlurmError as e:
@@ -210,6 +213,70 @@ class Controller:
             self.queue.add(("node", name))
         for j in list(self.by_job):
             self.queue.add(("job", str(j)))
+
+    async def _active_jobs_of_ours(self) -> dict[int, tuple[str, ...]]:
+        """job id -> pods named, for every active job of ours.
+
+        One compact ``GET /jobs/state/`` finds the active jobs; each is read once in its
+        life (ours or not: :attr:`_job_pods`), by id when few are new
+        (:data:`SWEEP_READS_MAX`), else in one streamed ``GET /jobs/`` that keeps only
+        ours. A quiet cluster costs one small request per sweep, whatever the size of
+        Slurm's table; the whole table is never held (nor asked for every sweep)."""
+        active = {s.job_id for s in await self.slurm.list_job_states() if s.state.active}
+        for job_id in self._job_pods.keys() - active:
+            del self._job_pods[job_id]
+        new = active - self._job_pods.keys()
+        if len(new) > SWEEP_READS_MAX:
+            mcs = self.cfg.mcs_label
+            ours = {
+                j.job_id: j
+                for j in await self.slurm.scan_jobs(
+                    lambda j: j.job_id in new and dangling.ours(j, mcs) is not None
+                )
+            }
+            for job_id in new:
+                self._learn(job_id, ours.get(job_id))
+        elif new:
+            for job in await self._read_jobs(sorted(new)):
+                self._learn(job.job_id, job)
+            for job_id in new - self._job_pods.keys():
+                self._job_pods[job_id] = None  # gone meanwhile: pruned next sweep
+        return {j: pods for j, pods in self._job_pods.items() if pods is not None}
+
+    def _learn(self, job_id: int, job: SlurmJob | None) -> None:
+        pods = dangling.ours(job, self.cfg.mcs_label) if job is not None else None
+        self._job_pods[job_id] = pods
+        if job is not None and pods is not None:
+            new = {p for p in job.partition.split(",") if p} - self.job_partitions
+            if new:
+                self.job_partitions |= new
+                self._policy = None
+
+    async def _read_jobs(self, ids: Iterable[int]) -> list[SlurmJob]:
+        """``GET /job/{id}`` of each, a few at a time; jobs Slurm no longer has are left
+        out."""
+        sem = asyncio.Semaphore(SWEEP_READ_CONCURRENCY)
+
+        async def one(job_id: int) -> SlurmJob | None:
+            async with sem:
+                try:
+                    return await self.slurm.get_job(job_id)
+                except SlurmNotFound:
+                    return None
+
+        got = await asyncio.gather(*(one(i) for i in ids))
+        return [j for j in got if j is not None]
+
+    async def _pods_of(
+        self, named: dict[int, tuple[str, ...]], known: dict[str, KubeObject | None]
+    ) -> dict[str, KubeObject | None]:
+        """The pods ``named`` names that ``known`` lacks."""
+        out: dict[str, KubeObject | None] = {}
+        for keys in named.values():
+            for k in keys:
+                if k not in known and k not in out:
+                    out[k] = self.pods.get(k) or await self._get_pod(k)
+        return out
 
     # ------------------------------------------------------------------ nodes
     def node_policy(self) -> nodes.NodePolicy:

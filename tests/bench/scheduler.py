@@ -159,6 +159,15 @@ class CountingSlurmClient(SlurmClient):
         finally:
             self.seconds[endpoint] += time.monotonic() - started
 
+    async def _scan(self, path: str, *, endpoint: str, **kw: Any) -> Any:
+        """The streamed whole-table reads (``scan_jobs``) count too."""
+        self.calls[endpoint] += 1
+        started = time.monotonic()
+        try:
+            return await super()._scan(path, endpoint=endpoint, **kw)
+        finally:
+            self.seconds[endpoint] += time.monotonic() - started
+
 
 def _report(**data: Any) -> None:
     print(LINE + json.dumps(data), flush=True)

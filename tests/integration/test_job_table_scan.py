@@ -17,10 +17,13 @@ from bridge.clock import SystemClock
 from bridge.models import GroupId
 from bridge.slurm.client import SlurmClient
 from bridge.translate.identity import admin_comment
+from controller.runtime import SWEEP_READS_MAX, Controller
 from scheduler.core import Scheduler
+from tests.bench.scheduler import CountingSlurmClient
 from tests.bench.slurm_fill import fill_finished_jobs
 from tests.integration.bridge_harness import Bridge, running_bridge
 from tests.integration.conftest import SlurmSandbox
+from tests.integration.controller_harness import controller_config, sandbox_kube, unique_mcs
 from tests.integration.test_slurm_client import ext_spec
 
 pytestmark = pytest.mark.slurm
@@ -75,3 +78,44 @@ async def test_sweep_indexes_the_active_job_of_a_group_not_its_finished_ones(
     assert fresh.jobs_by_group_uid[live].job_id == job_id
     assert over not in fresh.jobs_by_group_uid
     assert all(j.state.active for j in fresh.jobs_by_group_uid.values())
+
+
+async def _held_jobs_of_ours(
+    slurm: SlurmClient, sb: SlurmSandbox, mcs: str, pods: list[str], track: Track
+) -> list[int]:
+    """One held (pending, active) job of ours per pod name, each naming its pod."""
+    out = []
+    for name in pods:
+        spec = ext_spec(
+            sb, f"dangle-{name}", priority=0, mcs_label=mcs, admin_comment=_bridge_comment(name)
+        )
+        out.append(track(await slurm.submit(spec)))
+    return out
+
+
+@pytest.mark.parametrize("new_jobs", [3, SWEEP_READS_MAX + 3], ids=["by-id", "streamed"])
+async def test_controller_sweep_cancels_dangling_jobs_and_reads_each_job_once(
+    sandbox: SlurmSandbox, track_jobs: Track, new_jobs: int
+) -> None:
+    mcs = unique_mcs()
+    cfg = controller_config(sandbox, mcs)
+    async with sandbox_kube(sandbox) as (_, kube), CountingSlurmClient.from_config(cfg) as slurm:
+        await fill_finished_jobs(slurm, sandbox.partition, FINISHED)
+        ghosts = [f"ghost-{uuid.uuid4().hex[:6]}-{i}" for i in range(new_jobs)]
+        dangling = await _held_jobs_of_ours(slurm, sandbox, mcs, ghosts, track_jobs)
+        ctl = Controller(cfg, slurm, kube)
+        slurm.calls.clear()
+
+        await ctl.sweep_once()
+
+        states = {s.job_id: s.state.primary for s in await slurm.list_job_states(dangling)}
+        assert set(states.values()) == {"CANCELLED"}
+        streamed = new_jobs > SWEEP_READS_MAX
+        assert slurm.calls["jobs_get"] == (1 if streamed else 0)
+        # by id: one read each, then one more each to confirm before cancelling
+        assert slurm.calls["job_get"] == new_jobs * (1 if streamed else 2)
+
+        slurm.calls.clear()
+        await ctl.sweep_once()  # nothing new: one compact list, no job read
+        assert slurm.calls["jobs_state"] == 1
+        assert slurm.calls["jobs_get"] == slurm.calls["job_get"] == 0
