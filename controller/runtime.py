@@ -44,8 +44,8 @@ from controller.queue import WorkQueue
 log = get_logger("controller")
 
 Key = tuple[Literal["job", "node"], str]
-# The dangling sweep reads new active jobs by id up to this many, else in one streamed list.
-SWEEP_READS_MAX = 64
+# New active jobs no pod names that the dangling sweep reads (by id) per sweep, at most.
+SWEEP_READS_MAX = 256
 SWEEP_READ_CONCURRENCY = 8
 RETRY_BASE_SECONDS = 0.5
 RETRY_MAX_SECONDS = 30.0
@@ -215,33 +215,27 @@ class Controller:
             self.queue.add(("job", str(j)))
 
     async def _active_jobs_of_ours(self) -> dict[int, tuple[str, ...]]:
-        """job id -> pods named, for every active job of ours.
+        """job id -> pods named, for every active job of ours no pod is labelled with.
 
-        One compact ``GET /jobs/state/`` finds the active jobs; each is read once in its
-        life (ours or not: :attr:`_job_pods`), by id when few are new
-        (:data:`SWEEP_READS_MAX`), else in one streamed ``GET /jobs/`` that keeps only
-        ours. A quiet cluster costs one small request per sweep, whatever the size of
-        Slurm's table; the whole table is never held (nor asked for every sweep)."""
+        A job a live pod's job-id label names is not dangling, so is never read. Of the
+        others, one compact ``GET /jobs/state/`` finds the active ones, and each is read
+        by id once in its life (ours or not: :attr:`_job_pods`), at most
+        :data:`SWEEP_READS_MAX` per sweep (the rest at the next). A quiet cluster costs
+        one small request per sweep, whatever the size of Slurm's table; the whole table
+        is never asked for (``GET /jobs/`` at 30,000 jobs grows slurmrestd by GBs)."""
         active = {s.job_id for s in await self.slurm.list_job_states() if s.state.active}
         for job_id in self._job_pods.keys() - active:
             del self._job_pods[job_id]
-        new = active - self._job_pods.keys()
-        if len(new) > SWEEP_READS_MAX:
-            mcs = self.cfg.mcs_label
-            ours = {
-                j.job_id: j
-                for j in await self.slurm.scan_jobs(
-                    lambda j: j.job_id in new and dangling.ours(j, mcs) is not None
-                )
-            }
-            for job_id in new:
-                self._learn(job_id, ours.get(job_id))
-        elif new:
-            for job in await self._read_jobs(sorted(new)):
-                self._learn(job.job_id, job)
-            for job_id in new - self._job_pods.keys():
-                self._job_pods[job_id] = None  # gone meanwhile: pruned next sweep
-        return {j: pods for j, pods in self._job_pods.items() if pods is not None}
+        new = sorted(active - self._job_pods.keys() - self.by_job.keys())[:SWEEP_READS_MAX]
+        for job in await self._read_jobs(new):
+            self._learn(job.job_id, job)
+        for job_id in set(new) - self._job_pods.keys():
+            self._job_pods[job_id] = None  # gone meanwhile: pruned next sweep
+        return {
+            j: pods
+            for j, pods in self._job_pods.items()
+            if pods is not None and j not in self.by_job
+        }
 
     def _learn(self, job_id: int, job: SlurmJob | None) -> None:
         pods = dangling.ours(job, self.cfg.mcs_label) if job is not None else None

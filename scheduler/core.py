@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +38,15 @@ from bridge.errors import (
 )
 from bridge.kube.client import KubeClient
 from bridge.kube.events import EventRecorder
-from bridge.kube.resources import JOBS, JOBSETS, LEADERWORKERSETS, PODGROUPS, KubeObject, Resource
+from bridge.kube.resources import (
+    JOBS,
+    JOBSETS,
+    LEADERWORKERSETS,
+    PODGROUPS,
+    PODS,
+    KubeObject,
+    Resource,
+)
 from bridge.models import GroupId, JobSpec
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import JobState, SlurmJob
@@ -92,6 +100,10 @@ _OWNER_KINDS: dict[str, Resource] = {
 }
 SPEC_MARK = " spec="
 WAITING_REFRESH_SECONDS = 1.0
+# The start-up sweep reads the active jobs no pod names by id up to this many, else it
+# streams Slurm's job table once.
+SWEEP_READS_MAX = 1000
+SWEEP_READ_CONCURRENCY = 16
 
 
 def pod_key(pod: Mapping[str, Any]) -> str:
@@ -307,17 +319,53 @@ class Scheduler:
 
     # ------------------------------------------------------------------ start-up
     async def sweep(self) -> None:
-        """Index the bridge's active jobs by group uid (one streamed read of Slurm's job
-        table, once, at start), so a restarted scheduler never submits a duplicate. Only
-        those jobs are held: finished ones and other users' are dropped as they stream."""
-        jobs = await self.slurm.scan_jobs(lambda j: _group_uid_of_active(j) is not None)
+        """Index the bridge's active jobs by group uid, once, at start, so a restarted
+        scheduler never submits a duplicate.
+
+        Only the jobs no pod names yet can matter (a pod's job-id label leads to its job):
+        Slurm's compact state list gives the active ids, a paged list of the labelled pods
+        the ids to skip, and the rest are read by id (:data:`SWEEP_READS_MAX`), or, when
+        more are unknown, in one streamed ``GET /jobs/`` keeping only the bridge's. Slurm's
+        whole table is never held, nor read at all in the usual case."""
+        active = {s.job_id for s in await self.slurm.list_job_states() if s.state.active}
+        unknown = active - await self._labelled_jobs()
+        if len(unknown) > SWEEP_READS_MAX:
+            jobs: Iterable[SlurmJob] = await self.slurm.scan_jobs(
+                lambda j: j.job_id in unknown and _group_uid_of_active(j) is not None
+            )
+        else:
+            jobs = await self._read_jobs(sorted(unknown))
         for job in jobs:
             uid = _group_uid_of_active(job)
             if uid is not None:
                 self.jobs_by_group_uid[uid] = job
         await self.refresh_slurm_nodes()
         self.swept = True
-        log.info("slurm_sweep_done", bridge_jobs=len(self.jobs_by_group_uid))
+        log.info(
+            "slurm_sweep_done",
+            active=len(active),
+            read=len(unknown),
+            bridge_jobs=len(self.jobs_by_group_uid),
+        )
+
+    async def _labelled_jobs(self) -> set[int]:
+        """Job ids the pods' job-id labels name (every namespace, a page at a time)."""
+        out: set[int] = set()
+        async for page, _ in self.kube.pages(PODS, label_selector=LABEL_JOB_ID):
+            out.update(j for j in map(_job_id_label, page) if j is not None)
+        return out
+
+    async def _read_jobs(self, ids: Iterable[int]) -> list[SlurmJob]:
+        sem = asyncio.Semaphore(SWEEP_READ_CONCURRENCY)
+
+        async def one(job_id: int) -> SlurmJob | None:
+            async with sem:
+                try:
+                    return await self.slurm.get_job(job_id)
+                except SlurmNotFound:
+                    return None
+
+        return [j for j in await asyncio.gather(*(one(i) for i in ids)) if j is not None]
 
     async def refresh_slurm_nodes(self) -> None:
         """Slurm's node names: ``excluded_nodes`` may only name nodes Slurm knows (an

@@ -42,7 +42,7 @@ CHUNK = 500  # job ids per /jobs/state/ request (keeps the URL well under 8 KiB)
 # Ages (ticks since the watch) from which a job without a reason is re-read, once each:
 # Slurm gives one at its scheduling pass, and most jobs start by then (no read wasted).
 REASON_REFRESH_AT = (2, 4, 8)
-REASON_BUDGET = 16  # reason re-reads per tick, at most (the least refreshed first)
+REASON_BUDGET = 64  # reason re-reads per tick, at most (the least refreshed first)
 READ_CONCURRENCY = 16  # full reads (GET /job/{id}) of changed jobs in flight at once
 
 

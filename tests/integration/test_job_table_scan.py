@@ -17,7 +17,7 @@ from bridge.clock import SystemClock
 from bridge.models import GroupId
 from bridge.slurm.client import SlurmClient
 from bridge.translate.identity import admin_comment
-from controller.runtime import SWEEP_READS_MAX, Controller
+from controller.runtime import Controller
 from scheduler.core import Scheduler
 from tests.bench.scheduler import CountingSlurmClient
 from tests.bench.slurm_fill import fill_finished_jobs
@@ -57,7 +57,8 @@ async def test_scan_jobs_keeps_only_the_active_jobs_asked_for_among_hundreds_fin
     everything = {j.job_id: j for j in await slurm.scan_jobs(lambda j: True)}
     whole = {j.job_id: j for j in (await slurm.list_jobs()).jobs}
     assert everything.keys() == whole.keys() >= set(finished) | active
-    assert everything == whole
+    # (finished jobs do not change between the two reads; active ones may)
+    assert [everything[j] for j in finished] == [whole[j] for j in finished]
     assert {everything[j].state.primary for j in finished} == {"CANCELLED"}
 
 
@@ -93,27 +94,26 @@ async def _held_jobs_of_ours(
     return out
 
 
-@pytest.mark.parametrize("new_jobs", [3, SWEEP_READS_MAX + 3], ids=["by-id", "streamed"])
 async def test_controller_sweep_cancels_dangling_jobs_and_reads_each_job_once(
-    sandbox: SlurmSandbox, track_jobs: Track, new_jobs: int
+    sandbox: SlurmSandbox, track_jobs: Track
 ) -> None:
     mcs = unique_mcs()
     cfg = controller_config(sandbox, mcs)
     async with sandbox_kube(sandbox) as (_, kube), CountingSlurmClient.from_config(cfg) as slurm:
         await fill_finished_jobs(slurm, sandbox.partition, FINISHED)
-        ghosts = [f"ghost-{uuid.uuid4().hex[:6]}-{i}" for i in range(new_jobs)]
+        ghosts = [f"ghost-{uuid.uuid4().hex[:6]}-{i}" for i in range(3)]
         dangling = await _held_jobs_of_ours(slurm, sandbox, mcs, ghosts, track_jobs)
         ctl = Controller(cfg, slurm, kube)
+        active = len([s for s in await slurm.list_job_states() if s.state.active])
         slurm.calls.clear()
 
         await ctl.sweep_once()
 
         states = {s.job_id: s.state.primary for s in await slurm.list_job_states(dangling)}
         assert set(states.values()) == {"CANCELLED"}
-        streamed = new_jobs > SWEEP_READS_MAX
-        assert slurm.calls["jobs_get"] == (1 if streamed else 0)
-        # by id: one read each, then one more each to confirm before cancelling
-        assert slurm.calls["job_get"] == new_jobs * (1 if streamed else 2)
+        assert slurm.calls["jobs_get"] == 0  # never the whole table
+        # one read per active job no pod names (ours or not), one more each before cancelling
+        assert slurm.calls["job_get"] <= active + len(dangling)
 
         slurm.calls.clear()
         await ctl.sweep_once()  # nothing new: one compact list, no job read
