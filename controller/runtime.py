@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import Literal
 
 from bridge.clock import Clock, SystemClock, idle_backoff
@@ -190,7 +190,10 @@ class Controller:
             if actions:
                 # The cache may predate an update of the job: confirm with a fresh read.
                 ids = [a.job_id for a in actions if isinstance(a, CancelJob)]
-                fresh = dangling.candidates(await self._read_jobs(ids), self.cfg.mcs_label)
+                fresh = dangling.candidates(
+                    await self.slurm.get_jobs(ids, concurrency=SWEEP_READ_CONCURRENCY),
+                    self.cfg.mcs_label,
+                )
                 actions = dangling.plan(fresh, found | await self._pods_of(fresh, found))
             await self.applier.apply(actions)
         except SlurmError as e:
@@ -227,7 +230,7 @@ class Controller:
         for job_id in self._job_pods.keys() - active:
             del self._job_pods[job_id]
         new = sorted(active - self._job_pods.keys() - self.by_job.keys())[:SWEEP_READS_MAX]
-        for job in await self._read_jobs(new):
+        for job in await self.slurm.get_jobs(new, concurrency=SWEEP_READ_CONCURRENCY):
             self._learn(job.job_id, job)
         for job_id in set(new) - self._job_pods.keys():
             self._job_pods[job_id] = None  # gone meanwhile: pruned next sweep
@@ -245,21 +248,6 @@ class Controller:
             if new:
                 self.job_partitions |= new
                 self._policy = None
-
-    async def _read_jobs(self, ids: Iterable[int]) -> list[SlurmJob]:
-        """``GET /job/{id}`` of each, a few at a time; jobs Slurm no longer has are left
-        out."""
-        sem = asyncio.Semaphore(SWEEP_READ_CONCURRENCY)
-
-        async def one(job_id: int) -> SlurmJob | None:
-            async with sem:
-                try:
-                    return await self.slurm.get_job(job_id)
-                except SlurmNotFound:
-                    return None
-
-        got = await asyncio.gather(*(one(i) for i in ids))
-        return [j for j in got if j is not None]
 
     async def _pods_of(
         self, named: dict[int, tuple[str, ...]], known: dict[str, KubeObject | None]

@@ -334,7 +334,7 @@ class Scheduler:
                 lambda j: j.job_id in unknown and _group_uid_of_active(j) is not None
             )
         else:
-            jobs = await self._read_jobs(sorted(unknown))
+            jobs = await self.slurm.get_jobs(sorted(unknown), concurrency=SWEEP_READ_CONCURRENCY)
         for job in jobs:
             uid = _group_uid_of_active(job)
             if uid is not None:
@@ -354,18 +354,6 @@ class Scheduler:
         async for page, _ in self.kube.pages(PODS, label_selector=LABEL_JOB_ID):
             out.update(j for j in map(_job_id_label, page) if j is not None)
         return out
-
-    async def _read_jobs(self, ids: Iterable[int]) -> list[SlurmJob]:
-        sem = asyncio.Semaphore(SWEEP_READ_CONCURRENCY)
-
-        async def one(job_id: int) -> SlurmJob | None:
-            async with sem:
-                try:
-                    return await self.slurm.get_job(job_id)
-                except SlurmNotFound:
-                    return None
-
-        return [j for j in await asyncio.gather(*(one(i) for i in ids)) if j is not None]
 
     async def refresh_slurm_nodes(self) -> None:
         """Slurm's node names: ``excluded_nodes`` may only name nodes Slurm knows (an

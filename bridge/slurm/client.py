@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -407,6 +407,20 @@ class SlurmClient:
         if not jobs:
             raise SlurmNotFound(f"job_get: job {job_id} not found", endpoint="job_get")
         return jobs[0]
+
+    async def get_jobs(self, job_ids: Iterable[int], *, concurrency: int = 16) -> list[SlurmJob]:
+        """``GET /job/{id}`` of each, ``concurrency`` at a time; the jobs Slurm no longer
+        has are left out."""
+        sem = asyncio.Semaphore(concurrency)
+
+        async def one(job_id: int) -> SlurmJob | None:
+            async with sem:
+                try:
+                    return await self.get_job(job_id)
+                except SlurmNotFound:
+                    return None
+
+        return [j for j in await asyncio.gather(*(one(i) for i in job_ids)) if j is not None]
 
     async def list_jobs(self, update_since: datetime | None = None) -> JobList:
         """``GET /jobs/``; with ``update_since``, nothing at all when no job changed since
