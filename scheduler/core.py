@@ -327,8 +327,12 @@ class Scheduler:
         the ids to skip, and the rest are read by id (:data:`SWEEP_READS_MAX`), or, when
         more are unknown, in one streamed ``GET /jobs/`` keeping only the bridge's. Slurm's
         whole table is never held, nor read at all in the usual case."""
-        active = {s.job_id for s in await self.slurm.list_job_states() if s.state.active}
-        unknown = active - await self._labelled_jobs()
+        started = self.clock.monotonic()
+        states, labelled, _ = await asyncio.gather(
+            self.slurm.list_job_states(), self._labelled_jobs(), self.refresh_slurm_nodes()
+        )
+        active = {s.job_id for s in states if s.state.active}
+        unknown = active - labelled
         if len(unknown) > SWEEP_READS_MAX:
             jobs: Iterable[SlurmJob] = await self.slurm.scan_jobs(
                 lambda j: j.job_id in unknown and _group_uid_of_active(j) is not None
@@ -339,13 +343,13 @@ class Scheduler:
             uid = _group_uid_of_active(job)
             if uid is not None:
                 self.jobs_by_group_uid[uid] = job
-        await self.refresh_slurm_nodes()
         self.swept = True
         log.info(
             "slurm_sweep_done",
             active=len(active),
             read=len(unknown),
             bridge_jobs=len(self.jobs_by_group_uid),
+            seconds=round(self.clock.monotonic() - started, 2),
         )
 
     async def _labelled_jobs(self) -> set[int]:
