@@ -80,6 +80,18 @@ _log = get_logger("bridge.slurm")
 T = TypeVar("T")
 
 
+def _transport_failure(
+    error: BaseException, endpoint: str, timeout: aiohttp.ClientTimeout
+) -> SlurmError:
+    """The SlurmError for a request that got no answer."""
+    if isinstance(error, TimeoutError):
+        return SlurmTimeout(f"{endpoint}: no answer within {timeout.total}s", endpoint=endpoint)
+    # Only the type: aiohttp's messages carry the request headers (the token).
+    return SlurmUnavailable(
+        f"{endpoint}: cannot reach slurmrestd: {type(error).__name__}", endpoint=endpoint
+    )
+
+
 class _Response:
     __slots__ = ("body", "status")
 
@@ -192,16 +204,8 @@ class SlurmClient:
             ) as resp:
                 status = resp.status
                 raw = await resp.read()
-        except TimeoutError:
-            failure = SlurmTimeout(
-                f"{endpoint}: no answer within {timeout.total}s",
-                endpoint=endpoint,
-            )
-        except aiohttp.ClientError as e:
-            # Only the type: aiohttp's messages carry the request headers (the token).
-            failure = SlurmUnavailable(
-                f"{endpoint}: cannot reach slurmrestd: {type(e).__name__}", endpoint=endpoint
-            )
+        except (TimeoutError, aiohttp.ClientError) as e:
+            failure = _transport_failure(e, endpoint, timeout)
         del headers
         if failure is not None:
             # Raised outside the except block: no __context__ holding the aiohttp error.
@@ -271,17 +275,11 @@ class SlurmClient:
                         take(stream.feed(chunk))
                     take(stream.close())
                     rest = stream.rest
-        except TimeoutError:
-            failure = SlurmTimeout(
-                f"{endpoint}: no answer within {self._bulk_timeout.total}s", endpoint=endpoint
-            )
-        except aiohttp.ClientError as e:
-            # Only the type: aiohttp's messages carry the request headers (the token).
-            failure = SlurmUnavailable(
-                f"{endpoint}: cannot reach slurmrestd: {type(e).__name__}", endpoint=endpoint
-            )
+        except (TimeoutError, aiohttp.ClientError) as e:
+            failure = _transport_failure(e, endpoint, self._bulk_timeout)
         del headers
         if failure is not None:
+            # Raised outside the except block: no __context__ holding the aiohttp error.
             raise failure
         _log.debug(
             "slurm_request",
