@@ -57,3 +57,12 @@ class FakeClock:
         for _, fut in due:
             if not fut.done():
                 fut.set_result(None)
+
+
+IDLE_INTERVAL_MAX = 1.0  # seconds between polls once nothing moves
+
+
+def idle_backoff(base: float, idle_ticks: int, cap: float = IDLE_INTERVAL_MAX) -> float:
+    """A poll interval: ``base`` while things move, doubling per idle tick up to ``cap``
+    (never below ``base``), so a quiet cluster costs at most one request per ``cap``."""
+    return float(min(base * 2 ** min(idle_ticks, 32), max(base, cap)))

@@ -111,6 +111,10 @@ class ControllerSettings(_Section):
     # force-cleaned (their finalizer removed after their job ended).
     stuck_terminating_grace_seconds: float = Field(default=300.0, ge=0)
     workers: int = Field(default=8, ge=1, le=1024)
+    # The Slurm-side job metrics (jobs by partition and state, pending by reason): one
+    # streamed GET /jobs/ per resync. Its cost is slurmrestd's, which builds the whole
+    # table for every such read: turn it off where that table is huge.
+    slurm_job_metrics: bool = True
 
 
 class AdmissionSettings(_Section):

@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Literal, Protocol
 
-from bridge.clock import Clock, SystemClock
+from bridge.clock import Clock, SystemClock, idle_backoff
 from bridge.config import BridgeConfig
 from bridge.errors import BridgeError, KubeNotFound, SlurmError, SlurmNotFound
 from bridge.kube.client import KubeClient
@@ -28,6 +28,7 @@ from controller import claims, dangling, jobs, nodes, pods
 from controller.apply import Applier
 from controller.model import (
     UNKNOWN,
+    CancelJob,
     DeleteClaim,
     DeleteSlurmNode,
     DrainSlurmNode,
@@ -42,10 +43,14 @@ from controller.model import (
     pod_job_id,
 )
 from controller.queue import WorkQueue
+from controller.slurm_metrics import JobsSummary, JobTally
 
 log = get_logger("controller")
 
 Key = tuple[Literal["job", "node"], str]
+# New active jobs no pod names that the dangling sweep reads (by id) per sweep, at most.
+SWEEP_READS_MAX = 256
+SWEEP_READ_CONCURRENCY = 8
 RETRY_BASE_SECONDS = 0.5
 RETRY_MAX_SECONDS = 30.0
 # Actions after which the controller reads the Slurm node again (not waiting for a sweep).
@@ -62,7 +67,7 @@ SLURM_NODE_CHANGES = (
 class SlurmReadObserver(Protocol):
     """Told what the sweep read (the Slurm-side metrics: :mod:`controller.slurm_metrics`)."""
 
-    def jobs_listed(self, jobs: Iterable[SlurmJob]) -> None: ...
+    def jobs_summarized(self, summary: JobsSummary) -> None: ...
 
     def nodes_listed(self, nodes: Iterable[SlurmNode]) -> None: ...
 
@@ -106,6 +111,9 @@ class Controller:
         self.slurm_ok = False
         self.slurm_failures = 0  # failed Slurm polls/sweeps in a row (readiness, tests)
         self._listed = 0
+        # Active Slurm jobs read once by the dangling sweep: id -> pods named (None: not
+        # ours). Pruned to the active jobs every sweep.
+        self._job_pods: dict[int, tuple[str, ...] | None] = {}
 
     # ------------------------------------------------------------------ caches
     def _track(self, key: str, pod: KubeObject | None) -> None:
@@ -152,18 +160,20 @@ class Controller:
     def _poll_ids(self) -> list[int]:
         return sorted(j for j in self.by_job if not self.views.get(j, UNKNOWN).finished)
 
-    async def poll_once(self) -> None:
-        """Ask Slurm about every job our pods name that is not known to be over."""
+    async def poll_once(self) -> int:
+        """Ask Slurm about every job our pods name that is not known to be over; returns
+        how many of them changed."""
         ids = self._poll_ids()
         if not ids:
-            return
+            return 0
+        changed = 0
         try:
             states = {s.job_id: s.state for s in await self.slurm.list_job_states(ids)}
         except SlurmError as e:
             self.slurm_ok = False
             self.slurm_failures += 1
             log.warning("slurm_poll_failed", error=str(e), jobs=len(ids))
-            return  # unknown is not gone: nothing changes
+            return 0  # unknown is not gone: nothing changes
         self.slurm_ok = True
         self.slurm_failures = 0
         for j in ids:
@@ -186,30 +196,40 @@ class Controller:
                 log.info("slurm_job_state", job_id=j, state=view.state, kind=view.kind.value)
                 self.views[j] = view
                 self.queue.add(("job", str(j)))
+                changed += 1
+        return changed
 
     # ------------------------------------------------------------------ sweeps
     async def sweep_once(self) -> None:
         """Dangling jobs, Slurm node states, and a resync of every known key."""
         try:
-            listed = await self.slurm.list_jobs()
-        except SlurmError as e:
-            log.warning("slurm_sweep_failed", error=str(e))
-        else:
-            if self.slurm_observer is not None and not listed.unchanged:
-                self.slurm_observer.jobs_listed(listed.jobs)
-            named = dangling.candidates(listed.jobs, self.cfg.mcs_label)
-            for job in listed.jobs:
-                new = {p for p in job.partition.split(",") if p} - self.job_partitions
-                if job.job_id in named and new:
-                    self.job_partitions |= new
-                    self._policy = None
+            named = await self._active_jobs_of_ours()
             found: dict[str, KubeObject | None] = {}
             for keys in named.values():
                 for k in keys:
                     if k in found:
                         continue
                     found[k] = self.pods.get(k) or await self._get_pod(k)
-            await self.applier.apply(dangling.plan(named, found))
+            actions = dangling.plan(named, found)
+            if actions:
+                # The cache may predate an update of the job: confirm with a fresh read.
+                ids = [a.job_id for a in actions if isinstance(a, CancelJob)]
+                fresh = dangling.candidates(
+                    await self.slurm.get_jobs(ids, concurrency=SWEEP_READ_CONCURRENCY),
+                    self.cfg.mcs_label,
+                )
+                actions = dangling.plan(fresh, found | await self._pods_of(fresh, found))
+            await self.applier.apply(actions)
+        except SlurmError as e:
+            log.warning("slurm_sweep_failed", error=str(e))
+        if self.slurm_observer is not None and self.cfg.controller.slurm_job_metrics:
+            try:
+                tally = JobTally(self.cfg.mcs_label)
+                await self.slurm.scan_jobs(tally.add)  # streamed, counted, nothing held
+            except SlurmError as e:
+                log.warning("slurm_job_metrics_failed", error=str(e))
+            else:
+                self.slurm_observer.jobs_summarized(tally.summary())
         try:
             self.slurm_nodes = {n.name: n for n in await self.slurm.list_nodes()}
         except SlurmError as e:
@@ -230,6 +250,49 @@ class Controller:
             self.queue.add(("node", name))
         for j in list(self.by_job):
             self.queue.add(("job", str(j)))
+
+    async def _active_jobs_of_ours(self) -> dict[int, tuple[str, ...]]:
+        """job id -> pods named, for every active job of ours no pod is labelled with.
+
+        A job a live pod's job-id label names is not dangling, so is never read. Of the
+        others, one compact ``GET /jobs/state/`` finds the active ones, and each is read
+        by id once in its life (ours or not: :attr:`_job_pods`), at most
+        :data:`SWEEP_READS_MAX` per sweep (the rest at the next). A quiet cluster costs
+        one small request per sweep, whatever the size of Slurm's table; the whole table
+        is never asked for (``GET /jobs/`` at 30,000 jobs grows slurmrestd by GBs)."""
+        active = {s.job_id for s in await self.slurm.list_job_states() if s.state.active}
+        for job_id in self._job_pods.keys() - active:
+            del self._job_pods[job_id]
+        new = sorted(active - self._job_pods.keys() - self.by_job.keys())[:SWEEP_READS_MAX]
+        for job in await self.slurm.get_jobs(new, concurrency=SWEEP_READ_CONCURRENCY):
+            self._learn(job.job_id, job)
+        for job_id in set(new) - self._job_pods.keys():
+            self._job_pods[job_id] = None  # gone meanwhile: pruned next sweep
+        return {
+            j: pods
+            for j, pods in self._job_pods.items()
+            if pods is not None and j not in self.by_job
+        }
+
+    def _learn(self, job_id: int, job: SlurmJob | None) -> None:
+        pods = dangling.ours(job, self.cfg.mcs_label) if job is not None else None
+        self._job_pods[job_id] = pods
+        if job is not None and pods is not None:
+            new = {p for p in job.partition.split(",") if p} - self.job_partitions
+            if new:
+                self.job_partitions |= new
+                self._policy = None
+
+    async def _pods_of(
+        self, named: dict[int, tuple[str, ...]], known: dict[str, KubeObject | None]
+    ) -> dict[str, KubeObject | None]:
+        """The pods ``named`` names that ``known`` lacks."""
+        out: dict[str, KubeObject | None] = {}
+        for keys in named.values():
+            for k in keys:
+                if k not in known and k not in out:
+                    out[k] = self.pods.get(k) or await self._get_pod(k)
+        return out
 
     # ------------------------------------------------------------------ nodes
     def node_policy(self) -> nodes.NodePolicy:
@@ -346,13 +409,18 @@ class Controller:
             await self.clock.sleep(seconds)
 
     async def _poll_loop(self) -> None:
+        """Poll Slurm every ``slurmPollIntervalSeconds`` while job states change, backing off
+        to :data:`~bridge.clock.IDLE_INTERVAL_MAX` while none does (a quiet cluster: one
+        request a second); a new job id pokes it at once."""
+        idle = 0
         while True:
             self.poll_now.clear()
             try:
-                await self.poll_once()
+                idle = 0 if await self.poll_once() else idle + 1
             except BridgeError as e:
                 log.warning("loop_step_failed", error=str(e))
-            sleeper = asyncio.ensure_future(self.clock.sleep(self.cfg.slurm_poll_interval_seconds))
+            interval = idle_backoff(self.cfg.slurm_poll_interval_seconds, idle)
+            sleeper = asyncio.ensure_future(self.clock.sleep(interval))
             poked = asyncio.ensure_future(self.poll_now.wait())
             try:
                 await asyncio.wait({sleeper, poked}, return_when=asyncio.FIRST_COMPLETED)

@@ -1,8 +1,9 @@
 """Slurm-side metrics, in the spirit of SchedMD's slurm-exporter, served by the controller.
 
-They cost no request of their own: they are computed from what the controller's sweep
-already reads every ``slurmResyncIntervalSeconds`` (30 s by default): the whole job table
-(``GET /jobs/``, for the dangling-job check) and the node table (``GET /nodes/``).
+They are computed once per sweep of the controller (``slurmResyncIntervalSeconds``, 30 s by
+default): the node table is the one the sweep reads anyway (``GET /nodes/``); the job table
+is read for them alone, as a stream whose jobs are counted as they arrive and never held
+(``GET /jobs/``, :class:`JobTally`), and only while ``controller.slurmJobMetrics`` is on.
 :func:`summarize_jobs` and :func:`summarize_nodes` are pure; :class:`SlurmCollector` is a
 Prometheus collector that exposes the last summaries (nothing while this replica has
 read nothing, e.g. a standby: a leader-elected controller's standby does not sweep).
@@ -85,18 +86,35 @@ def is_placeholder(job: SlurmJob, mcs_label: str) -> bool:
     return not (mcs_label and job.mcs_label and job.mcs_label != mcs_label)
 
 
-def summarize_jobs(jobs: Iterable[SlurmJob], mcs_label: str) -> JobsSummary:
-    by_state: Counter[tuple[str, str]] = Counter()
-    pending: Counter[tuple[str, str]] = Counter()
-    placeholders: Counter[str] = Counter()
-    for job in jobs:
+class JobTally:
+    """Counts jobs one at a time, so a streamed job table is summarized without being
+    held: ``add`` is a ``keep`` callback for :meth:`SlurmClient.scan_jobs` that keeps
+    nothing."""
+
+    def __init__(self, mcs_label: str) -> None:
+        self._mcs = mcs_label
+        self._by_state: Counter[tuple[str, str]] = Counter()
+        self._pending: Counter[tuple[str, str]] = Counter()
+        self._placeholders: Counter[str] = Counter()
+
+    def add(self, job: SlurmJob) -> bool:
         state = job.state.primary
-        by_state[(job.partition, state)] += 1
+        self._by_state[(job.partition, state)] += 1
         if state == "PENDING":
-            pending[(job.partition, job.state_reason or "None")] += 1
-        if is_placeholder(job, mcs_label):
-            placeholders[state] += 1
-    return JobsSummary(dict(by_state), dict(pending), dict(placeholders))
+            self._pending[(job.partition, job.state_reason or "None")] += 1
+        if is_placeholder(job, self._mcs):
+            self._placeholders[state] += 1
+        return False
+
+    def summary(self) -> JobsSummary:
+        return JobsSummary(dict(self._by_state), dict(self._pending), dict(self._placeholders))
+
+
+def summarize_jobs(jobs: Iterable[SlurmJob], mcs_label: str) -> JobsSummary:
+    tally = JobTally(mcs_label)
+    for job in jobs:
+        tally.add(job)
+    return tally.summary()
 
 
 def node_state(node: SlurmNode) -> str:
@@ -169,9 +187,12 @@ class SlurmCollector(Collector):
         self._read: dict[str, float] = {}
 
     # the controller's sweep calls these with what it read
-    def jobs_listed(self, jobs: Iterable[SlurmJob]) -> None:
-        self._jobs = summarize_jobs(jobs, self._mcs)
+    def jobs_summarized(self, summary: JobsSummary) -> None:
+        self._jobs = summary
         self._read["jobs"] = self._clock.now().timestamp()
+
+    def jobs_listed(self, jobs: Iterable[SlurmJob]) -> None:
+        self.jobs_summarized(summarize_jobs(jobs, self._mcs))
 
     def nodes_listed(self, nodes: Iterable[SlurmNode]) -> None:
         self._nodes = summarize_nodes(nodes)

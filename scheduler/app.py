@@ -65,9 +65,10 @@ async def run_scheduler(
     """Run the scheduler's loops until cancelled (this is the leader's work)."""
     clock = clock or SystemClock()
     sched = scheduler or Scheduler(cfg, kube, slurm, clock)
-    await sched.sweep()
     nodes_synced, ns_synced, pods_synced = asyncio.Event(), asyncio.Event(), asyncio.Event()
     async with asyncio.TaskGroup() as tg:
+        # The Slurm sweep runs beside the initial lists; nothing is submitted before it ends.
+        swept = tg.create_task(sched.sweep())
         tg.create_task(
             _feed(
                 Watcher(kube, NODES, clock=clock),
@@ -94,6 +95,7 @@ async def run_scheduler(
                 pods_synced,
             )
         )
+        await swept
         tg.create_task(sched.queue.run_timers())
         tg.create_task(sched.poll_forever())
         for _ in range(cfg.scheduler.workers):

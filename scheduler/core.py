@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,12 +39,21 @@ from bridge.errors import (
 )
 from bridge.kube.client import KubeClient
 from bridge.kube.events import EventRecorder
-from bridge.kube.resources import JOBS, JOBSETS, LEADERWORKERSETS, PODGROUPS, KubeObject, Resource
+from bridge.kube.resources import (
+    JOBS,
+    JOBSETS,
+    LEADERWORKERSETS,
+    PODGROUPS,
+    PODS,
+    KubeObject,
+    Resource,
+)
 from bridge.models import GroupId, JobSpec
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import ALLOCATE_MARK, Allocated, JobState, SlurmJob, SlurmNode
 from bridge.translate import (
     GroupRef,
+    NodeSet,
     TranslateSettings,
     Waiting,
     group_of,
@@ -57,7 +66,6 @@ from bridge.wellknown import (
     CONDITION_POD_SCHEDULED,
     FINALIZER,
     LABEL_JOB_ID,
-    LABEL_SLURM_NODENAME,
     MANAGED_NODE_TAINT,
 )
 from scheduler.assign import AssignmentError, assign, tasks_per_node_even
@@ -107,6 +115,10 @@ REFUSED_MEMORY_SECONDS = 2.0
 # long without a try (the partition may have filled meanwhile). So a burst on a full
 # partition costs ONE refused try, not one per worker.
 PROBE_AFTER_IDLE_SECONDS = 1.0
+# The start-up sweep reads the active jobs no pod names by id up to this many, else it
+# streams Slurm's job table once.
+SWEEP_READS_MAX = 1000
+SWEEP_READ_CONCURRENCY = 16
 
 
 @dataclass
@@ -146,6 +158,14 @@ def _scheduled_condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
 def _spec_hash_of(job: SlurmJob) -> str | None:
     _, sep, rest = job.comment.rpartition(SPEC_MARK)
     return rest.split()[0] if sep and rest else None
+
+
+def _group_uid_of_active(job: SlurmJob) -> str | None:
+    """The group uid an ACTIVE job of the bridge names in its admin_comment, else None."""
+    if not job.state.active:
+        return None
+    parsed = parse_admin_comment(job.admin_comment)
+    return parsed[0].uid if parsed is not None and parsed[0] is not None else None
 
 
 def job_view(job: SlurmJob) -> JobView:
@@ -220,6 +240,8 @@ class Scheduler:
         self.pod_group: dict[str, str] = {}  # pod key -> group key
         self.groups: dict[str, GroupState] = {}
         self.nodes: dict[str, KubeObject] = {}
+        # the same nodes, with excluded_nodes memoized per placement (no O(nodes) per group)
+        self.node_set = NodeSet()
         self.namespace_labels: dict[str, dict[str, str]] = {}
         self.owners: dict[str, KubeObject] = {}  # uid -> owner/group object
         self.jobs_by_group_uid: dict[str, SlurmJob] = {}  # from the start-up sweep
@@ -285,8 +307,10 @@ class Scheduler:
         name = str(_meta(node).get("name"))
         if kind == "DELETED":
             self.nodes.pop(name, None)
+            self.node_set.remove(name)
         else:
             self.nodes[name] = node
+            self.node_set.put(node)
 
     def on_namespace_event(self, kind: str, ns: KubeObject) -> None:
         name = str(_meta(ns).get("name"))
@@ -357,17 +381,45 @@ class Scheduler:
 
     # ------------------------------------------------------------------ start-up
     async def sweep(self) -> None:
-        """Index the bridge's active jobs by group uid (one full list, once, at start),
-        so a restarted scheduler never submits a duplicate."""
-        jobs = (await self.slurm.list_jobs()).jobs
+        """Index the bridge's active jobs by group uid, once, at start, so a restarted
+        scheduler never submits a duplicate.
+
+        Only the jobs no pod names yet can matter (a pod's job-id label leads to its job):
+        Slurm's compact state list gives the active ids, a paged list of the labelled pods
+        the ids to skip, and the rest are read by id (:data:`SWEEP_READS_MAX`), or, when
+        more are unknown, in one streamed ``GET /jobs/`` keeping only the bridge's. Slurm's
+        whole table is never held, nor read at all in the usual case."""
+        started = self.clock.monotonic()
+        states, labelled, _ = await asyncio.gather(
+            self.slurm.list_job_states(), self._labelled_jobs(), self.refresh_slurm_nodes()
+        )
+        active = {s.job_id for s in states if s.state.active}
+        unknown = active - labelled
+        if len(unknown) > SWEEP_READS_MAX:
+            jobs: Iterable[SlurmJob] = await self.slurm.scan_jobs(
+                lambda j: j.job_id in unknown and _group_uid_of_active(j) is not None
+            )
+        else:
+            jobs = await self.slurm.get_jobs(sorted(unknown), concurrency=SWEEP_READ_CONCURRENCY)
         for job in jobs:
-            parsed = parse_admin_comment(job.admin_comment)
-            if parsed is None or parsed[0] is None or not job.state.active:
-                continue
-            self.jobs_by_group_uid[parsed[0].uid] = job
-        await self.refresh_slurm_nodes()
+            uid = _group_uid_of_active(job)
+            if uid is not None:
+                self.jobs_by_group_uid[uid] = job
         self.swept = True
-        log.info("slurm_sweep_done", jobs=len(jobs), bridge_jobs=len(self.jobs_by_group_uid))
+        log.info(
+            "slurm_sweep_done",
+            active=len(active),
+            read=len(unknown),
+            bridge_jobs=len(self.jobs_by_group_uid),
+            seconds=round(self.clock.monotonic() - started, 2),
+        )
+
+    async def _labelled_jobs(self) -> set[int]:
+        """Job ids the pods' job-id labels name (every namespace, a page at a time)."""
+        out: set[int] = set()
+        async for page, _ in self.kube.pages(PODS, label_selector=LABEL_JOB_ID):
+            out.update(j for j in map(_job_id_label, page) if j is not None)
+        return out
 
     async def refresh_slurm_nodes(self) -> None:
         """Slurm's node names: ``excluded_nodes`` may only name nodes Slurm knows (an
@@ -430,7 +482,7 @@ class Scheduler:
             result = translate_group(
                 pods,
                 gobj,
-                self.nodes.values(),
+                self.node_set,
                 self.settings,
                 owners=self.owners,
                 dra=await self.dra.inputs(pods),
@@ -723,11 +775,7 @@ class Scheduler:
         )
 
     def _to_kube(self) -> dict[str, str]:
-        out: dict[str, str] = {}
-        for name, node in self.nodes.items():
-            slurm_name = (_meta(node).get("labels") or {}).get(LABEL_SLURM_NODENAME)
-            out[slurm_name or name] = name
-        return out
+        return self.node_set.to_kube()
 
     async def _bind(self, g: GroupState, d: Bind, pods: list[KubeObject]) -> None:
         job = g.job

@@ -11,8 +11,8 @@ Priority ...) within a second or two. With nothing pending the poller asks nothi
 
 Pacing (:meth:`JobPoller.next_interval`): the configured interval while something moves
 (a change, a newly watched job); once ticks find nothing new the interval doubles up to
-:data:`IDLE_INTERVAL_MAX` seconds, so a queue of pending jobs that Slurm leaves alone costs
-at most one request per second.
+:data:`~bridge.clock.IDLE_INTERVAL_MAX` seconds, so a queue of pending jobs that Slurm
+leaves alone costs at most one request per second.
 
 A burst of new pending jobs must not turn that into per-job polling: at most
 ``REASON_BUDGET`` reason re-reads per tick (the least refreshed first), and they come
@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from bridge.clock import idle_backoff
 from bridge.errors import SlurmError, SlurmNotFound
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import SlurmJob
@@ -41,9 +42,8 @@ CHUNK = 500  # job ids per /jobs/state/ request (keeps the URL well under 8 KiB)
 # Ages (ticks since the watch) from which a job without a reason is re-read, once each:
 # Slurm gives one at its scheduling pass, and most jobs start by then (no read wasted).
 REASON_REFRESH_AT = (2, 4, 8)
-REASON_BUDGET = 16  # reason re-reads per tick, at most (the least refreshed first)
+REASON_BUDGET = 64  # reason re-reads per tick, at most (the least refreshed first)
 READ_CONCURRENCY = 16  # full reads (GET /job/{id}) of changed jobs in flight at once
-IDLE_INTERVAL_MAX = 1.0  # seconds between ticks once nothing moves
 
 
 @dataclass
@@ -75,7 +75,7 @@ class JobPoller:
 
     def next_interval(self, base: float) -> float:
         """Seconds until the next tick: ``base`` while things move, then backing off."""
-        return float(min(base * 2**self._idle_ticks, max(base, IDLE_INTERVAL_MAX)))
+        return idle_backoff(base, self._idle_ticks)
 
     def watch(self, job: SlurmJob) -> None:
         """Follow ``job`` until it leaves PENDING (then :meth:`unwatch` is implied)."""

@@ -23,7 +23,7 @@ Decisions (and the kubernetes_asyncio pitfalls behind them):
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -379,6 +379,35 @@ class KubeClient:
 
         A continue token that expired (410) restarts the list from the beginning once.
         """
+        items: list[KubeObject] = []
+        rv = ""
+        async for page, page_rv in self.pages(
+            res,
+            namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            page_size=page_size,
+        ):
+            if page_rv is None:  # restarted from the beginning
+                items.clear()
+                rv = ""
+                continue
+            rv = rv or page_rv
+            items += page
+        return ObjectList(items, rv)
+
+    async def pages(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        page_size: int = 500,
+    ) -> AsyncIterator[tuple[Sequence[KubeObject], str | None]]:
+        """The list, one page at a time (at most ``page_size`` objects held), with the
+        first page's resourceVersion. An empty page with resourceVersion None means the
+        continue token expired and the list starts again from the beginning (once)."""
         base: list[tuple[str, Any]] = []
         if label_selector:
             base.append(("labelSelector", label_selector))
@@ -386,7 +415,6 @@ class KubeClient:
             base.append(("fieldSelector", field_selector))
         what = f"list {res.plural}" + (f" in {namespace}" if namespace else "")
         for attempt in range(2):
-            items: list[KubeObject] = []
             rv = ""
             cont = ""
             try:
@@ -397,6 +425,7 @@ class KubeClient:
                     page = await self.request("GET", res.path(namespace), query=query, what=what)
                     meta = page.get("metadata") or {}
                     rv = rv or str(meta.get("resourceVersion") or "")
+                    items: list[KubeObject] = []
                     for item in page.get("items") or []:
                         # List items come without kind/apiVersion (watch objects have
                         # them): fill them so every object dict has the same shape.
@@ -404,12 +433,13 @@ class KubeClient:
                         item.setdefault("kind", res.kind)
                         items.append(item)
                     cont = str(meta.get("continue") or "")
+                    yield items, rv
                     if not cont:
-                        return ObjectList(items, rv)
+                        return
             except KubeGone:
                 if attempt or not cont:
                     raise
-        raise AssertionError("unreachable")  # pragma: no cover
+                yield [], None
 
     async def create(
         self, res: Resource, obj: KubeObject, namespace: str | None = None

@@ -240,6 +240,8 @@ def render_slurm_conf(s: Settings) -> str:
         "GresTypes=gpu",
         # room for nodes created at run time (scontrol create / POST /new/node)
         f"MaxNodeCount={s.nodes + s.external_nodes + 256}",
+        # a busy site's job table (the scale benchmark holds 50,000+ jobs; default 10,000)
+        "MaxJobCount=200000",
     ]
     if s.accounting:
         lines += [

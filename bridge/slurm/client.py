@@ -29,10 +29,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import aiohttp
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
@@ -65,6 +65,7 @@ from bridge.slurm.models import (
     SlurmPartition,
     SubmitResult,
 )
+from bridge.slurm.stream import ArrayStream
 from bridge.slurm.token import TokenProvider
 from bridge.slurm.transport import SlurmConnector
 
@@ -77,7 +78,23 @@ OPENAPI_PATH = "/openapi/v3"
 # ~10 s at 94 MB measured) gets this many times the request timeout, at least the minimum.
 BULK_TIMEOUT_FACTOR = 6
 BULK_TIMEOUT_MIN_SECONDS = 60.0
+SCAN_CHUNK_BYTES = 1 << 16
+# job ids per GET /jobs/state/ URL (repeated job_id=...: ~14 bytes each, well under 8 KiB)
+STATE_IDS_PER_URL = 500  # read size of a streamed whole-table answer
 _log = get_logger("bridge.slurm")
+T = TypeVar("T")
+
+
+def _transport_failure(
+    error: BaseException, endpoint: str, timeout: aiohttp.ClientTimeout
+) -> SlurmError:
+    """The SlurmError for a request that got no answer."""
+    if isinstance(error, TimeoutError):
+        return SlurmTimeout(f"{endpoint}: no answer within {timeout.total}s", endpoint=endpoint)
+    # Only the type: aiohttp's messages carry the request headers (the token).
+    return SlurmUnavailable(
+        f"{endpoint}: cannot reach slurmrestd: {type(error).__name__}", endpoint=endpoint
+    )
 
 
 class _Response:
@@ -192,16 +209,8 @@ class SlurmClient:
             ) as resp:
                 status = resp.status
                 raw = await resp.read()
-        except TimeoutError:
-            failure = SlurmTimeout(
-                f"{endpoint}: no answer within {timeout.total}s",
-                endpoint=endpoint,
-            )
-        except aiohttp.ClientError as e:
-            # Only the type: aiohttp's messages carry the request headers (the token).
-            failure = SlurmUnavailable(
-                f"{endpoint}: cannot reach slurmrestd: {type(e).__name__}", endpoint=endpoint
-            )
+        except (TimeoutError, aiohttp.ClientError) as e:
+            failure = _transport_failure(e, endpoint, timeout)
         del headers
         if failure is not None:
             # Raised outside the except block: no __context__ holding the aiohttp error.
@@ -219,6 +228,11 @@ class SlurmClient:
             status=status,
             seconds=round(self._clock.monotonic() - started, 4),
         )
+        self._raise_for_errors(endpoint, status, parsed, text)
+        return _Response(status, parsed)
+
+    def _raise_for_errors(self, endpoint: str, status: int, parsed: Any, text: str) -> None:
+        """Raise the classified SlurmError an answer (HTTP status, ``errors[]``) carries."""
         codec = self._codec or CODECS[0]()
         errors = [e for e in codec.errors(parsed) if e.error_number]
         if status >= 400 or errors:
@@ -232,7 +246,64 @@ class SlurmClient:
                 error_number=first.error_number if first else 0,
                 slurm_message=first.text if first else text,
             )
-        return _Response(status, parsed)
+
+    async def _scan(
+        self, path: str, *, endpoint: str, key: str, pick: Callable[[Any], T | None]
+    ) -> tuple[list[T], Mapping[str, Any]]:
+        """One streamed GET of a whole-table answer: ``pick`` of each item of its array
+        ``key`` (None: dropped), and its other top-level keys. The body is decoded chunk by chunk
+        (:class:`~bridge.slurm.stream.ArrayStream`), never held whole."""
+        headers = self._token.headers()
+        headers["Accept"] = "application/json"
+        session = self._session_or_open()
+        started = self._clock.monotonic()
+        failure: SlurmError | None = None
+        kept: list[T] = []
+        rest: Mapping[str, Any] = {}
+        status, raw, seen = 0, b"", 0
+        try:
+            async with session.request(
+                "GET", self._base + path, headers=headers, timeout=self._bulk_timeout
+            ) as resp:
+                status = resp.status
+                if status >= 400:
+                    raw = await resp.read()
+                else:
+                    stream = ArrayStream(key)
+
+                    def take(items: list[Any]) -> None:
+                        nonlocal seen
+                        seen += len(items)
+                        kept.extend(p for p in map(pick, items) if p is not None)
+
+                    async for chunk in resp.content.iter_chunked(SCAN_CHUNK_BYTES):
+                        take(stream.feed(chunk))
+                    take(stream.close())
+                    rest = stream.rest
+        except (TimeoutError, aiohttp.ClientError) as e:
+            failure = _transport_failure(e, endpoint, self._bulk_timeout)
+        del headers
+        if failure is not None:
+            # Raised outside the except block: no __context__ holding the aiohttp error.
+            raise failure
+        _log.debug(
+            "slurm_request",
+            endpoint=endpoint,
+            method="GET",
+            status=status,
+            items=seen,
+            kept=len(kept),
+            seconds=round(self._clock.monotonic() - started, 4),
+        )
+        if status >= 400:
+            try:
+                parsed: Any = json.loads(raw) if raw else None
+                text = ""
+            except ValueError:
+                parsed, text = None, raw.decode("utf-8", "replace").strip()[:200]
+            self._raise_for_errors(endpoint, status, parsed, text)
+        self._raise_for_errors(endpoint, status, rest, "")
+        return kept, rest
 
     async def _call(
         self,
@@ -250,6 +321,10 @@ class SlurmClient:
         )
         if not idempotent:
             return await send()
+        return await self._retried(send, endpoint)
+
+    async def _retried(self, send: Callable[[], Awaitable[T]], endpoint: str) -> T:
+        """``send()``, tried again on SlurmUnavailable (idempotent calls only)."""
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self._retry_attempts),
             wait=wait_exponential(multiplier=0.1, max=self._retry_max_wait),
@@ -367,6 +442,20 @@ class SlurmClient:
         resp = await self._call("GET", path, endpoint="resources_get", idempotent=True)
         return c.decode_resources(resp.body)
 
+    async def get_jobs(self, job_ids: Iterable[int], *, concurrency: int = 16) -> list[SlurmJob]:
+        """``GET /job/{id}`` of each, ``concurrency`` at a time; the jobs Slurm no longer
+        has are left out."""
+        sem = asyncio.Semaphore(concurrency)
+
+        async def one(job_id: int) -> SlurmJob | None:
+            async with sem:
+                try:
+                    return await self.get_job(job_id)
+                except SlurmNotFound:
+                    return None
+
+        return [j for j in await asyncio.gather(*(one(i) for i in job_ids)) if j is not None]
+
     async def list_jobs(self, update_since: datetime | None = None) -> JobList:
         """``GET /jobs/``; with ``update_since``, nothing at all when no job changed since
         then (cheap: ``unchanged=True``), else the whole table (Slurm's granularity).
@@ -399,14 +488,23 @@ class SlurmClient:
     async def list_job_states(
         self, job_ids: Sequence[int] | None = None
     ) -> tuple[JobStateItem, ...]:
-        """``GET /jobs/state/``: id and state of every job (or of ``job_ids``)."""
+        """``GET /jobs/state/``: id and state of every job (or of ``job_ids``).
+
+        More ids than fit in a URL (:data:`STATE_IDS_PER_URL`): one request for every job's
+        state (compact: ids and states only), filtered here."""
         c = await self.codec()
+        wanted = {int(j) for j in job_ids} if job_ids else None
         # Repeated job_id parameters: slurmrestd 26.05 answers a CSV list with HTTP 500.
-        params = [("job_id", str(int(j))) for j in job_ids] if job_ids else None
+        params = None
+        if wanted is not None and len(wanted) <= STATE_IDS_PER_URL:
+            params = [("job_id", str(j)) for j in sorted(wanted)]
         resp = await self._call(
             "GET", c.path("jobs/state/"), endpoint="jobs_state", idempotent=True, params=params
         )
-        return c.decode_job_states(resp.body)
+        states = c.decode_job_states(resp.body)
+        if wanted is not None and params is None:
+            return tuple(s for s in states if s.job_id in wanted)
+        return states
 
     async def find_jobs_by_admin_comment(
         self, admin_comment: str, *, name: str | None = None, active_only: bool = True
@@ -416,17 +514,34 @@ class SlurmClient:
 
         The submit-timeout rule: call this before submitting again after a lost answer.
         """
-        jobs = (await self.list_jobs()).jobs
-        return tuple(
-            j
-            for j in jobs
-            if (
-                j.admin_comment == admin_comment
-                or (admin_comment and admin_comment in j.admin_comment)
+        return await self.scan_jobs(
+            lambda j: (
+                (
+                    j.admin_comment == admin_comment
+                    or bool(admin_comment and admin_comment in j.admin_comment)
+                )
+                and (name is None or j.name == name)
+                and (not active_only or j.state.active)
             )
-            and (name is None or j.name == name)
-            and (not active_only or j.state.active)
         )
+
+    async def scan_jobs(self, keep: Callable[[SlurmJob], bool]) -> tuple[SlurmJob, ...]:
+        """The jobs of ``GET /jobs/`` that ``keep`` accepts, read as a stream: one job is
+        decoded at a time and only the kept ones are held, so memory does not grow with
+        Slurm's job table (finished jobs included), only with what the caller keeps."""
+        c = await self.codec()
+
+        def pick(item: Any) -> SlurmJob | None:
+            job = c.decode_job(item) if isinstance(item, Mapping) else None
+            return job if job is not None and keep(job) else None
+
+        kept, _ = await self._retried(
+            functools.partial(
+                self._scan, c.path("jobs/"), endpoint="jobs_get", key="jobs", pick=pick
+            ),
+            "jobs_get",
+        )
+        return tuple(kept)
 
     async def update_job(self, job_id: int, spec: JobSpec) -> None:
         """Update a pending job from ``spec`` (size, resources, time, comments, ...)."""

@@ -18,13 +18,19 @@ from bridge.translate.grouping import (
 )
 from bridge.translate.identity import admin_comment, human_comment, parse_admin_comment
 from bridge.translate.job import Waiting, translate_group
-from bridge.translate.placement import excluded_nodes, pod_fits_node, slurm_node_name
+from bridge.translate.placement import (
+    NodeSet,
+    excluded_nodes,
+    pod_fits_node,
+    slurm_node_name,
+)
 from bridge.translate.quantity import parse_quantity
 from bridge.translate.resources import PodResources, pod_resources
 from bridge.translate.settings import TranslateSettings
 
 __all__ = [
     "GroupRef",
+    "NodeSet",
     "ObjectRef",
     "PodResources",
     "SlurmJobOptions",

@@ -22,7 +22,7 @@ from bridge.translate.annotations import (
 from bridge.translate.dra import DraInputs, pod_devices
 from bridge.translate.grouping import GroupRef, expected_size, group_of, order_pods
 from bridge.translate.identity import admin_comment, human_comment
-from bridge.translate.placement import excluded_nodes
+from bridge.translate.placement import NodeSet, excluded_nodes
 from bridge.translate.resources import PodResources, pod_resources, tres_string
 from bridge.translate.settings import TranslateSettings
 from bridge.wellknown import slurmjob_annotation
@@ -157,7 +157,7 @@ def with_devices(pod: Obj, own: PodResources, dra: DraInputs | None) -> PodResou
 def translate_group(
     pods: Sequence[Obj],
     group_object: Obj | None,
-    nodes: Iterable[Obj],
+    nodes: Iterable[Obj] | NodeSet,
     settings: TranslateSettings,
     *,
     owners: Mapping[str, Obj] | None = None,
@@ -167,7 +167,8 @@ def translate_group(
     is not complete. Raises InvalidInput naming the object, field and reason.
 
     ``group_object`` is the object the group comes from (PodGroup, LWS, JobSet, or Job),
-    None for a plain pod; ``nodes`` the current Kubernetes nodes (for excluded_nodes);
+    None for a plain pod; ``nodes`` the current Kubernetes nodes (for excluded_nodes; a
+    :class:`~bridge.translate.placement.NodeSet` memoizes them per placement);
     ``owners`` (uid -> object) any further owner objects the caller has read; ``dra``
     the DeviceClasses, claims and templates a pod's DRA requests name (see
     :mod:`bridge.translate.dra`): their CPUs and GRES join the pod's own.
@@ -256,7 +257,11 @@ def translate_group(
         group_id=opts.group_id,
         priority=priority,
         mcs_label=settings.mcs_label,
-        excluded_nodes=excluded_nodes(ordered, nodes, obj=where),
+        excluded_nodes=(
+            nodes.excluded(ordered, obj=where)
+            if isinstance(nodes, NodeSet)
+            else excluded_nodes(ordered, nodes, obj=where)
+        ),
         comment=human_comment(group, count),
         admin_comment=admin_comment(group, [kobj.pod_key(p) for p in ordered]),
         **placement,

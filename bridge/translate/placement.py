@@ -156,6 +156,38 @@ def _placement_key(pod: kobj.Obj) -> str:
     return json.dumps(fields, sort_keys=True, default=str)
 
 
+def _distinct(pods: Sequence[kobj.Obj]) -> dict[str, _PodPlacement]:
+    """Pods of one workload share their placement fields: each distinct set, by key."""
+    return {k: _PodPlacement.of(p) for k, p in {_placement_key(p): p for p in pods}.items()}
+
+
+_Exclusion = tuple[int, int, tuple[str, ...]]
+
+
+def _exclude(distinct: Iterable[_PodPlacement], nodes: Iterable[kobj.Obj]) -> _Exclusion:
+    """(nodes known, nodes excluded, sorted Slurm names of the excluded)."""
+    fits = list(distinct)
+    known = excluded = 0
+    out: set[str] = set()
+    for node in nodes:
+        known += 1
+        if not all(p.fits(node) for p in fits):
+            excluded += 1
+            out.add(slurm_node_name(node))
+    return known, excluded, tuple(sorted(out))
+
+
+def _checked(known: int, excluded: int, names: tuple[str, ...], obj: str) -> tuple[str, ...]:
+    if known and excluded == known:
+        raise InvalidInput(
+            "spec.nodeSelector/affinity/tolerations",
+            f"no node fits: all {known} nodes are cordoned, carry a taint the pods do not "
+            "tolerate, or miss a required label",
+            obj,
+        )
+    return names
+
+
 def excluded_nodes(
     pods: Sequence[kobj.Obj], nodes: Iterable[kobj.Obj], *, obj: str
 ) -> tuple[str, ...]:
@@ -164,21 +196,71 @@ def excluded_nodes(
     Raises InvalidInput when nodes are known and every one of them is excluded: such a
     group could never run, and Slurm would only say so in a less helpful way.
     """
-    known = excluded = 0
-    out: set[str] = set()
-    # Pods of one workload share their placement fields: test each distinct set once
-    # (a 256-pod gang costs one pod's checks per node, not 256).
-    distinct = [_PodPlacement.of(p) for p in {_placement_key(p): p for p in pods}.values()]
-    for node in nodes:
-        known += 1
-        if not all(p.fits(node) for p in distinct):
-            excluded += 1
-            out.add(slurm_node_name(node))
-    if known and excluded == known:
-        raise InvalidInput(
-            "spec.nodeSelector/affinity/tolerations",
-            f"no node fits: all {known} nodes are cordoned, carry a taint the pods do not "
-            "tolerate, or miss a required label",
-            obj,
-        )
-    return tuple(sorted(out))
+    # A 256-pod gang costs one pod's checks per node, not 256.
+    return _checked(*_exclude(_distinct(pods).values(), nodes), obj)
+
+
+def _node_fingerprint(node: kobj.Obj) -> str:
+    """What :meth:`_PodPlacement.fits` and :func:`slurm_node_name` read of a node."""
+    spec = kobj.get(node, "spec")
+    fields = {
+        "labels": kobj.labels(node),
+        "name": kobj.name(node),
+        "taints": spec.get("taints") if isinstance(spec, Mapping) else None,
+        "unschedulable": spec.get("unschedulable") if isinstance(spec, Mapping) else None,
+    }
+    return json.dumps(fields, sort_keys=True, default=str)
+
+
+class NodeSet:
+    """The Kubernetes nodes, by name, with :func:`excluded_nodes` memoized per distinct
+    pod placement: a site's pods share a handful of placements, so a group costs one
+    dictionary lookup, not a pass over thousands of nodes. The memo is dropped only when a
+    node comes, goes, or changes what placement reads (labels, taints, cordon), not on
+    status updates."""
+
+    def __init__(self, nodes: Iterable[kobj.Obj] = ()) -> None:
+        self._nodes: dict[str, kobj.Obj] = {}
+        self._prints: dict[str, str] = {}
+        self._memo: dict[tuple[str, ...], _Exclusion] = {}
+        self._to_kube: dict[str, str] | None = None
+        for node in nodes:
+            self.put(node)
+
+    def put(self, node: kobj.Obj) -> None:
+        name = kobj.name(node)
+        self._nodes[name] = node
+        fp = _node_fingerprint(node)
+        if self._prints.get(name) != fp:
+            self._prints[name] = fp
+            self._changed()
+
+    def remove(self, name: str) -> None:
+        if self._nodes.pop(name, None) is not None:
+            self._prints.pop(name, None)
+            self._changed()
+
+    def _changed(self) -> None:
+        self._memo.clear()
+        self._to_kube = None
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def values(self) -> Iterable[kobj.Obj]:
+        return self._nodes.values()
+
+    def to_kube(self) -> dict[str, str]:
+        """Slurm node name -> Kubernetes node name (kept until a node changes)."""
+        if self._to_kube is None:
+            self._to_kube = {slurm_node_name(n): name for name, n in self._nodes.items()}
+        return self._to_kube
+
+    def excluded(self, pods: Sequence[kobj.Obj], *, obj: str) -> tuple[str, ...]:
+        """:func:`excluded_nodes` of ``pods`` over these nodes."""
+        distinct = _distinct(pods)
+        key = tuple(sorted(distinct))
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = self._memo[key] = _exclude(distinct.values(), self._nodes.values())
+        return _checked(*hit, obj)

@@ -174,6 +174,15 @@ class CountingSlurmClient(SlurmClient):
         finally:
             self.seconds[endpoint] += time.monotonic() - started
 
+    async def _scan(self, path: str, *, endpoint: str, **kw: Any) -> Any:
+        """The streamed whole-table reads (``scan_jobs``) count too."""
+        self.calls[endpoint] += 1
+        started = time.monotonic()
+        try:
+            return await super()._scan(path, endpoint=endpoint, **kw)
+        finally:
+            self.seconds[endpoint] += time.monotonic() - started
+
 
 def _report(**data: Any) -> None:
     print(LINE + json.dumps(data), flush=True)
@@ -299,11 +308,13 @@ class Child:
 
 
 @contextlib.asynccontextmanager
-async def child(*args: str, env: dict[str, str] | None = None) -> AsyncIterator[Child]:
+async def child(
+    *args: str, env: dict[str, str] | None = None, module: str = "tests.bench.scheduler"
+) -> AsyncIterator[Child]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "tests.bench.scheduler",
+        module,
         *args,
         stdout=asyncio.subprocess.PIPE,
         env={**os.environ, **(env or {})},

@@ -1,6 +1,7 @@
-"""The controller's Slurm-side metrics against the REAL Slurm sandbox: one sweep (its
-``GET /jobs/`` and ``GET /nodes/``, no request of the metrics' own) and the numbers match
-what slurmctld says."""
+"""The controller's Slurm-side metrics against the REAL Slurm sandbox: one sweep (one
+streamed ``GET /jobs/`` for the job metrics, the sweep's own ``GET /nodes/``) and the numbers
+match what slurmctld says; with ``controller.slurmJobMetrics`` off the job table is never
+read."""
 
 from __future__ import annotations
 
@@ -70,8 +71,14 @@ async def test_one_sweep_exports_jobs_pending_reasons_nodes_and_partition_resour
         await counted.api_version()
         counted.calls.clear()
         await ctl.sweep_once()
-        # the metrics cost nothing: the sweep's own two table reads, no more
+        # one streamed job-table read for the job metrics, the sweep's own node read
         assert counted.calls["jobs_get"] == 1
+        assert counted.calls["nodes_get"] == 1
+        off = controller_config(sandbox, mcs, controller={"slurmJobMetrics": False})
+        quiet = Controller(off, counted, kube, slurm_observer=ControllerMetrics().slurm)
+        counted.calls.clear()
+        await quiet.sweep_once()
+        assert counted.calls["jobs_get"] == 0
         assert counted.calls["nodes_get"] == 1
 
     got = scrape(metrics.registry)

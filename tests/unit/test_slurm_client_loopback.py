@@ -14,7 +14,13 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from bridge.clock import FakeClock
-from bridge.errors import SlurmNotFound, SlurmRejected, SlurmTimeout, SlurmUnavailable
+from bridge.errors import (
+    InvalidInput,
+    SlurmNotFound,
+    SlurmRejected,
+    SlurmTimeout,
+    SlurmUnavailable,
+)
 from bridge.models import JobSpec
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.token import TokenProvider
@@ -234,3 +240,28 @@ async def test_the_whole_job_table_may_take_longer_than_one_request_timeout(
                 await client.get_job(1)
     finally:
         await server.close()
+
+
+async def test_scan_jobs_is_retried_on_unavailable_and_keeps_what_is_asked(serve: Any) -> None:
+    jobs = {**JOBS_OK, "jobs": [{"job_id": 1, "name": "a"}, {"job_id": 2, "name": "b"}]}
+    client, s = await serve([(503, "busy"), (200, jobs)])
+    async with client:
+        kept = await client.scan_jobs(lambda j: j.name == "b")
+    assert [j.job_id for j in kept] == [2]
+    assert len(s.calls) == 2
+
+
+async def test_scan_jobs_raises_the_errors_slurm_lists_after_the_jobs(serve: Any) -> None:
+    bad = {"jobs": [{"job_id": 1}], "errors": [{"error_number": 2000, "error": "no"}]}
+    client, _ = await serve([(200, bad)])
+    async with client:
+        with pytest.raises(SlurmRejected) as e:
+            await client.scan_jobs(lambda j: True)
+    assert e.value.error_number == 2000
+
+
+async def test_scan_jobs_refuses_a_truncated_answer(serve: Any) -> None:
+    client, _ = await serve([(200, '{"jobs": [{"job_id": 1}')])
+    async with client:
+        with pytest.raises(InvalidInput):
+            await client.scan_jobs(lambda j: True)

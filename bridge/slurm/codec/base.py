@@ -418,15 +418,22 @@ class Codec:
         )
 
     def decode_job_states(self, body: Any) -> tuple[JobStateItem, ...]:
+        """Every row of ``GET /jobs/state/`` (tens of thousands a tick on a busy cluster:
+        the few distinct states are parsed once, rows are built without re-validation)."""
         b = _require_mapping(body, "jobs/state response")
         out = []
+        states: dict[tuple[str, ...], JobState] = {}
         for j in b.get("jobs") or ():
             if not isinstance(j, Mapping):
                 continue
             job_id = num(j.get("job_id"))
             if job_id is None:
                 raise InvalidInput("job_id", "missing in a jobs/state row")
-            out.append(JobStateItem(job_id=job_id, state=JobState.from_list(_strs(j["state"]))))
+            raw = _strs(j.get("state"))
+            state = states.get(raw)
+            if state is None:
+                state = states[raw] = JobState.from_list(raw)
+            out.append(JobStateItem.model_construct(job_id=job_id, state=state))
         return tuple(out)
 
     def decode_cancel(self, body: Any) -> tuple[CancelStatus, ...]:

@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import cast
 
+from bridge.clock import IDLE_INTERVAL_MAX
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import JobState, JobStateItem, SlurmJob
-from scheduler.poller import IDLE_INTERVAL_MAX, REASON_BUDGET, REASON_REFRESH_AT, JobPoller
+from scheduler.poller import REASON_BUDGET, REASON_REFRESH_AT, JobPoller
 
 
 def job(job_id: int, state: str = "PENDING", reason: str = "None") -> SlurmJob:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from bridge.errors import InvalidInput
-from bridge.translate.placement import excluded_nodes, pod_fits_node, slurm_node_name
+from bridge.translate.placement import NodeSet, excluded_nodes, pod_fits_node, slurm_node_name
 from bridge.wellknown import LABEL_SLURM_NODENAME
 
 
@@ -151,3 +151,48 @@ def test_every_node_excluded_is_an_error_with_a_reason() -> None:
 
 def test_no_known_nodes_excludes_nothing() -> None:
     assert excluded_nodes([pod()], [], obj="g") == ()
+
+
+# NodeSet: excluded_nodes memoized per placement, dropped when a node's placement changes.
+def _taint(key: str) -> dict[str, Any]:
+    return {"key": key, "value": "x", "effect": "NoSchedule"}
+
+
+def test_node_set_gives_what_excluded_nodes_gives_as_nodes_change() -> None:
+    gpu = pod(nodeSelector={"gpu": "yes"})
+    plain = pod()
+    ns = NodeSet([node("a", labels={"gpu": "yes"}), node("b"), node("c")])
+
+    def outcome(f: Any, *args: Any) -> Any:
+        try:
+            return f(*args, obj="x")
+        except InvalidInput as e:
+            return str(e)
+
+    def check() -> None:
+        for p in (gpu, plain):
+            want = outcome(excluded_nodes, [p], list(ns.values()))
+            assert outcome(ns.excluded, [p]) == want
+            assert outcome(ns.excluded, [p, p]) == want  # asked again: the memo
+
+    check()
+    ns.put(node("b", labels={"gpu": "yes"}))  # a label
+    check()
+    ns.put(node("c", taints=[_taint("dedicated")]))  # a taint
+    check()
+    ns.put(node("a", labels={"gpu": "yes"}, unschedulable=True))  # cordoned
+    check()
+    ns.remove("b")
+    check()
+    ns.put(node("d", labels={LABEL_SLURM_NODENAME: "slurm-d", "gpu": "yes"}))
+    check()
+    assert ns.to_kube() == {"a": "a", "c": "c", "slurm-d": "d"}
+    assert len(ns) == 3
+
+
+def test_node_set_raises_for_each_group_when_no_node_fits() -> None:
+    ns = NodeSet([node("a"), node("b")])
+    for obj in ("Pod ns/one", "Pod ns/two"):
+        with pytest.raises(InvalidInput) as e:
+            ns.excluded([pod(nodeSelector={"gpu": "yes"})], obj=obj)
+        assert e.value.obj == obj

@@ -1,0 +1,419 @@
+"""Scale: thousands of Slurm nodes, tens of thousands of pods and jobs (issue #14), against
+the REAL Slurm sandbox and the sandbox API server.
+
+Set-up: the Slurm sandbox has ``--nodes`` ``State=EXTERNAL`` nodes (``slurm-bridge sandbox
+slurm up --external-nodes 5000``) and its job table holds at least ``--finished`` finished
+jobs (cancelled fillers, added here when missing); the sandbox API server (in this
+process, so every write is counted where it is stored) holds the matching Ready Nodes.
+The scheduler and the controller each run as their own SUBPROCESS (the scheduler as
+``tests.bench.scheduler --role scheduler``, the controller as ``--role controller`` here),
+both reporting their CPU time and slurmrestd requests every 0.2 s.
+
+Phases:
+1. wave 1: ``--wave1`` single pods (1 CPU, shared), all bound: scheduler CPU ms per pod;
+2. wave 2: ``--wave2`` more, all bound: the same; ``per_pod_cost_ratio`` = 2 over 1;
+   ``kube_writes_per_pod`` (patches, bindings, status, events by both components per bound
+   pod) and ``sandbox_api_cpu_ms_per_pod`` (this process: the API server, plus creating
+   the pods) over both waves;
+3. steady: ``--pending`` pods whose jobs Slurm holds (``priority: 0``); once each shows
+   Slurm's reason, every slurmrestd request of each component is counted for ``--window``
+   seconds;
+4. restart: the scheduler is killed (SIGKILL) with every pod above in place and their jobs
+   active; one more pod is created; ``restart_ready_s`` = new process started -> that pod
+   bound. Then the controller is killed and restarted: ``controller_restart_resync_s`` =
+   started -> its first full resync (dangling-job sweep + every key queued) done.
+
+``*_rss_peak_mb``: the kernel's high-water mark (VmHWM) of each process, start-up
+included, the largest over both processes of a component.
+
+Run: ``python -m tests.bench.scale`` (defaults: the issue's sizes; see ``--help``) against
+a sandbox made with ``slurm-bridge sandbox slurm up --nodes 1 --external-nodes 5000
+--node-gpus 0 --extra-conf MinJobAge=7200`` (finished jobs must outlive the run);
+``--smoke``: tiny sizes (CI). The last line is ONE JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from bridge.config import load_config
+from bridge.kube.client import KubeClient
+from bridge.kube.events import EventRecorder
+from bridge.logging import configure_logging
+from bridge.sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
+from bridge.sandbox.kubeapi.hooks import LoggedRequest, RequestLog
+from bridge.slurm.client import SlurmClient
+from bridge.wellknown import SLURMJOB_PREFIX
+from controller.runtime import Controller
+from tests.bench.scheduler import (
+    SHARED,
+    Child,
+    CountingSlurmClient,
+    Stamps,
+    bench_pod,
+    cancel_all,
+    child,
+    create_pods,
+    job_ids_of,
+    pending_message,
+    py_spy,
+    scheduler_config,
+    until,
+    wait_child,
+)
+from tests.bench.slurm_fill import fill_finished_jobs
+from tests.integration.conftest import SlurmSandbox, load_sandbox, make_client
+
+HELD = {**SHARED, SLURMJOB_PREFIX + "priority": "0"}  # Slurm holds the job: nothing changes
+REPORT_EVERY = 0.2
+MODULE = "tests.bench.scale"  # this module, for its --role controller child
+KEYS = (
+    "per_pod_cost_ratio",
+    "scheduler_rss_peak_mb",
+    "controller_rss_peak_mb",
+    "steady_rest_calls_per_s",
+    "restart_ready_s",
+    "controller_restart_resync_s",
+    "kube_writes_per_pod",
+    "sandbox_api_cpu_ms_per_pod",
+)
+
+
+# --------------------------------------------------------------------------- writes
+_WRITE_KINDS = (
+    ("binding", re.compile(r"/pods/[^/]+/binding$")),
+    ("pod_status", re.compile(r"/pods/[^/]+/status$")),
+    ("pod", re.compile(r"/pods/[^/]+$")),
+    ("pod_create", re.compile(r"/pods$")),
+    ("event", re.compile(r"/events(/[^/]+)?$")),
+    ("node", re.compile(r"/nodes/[^/]+(/status)?$")),
+)
+POD_WRITES = ("binding", "pod_status", "pod", "event")  # per-pod work of the components
+
+
+class WriteCounter(RequestLog):
+    """The API server's request log, reduced to a count of writes by kind (nothing kept)."""
+
+    def __init__(self) -> None:
+        super().__init__(size=1)
+        self.writes: Counter[str] = Counter()
+
+    def add(self, entry: LoggedRequest) -> None:
+        if entry.method in ("GET", "HEAD", "OPTIONS"):
+            return
+        kind = next((k for k, rx in _WRITE_KINDS if rx.search(entry.path)), "other")
+        self.writes[f"{entry.method} {kind}"] += 1
+
+
+def progress(what: str) -> None:
+    """A progress line on stderr (the JSON report is the last line of stdout)."""
+    print(f"{time.strftime('%H:%M:%S')} {what}", file=sys.stderr, flush=True)
+
+
+def bridge_writes(delta: Counter[str]) -> int:
+    """The components' writes for pods: patches, bindings, status, events (not this
+    benchmark's pod creations, not the controller's node patches: counted apart)."""
+    return sum(n for k, n in delta.items() if k.split(" ", 1)[1] in POD_WRITES)
+
+
+# --------------------------------------------------------------------------- controller
+async def controller_child(config: Path) -> None:
+    """The controller (as ``slurm-bridge controller`` wires it, without ops/leader) + a
+    report every 0.2 s: CPU, slurmrestd requests, when it synced and first fully resynced."""
+    cfg = load_config(config, env={})
+    configure_logging(cfg.log_level, cfg.log_format)
+    kube = await KubeClient.from_config(cfg)
+    started = time.monotonic()
+    async with kube, CountingSlurmClient.from_config(cfg) as slurm:
+        ctl = Controller(cfg, slurm, kube, events=EventRecorder(kube, "slurm-bridge-controller"))
+        resynced: list[float] = []
+        sweep = ctl.sweep_once
+
+        async def timed_sweep() -> None:
+            await sweep()
+            resynced.append(time.monotonic())
+
+        ctl.sweep_once = timed_sweep  # type: ignore[method-assign]
+        task = asyncio.create_task(ctl.run())
+        while True:
+            cpu = os.times()
+            print(
+                "BENCH "
+                + json.dumps(
+                    {
+                        "ready": ctl.synced.is_set(),
+                        "calls": dict(slurm.calls),
+                        "cpu": cpu.user + cpu.system,
+                        "t": time.monotonic(),
+                        "started": started,
+                        "resynced": resynced[0] if resynced else None,
+                    }
+                ),
+                flush=True,
+            )
+            await asyncio.sleep(REPORT_EVERY)
+            if task.done():
+                task.result()
+
+
+async def wait_synced(c: Child, what: str, limit: float) -> None:
+    await wait_child(c, what, limit)
+    await until(f"{what} synced", lambda: bool(c.last.get("ready")), limit, every=0.05)
+
+
+async def fresh_report(c: Child) -> dict[str, Any]:
+    """The child's next report (its counters include everything done so far)."""
+    seen = c.last.get("t")
+    await until("one more report", lambda: c.last.get("t") != seen, 30)
+    return dict(c.last)
+
+
+# --------------------------------------------------------------------------- phases
+@contextlib.asynccontextmanager
+async def scheduler_proc(cfg_path: Path) -> Any:
+    async with child("--role", "scheduler", "--config", str(cfg_path)) as c:
+        yield c
+
+
+@contextlib.asynccontextmanager
+async def controller_proc(cfg_path: Path) -> Any:
+    async with child(
+        "--role", "controller", "--config", str(cfg_path), module="tests.bench.scale"
+    ) as c:
+        yield c
+
+
+class Run:
+    def __init__(self, args: argparse.Namespace, sb: SlurmSandbox, api: SandboxApiServer):
+        self.args = args
+        self.sb = sb
+        self.api = api
+        self.stamps = Stamps(api)
+        self.writes = WriteCounter()
+        api.request_log = self.writes
+        self.out: dict[str, Any] = {}
+        self.rss: dict[str, float] = {"scheduler": 0.0, "controller": 0.0}
+
+    def note_rss(self, role: str, c: Child) -> None:
+        with contextlib.suppress(OSError, KeyError):
+            self.rss[role] = max(self.rss[role], c.rss_mb()[1])
+
+    async def wave(
+        self, name: str, n: int, kube: KubeClient, sched: Child, ctl: Child
+    ) -> dict[str, Any]:
+        """``n`` single pods created and bound; the cost of each component per pod."""
+        s0, c0 = await fresh_report(sched), await fresh_report(ctl)
+        w0, own0, t0 = Counter(self.writes.writes), os.times(), time.monotonic()
+        names = [f"{name}-{i}" for i in range(n)]
+        progress(f"{name}: {n} pods")
+        spy = self.args.py_spy / f"{name}-scheduler.txt" if self.args.py_spy else None
+        async with py_spy(spy, sched.proc.pid):
+            await create_pods(kube, [bench_pod(p) for p in names], self.args.creators)
+            await until(
+                f"every {name} pod bound",
+                lambda: all(p in self.stamps.bound for p in names),
+                self.args.limit,
+                every=0.1,
+            )
+        elapsed = time.monotonic() - t0
+        progress(f"{name}: bound in {elapsed:.1f} s")
+        own = sum(os.times()[:2]) - sum(own0[:2])
+        s1, c1 = await fresh_report(sched), await fresh_report(ctl)
+        writes = Counter(self.writes.writes) - w0
+        self.note_rss("scheduler", sched)
+        self.note_rss("controller", ctl)
+        return {
+            "pods": n,
+            "seconds": round(elapsed, 1),
+            "pods_per_s": round(n / elapsed, 1),
+            "scheduler_cpu_ms_per_pod": round(1000 * (s1["cpu"] - s0["cpu"]) / n, 2),
+            "controller_cpu_ms_per_pod": round(1000 * (c1["cpu"] - c0["cpu"]) / n, 2),
+            "api_cpu_ms_per_pod": round(1000 * own / n, 2),
+            "writes": dict(writes),
+            "kube_writes_per_pod": round(bridge_writes(writes) / n, 2),
+            "scheduler_slurm_calls": dict(Counter(s1["calls"]) - Counter(s0["calls"])),
+            "controller_slurm_calls": dict(Counter(c1["calls"]) - Counter(c0["calls"])),
+        }
+
+    async def steady(self, kube: KubeClient, sched: Child, ctl: Child) -> None:
+        a = self.args
+        names = [f"held-{i}" for i in range(a.pending)]
+        await create_pods(kube, [bench_pod(p, annotations=HELD) for p in names], a.creators)
+
+        def all_pending() -> bool:
+            return all(
+                " is pending: " in (m := pending_message(self.api, p)) and not m.endswith(": None")
+                for p in names
+            )
+
+        progress(f"steady: {a.pending} held pods")
+        await until("every held pod shows Slurm's reason", all_pending, a.limit, every=1.0)
+        progress("steady: every held pod shows its reason")
+        self.out["pending_reasons"] = dict(
+            Counter(pending_message(self.api, p).rpartition(": ")[2] for p in names)
+        )
+        await asyncio.sleep(a.settle)
+        s0, c0 = await fresh_report(sched), await fresh_report(ctl)
+        await asyncio.sleep(a.window)
+        s1, c1 = await fresh_report(sched), await fresh_report(ctl)
+        for role, (r0, r1) in (("scheduler", (s0, s1)), ("controller", (c0, c1))):
+            calls = Counter(r1["calls"]) - Counter(r0["calls"])
+            self.out[f"{role}_steady_rest_calls_per_s"] = round(
+                sum(calls.values()) / (r1["t"] - r0["t"]), 2
+            )
+            self.out[f"{role}_steady_calls"] = dict(calls)
+        self.out["steady_rest_calls_per_s"] = max(
+            self.out["scheduler_steady_rest_calls_per_s"],
+            self.out["controller_steady_rest_calls_per_s"],
+        )
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    if args.smoke:
+        args.nodes, args.finished = min(args.nodes, 3), min(args.finished, 30)
+        args.wave1, args.wave2, args.pending = 2, 4, 3
+        args.window, args.settle = 1.0, 0.5
+    sb = load_sandbox()
+    if len(sb.external_nodes) < args.nodes:
+        raise SystemExit(
+            f"the sandbox has {len(sb.external_nodes)} external nodes, not {args.nodes}: "
+            f"slurm-bridge sandbox slurm up --nodes 1 --external-nodes {args.nodes} "
+            "--node-gpus 0 --extra-conf MinJobAge=7200"
+        )
+    nodes = sb.external_nodes[: args.nodes]
+    need = args.wave1 + args.wave2 + 1
+    if need > len(nodes) * sb.node_cpus:
+        raise SystemExit(f"{need} pods of 1 CPU do not fit {len(nodes)} x {sb.node_cpus} CPUs")
+    jobs: set[int] = set()
+    async with make_client(sb) as slurm:
+        finished = await ensure_finished(slurm, sb, args.finished)
+        with tempfile.TemporaryDirectory(prefix="scale-bench-") as tmp:
+            api = SandboxApiServer(nodes=list(nodes), history_size=1_000_000)
+            async with (
+                api,
+                KubeClient.for_host(api.url, request_timeout=120, token=SANDBOX_TOKEN) as kube,
+            ):
+                r = Run(args, sb, api)
+                r.out.update(
+                    nodes=len(nodes),
+                    finished_jobs_in_table=finished,
+                    workers=args.workers,
+                    poll_interval_s=args.poll,
+                )
+                kubeconfig = api.write_kubeconfig(Path(tmp) / "kubeconfig")
+                cfg_path = Path(tmp) / "bridge.yaml"
+                cfg = scheduler_config(sb, kubeconfig, args.workers, args.poll)
+                cfg["logLevel"] = "info"  # start-up and sweep timings in the children's logs
+                cfg_path.write_text(json.dumps(cfg))
+                try:
+                    await phases(r, kube, cfg_path)
+                finally:
+                    jobs |= job_ids_of(api)
+                    await cancel_all(slurm, jobs)
+    out = r.out
+    out["scheduler_rss_peak_mb"] = round(r.rss["scheduler"], 1)
+    out["controller_rss_peak_mb"] = round(r.rss["controller"], 1)
+    return {k: out.get(k) for k in KEYS} | {k: v for k, v in out.items() if k not in KEYS}
+
+
+async def phases(r: Run, kube: KubeClient, cfg_path: Path) -> None:
+    a, out = r.args, r.out
+    async with controller_proc(cfg_path) as ctl:
+        t0 = time.monotonic()
+        async with scheduler_proc(cfg_path) as sched:
+            await wait_child(sched, "the scheduler", a.limit)
+            await wait_synced(ctl, "the controller", a.limit)
+            out["startup_s"] = round(time.monotonic() - t0, 1)
+            progress(f"started in {out['startup_s']} s")
+            w1 = await r.wave("w1", a.wave1, kube, sched, ctl)
+            w2 = await r.wave("w2", a.wave2, kube, sched, ctl)
+            out["wave1"], out["wave2"] = w1, w2
+            out["per_pod_cost_ratio"] = round(
+                w2["scheduler_cpu_ms_per_pod"] / max(w1["scheduler_cpu_ms_per_pod"], 1e-9), 2
+            )
+            total = w1["pods"] + w2["pods"]
+            writes = Counter(w1["writes"]) + Counter(w2["writes"])
+            out["kube_writes_per_pod"] = round(bridge_writes(writes) / total, 2)
+            out["sandbox_api_cpu_ms_per_pod"] = round(
+                (w1["api_cpu_ms_per_pod"] * w1["pods"] + w2["api_cpu_ms_per_pod"] * w2["pods"])
+                / total,
+                2,
+            )
+            await r.steady(kube, sched, ctl)
+            r.note_rss("scheduler", sched)
+            sched.proc.kill()
+            await sched.proc.wait()
+            progress("scheduler killed")
+        await create_pods(kube, [bench_pod("probe")], 1)
+        t0 = time.monotonic()
+        async with scheduler_proc(cfg_path) as sched:
+            await until("the probe pod bound", lambda: "probe" in r.stamps.bound, a.limit)
+            out["restart_ready_s"] = round(r.stamps.bound["probe"] - t0, 2)
+            r.note_rss("scheduler", sched)
+            r.note_rss("controller", ctl)
+            ctl.proc.kill()
+            await ctl.proc.wait()
+            progress(f"restart_ready_s {out['restart_ready_s']}; controller killed")
+    t0 = time.monotonic()
+    async with controller_proc(cfg_path) as ctl:
+        await wait_synced(ctl, "the restarted controller", a.limit)
+        out["controller_restart_synced_s"] = round(ctl.last["t"] - t0, 2)
+        await until("its first resync", lambda: bool(ctl.last.get("resynced")), a.limit)
+        out["controller_restart_resync_s"] = round(ctl.last["resynced"] - t0, 2)
+        r.note_rss("controller", ctl)
+
+
+async def ensure_finished(slurm: SlurmClient, sb: SlurmSandbox, want: int) -> int:
+    """At least ``want`` finished jobs in Slurm's table (fillers added when missing)."""
+    states = await slurm.list_job_states()
+    have = sum(1 for s in states if not s.state.active)
+    if have < want:
+        progress(f"filling Slurm's table: {want - have} finished jobs")
+        await fill_finished_jobs(slurm, sb.partition, want - have, name="scale-filler")
+        have = sum(1 for s in await slurm.list_job_states() if not s.state.active)
+    return have
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m tests.bench.scale", description=__doc__)
+    ap.add_argument("--nodes", type=int, default=5000, help="external nodes used (and Nodes)")
+    ap.add_argument("--finished", type=int, default=20000, help="finished jobs in the table")
+    ap.add_argument("--wave1", type=int, default=1000, help="pods of the first wave")
+    ap.add_argument("--wave2", type=int, default=20000, help="pods of the second wave")
+    ap.add_argument("--pending", type=int, default=10000, help="held pods at steady state")
+    ap.add_argument("--workers", type=int, default=16, help="scheduler.workers")
+    ap.add_argument("--creators", type=int, default=32, help="concurrent pod creations")
+    ap.add_argument("--poll", type=float, default=0.25, help="slurmPollIntervalSeconds")
+    ap.add_argument("--window", type=float, default=10.0, help="steady-state window (s)")
+    ap.add_argument("--settle", type=float, default=3.0, help="wait before the window (s)")
+    ap.add_argument("--limit", type=float, default=1800.0, help="give up after (s) per phase")
+    ap.add_argument("--py-spy", type=Path, help="profile the scheduler in each wave into DIR")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes (CI)")
+    ap.add_argument("--role", choices=["main", "controller"], default="main")
+    ap.add_argument("--config", type=Path, help=argparse.SUPPRESS)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    configure_logging("warning", "console")
+    if args.role == "controller":
+        asyncio.run(controller_child(args.config))
+    else:
+        print(json.dumps(asyncio.run(run(args))))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,25 @@
+"""idle_backoff: the poll interval of a quiet cluster (scheduler's poller, controller)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bridge.clock import IDLE_INTERVAL_MAX, idle_backoff
+
+
+@pytest.mark.parametrize(
+    ("base", "idle", "want"),
+    [
+        (0.25, 0, 0.25),  # something moved: the configured interval
+        (0.25, 1, 0.5),
+        (0.25, 2, 1.0),
+        (0.25, 3, IDLE_INTERVAL_MAX),  # capped
+        (0.25, 10_000, IDLE_INTERVAL_MAX),  # no overflow however long it stays idle
+        (5.0, 0, 5.0),  # a configured interval above the cap is kept
+        (5.0, 4, 5.0),
+    ],
+)
+def test_idle_backoff_doubles_per_idle_tick_up_to_the_cap(
+    base: float, idle: int, want: float
+) -> None:
+    assert idle_backoff(base, idle) == want
