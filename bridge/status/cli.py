@@ -39,7 +39,7 @@ from bridge.logging import configure_logging
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import SlurmJob
 from bridge.status.view import Output, Report, build, render
-from bridge.translate import kobj
+from bridge.translate import kobj, parse_admin_comment
 from bridge.translate.settings import TranslateSettings
 
 DEFAULT_INTERVAL = 2.0
@@ -59,7 +59,9 @@ async def read_pods(kube: KubeClient, cfg: BridgeConfig, scope: Scope) -> list[d
 
 
 async def read_jobs(slurm: SlurmClient) -> tuple[SlurmJob, ...]:
-    return (await slurm.list_jobs()).jobs
+    """Slurm's job table, streamed: only jobs with the bridge's admin_comment back-link are
+    kept (the report needs no other), so memory follows the bridge's jobs, not the table."""
+    return await slurm.scan_jobs(lambda job: parse_admin_comment(job.admin_comment) is not None)
 
 
 async def snapshot(

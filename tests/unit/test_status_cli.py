@@ -5,6 +5,7 @@ tests/integration/test_status_e2e.py)."""
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from bridge.clock import FakeClock
 from bridge.config import parse_config
 from bridge.errors import SlurmUnavailable
 from bridge.kube.client import ObjectList
-from bridge.slurm.models import JobList
+from bridge.slurm.models import SlurmJob
 from bridge.status.cli import context_namespace, main, run
 
 
@@ -45,11 +46,11 @@ class FakeSlurm:
         self.fail = fail
         self.calls = 0
 
-    async def list_jobs(self) -> JobList:
+    async def scan_jobs(self, keep: Callable[[SlurmJob], bool]) -> tuple[SlurmJob, ...]:
         self.calls += 1
         if self.fail:
             raise SlurmUnavailable("jobs_get: cannot reach slurmrestd: ClientConnectorError")
-        return JobList(jobs=())
+        return ()
 
 
 CFG = parse_config({"schedulerName": "my-sched"}, env={})
