@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Literal, Protocol
 
-from bridge.clock import Clock, SystemClock, idle_backoff
+from bridge.clock import IDLE_INTERVAL_MAX, Clock, SystemClock, idle_backoff
 from bridge.config import BridgeConfig
 from bridge.errors import BridgeError, KubeNotFound, SlurmError, SlurmNotFound
 from bridge.kube.client import KubeClient
@@ -21,7 +21,7 @@ from bridge.kube.events import EventRecorder
 from bridge.kube.resources import NODES, PODS, KubeObject
 from bridge.kube.watch import Watcher, WatchEvent
 from bridge.logging import get_logger
-from bridge.slurm.client import SlurmClient
+from bridge.slurm.client import SlurmClient, state_requests
 from bridge.slurm.models import SlurmJob, SlurmNode
 from bridge.wellknown import LABEL_JOB_ID
 from controller import claims, dangling, jobs, nodes, pods
@@ -419,7 +419,9 @@ class Controller:
                 idle = 0 if await self.poll_once() else idle + 1
             except BridgeError as e:
                 log.warning("loop_step_failed", error=str(e))
-            interval = idle_backoff(self.cfg.slurm_poll_interval_seconds, idle)
+            # Idle: at most 2 requests a second, however many ids a poll lists.
+            cap = max(IDLE_INTERVAL_MAX, state_requests(len(self._poll_ids())) / 2)
+            interval = idle_backoff(self.cfg.slurm_poll_interval_seconds, idle, cap)
             sleeper = asyncio.ensure_future(self.clock.sleep(interval))
             poked = asyncio.ensure_future(self.poll_now.wait())
             try:

@@ -79,8 +79,16 @@ OPENAPI_PATH = "/openapi/v3"
 BULK_TIMEOUT_FACTOR = 6
 BULK_TIMEOUT_MIN_SECONDS = 60.0
 SCAN_CHUNK_BYTES = 1 << 16
-# job ids per GET /jobs/state/ URL (repeated job_id=...: ~14 bytes each, well under 8 KiB)
-STATE_IDS_PER_URL = 500  # read size of a streamed whole-table answer
+# job ids per GET /jobs/state/ request (repeated job_id=..., ~15 bytes each): slurmrestd
+# 26.05 answered 5,000 in 0.1 s and refused 10,000 ("Insane message length")
+STATE_IDS_PER_URL = 4000
+
+
+def state_requests(ids: int) -> int:
+    """How many requests :meth:`SlurmClient.list_job_states` makes for ``ids`` job ids."""
+    return max(1, -(-ids // STATE_IDS_PER_URL))  # read size of a streamed whole-table answer
+
+
 _log = get_logger("bridge.slurm")
 T = TypeVar("T")
 
@@ -490,21 +498,25 @@ class SlurmClient:
     ) -> tuple[JobStateItem, ...]:
         """``GET /jobs/state/``: id and state of every job (or of ``job_ids``).
 
-        More ids than fit in a URL (:data:`STATE_IDS_PER_URL`): one request for every job's
-        state (compact: ids and states only), filtered here."""
+        ``job_ids`` are asked :data:`STATE_IDS_PER_URL` at a time (one request each,
+        :func:`state_requests`): never the whole table for them, whose answer takes
+        slurmrestd ~10 s at 68,000 jobs (4,000 listed ids: ~0.1 s, measured)."""
         c = await self.codec()
-        wanted = {int(j) for j in job_ids} if job_ids else None
-        # Repeated job_id parameters: slurmrestd 26.05 answers a CSV list with HTTP 500.
-        params = None
-        if wanted is not None and len(wanted) <= STATE_IDS_PER_URL:
-            params = [("job_id", str(j)) for j in sorted(wanted)]
-        resp = await self._call(
-            "GET", c.path("jobs/state/"), endpoint="jobs_state", idempotent=True, params=params
-        )
-        states = c.decode_job_states(resp.body)
-        if wanted is not None and params is None:
-            return tuple(s for s in states if s.job_id in wanted)
-        return states
+        if not job_ids:
+            resp = await self._call(
+                "GET", c.path("jobs/state/"), endpoint="jobs_state", idempotent=True
+            )
+            return c.decode_job_states(resp.body)
+        wanted = sorted({int(j) for j in job_ids})
+        out: list[JobStateItem] = []
+        for i in range(0, len(wanted), STATE_IDS_PER_URL):
+            # Repeated job_id parameters: slurmrestd 26.05 answers a CSV list with HTTP 500.
+            params = [("job_id", str(j)) for j in wanted[i : i + STATE_IDS_PER_URL]]
+            resp = await self._call(
+                "GET", c.path("jobs/state/"), endpoint="jobs_state", idempotent=True, params=params
+            )
+            out += c.decode_job_states(resp.body)
+        return tuple(out)
 
     async def find_jobs_by_admin_comment(
         self, admin_comment: str, *, name: str | None = None, active_only: bool = True

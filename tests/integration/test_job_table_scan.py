@@ -15,7 +15,8 @@ import pytest
 
 from bridge.clock import SystemClock
 from bridge.models import GroupId
-from bridge.slurm.client import SlurmClient
+from bridge.slurm import client as client_module
+from bridge.slurm.client import SlurmClient, state_requests
 from bridge.translate.identity import admin_comment
 from controller.runtime import Controller
 from scheduler.core import Scheduler
@@ -119,3 +120,16 @@ async def test_controller_sweep_cancels_dangling_jobs_and_reads_each_job_once(
         await ctl.sweep_once()  # nothing new: one compact list, no job read
         assert slurm.calls["jobs_state"] == 1
         assert slurm.calls["jobs_get"] == slurm.calls["job_get"] == 0
+
+
+async def test_job_states_of_many_ids_come_in_chunks_never_the_whole_table(
+    sandbox: SlurmSandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(client_module, "STATE_IDS_PER_URL", 100)
+    cfg = controller_config(sandbox, unique_mcs())
+    async with CountingSlurmClient.from_config(cfg) as slurm:
+        ids = await fill_finished_jobs(slurm, sandbox.partition, 250)
+        slurm.calls.clear()
+        states = await slurm.list_job_states(ids)
+        assert sorted(s.job_id for s in states) == sorted(ids)
+        assert slurm.calls["jobs_state"] == state_requests(len(ids)) == 3
