@@ -189,6 +189,9 @@ class Shape:
     cpus_per_node: int  # whole nodes when exclusive
     memory_per_node_mib: int = 0  # 0: not asked
     exclusive: bool = False
+    # priority 0: Slurm holds the job until someone releases it, and refuses to start it
+    # at once (2038, "Job dependency problem")
+    held: bool = False
 
     def covers(self, other: Shape) -> bool:
         """At least as much as ``other`` everywhere: when ``other`` was refused for lack
@@ -206,7 +209,7 @@ def shape_of(spec: JobSpec) -> Shape:
     per_node = spec.tasks_per_node or -(-spec.tasks // nodes)
     cpus = per_node * spec.cpus_per_task
     mem = spec.memory_per_node_mib or (spec.memory_per_cpu_mib or 0) * cpus
-    return Shape(nodes, cpus, mem, spec.exclusive)
+    return Shape(nodes, cpus, mem, spec.exclusive, held=spec.priority == 0)
 
 
 @dataclass(frozen=True)
@@ -227,6 +230,8 @@ def start_how(mode: str, shape: Shape, part: PartitionView) -> tuple[str, str]:
     its partition (2013, "insufficient priority"); the bridge does not even ask then."""
     if mode == "never":
         return QUEUE, "immediateAllocation is never"
+    if shape.held:
+        return QUEUE, "a held job (priority 0) waits for its release"
     if part.pending:
         return QUEUE, "jobs pending in the partition go first"
     if part.nodes is not None and shape.nodes > part.nodes:

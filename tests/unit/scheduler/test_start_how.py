@@ -18,6 +18,7 @@ SIZED = PartitionView(nodes=3, max_node_cpus=8, max_node_memory_mib=16000)
         pytest.param("auto", ONE, PartitionView(), ALLOCATE, id="nothing-known-tries"),
         pytest.param("auto", ONE, SIZED, ALLOCATE, id="fits-the-partition"),
         pytest.param("never", ONE, SIZED, QUEUE, id="never"),
+        pytest.param("auto", Shape(1, 1, held=True), SIZED, QUEUE, id="held-priority-0"),
         pytest.param("auto", ONE, PartitionView(pending=1), QUEUE, id="pending-job-goes-first"),
         pytest.param("auto", Shape(4, 1), SIZED, QUEUE, id="more-nodes-than-partition"),
         pytest.param("auto", Shape(1, 9), SIZED, QUEUE, id="more-cpus-than-largest-node"),
@@ -58,6 +59,11 @@ def test_start_how_table(mode: str, shape: Shape, part: PartitionView, how: str)
             JobSpec(name="a", min_nodes=2, tasks=4, tasks_per_node=2, memory_per_cpu_mib=10),
             Shape(2, 2, 20, exclusive=True),
             id="tasks-per-node-and-memory-per-cpu",
+        ),
+        pytest.param(
+            JobSpec(name="a", min_nodes=1, tasks=1, priority=0),
+            Shape(1, 1, 0, exclusive=True, held=True),
+            id="priority-0-is-held",
         ),
     ],
 )
