@@ -35,6 +35,7 @@ from bridge.errors import (
     KubeNotFound,
     SlurmError,
     SlurmNotFound,
+    SlurmRejected,
     SlurmUnavailable,
 )
 from bridge.kube.client import KubeClient
@@ -658,6 +659,11 @@ class Scheduler:
         stamped = self._stamp(spec, h, now=True)
         try:
             outcome = await self.slurm.allocate(stamped)
+        except SlurmRejected as e:
+            # Refused for a reason the rule does not know (a hold, a dependency, licenses):
+            # queue it, and job/submit gives Slurm's verdict on the job itself.
+            log.info("allocation_rejected", error=str(e))
+            return False
         except SlurmError as e:
             await self._submit_failed(g, e, pods)
             return True

@@ -141,3 +141,21 @@ async def test_never_queues_every_job_with_submit(sandbox: SlurmSandbox, tmp_pat
         assert ALLOCATE_MARK not in job.comment.split()
         assert counter(b, "jobs_allocated") == 0
         assert counter(b, "jobs_submitted") == 1
+
+
+async def test_a_held_pod_is_queued_without_a_try_and_shows_slurms_hold(
+    bridge: Bridge, track_jobs: Track
+) -> None:
+    # Slurm answers an immediate allocation of a held job (priority 0) with 2038 "Job
+    # dependency problem"; the pods once showed that as a rejection and never got a job.
+    await bridge.create_pod("held", annotations={"slurmjob.slinky.slurm.net/priority": "0"})
+    job_id = track_jobs(await pending_label(bridge, "held"))
+
+    async def says_held() -> str:
+        msg = await bridge.scheduled_message("held")
+        return msg if f"Slurm job {job_id} is pending" in msg else ""
+
+    message = await bridge.wait_for("the held pod to show Slurm's reason", says_held)
+    assert "Held" in message
+    assert counter(bridge, "allocations_refused") == 0
+    assert not [j for j in await jobs_named(bridge, "held") if j.refused_allocation]
