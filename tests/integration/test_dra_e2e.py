@@ -184,26 +184,31 @@ async def test_gpu_pod_on_an_external_node_gets_a_free_device(
         await b.wait_for("the extended-resource claim deleted", claim_gone)
 
 
+async def one_node_pair(b: Bridge, name: str) -> None:
+    """A PodGroup of 2 that Slurm places on ONE shared node (both pods on it)."""
+    await b.kube.create(
+        PODGROUPS,
+        {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {
+                "name": name,
+                "annotations": {
+                    slurmjob_annotation("exclusive"): "false",
+                    slurmjob_annotation("max-nodes"): "1",
+                },
+            },
+            "spec": {"minMember": 2},
+        },
+        NS,
+    )
+
+
 async def test_two_pod_gang_on_one_two_gpu_node_gets_distinct_devices(
     sandbox: SlurmSandbox, tmp_path: Path
 ) -> None:
     async with dra_bridge(sandbox, tmp_path) as b:
-        await b.kube.create(
-            PODGROUPS,
-            {
-                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-                "kind": "PodGroup",
-                "metadata": {
-                    "name": "gang",
-                    "annotations": {
-                        slurmjob_annotation("exclusive"): "false",
-                        slurmjob_annotation("max-nodes"): "1",
-                    },
-                },
-                "spec": {"minMember": 2},
-            },
-            NS,
-        )
+        await one_node_pair(b, "gang")
         for i in range(2):
             await b.kube.create(
                 PODS_RES,
@@ -382,22 +387,7 @@ async def test_a_claim_two_pods_of_a_gang_share_is_allocated_once_and_reserved_f
 ) -> None:
     async with dra_bridge(sandbox, tmp_path) as b:
         await b.kube.create(RESOURCE_CLAIMS, {"metadata": {"name": "shared"}, "spec": ONE_GPU}, NS)
-        await b.kube.create(
-            PODGROUPS,
-            {
-                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-                "kind": "PodGroup",
-                "metadata": {
-                    "name": "sh",
-                    "annotations": {
-                        slurmjob_annotation("exclusive"): "false",
-                        slurmjob_annotation("max-nodes"): "1",
-                    },
-                },
-                "spec": {"minMember": 2},
-            },
-            NS,
-        )
+        await one_node_pair(b, "sh")
         for i in range(2):
             p = pod(f"sh-{i}", labels={LABEL_POD_GROUP: "sh"})
             p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "shared"}]
