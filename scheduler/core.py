@@ -633,7 +633,8 @@ class Scheduler:
                     tries.window = 1
                 await tries.cond.wait_for(lambda: tries.in_flight < tries.window)
                 tries.in_flight += 1
-            # True: started (or rejected outright, said to the pods); False: refused.
+            # True: started (or failed, said to the pods); False: refused or rejected,
+            # so it is queued and job/submit gives Slurm's verdict.
             started: bool | None = None
             try:
                 # Decided again: a try that ended while this one waited may have been refused.
@@ -654,7 +655,7 @@ class Scheduler:
         await self._submit(g, spec, h, pods)
 
     async def _allocate(self, g: GroupState, spec: JobSpec, h: str, pods: list[KubeObject]) -> bool:
-        """Try to start the job now; False: Slurm refused (queue it instead)."""
+        """Try to start the job now; False: Slurm refused or rejected it (queue it instead)."""
         t0 = time.monotonic()
         stamped = self._stamp(spec, h, now=True)
         try:
@@ -676,24 +677,14 @@ class Scheduler:
             )
             log.info("allocation_refused", error=outcome.error_number, why=outcome.message)
             return False
-        self.metrics.submit_seconds.observe(time.monotonic() - t0)
         self.metrics.jobs_allocated.inc()
-        g.job_spec = spec
-        self.queue.forget(g.ref.key)
         # RUNNING already: one GET for its nodes, then bind in this same cycle. Should the
         # GET fail, the job is known by id and the poller reads it.
-        g.job = SlurmJob(
-            job_id=outcome.job_id,
-            name=spec.name,
-            state=JobState(primary="PENDING"),
-            partition=spec.partition or "",
-            comment=stamped.comment,
-            admin_comment=spec.admin_comment,
-        )
+        known = self._created(g, spec, stamped, outcome.job_id, t0)
         try:
             g.job = await self.slurm.get_job(outcome.job_id)
         except SlurmError:
-            self._watch(g, g.job)
+            self._watch(g, known)
             raise
         log.info("job_allocated", job_id=outcome.job_id, pods=len(pods), nodes=len(g.job.nodes))
         if g.job.state.primary == "RUNNING" and g.job.nodes:
@@ -714,29 +705,37 @@ class Scheduler:
 
     async def _submit(self, g: GroupState, spec: JobSpec, h: str, pods: list[KubeObject]) -> None:
         t0 = time.monotonic()
+        stamped = self._stamp(spec, h)
         try:
-            job_id = await self.slurm.submit(self._stamp(spec, h))
+            job_id = await self.slurm.submit(stamped)
         except SlurmError as e:
             await self._submit_failed(g, e, pods)
             return
-        self.metrics.submit_seconds.observe(time.monotonic() - t0)
         self.metrics.jobs_submitted.inc()
         log.info("job_submitted", job_id=job_id, pods=len(pods))
-        g.job_spec = spec
-        self.queue.forget(g.ref.key)
         # No GET here: slurmctld 26.05 starts an external job at its next scheduling pass
         # (0.4-1 s, measured), never in the submit RPC, so the job is pending now. The
         # poller's next tick sees it start (one GET then) or reads its reason.
+        self._watch(g, self._created(g, spec, stamped, job_id, t0))
+        self.queue.add(g.ref.key)
+
+    def _created(
+        self, g: GroupState, spec: JobSpec, stamped: JobSpec, job_id: int, t0: float
+    ) -> SlurmJob:
+        """Slurm gave ``g`` the job ``job_id`` (submitted or allocated): known by id and
+        taken as pending until it is read. Returns that job, now ``g.job``."""
+        self.metrics.submit_seconds.observe(time.monotonic() - t0)
+        g.job_spec = spec
+        self.queue.forget(g.ref.key)
         g.job = SlurmJob(
             job_id=job_id,
             name=spec.name,
             state=JobState(primary="PENDING"),
             partition=spec.partition or "",
-            comment=self._stamp(spec, h).comment,
+            comment=stamped.comment,
             admin_comment=spec.admin_comment,
         )
-        self._watch(g, g.job)
-        self.queue.add(g.ref.key)
+        return g.job
 
     async def _link(self, pod: KubeObject, job_id: int, node: str | None) -> None:
         """One patch: job-id label, finalizer, managed-node toleration, node annotation."""
