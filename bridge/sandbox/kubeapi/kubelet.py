@@ -169,9 +169,12 @@ class FakeKubelet:
         """One pass over all pods (the loop calls this; tests may call it directly)."""
         now = self.api.clock.now()
         nodes = {n["metadata"]["name"] for n in self.api.store.list(NODE_KEY)}
-        for pod in self.api.store.list(POD_KEY):
-            node = (pod.get("spec") or {}).get("nodeName")
-            if not node or node not in nodes or not self.node_running(node):
+        placed = self.api.store.list(
+            POD_KEY, where=lambda p: (p.get("spec") or {}).get("nodeName") in nodes
+        )
+        for pod in placed:
+            node = pod["spec"]["nodeName"]
+            if not self.node_running(node):
                 continue
             md = pod["metadata"]
             if md.get("deletionTimestamp"):
