@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -809,22 +809,48 @@ class Scheduler:
             self.queue.add_after(g.ref.key, self._reject_delay(g.ref.key))
             return
         by_key = {pod_key(p): p for p in pods}
+        t0 = time.monotonic()
         # Phase 1: every pod carries its node before any is bound (restart-safe).
         await asyncio.gather(*(self._link(by_key[a.pod], job.job_id, a.node) for a in plan))
         # Phase 1b: DRA claims allocated to the devices Slurm picked (restart-safe).
         if not await self._allocate_claims(g, job.job_id, [(by_key[a.pod], a.node) for a in plan]):
             return
+        t1 = time.monotonic()
         # Phase 2: bind.
         results = await asyncio.gather(
             *(self._bind_one(by_key[a.pod], a.node, g) for a in plan), return_exceptions=True
         )
+        # Then the Scheduled events, off the bind path: a gang's bindings never wait
+        # behind its own events at the API server.
+        bound = [(by_key[a.pod], a.node) for a, r in zip(plan, results, strict=True) if r is None]
+        self._later(self._scheduled_events(bound))
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors:
             log.warning("bind_failed", job_id=job.job_id, errors=len(errors), first=str(errors[0]))
             self.queue.add_rate_limited(g.ref.key)
         else:
             self.queue.forget(g.ref.key)
-            log.info("group_bound", job_id=job.job_id, pods=len(plan))
+            log.info(
+                "group_bound",
+                job_id=job.job_id,
+                pods=len(plan),
+                link_s=round(t1 - t0, 4),
+                bind_s=round(time.monotonic() - t1, 4),
+            )
+
+    def _later(self, work: Coroutine[Any, Any, None]) -> None:
+        """Best-effort work in the background (kept referenced until it ends)."""
+        task = asyncio.create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _scheduled_events(self, bound: list[tuple[KubeObject, str]]) -> None:
+        async def one(pod: KubeObject, node: str) -> None:
+            meta = _meta(pod)
+            msg = f"Successfully assigned {meta.get('namespace')}/{meta.get('name')} to {node}"
+            await self.events.record(pod, "Normal", "Scheduled", msg)
+
+        await asyncio.gather(*(one(p, n) for p, n in bound))
 
     async def _allocate_claims(
         self, g: GroupState, job_id: int, plan: list[tuple[KubeObject, str]]
@@ -861,14 +887,6 @@ class Scheduler:
         if started is not None:
             self.metrics.bind_seconds.observe(time.monotonic() - started)
         self.metrics.pods_bound.inc()
-        # Best effort, off the bind path: an Event never delays a binding.
-        task = asyncio.create_task(
-            self.events.record(
-                pod, "Normal", "Scheduled", f"Successfully assigned {ns}/{name} to {node}"
-            )
-        )
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
 
     async def _say(
         self, pods: list[KubeObject], reason: str, message: str, *, warning: bool = False
