@@ -63,6 +63,7 @@ from bridge.slurm.models import Allocated
 from bridge.wellknown import LABEL_JOB_ID, LABEL_POD_GROUP, SLURMJOB_PREFIX
 from scheduler.app import run_scheduler
 from scheduler.core import Scheduler
+from tests.bench.slurm_cpu import daemon_cpu_seconds, per_pod_ms
 from tests.integration.conftest import (
     SlurmSandbox,
     blocker_spec,
@@ -469,9 +470,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 async with child("--role", "scheduler", "--config", str(cfg_path)) as sched:
                     await wait_child(sched, "the scheduler", 60)
                     before, own = dict(sched.last), os.times()
+                    daemons = daemon_cpu_seconds(sb.sandbox_dir / "sid-root")
                     async with py_spy(args.py_spy, sched.proc.pid):
                         await singles(args, api, kube, stamps, out)
                     own_cpu = sum(os.times()[:2]) - sum(own[:2])
+                    out["singles_slurm_cpu_ms_per_pod"] = per_pod_ms(
+                        daemons, daemon_cpu_seconds(sb.sandbox_dir / "sid-root"), args.pods
+                    )
                     reported = sched.last.get("t")
                     await until(
                         "one more report from the scheduler",

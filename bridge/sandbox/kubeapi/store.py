@@ -73,6 +73,10 @@ class Store:
         obj = self._objects.get(key, {}).get((namespace, name))
         return clone(obj) if obj is not None else None
 
+    def peek(self, key: Key, namespace: str, name: str) -> Obj | None:
+        """The stored object itself, not a copy: to read, never to change."""
+        return self._objects.get(key, {}).get((namespace, name))
+
     def list(
         self,
         key: Key,
