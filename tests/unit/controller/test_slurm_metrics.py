@@ -7,17 +7,21 @@ from prometheus_client import CollectorRegistry
 
 from bridge.clock import FakeClock
 from bridge.models import GroupId
-from bridge.slurm.models import JobState, SlurmJob, SlurmNode
+from bridge.slurm.models import JobState, JobStateItem, SlurmJob, SlurmNode
 from bridge.translate import admin_comment
 from controller.app import ControllerMetrics
 from controller.slurm_metrics import (
     MIB,
+    JobFacts,
+    JobFactsTable,
     Resources,
     SlurmCollector,
     gpu_count,
+    job_facts,
     node_state,
     summarize_jobs,
     summarize_nodes,
+    summarize_polled,
 )
 from tests.prom import scrape
 
@@ -82,6 +86,102 @@ def test_jobs_are_counted_by_partition_and_state_pending_by_reason_and_ours_apar
     }
     assert s.pending == {("sb", "Resources"): 2, ("batch", "Priority"): 1, ("sb", "None"): 1}
     assert s.placeholders == {"RUNNING": 1, "PENDING": 1}
+
+
+def listed(*rows: tuple[int, str]) -> list[JobStateItem]:
+    """``GET /jobs/state/``'s rows: (id, state)."""
+    return [JobStateItem(job_id=i, state=JobState(primary=st)) for i, st in rows]
+
+
+@pytest.mark.parametrize(
+    ("states", "facts", "followed", "by_state", "pending", "placeholders"),
+    [
+        pytest.param(
+            listed((1, "RUNNING"), (2, "PENDING"), (3, "PENDING")),
+            {
+                1: JobFacts("sb", "None", True),
+                2: JobFacts("sb", "Resources", False),
+                3: JobFacts("batch", "Priority", False),
+            },
+            set(),
+            {("sb", "RUNNING"): 1, ("sb", "PENDING"): 1, ("batch", "PENDING"): 1},
+            {("sb", "Resources"): 1, ("batch", "Priority"): 1},
+            {"RUNNING": 1},
+            id="every-job-read",
+        ),
+        pytest.param(
+            # the state is today's, the partition and reason those of the last read
+            listed((1, "PENDING"), (2, "COMPLETED")),
+            {1: JobFacts("sb", "None", False), 2: JobFacts("sb", "Resources", True)},
+            set(),
+            {("sb", "PENDING"): 1, ("sb", "COMPLETED"): 1},
+            {("sb", "None"): 1},
+            {"COMPLETED": 1},
+            id="state-now-reason-as-read",
+        ),
+        pytest.param(
+            # never read: partition and reason "", the bridge's when pods name it
+            listed((7, "COMPLETED"), (8, "PENDING"), (9, "RUNNING")),
+            {},
+            {9},
+            {("", "COMPLETED"): 1, ("", "PENDING"): 1, ("", "RUNNING"): 1},
+            {("", ""): 1},
+            {"RUNNING": 1},
+            id="never-read",
+        ),
+        pytest.param(
+            # a read that says another bridge's (or nobody's) wins over being followed
+            listed((4, "RUNNING")),
+            {4: JobFacts("sb", "None", False)},
+            {4},
+            {("sb", "RUNNING"): 1},
+            {},
+            {},
+            id="read-beats-followed",
+        ),
+        pytest.param(listed(), {5: JobFacts("sb", "None", True)}, {5}, {}, {}, {}, id="empty"),
+    ],
+)
+def test_polled_job_metrics_join_todays_states_with_each_jobs_last_read(
+    states: list[JobStateItem],
+    facts: dict[int, JobFacts],
+    followed: set[int],
+    by_state: dict[tuple[str, str], int],
+    pending: dict[tuple[str, str], int],
+    placeholders: dict[str, int],
+) -> None:
+    s = summarize_polled(states, facts, followed)
+    assert (s.by_state, s.pending, s.placeholders) == (by_state, pending, placeholders)
+
+
+def test_polled_and_table_summaries_agree_when_every_job_was_just_read() -> None:
+    jobs = [
+        job(1, "RUNNING", comment=OURS, mcs="k8s"),
+        job(2, "PENDING", reason="Resources", comment=OURS),
+        job(3, "PENDING", reason="Priority", part="batch"),
+        job(5, "COMPLETED", comment=OURS, mcs="another-bridge"),
+        job(6, "PENDING", reason=""),
+    ]
+    facts = {j.job_id: job_facts(j, "k8s") for j in jobs}
+    states = listed(*((j.job_id, j.state.primary) for j in jobs))
+    assert summarize_polled(states, facts, set()) == summarize_jobs(jobs, "k8s")
+
+
+def test_facts_table_shares_equal_records_and_forgets_jobs_slurm_no_longer_lists() -> None:
+    table = JobFactsTable("k8s")
+    for i in (1, 2, 3):
+        table.learn(job(i, "PENDING", reason="Resources"))
+    table.learn(job(4, "RUNNING", comment=OURS))
+    assert table.facts[1] is table.facts[2] is table.facts[3]
+    assert table.facts[4] == JobFacts("sb", "None", True)
+    table.learn(job(1, "PENDING", reason="Priority"))  # a later read replaces the first
+    assert table.facts[1].reason == "Priority"
+    table.keep_only({1, 4, 99})  # 2 and 3 left the table; ended ones it lists stay
+    assert sorted(table.facts) == [1, 4]
+    assert len(table) == 2
+    got = table.summary(listed((1, "PENDING"), (4, "COMPLETED")), set())
+    assert got.pending == {("sb", "Priority"): 1}
+    assert got.placeholders == {"COMPLETED": 1}
 
 
 @pytest.mark.parametrize(
