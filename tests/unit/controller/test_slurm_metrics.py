@@ -333,6 +333,19 @@ def controller(slurm: FakeSlurm, seen: Seen, mode: str = "polled") -> Controller
     return Controller(cfg, cast(SlurmClient, slurm), cast(KubeClient, None), slurm_observer=seen)
 
 
+async def test_polled_sweeps_read_few_of_the_bridges_jobs_a_sweep(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(runtime, "METRIC_READS_MAX", 1)
+    slurm = FakeSlurm([job(4, "RUNNING", comment=OURS), job(5, "PENDING", comment=OURS)])
+    ctl = controller(slurm, Seen())
+    ctl.by_job = {4: {"ns/p"}, 5: {"ns/q"}}
+    await ctl.sweep_once()
+    await ctl.sweep_once()
+    await ctl.sweep_once()
+    assert slurm.reads == [[4], [5], []]  # one a sweep, each once in its life
+
+
 async def test_polled_sweeps_read_each_job_once_the_bridges_last_and_never_the_table(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
