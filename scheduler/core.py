@@ -108,6 +108,10 @@ _OWNER_KINDS: dict[str, Resource] = {
 }
 SPEC_MARK = " spec="
 WAITING_REFRESH_SECONDS = 1.0
+# An incomplete group is told it waits only once it has waited this long: a gang whose
+# members arrive in one burst (a controller creating them) is then complete before any
+# "k of n" write, and its binding does not queue behind 2n status writes and events.
+WAITING_GRACE_SECONDS = 1.0
 # A shape Slurm refused to start at once is not tried again in its partition for this
 # long (a group refused now is queued, and then its pending job holds the others back).
 REFUSED_MEMORY_SECONDS = 2.0
@@ -191,6 +195,7 @@ class GroupState:
     uncertain_submit: bool = False
     first_seen: dict[str, float] = field(default_factory=dict)
     waiting_said_at: float | None = None  # last "waiting for group" write to every member
+    waiting_since: float | None = None  # when the group was first found incomplete
 
 
 def partition_sizes(nodes: tuple[SlurmNode, ...]) -> dict[str, PartitionView]:
@@ -577,8 +582,14 @@ class Scheduler:
     ) -> None:
         """An incomplete group's condition ("k of n pods exist"). New members are told at
         once; the count on the others is refreshed at most every WAITING_REFRESH_SECONDS,
-        so a gang of n arriving pod by pod costs O(n) writes, not O(n^2)."""
+        so a gang of n arriving pod by pod costs O(n) writes, not O(n^2); and nothing is
+        said before the group has waited WAITING_GRACE_SECONDS."""
         now = self.clock.monotonic()
+        if g.waiting_since is None:
+            g.waiting_since = now
+        if now - g.waiting_since < WAITING_GRACE_SECONDS:
+            self.queue.add_after(g.ref.key, WAITING_GRACE_SECONDS - (now - g.waiting_since))
+            return
         if g.waiting_said_at is None or now - g.waiting_said_at >= WAITING_REFRESH_SECONDS:
             g.waiting_said_at = now
             await self._say(pods, reason, message)
