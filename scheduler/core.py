@@ -57,6 +57,7 @@ from bridge.translate import (
     NodeSet,
     TranslateSettings,
     Waiting,
+    expected_size,
     group_of,
     order_pods,
     parse_admin_comment,
@@ -479,19 +480,28 @@ class Scheduler:
             self.groups.pop(gkey, None)
             return
         gobj = await self._group_object(g.ref)
-        pods = [dict(p) for p in order_pods(g.ref, gobj, pods)]
+        # A gang still filling is processed on each new member: it is known to wait without
+        # translating every member each time (O(n) per arrival, O(n^2) per gang).
+        want = expected_size(g.ref, gobj, pods)
+        filling = want is not None and len(pods) < want
+        if not filling:
+            pods = [dict(p) for p in order_pods(g.ref, gobj, pods)]
         spec: JobSpec | None = None
         invalid: InvalidInput | None = None
         expected = len(pods)
         gid: GroupId | None = None
         try:
-            result = translate_group(
-                pods,
-                gobj,
-                self.node_set,
-                self.settings,
-                owners=self.owners,
-                dra=await self.dra.inputs(pods),
+            result = (
+                Waiting(group=g.ref.group_id(gobj), have=len(pods), want=want)
+                if filling
+                else translate_group(
+                    pods,
+                    gobj,
+                    self.node_set,
+                    self.settings,
+                    owners=self.owners,
+                    dra=await self.dra.inputs(pods),
+                )
             )
             if isinstance(result, Waiting):
                 gid = result.group
