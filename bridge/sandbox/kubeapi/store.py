@@ -95,6 +95,34 @@ class Store:
                 out.append(clone(obj))
         return out
 
+    def page(
+        self,
+        key: Key,
+        namespace: str | None,
+        where: Callable[[Obj], bool],
+        *,
+        after: tuple[str, str] | None = None,
+        limit: int = 0,
+    ) -> tuple[builtins.list[Obj], int]:
+        """One page of a list: copies of the first ``limit`` (0: all) objects past
+        ``after`` (namespace, name) that ``where`` accepts, in key order, and how many more
+        it accepts. Only the page is copied: paging through n objects costs O(n) copies,
+        not O(n) per page."""
+        objs = self._objects.get(key, {})
+        out: builtins.list[Obj] = []
+        more = 0
+        for k in sorted(objs):
+            if (namespace and k[0] != namespace) or (after is not None and k <= after):
+                continue
+            obj = objs[k]
+            if not where(obj):
+                continue
+            if limit and len(out) >= limit:
+                more += 1
+            else:
+                out.append(clone(obj))
+        return out, more
+
     def names(self, key: Key) -> set[str]:
         """The names of a resource's objects (no copies)."""
         return {name for _, name in self._objects.get(key, {})}

@@ -186,21 +186,15 @@ class ObjectApi:
                     "list result. You can start a new list without the continue parameter."
                 )
             rv = tok_rv
-        items = self.store.list(
+        items, rest = self.store.page(
             rd.key,
             namespace if rd.namespaced else None,
-            where=lambda o: labels_match(lsel, o) and fields_match(fsel, o),
+            lambda o: labels_match(lsel, o) and fields_match(fsel, o),
+            after=(start[0], start[1]) if start is not None else None,
+            limit=limit,
         )
-        if start is not None:
-            items = [
-                o
-                for o in items
-                if [o["metadata"].get("namespace", ""), o["metadata"]["name"]] > start
-            ]
         meta: Obj = {"resourceVersion": str(rv)}
-        if limit and len(items) > limit:
-            rest = len(items) - limit
-            items = items[:limit]
+        if rest:
             last = items[-1]["metadata"]
             tok = {"rv": rv, "start": [last.get("namespace", ""), last["name"]]}
             meta["continue"] = base64.urlsafe_b64encode(json.dumps(tok).encode()).decode()
