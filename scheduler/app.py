@@ -35,9 +35,13 @@ def pod_field_selector(cfg: BridgeConfig) -> str:
 
 
 async def _feed(
-    watcher: Watcher, handler: Callable[[WatchEvent], Awaitable[None] | None], synced: asyncio.Event
+    watcher: Watcher,
+    handler: Callable[[WatchEvent], Awaitable[None] | None],
+    synced: asyncio.Event,
+    listed: Callable[[], None] | None = None,
 ) -> None:
-    """Run a watch; ``synced`` is set once its initial list has been delivered."""
+    """Run a watch; ``synced`` is set once its initial list has been delivered (or has
+    failed); ``listed`` is called only when it was delivered whole."""
     async with watcher:
         try:
             for ev in await watcher.relist():
@@ -46,6 +50,9 @@ async def _feed(
                     await result
         except KubeError as e:  # events() lists again before it watches
             log.warning("initial_list_failed", resource=watcher.resource.plural, error=str(e))
+        else:
+            if listed is not None:
+                listed()
         synced.set()
         async for ev in watcher.events():
             result = handler(ev)
@@ -67,8 +74,12 @@ async def run_scheduler(
     sched = scheduler or Scheduler(cfg, kube, slurm, clock)
     nodes_synced, ns_synced, pods_synced = asyncio.Event(), asyncio.Event(), asyncio.Event()
     async with asyncio.TaskGroup() as tg:
-        # The Slurm sweep runs beside the initial lists; nothing is submitted before it ends.
-        swept = tg.create_task(sched.sweep())
+        # The Slurm sweep (every job's state: seconds at a busy site) runs beside the
+        # initial lists and the workers; until it ends only groups that cannot have a job
+        # yet are submitted (Scheduler._may_submit), the others wait for it.
+        tg.create_task(sched.sweep())
+        # Slurm's nodes before any submit (excluded_nodes may only name nodes it knows).
+        nodes_read = tg.create_task(sched.refresh_slurm_nodes())
         tg.create_task(
             _feed(
                 Watcher(kube, NODES, clock=clock),
@@ -93,9 +104,10 @@ async def run_scheduler(
                 Watcher(kube, PODS, field_selector=pod_field_selector(cfg), clock=clock),
                 lambda ev: sched.on_pod_event(ev.type, ev.object),
                 pods_synced,
+                sched.initial_pods_listed,
             )
         )
-        await swept
+        await nodes_read
         tg.create_task(sched.queue.run_timers())
         tg.create_task(sched.poll_forever())
         for _ in range(cfg.scheduler.workers):

@@ -61,9 +61,15 @@ class Watched:
 
 
 class JobPoller:
-    def __init__(self, slurm: SlurmClient, on_change: Callable[[SlurmJob], None]) -> None:
+    def __init__(
+        self,
+        slurm: SlurmClient,
+        on_change: Callable[[SlurmJob], None],
+        on_gone: Callable[[int], None] | None = None,
+    ) -> None:
         self._slurm = slurm
         self._on_change = on_change
+        self._on_gone = on_gone
         self._watched: dict[int, Watched] = {}
         self.calls = 0
         self._idle_ticks = 0
@@ -151,6 +157,8 @@ class JobPoller:
             except SlurmNotFound:
                 log.info("job_vanished", job_id=job_id)
                 self.unwatch(job_id)
+                if self._on_gone is not None:
+                    self._on_gone(job_id)
                 return
             except SlurmError:
                 return  # unknown is not gone: try again next tick
