@@ -260,7 +260,7 @@ class Controller:
         :data:`SWEEP_READS_MAX` per sweep (the rest at the next). A quiet cluster costs
         one small request per sweep, whatever the size of Slurm's table; the whole table
         is never asked for (``GET /jobs/`` at 30,000 jobs grows slurmrestd by GBs)."""
-        active = {s.job_id for s in await self.slurm.list_job_states() if s.state.active}
+        active = {s.job_id for s in await self.slurm.scan_job_states(lambda s: s.state.active)}
         for job_id in self._job_pods.keys() - active:
             del self._job_pods[job_id]
         new = sorted(active - self._job_pods.keys() - self.by_job.keys())[:SWEEP_READS_MAX]

@@ -459,8 +459,10 @@ class Scheduler:
         more are unknown, in one streamed ``GET /jobs/`` keeping only the bridge's. Slurm's
         whole table is never held, nor read at all in the usual case."""
         started = self.clock.monotonic()
-        states, labelled = await asyncio.gather(self.slurm.list_job_states(), self._labelled_jobs())
-        active = {s.job_id for s in states if s.state.active}
+        states, labelled = await asyncio.gather(
+            self.slurm.scan_job_states(lambda s: s.state.active), self._labelled_jobs()
+        )
+        active = {s.job_id for s in states}
         unknown = active - labelled
         if len(unknown) > SWEEP_READS_MAX:
             jobs: Iterable[SlurmJob] = await self.slurm.scan_jobs(

@@ -57,6 +57,7 @@ from bridge.slurm.models import (
     AllocateOutcome,
     AllocationRefused,
     JobList,
+    JobState,
     JobStateItem,
     NodeResources,
     PingResult,
@@ -517,6 +518,27 @@ class SlurmClient:
             )
             out += c.decode_job_states(resp.body)
         return tuple(out)
+
+    async def scan_job_states(
+        self, keep: Callable[[JobStateItem], bool]
+    ) -> tuple[JobStateItem, ...]:
+        """The rows of ``GET /jobs/state/`` (every job, finished ones too) that ``keep``
+        accepts, read as a stream: memory follows the kept rows (the active jobs, say),
+        not Slurm's table (100,000 rows decoded at once were ~100 MB)."""
+        c = await self.codec()
+        states: dict[tuple[str, ...], JobState] = {}
+
+        def pick(item: Any) -> JobStateItem | None:
+            row = c.decode_job_state_row(item, states)
+            return row if row is not None and keep(row) else None
+
+        kept, _ = await self._retried(
+            functools.partial(
+                self._scan, c.path("jobs/state/"), endpoint="jobs_state", key="jobs", pick=pick
+            ),
+            "jobs_state",
+        )
+        return tuple(kept)
 
     async def find_jobs_by_admin_comment(
         self, admin_comment: str, *, name: str | None = None, active_only: bool = True

@@ -63,6 +63,24 @@ async def test_scan_jobs_keeps_only_the_active_jobs_asked_for_among_hundreds_fin
     assert {everything[j].state.primary for j in finished} == {"CANCELLED"}
 
 
+async def test_scan_job_states_keeps_the_active_rows_and_decodes_as_the_whole_list(
+    slurm: SlurmClient, sandbox: SlurmSandbox, track_jobs: Track
+) -> None:
+    name = f"states-{uuid.uuid4().hex[:8]}"
+    finished = await fill_finished_jobs(slurm, sandbox.partition, FINISHED, name=name)
+    active = {track_jobs(await slurm.submit(ext_spec(sandbox, name))) for _ in range(2)}
+
+    kept = await slurm.scan_job_states(lambda s: s.state.active)
+    assert active <= {s.job_id for s in kept}
+    assert not set(finished) & {s.job_id for s in kept}
+    assert all(s.state.active for s in kept)
+    # Every row decoded as the buffered whole-table read decodes it.
+    streamed = {s.job_id: s.state for s in await slurm.scan_job_states(lambda s: True)}
+    whole = {s.job_id: s.state for s in await slurm.list_job_states()}
+    assert {j: streamed[j] for j in finished} == {j: whole[j] for j in finished}
+    assert streamed.keys() >= set(finished) | active
+
+
 async def test_sweep_indexes_the_active_job_of_a_group_not_its_finished_ones(
     bridge: Bridge, sandbox: SlurmSandbox, track_jobs: Track
 ) -> None:
