@@ -18,7 +18,7 @@ from bridge.config import BridgeConfig
 from bridge.errors import BridgeError, KubeNotFound, SlurmError, SlurmNotFound
 from bridge.kube.client import KubeClient
 from bridge.kube.events import EventRecorder
-from bridge.kube.resources import NODES, PODS, KubeObject
+from bridge.kube.resources import NODES, PODS, KubeObject, slim
 from bridge.kube.watch import Watcher, WatchEvent
 from bridge.logging import get_logger
 from bridge.slurm.client import SlurmClient, state_requests
@@ -41,6 +41,7 @@ from controller.model import (
     ResumeSlurmNode,
     meta,
     pod_job_id,
+    slim_pod,
 )
 from controller.queue import WorkQueue
 from controller.slurm_metrics import JobsSummary, JobTally
@@ -444,8 +445,10 @@ class Controller:
 
     async def run(self) -> None:
         """Run until cancelled."""
-        pod_watch = Watcher(self.kube, PODS, label_selector=LABEL_JOB_ID, clock=self.clock)
-        node_watch = Watcher(self.kube, NODES, clock=self.clock)
+        pod_watch = Watcher(
+            self.kube, PODS, label_selector=LABEL_JOB_ID, clock=self.clock, keep=slim_pod
+        )
+        node_watch = Watcher(self.kube, NODES, clock=self.clock, keep=slim)
         tasks = [
             asyncio.create_task(self._watch(pod_watch, self.on_pod)),
             asyncio.create_task(self._watch(node_watch, self.on_node)),

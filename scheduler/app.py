@@ -18,7 +18,7 @@ from bridge.config import BridgeConfig, load_config
 from bridge.errors import BridgeError, ConfigError, KubeError
 from bridge.kube.client import KubeClient
 from bridge.kube.leader import LeaderElector
-from bridge.kube.resources import NAMESPACES, NODES, PODS
+from bridge.kube.resources import NAMESPACES, NODES, PODS, slim
 from bridge.kube.watch import Watcher, WatchEvent
 from bridge.logging import configure_logging
 from bridge.ops import component_ops
@@ -82,7 +82,7 @@ async def run_scheduler(
         nodes_read = tg.create_task(sched.refresh_slurm_nodes())
         tg.create_task(
             _feed(
-                Watcher(kube, NODES, clock=clock),
+                Watcher(kube, NODES, clock=clock, keep=slim),
                 lambda ev: sched.on_node_event(ev.type, ev.object),
                 nodes_synced,
             )
@@ -101,7 +101,7 @@ async def run_scheduler(
         await ns_synced.wait()
         tg.create_task(
             _feed(
-                Watcher(kube, PODS, field_selector=pod_field_selector(cfg), clock=clock),
+                Watcher(kube, PODS, field_selector=pod_field_selector(cfg), clock=clock, keep=slim),
                 lambda ev: sched.on_pod_event(ev.type, ev.object),
                 pods_synced,
                 sched.initial_pods_listed,

@@ -81,6 +81,26 @@ def uid(obj: KubeObject) -> str:
     return str((obj.get("metadata") or {}).get("uid") or "")
 
 
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def slim(obj: KubeObject) -> KubeObject:
+    """``obj`` without what no component reads and the API server may make large:
+    ``metadata.managedFields``, kubectl's last-applied annotation (a copy of the whole
+    object), a node's ``status.images``. Used as a Watcher's ``keep`` for the caches that
+    hold every object of a kind (pods, nodes); the dict is changed in place."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+        notes = meta.get("annotations")
+        if isinstance(notes, dict):
+            notes.pop(LAST_APPLIED, None)
+    status = obj.get("status")
+    if isinstance(status, dict):
+        status.pop("images", None)
+    return obj
+
+
 def format_time(dt: datetime) -> str:
     """A ``metav1.Time``: RFC 3339 in UTC, whole seconds, ``Z`` suffix."""
     return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
