@@ -73,6 +73,10 @@ class SlurmReadObserver(Protocol):
     def nodes_listed(self, nodes: Iterable[SlurmNode]) -> None: ...
 
 
+def _node_of(pod: KubeObject) -> str:
+    return str((pod.get("spec") or {}).get("nodeName") or "")
+
+
 class Controller:
     def __init__(
         self,
@@ -95,6 +99,9 @@ class Controller:
         self.queue: WorkQueue[Key] = WorkQueue(self.clock)
         self.pods: dict[str, KubeObject] = {}
         self.by_job: dict[int, set[str]] = {}
+        # node name -> keys of the labelled pods bound to it (a node event looks up its
+        # pods here: a scan of every pod per node event was O(pods x nodes) at start-up)
+        self.by_node: dict[str, set[str]] = {}
         # Pods deleted before their claims were released: job -> key -> last state.
         self.deleted: dict[int, dict[str, KubeObject]] = {}
         self.released: set[str] = set()  # uids of existing pods whose claims were released
@@ -122,8 +129,16 @@ class Controller:
         if old is not None and (j := pod_job_id(old)) is not None:
             self.by_job.get(j, set()).discard(key)
             self.queue.add(("job", str(j)))
+        if old is not None and (node := _node_of(old)):
+            keys = self.by_node.get(node)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self.by_node[node]
         if pod is not None:
             self.pods[key] = pod
+            if node := _node_of(pod):
+                self.by_node.setdefault(node, set()).add(key)
             if (j := pod_job_id(pod)) is not None:
                 if j not in self.views:
                     self.poll_now.set()  # a job never asked about: ask now, not next tick
@@ -153,8 +168,8 @@ class Controller:
             self.nodes[name] = ev.object
             self.queue.add(("node", name))
         # Pods on this node may now count as stuck Terminating.
-        for pod in self.pods.values():
-            if (pod.get("spec") or {}).get("nodeName") == name and (j := pod_job_id(pod)):
+        for key in self.by_node.get(name, ()):
+            if (j := pod_job_id(self.pods[key])) is not None:
                 self.queue.add(("job", str(j)))
 
     # ------------------------------------------------------------------ Slurm poller
