@@ -10,14 +10,13 @@ successful list) ever lead to failing, deleting or finalizing a pod.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from bridge.kube.resources import KubeObject, object_key
+from bridge.kube.resources import KubeObject, interned, object_key
 from bridge.kube.resources import parse_time as _parse_k8s_time
 from bridge.wellknown import FINALIZER, LABEL_JOB_ID
 
@@ -247,18 +246,8 @@ _POD_SPEC = ("nodeName", "resourceClaims")
 _POD_STATUS = ("phase", "resourceClaimStatuses", "extendedResourceClaimStatus")
 
 
-def _interned(value: Any) -> Any:
-    if isinstance(value, str):
-        return sys.intern(value)
-    if isinstance(value, dict):
-        return {sys.intern(k): _interned(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_interned(v) for v in value]
-    return value
-
-
 def _pick(obj: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
-    return {k: _interned(obj[k]) for k in keys if obj.get(k) is not None}
+    return {k: interned(obj[k]) for k in keys if obj.get(k) is not None}
 
 
 def slim_pod(pod: Mapping[str, Any]) -> KubeObject:

@@ -3,6 +3,7 @@ so a plan on the slim pod decides as on the whole one. Pure: tables."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -108,3 +109,13 @@ def test_slim_drops_managed_fields_last_applied_and_node_images_only() -> None:
         "metadata": {"name": "n", "annotations": {"keep": "me"}},
         "status": {"capacity": {"cpu": "8"}},
     }
+
+
+def test_slimmed_objects_share_one_copy_of_each_repeated_string() -> None:
+    a, b = (slim(json.loads(json.dumps(whole_pod()))) for _ in range(2))
+    assert a == b
+    assert a["metadata"]["namespace"] is b["metadata"]["namespace"]
+    assert a["spec"]["containers"][0]["image"] is b["spec"]["containers"][0]["image"]
+    assert next(iter(a["status"])) is next(iter(b["status"]))  # keys too
+    c, d = (slim_pod(json.loads(json.dumps(whole_pod()))) for _ in range(2))
+    assert c["status"]["phase"] is d["status"]["phase"]
