@@ -21,10 +21,17 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from bridge.errors import ConfigError
@@ -96,6 +103,13 @@ class SchedulerSettings(_Section):
     immediate_allocation: Literal["auto", "never"] = "auto"
 
 
+JobMetricsMode = Literal["polled", "table", "off"]
+# The schema (chart values) also accepts the old booleans, as the validator below does.
+_JOB_METRICS_SCHEMA = WithJsonSchema(
+    {"anyOf": [{"enum": list(get_args(JobMetricsMode)), "type": "string"}, {"type": "boolean"}]}
+)
+
+
 class ControllerSettings(_Section):
     """``controller:`` section."""
 
@@ -111,10 +125,22 @@ class ControllerSettings(_Section):
     # force-cleaned (their finalizer removed after their job ended).
     stuck_terminating_grace_seconds: float = Field(default=300.0, ge=0)
     workers: int = Field(default=8, ge=1, le=1024)
-    # The Slurm-side job metrics (jobs by partition and state, pending by reason): one
-    # streamed GET /jobs/ per resync. Its cost is slurmrestd's, which builds the whole
-    # table for every such read: turn it off where that table is huge.
-    slurm_job_metrics: bool = True
+    # The Slurm-side job metrics (jobs by partition and state, pending by reason, the
+    # bridge's jobs by state). "polled": from what the controller reads anyway (the
+    # resync's GET /jobs/state/ joined with each job's one read by id; reasons as of that
+    # read). "table": one streamed GET /jobs/ per resync (fresh reasons; slurmrestd builds
+    # the whole table for every such read). "off": none. true/false mean polled/off.
+    slurm_job_metrics: Annotated[JobMetricsMode, _JOB_METRICS_SCHEMA] = "polled"
+
+    @field_validator("slurm_job_metrics", mode="before")
+    @classmethod
+    def _job_metrics_mode(cls, v: Any) -> Any:
+        # the boolean this key was first (true: the metrics, now from polled data)
+        if isinstance(v, bool):
+            return "polled" if v else "off"
+        if isinstance(v, str) and v.strip().lower() in ("true", "false"):
+            return "polled" if v.strip().lower() == "true" else "off"
+        return v
 
 
 class AdmissionSettings(_Section):

@@ -22,7 +22,7 @@ from bridge.kube.resources import NODES, PODS, KubeObject, slim
 from bridge.kube.watch import Watcher, WatchEvent
 from bridge.logging import get_logger
 from bridge.slurm.client import SlurmClient, state_requests
-from bridge.slurm.models import SlurmJob, SlurmNode
+from bridge.slurm.models import JobStateItem, SlurmJob, SlurmNode
 from bridge.wellknown import LABEL_JOB_ID
 from controller import claims, dangling, jobs, nodes, pods
 from controller.apply import Applier
@@ -44,13 +44,17 @@ from controller.model import (
     slim_pod,
 )
 from controller.queue import WorkQueue
-from controller.slurm_metrics import JobsSummary, JobTally
+from controller.slurm_metrics import JobFactsTable, JobsSummary, JobTally
 
 log = get_logger("controller")
 
 Key = tuple[Literal["job", "node"], str]
 # New active jobs no pod names that the dangling sweep reads (by id) per sweep, at most.
 SWEEP_READS_MAX = 256
+# Of those, the bridge's own jobs read for the polled job metrics (partition, reason) per
+# sweep: few, so that following 10,000 jobs adds <= 0.3 requests/s at a 30 s resync
+# (issue #14's steady budget is 2 a component); a new job is read within minutes.
+METRIC_READS_MAX = 8
 SWEEP_READ_CONCURRENCY = 8
 RETRY_BASE_SECONDS = 0.5
 RETRY_MAX_SECONDS = 30.0
@@ -122,6 +126,9 @@ class Controller:
         # Active Slurm jobs read once by the dangling sweep: id -> pods named (None: not
         # ours). Pruned to the active jobs every sweep.
         self._job_pods: dict[int, tuple[str, ...] | None] = {}
+        # What those reads (and the poller's) said, for the job metrics ("polled" mode):
+        # kept while Slurm lists the job, ended or not (controller/slurm_metrics.py).
+        self.job_facts = JobFactsTable(cfg.mcs_label)
 
     # ------------------------------------------------------------------ caches
     def _track(self, key: str, pod: KubeObject | None) -> None:
@@ -206,6 +213,7 @@ class Controller:
                     log.warning("slurm_job_get_failed", job_id=j, error=str(e))
                     continue
                 else:
+                    self._remember(job)
                     kind = JobKind.ACTIVE if job.state.active else JobKind.ENDED
                     view = JobView(kind, job.state.primary, job.state_reason)
             if self.views.get(j) != view:
@@ -216,10 +224,25 @@ class Controller:
         return changed
 
     # ------------------------------------------------------------------ sweeps
+    @property
+    def _polled_job_metrics(self) -> bool:
+        """The job metrics come from what the controller reads anyway (the default)."""
+        return self.slurm_observer is not None and self.cfg.controller.slurm_job_metrics == "polled"
+
+    def _remember(self, job: SlurmJob) -> None:
+        if self._polled_job_metrics:
+            self.job_facts.learn(job)
+
     async def sweep_once(self) -> None:
-        """Dangling jobs, Slurm node states, and a resync of every known key."""
+        """Dangling jobs, Slurm node states, the job metrics, and a resync of every key."""
+        states: tuple[JobStateItem, ...] | None = None
         try:
-            named = await self._active_jobs_of_ours()
+            # Streamed: the rows are kept (the active ones, or all for the polled job
+            # metrics), never the whole decoded answer of Slurm's table.
+            states = await self.slurm.scan_job_states(
+                lambda s: self._polled_job_metrics or s.state.active
+            )
+            named = await self._active_jobs_of_ours(states)
             found: dict[str, KubeObject | None] = {}
             for keys in named.values():
                 for k in keys:
@@ -230,22 +253,15 @@ class Controller:
             if actions:
                 # The cache may predate an update of the job: confirm with a fresh read.
                 ids = [a.job_id for a in actions if isinstance(a, CancelJob)]
-                fresh = dangling.candidates(
-                    await self.slurm.get_jobs(ids, concurrency=SWEEP_READ_CONCURRENCY),
-                    self.cfg.mcs_label,
-                )
+                read = await self.slurm.get_jobs(ids, concurrency=SWEEP_READ_CONCURRENCY)
+                for job in read:
+                    self._remember(job)
+                fresh = dangling.candidates(read, self.cfg.mcs_label)
                 actions = dangling.plan(fresh, found | await self._pods_of(fresh, found))
             await self.applier.apply(actions)
         except SlurmError as e:
             log.warning("slurm_sweep_failed", error=str(e))
-        if self.slurm_observer is not None and self.cfg.controller.slurm_job_metrics:
-            try:
-                tally = JobTally(self.cfg.mcs_label)
-                await self.slurm.scan_jobs(tally.add)  # streamed, counted, nothing held
-            except SlurmError as e:
-                log.warning("slurm_job_metrics_failed", error=str(e))
-            else:
-                self.slurm_observer.jobs_summarized(tally.summary())
+        await self._job_metrics(states)
         try:
             self.slurm_nodes = {n.name: n for n in await self.slurm.list_nodes()}
         except SlurmError as e:
@@ -267,19 +283,51 @@ class Controller:
         for j in list(self.by_job):
             self.queue.add(("job", str(j)))
 
-    async def _active_jobs_of_ours(self) -> dict[int, tuple[str, ...]]:
+    async def _job_metrics(self, states: tuple[JobStateItem, ...] | None) -> None:
+        """Summarize Slurm's jobs for the observer, as ``controller.slurmJobMetrics`` says:
+        ``polled`` from this sweep's state list (``states``; None: it failed) and the jobs'
+        reads, ``table`` from a streamed read of the whole job table, ``off`` not at all."""
+        mode = self.cfg.controller.slurm_job_metrics
+        if self.slurm_observer is None or mode == "off":
+            return
+        if mode == "polled":
+            if states is not None:
+                summary = self.job_facts.summary(states, self.by_job.keys() | self.views.keys())
+                self.slurm_observer.jobs_summarized(summary)
+            return
+        try:
+            tally = JobTally(self.cfg.mcs_label)
+            await self.slurm.scan_jobs(tally.add)  # streamed, counted, nothing held
+        except SlurmError as e:
+            log.warning("slurm_job_metrics_failed", error=str(e))
+        else:
+            self.slurm_observer.jobs_summarized(tally.summary())
+
+    async def _active_jobs_of_ours(
+        self, states: tuple[JobStateItem, ...]
+    ) -> dict[int, tuple[str, ...]]:
         """job id -> pods named, for every active job of ours no pod is labelled with.
 
-        A job a live pod's job-id label names is not dangling, so is never read. Of the
-        others, one compact ``GET /jobs/state/`` finds the active ones, and each is read
-        by id once in its life (ours or not: :attr:`_job_pods`), at most
-        :data:`SWEEP_READS_MAX` per sweep (the rest at the next). A quiet cluster costs
-        one small request per sweep, whatever the size of Slurm's table; the whole table
-        is never asked for (``GET /jobs/`` at 30,000 jobs grows slurmrestd by GBs)."""
-        active = {s.job_id for s in await self.slurm.scan_job_states(lambda s: s.state.active)}
+        A job a live pod's job-id label names is not dangling, so is not read for that.
+        Of the others, the sweep's compact ``GET /jobs/state/`` (``states``) finds the
+        active ones, and each is read by id once in its life (ours or not:
+        :attr:`_job_pods`), at most :data:`SWEEP_READS_MAX` per sweep (the rest at the
+        next). With the ``polled`` job metrics, the jobs pods name are read once too, for
+        their partition and reason, after the others, at most :data:`METRIC_READS_MAX`
+        a sweep. A quiet
+        cluster costs one small request per sweep, whatever the size of Slurm's table;
+        the whole table is never asked for (``GET /jobs/`` at 30,000 jobs grows
+        slurmrestd by GBs)."""
+        active = {s.job_id for s in states if s.state.active}
         for job_id in self._job_pods.keys() - active:
             del self._job_pods[job_id]
-        new = sorted(active - self._job_pods.keys() - self.by_job.keys())[:SWEEP_READS_MAX]
+        if self._polled_job_metrics:
+            self.job_facts.keep_only({s.job_id for s in states})
+        unread = active - self._job_pods.keys()
+        new = sorted(unread - self.by_job.keys())[:SWEEP_READS_MAX]
+        if self._polled_job_metrics:
+            room = min(METRIC_READS_MAX, SWEEP_READS_MAX - len(new))
+            new += sorted(unread & self.by_job.keys())[:room]
         for job in await self.slurm.get_jobs(new, concurrency=SWEEP_READ_CONCURRENCY):
             self._learn(job.job_id, job)
         for job_id in set(new) - self._job_pods.keys():
@@ -293,6 +341,8 @@ class Controller:
     def _learn(self, job_id: int, job: SlurmJob | None) -> None:
         pods = dangling.ours(job, self.cfg.mcs_label) if job is not None else None
         self._job_pods[job_id] = pods
+        if job is not None:
+            self._remember(job)
         if job is not None and pods is not None:
             new = {p for p in job.partition.split(",") if p} - self.job_partitions
             if new:

@@ -58,6 +58,7 @@ from bridge.sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
 from bridge.sandbox.kubeapi.hooks import LoggedRequest, RequestLog
 from bridge.slurm.client import SlurmClient
 from bridge.wellknown import SLURMJOB_PREFIX
+from controller.app import ControllerMetrics
 from controller.runtime import Controller
 from tests.bench.scheduler import (
     SHARED,
@@ -133,14 +134,21 @@ def bridge_writes(delta: Counter[str]) -> int:
 
 # --------------------------------------------------------------------------- controller
 async def controller_child(config: Path) -> None:
-    """The controller (as ``slurm-bridge controller`` wires it, without ops/leader) + a
-    report every 0.2 s: CPU, slurmrestd requests, when it synced and first fully resynced."""
+    """The controller (as ``slurm-bridge controller`` wires it, with its Slurm-side
+    metrics, without ops/leader) + a report every 0.2 s: CPU, slurmrestd requests, when
+    it synced and first fully resynced."""
     cfg = load_config(config, env={})
     configure_logging(cfg.log_level, cfg.log_format)
     kube = await KubeClient.from_config(cfg)
     started = time.monotonic()
     async with kube, CountingSlurmClient.from_config(cfg) as slurm:
-        ctl = Controller(cfg, slurm, kube, events=EventRecorder(kube, "slurm-bridge-controller"))
+        ctl = Controller(
+            cfg,
+            slurm,
+            kube,
+            events=EventRecorder(kube, "slurm-bridge-controller"),
+            slurm_observer=ControllerMetrics(mcs_label=cfg.mcs_label).slurm,
+        )
         resynced: list[float] = []
         sweep = ctl.sweep_once
 

@@ -18,7 +18,7 @@ from bridge.sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
 from bridge.slurm.client import SlurmClient
 from bridge.translate import admin_comment
 from bridge.wellknown import ANNOTATION_SLURM_NODE, FINALIZER, LABEL_JOB_ID
-from controller.runtime import Controller
+from controller.runtime import Controller, SlurmReadObserver
 from tests.integration.conftest import SlurmSandbox, sandbox_config_data
 from tests.waiting import eventually
 
@@ -50,8 +50,13 @@ async def place_group(
     names: list[str],
     node: str,
     track: Callable[[int], int],
+    *,
+    bind: bool = True,
+    **spec_fields: Any,
 ) -> int:
-    """Create pods, submit ONE job for them, label/finalize/annotate and bind them."""
+    """Create pods, submit ONE job for them (``spec_fields``: more JobSpec fields, e.g.
+    ``priority=0`` for a held job), label/finalize them and, with ``bind``, annotate and
+    bind them (without: as the scheduler leaves the pods of a job that waits)."""
     uids = []
     for name in names:
         pod = {
@@ -74,22 +79,16 @@ async def place_group(
         exclusive=False,
         mcs_label=mcs,
         admin_comment=admin_comment(group, [f"{NS}/{n}" for n in names]),
+        **spec_fields,
     )
     job_id = track(await slurm.submit(spec))
     for name, uid in zip(names, uids, strict=True):
-        await kube.patch_pod(
-            NS,
-            name,
-            {
-                "metadata": {
-                    "labels": {LABEL_JOB_ID: str(job_id)},
-                    "annotations": {ANNOTATION_SLURM_NODE: node},
-                    "finalizers": [FINALIZER],
-                }
-            },
-            patch_type="merge",
-        )
-        await kube.bind_pod(NS, name, uid, node)
+        link: dict[str, Any] = {"labels": {LABEL_JOB_ID: str(job_id)}, "finalizers": [FINALIZER]}
+        if bind:
+            link["annotations"] = {ANNOTATION_SLURM_NODE: node}
+        await kube.patch_pod(NS, name, {"metadata": link}, patch_type="merge")
+        if bind:
+            await kube.bind_pod(NS, name, uid, node)
     return job_id
 
 
@@ -102,11 +101,21 @@ async def wait_for(
 
 @contextlib.asynccontextmanager
 async def running_controller(
-    cfg: BridgeConfig, kube: KubeClient, slurm: SlurmClient | None = None
+    cfg: BridgeConfig,
+    kube: KubeClient,
+    slurm: SlurmClient | None = None,
+    *,
+    slurm_observer: SlurmReadObserver | None = None,
 ) -> AsyncIterator[Controller]:
     own = slurm is None
     client = slurm or SlurmClient.from_config(cfg)
-    ctl = Controller(cfg, client, kube, events=EventRecorder(kube, "slurm-bridge-controller"))
+    ctl = Controller(
+        cfg,
+        client,
+        kube,
+        events=EventRecorder(kube, "slurm-bridge-controller"),
+        slurm_observer=slurm_observer,
+    )
     task = asyncio.create_task(ctl.run())
     try:
         await wait_for(lambda: _synced(ctl, task), what="controller synced")

@@ -54,6 +54,12 @@ def test_upstream_config_file_loads_unchanged(tmp_path: Path) -> None:
             "fail",
             id="policy-enum",
         ),
+        pytest.param(
+            {"controller": {"slurmJobMetrics": "fresh"}},
+            "controller.slurmJobMetrics",
+            "'polled', 'table' or 'off'",
+            id="job-metrics-enum",
+        ),
     ],
 )
 def test_bad_config_names_key_and_reason(data: dict[str, object], key: str, reason: str) -> None:
@@ -61,6 +67,28 @@ def test_bad_config_names_key_and_reason(data: dict[str, object], key: str, reas
         parse_config(data)
     assert err.value.key == key
     assert reason in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "env", "mode"),
+    [
+        ("{}", {}, "polled"),
+        ("controller: {slurmJobMetrics: table}", {}, "table"),
+        ("controller: {slurmJobMetrics: polled}", {}, "polled"),
+        # the boolean this key once was: true -> polled, false (and YAML's off) -> off
+        ("controller: {slurmJobMetrics: true}", {}, "polled"),
+        ("controller: {slurmJobMetrics: false}", {}, "off"),
+        ("controller: {slurmJobMetrics: off}", {}, "off"),
+        ("{}", {"SLURM_BRIDGE_CONTROLLER__SLURM_JOB_METRICS": "false"}, "off"),
+        ("{}", {"SLURM_BRIDGE_CONTROLLER__SLURM_JOB_METRICS": "table"}, "table"),
+    ],
+)
+def test_job_metrics_mode_defaults_to_polled_and_still_takes_the_old_booleans(
+    tmp_path: Path, yaml_text: str, env: dict[str, str], mode: str
+) -> None:
+    f = tmp_path / "config.yaml"
+    f.write_text(yaml_text + "\n")
+    assert load_config(f, env=env).controller.slurm_job_metrics == mode
 
 
 def test_env_overrides_file_values() -> None:
