@@ -74,12 +74,18 @@ async def run_scheduler(
     sched = scheduler or Scheduler(cfg, kube, slurm, clock)
     nodes_synced, ns_synced, pods_synced = asyncio.Event(), asyncio.Event(), asyncio.Event()
     async with asyncio.TaskGroup() as tg:
-        # The Slurm sweep (every job's state: seconds at a busy site) runs beside the
-        # initial lists and the workers; until it ends only groups that cannot have a job
-        # yet are submitted (Scheduler._may_submit), the others wait for it.
-        tg.create_task(sched.sweep())
-        # Slurm's nodes before any submit (excluded_nodes may only name nodes it knows).
+        # Slurm's nodes before any submit (excluded_nodes may only name nodes it knows),
+        # then the sweep (every job's state: 10-30 s of slurmrestd at a busy site, which
+        # slowed the node list asked beside it as much). The sweep runs beside the initial
+        # lists and the workers; until it ends only groups that cannot have a job yet are
+        # submitted (Scheduler._may_submit), the others wait for it.
         nodes_read = tg.create_task(sched.refresh_slurm_nodes())
+
+        async def sweep_after_nodes() -> None:
+            await nodes_read
+            await sched.sweep()
+
+        tg.create_task(sweep_after_nodes())
         tg.create_task(
             _feed(
                 Watcher(kube, NODES, clock=clock, keep=slim),
