@@ -48,6 +48,7 @@ from bridge.kube.resources import (
     PODS,
     KubeObject,
     Resource,
+    slim,
 )
 from bridge.models import GroupId, JobSpec
 from bridge.slurm.client import SlurmClient
@@ -887,7 +888,7 @@ class Scheduler:
         updated = await self.kube.patch_pod(ns, name, need, patch_type="strategic")
         key = pod_key(updated)
         if key in self.pods:
-            self.pods[key] = updated
+            self.pods[key] = slim(updated)  # as the watch keeps it
 
     async def _unlabel(self, pod: KubeObject) -> None:
         meta = _meta(pod)
@@ -1009,7 +1010,7 @@ class Scheduler:
                 pod=pod,
             )
             if pod_key(updated) in self.pods:
-                self.pods[pod_key(updated)] = updated
+                self.pods[pod_key(updated)] = slim(updated)
             await self.events.record(
                 pod,
                 "Warning" if warning else "Normal",
