@@ -365,6 +365,12 @@ async def phases(r: Run, kube: KubeClient, cfg_path: Path) -> None:
             )
             await r.steady(kube, sched, ctl)
             r.note_rss("scheduler", sched)
+            r.note_rss("controller", ctl)
+            # the figures so far, should the restarts not finish
+            progress(
+                "so far: " + json.dumps(out | {f"{k}_rss_peak_mb": v for k, v in r.rss.items()})
+            )
+            r.note_rss("scheduler", sched)
             sched.proc.kill()
             await sched.proc.wait()
             progress("scheduler killed")
