@@ -123,6 +123,9 @@ class Controller:
         self.slurm_ok = False
         self.slurm_failures = 0  # failed Slurm polls/sweeps in a row (readiness, tests)
         self._listed = 0
+        # Slurm's job states for the first sweep, asked while the watches list (both take
+        # seconds at a busy site; the sweep waited for the lists, then for Slurm).
+        self._first_states: asyncio.Task[tuple[JobStateItem, ...]] | None = None
         # Active Slurm jobs read once by the dangling sweep: id -> pods named (None: not
         # ours). Pruned to the active jobs every sweep.
         self._job_pods: dict[int, tuple[str, ...] | None] = {}
@@ -237,11 +240,9 @@ class Controller:
         """Dangling jobs, Slurm node states, the job metrics, and a resync of every key."""
         states: tuple[JobStateItem, ...] | None = None
         try:
-            # Streamed: the rows are kept (the active ones, or all for the polled job
-            # metrics), never the whole decoded answer of Slurm's table.
-            states = await self.slurm.scan_job_states(
-                lambda s: self._polled_job_metrics or s.state.active
-            )
+            # The first sweep takes the states asked while the watches listed.
+            first, self._first_states = self._first_states, None
+            states = await (first if first is not None else self._scan_states())
             named = await self._active_jobs_of_ours(states)
             found: dict[str, KubeObject | None] = {}
             for keys in named.values():
@@ -282,6 +283,12 @@ class Controller:
             self.queue.add(("node", name))
         for j in list(self.by_job):
             self.queue.add(("job", str(j)))
+
+    async def _scan_states(self) -> tuple[JobStateItem, ...]:
+        """Every job's state, streamed: the active rows kept (all of them for the polled
+        job metrics), never the whole decoded answer of Slurm's table."""
+        polled = self._polled_job_metrics
+        return await self.slurm.scan_job_states(lambda s: polled or s.state.active)
 
     async def _job_metrics(self, states: tuple[JobStateItem, ...] | None) -> None:
         """Summarize Slurm's jobs for the observer, as ``controller.slurmJobMetrics`` says:
@@ -518,6 +525,8 @@ class Controller:
             asyncio.create_task(self._watch(pod_watch, self.on_pod)),
             asyncio.create_task(self._watch(node_watch, self.on_node)),
         ]
+        # Not among ``tasks``: the first sweep awaits it (and sees its error, if any).
+        self._first_states = asyncio.create_task(self._scan_states())
         try:
             await self.synced.wait()
             log.info("controller_synced", pods=len(self.pods), nodes=len(self.nodes))
@@ -532,9 +541,13 @@ class Controller:
             )
             await asyncio.gather(*tasks)
         finally:
-            for t in tasks:
+            first, self._first_states = self._first_states, None
+            for t in [*tasks, *([first] if first is not None else [])]:
                 t.cancel()
             for t in tasks:
                 with contextlib.suppress(asyncio.CancelledError, BridgeError):
                     await t
+            if first is not None:
+                with contextlib.suppress(asyncio.CancelledError, BridgeError):
+                    await first
             self.queue.close()
