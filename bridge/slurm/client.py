@@ -532,13 +532,7 @@ class SlurmClient:
             row = c.decode_job_state_row(item, states)
             return row if row is not None and keep(row) else None
 
-        kept, _ = await self._retried(
-            functools.partial(
-                self._scan, c.path("jobs/state/"), endpoint="jobs_state", key="jobs", pick=pick
-            ),
-            "jobs_state",
-        )
-        return tuple(kept)
+        return await self._scan_jobs_array(c.path("jobs/state/"), "jobs_state", pick)
 
     async def find_jobs_by_admin_comment(
         self, admin_comment: str, *, name: str | None = None, active_only: bool = True
@@ -569,11 +563,15 @@ class SlurmClient:
             job = c.decode_job(item) if isinstance(item, Mapping) else None
             return job if job is not None and keep(job) else None
 
+        return await self._scan_jobs_array(c.path("jobs/"), "jobs_get", pick)
+
+    async def _scan_jobs_array(
+        self, path: str, endpoint: str, pick: Callable[[Any], T | None]
+    ) -> tuple[T, ...]:
+        """The picked items of the ``jobs`` array of one streamed, retried GET."""
         kept, _ = await self._retried(
-            functools.partial(
-                self._scan, c.path("jobs/"), endpoint="jobs_get", key="jobs", pick=pick
-            ),
-            "jobs_get",
+            functools.partial(self._scan, path, endpoint=endpoint, key="jobs", pick=pick),
+            endpoint,
         )
         return tuple(kept)
 

@@ -14,19 +14,23 @@ from bridge.wellknown import FINALIZER, LABEL_JOB_ID, LABEL_POD_GROUP
 from controller import claims, jobs, pods
 from controller.model import JobKind, JobView, slim_pod
 
+KEPT_META = {
+    "name": "p",
+    "namespace": "ns",
+    "uid": "u-1",
+    "resourceVersion": "7",
+    "labels": {LABEL_JOB_ID: "12", LABEL_POD_GROUP: "g"},
+    "finalizers": [FINALIZER],
+}
+
 
 def whole_pod(**over: Any) -> dict[str, Any]:
     pod: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
-            "name": "p",
-            "namespace": "ns",
-            "uid": "u-1",
-            "resourceVersion": "7",
-            "labels": {LABEL_JOB_ID: "12", LABEL_POD_GROUP: "g"},
+            **KEPT_META,
             "annotations": {"a": "b" * 1000},
-            "finalizers": [FINALIZER],
             "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}],
             "ownerReferences": [{"kind": "Job", "name": "j", "uid": "o"}],
         },
@@ -50,14 +54,7 @@ def whole_pod(**over: Any) -> dict[str, Any]:
 def test_slim_pod_keeps_identity_labels_finalizers_node_phase_and_claims_only() -> None:
     kept = slim_pod(whole_pod())
     assert kept == {
-        "metadata": {
-            "name": "p",
-            "namespace": "ns",
-            "uid": "u-1",
-            "resourceVersion": "7",
-            "labels": {LABEL_JOB_ID: "12", LABEL_POD_GROUP: "g"},
-            "finalizers": [FINALIZER],
-        },
+        "metadata": KEPT_META,
         "spec": {
             "nodeName": "n1",
             "resourceClaims": [{"name": "gpu", "resourceClaimName": "claim-1"}],
