@@ -83,7 +83,7 @@ async def run_scheduler(
 
         async def sweep_after_nodes() -> None:
             await nodes_read
-            await sched.sweep()
+            await sched.sweep(pods_synced)
 
         tg.create_task(sweep_after_nodes())
         tg.create_task(

@@ -437,20 +437,20 @@ class Scheduler:
             self.queue.add(g.ref.key)
 
     # ------------------------------------------------------------------ start-up
-    async def sweep(self) -> None:
+    async def sweep(self, lists_done: asyncio.Event | None = None) -> None:
         """:meth:`sweep_once` until it succeeds (the workers run meanwhile: a failed sweep
         is retried, never the end of the scheduler), backing off to 30 s."""
         delay = 1.0
         while True:
             try:
-                await self.sweep_once()
+                await self.sweep_once(lists_done)
                 return
             except BridgeError as e:
                 log.warning("slurm_sweep_failed", error=str(e), retry_in=delay)
                 await self.clock.sleep(delay)
                 delay = min(delay * 2, 30.0)
 
-    async def sweep_once(self) -> None:
+    async def sweep_once(self, lists_done: asyncio.Event | None = None) -> None:
         """Index the bridge's active jobs by group uid, once, at start, so a restarted
         scheduler never submits a duplicate.
 
@@ -458,10 +458,18 @@ class Scheduler:
         Slurm's compact state list gives the active ids, a paged list of the labelled pods
         the ids to skip, and the rest are read by id (:data:`SWEEP_READS_MAX`), or, when
         more are unknown, in one streamed ``GET /jobs/`` keeping only the bridge's. Slurm's
-        whole table is never held, nor read at all in the usual case."""
+        whole table is never held, nor read at all in the usual case. The labelled pods
+        are paged once ``lists_done`` is set (the watches' initial lists first: they
+        gate every binding, the sweep only the groups that may have a job)."""
         started = self.clock.monotonic()
+
+        async def labelled_after_lists() -> set[int]:
+            if lists_done is not None:
+                await lists_done.wait()
+            return await self._labelled_jobs()
+
         states, labelled = await asyncio.gather(
-            self.slurm.scan_job_states(lambda s: s.state.active), self._labelled_jobs()
+            self.slurm.scan_job_states(lambda s: s.state.active), labelled_after_lists()
         )
         active = {s.job_id for s in states}
         unknown = active - labelled

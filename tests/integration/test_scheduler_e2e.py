@@ -231,9 +231,9 @@ async def test_new_pod_is_bound_during_the_start_up_sweep_but_listed_ones_wait_f
     def slow_sweep(sched: Scheduler) -> None:
         sweep_once = sched.sweep_once
 
-        async def held() -> None:
+        async def held(lists_done: asyncio.Event | None = None) -> None:
             await release.wait()
-            await sweep_once()
+            await sweep_once(lists_done)
 
         sched.sweep_once = held  # type: ignore[method-assign]
 
