@@ -212,8 +212,12 @@ class Shape:
 
 
 def shape_of(spec: JobSpec) -> Shape:
+    """The job's smallest footprint: ``min_nodes`` nodes, and per node the fewest tasks
+    Slurm may put there (a job that may span up to ``max_nodes`` nodes is spread that
+    thin at best: 256 shared 1-CPU pods on 1-256 nodes need 1 CPU on a node, not 256)."""
     nodes = spec.min_nodes
-    per_node = spec.tasks_per_node or -(-spec.tasks // nodes)
+    spread = max(nodes, spec.max_nodes or nodes)
+    per_node = spec.tasks_per_node or -(-spec.tasks // spread)
     cpus = per_node * spec.cpus_per_task
     mem = spec.memory_per_node_mib or (spec.memory_per_cpu_mib or 0) * cpus
     return Shape(nodes, cpus, mem, spec.exclusive, held=spec.priority == 0)

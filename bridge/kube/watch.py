@@ -24,7 +24,6 @@ own session (:meth:`KubeClient.new_session`) and closes it on :meth:`Watcher.clo
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
@@ -34,6 +33,7 @@ from typing import Any, Literal
 import aiohttp
 import structlog
 
+from bridge import fastjson
 from bridge.clock import Clock, SystemClock
 from bridge.errors import KubeError, KubeGone, KubeUnavailable
 from bridge.kube.client import KubeClient, error_for_status
@@ -232,14 +232,14 @@ class Watcher:
         if not text:
             return None
         try:
-            data = json.loads(text)
+            data = fastjson.loads(text)
         except ValueError:
             raise KubeUnavailable(f"{what}: undecodable watch line") from None
         etype = data.get("type")
         obj = data.get("object") or {}
         if etype == "ERROR":
             code = int(obj.get("code") or 500)
-            raise error_for_status(code, json.dumps(obj), what)
+            raise error_for_status(code, fastjson.dumps(obj), what)
         rv = resource_version(obj)
         if etype == "BOOKMARK":
             if rv:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
@@ -38,6 +37,7 @@ import aiohttp
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 from tenacity.wait import wait_exponential
 
+from bridge import fastjson
 from bridge.clock import Clock, SystemClock
 from bridge.config import BridgeConfig
 from bridge.errors import (
@@ -202,7 +202,7 @@ class SlurmClient:
         data = None
         if body is not None:
             headers["Content-Type"] = "application/json"
-            data = json.dumps(body)
+            data = fastjson.dumps(body)
         session = self._session_or_open()
         started = self._clock.monotonic()
         failure: SlurmError | None = None
@@ -227,7 +227,7 @@ class SlurmClient:
         parsed: Any = None
         text = ""
         try:
-            parsed = json.loads(raw) if raw else None
+            parsed = fastjson.loads(raw) if raw else None
         except ValueError:
             text = raw.decode("utf-8", "replace").strip()[:200]
         _log.debug(
@@ -306,7 +306,7 @@ class SlurmClient:
         )
         if status >= 400:
             try:
-                parsed: Any = json.loads(raw) if raw else None
+                parsed: Any = fastjson.loads(raw) if raw else None
                 text = ""
             except ValueError:
                 parsed, text = None, raw.decode("utf-8", "replace").strip()[:200]

@@ -13,7 +13,8 @@ Obj = Mapping[str, Any]
 def get(obj: Any, *path: str) -> Any:
     """``obj[path[0]][path[1]]...`` or None when any step is missing or not a mapping."""
     for key in path:
-        if not isinstance(obj, Mapping):
+        # type() first: JSON objects are dicts, and an ABC isinstance costs ~10x more
+        if type(obj) is not dict and not isinstance(obj, Mapping):
             return None
         obj = obj.get(key)
     return obj
@@ -21,7 +22,7 @@ def get(obj: Any, *path: str) -> Any:
 
 def mapping(obj: Any, *path: str) -> Mapping[str, Any]:
     value = get(obj, *path)
-    return value if isinstance(value, Mapping) else {}
+    return value if type(value) is dict or isinstance(value, Mapping) else {}
 
 
 def sequence(obj: Any, *path: str) -> Sequence[Any]:

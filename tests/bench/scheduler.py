@@ -63,6 +63,7 @@ from bridge.slurm.models import Allocated
 from bridge.wellknown import LABEL_JOB_ID, LABEL_POD_GROUP, SLURMJOB_PREFIX
 from scheduler.app import run_scheduler
 from scheduler.core import Scheduler
+from tests.bench.slurm_cpu import daemon_cpu_seconds, per_pod_ms
 from tests.integration.conftest import (
     SlurmSandbox,
     blocker_spec,
@@ -221,8 +222,8 @@ async def scheduler_child(config: Path) -> None:
 
 
 async def raw_child(kubeconfig: Path, concurrency: int) -> None:
-    """The raw capacity: allocate (immediate) + GET + bind per pod, ``concurrency`` at a
-    time, no bridge."""
+    """The raw capacity: allocate (immediate) + its node (``GET /resources/{id}``, the
+    cheapest read that names it) + bind per pod, ``concurrency`` at a time, no bridge."""
     sb = load_sandbox()
     kube = await KubeClient.connect(kubeconfig=kubeconfig, request_timeout=30)
     async with kube, make_client(sb) as slurm:
@@ -255,13 +256,13 @@ async def raw_child(kubeconfig: Path, concurrency: int) -> None:
                 raise RuntimeError(f"raw: Slurm refused to start {name} at once: {got}")
             job_id = got.job_id
             job_ids.append(job_id)
-            while True:
+            while True:  # RUNNING when allocate answers: one read, in practice
                 gets += 1
-                job = await slurm.get_job(job_id)
-                if job.state.primary == "RUNNING" and job.nodes:
+                nodes = [r.node for r in await slurm.get_job_resources(job_id)]
+                if nodes:
                     break
                 await asyncio.sleep(0.05)
-            await kube.bind_pod(NS, name, p["metadata"]["uid"], job.nodes[0])
+            await kube.bind_pod(NS, name, p["metadata"]["uid"], nodes[0])
             latencies.append(time.monotonic() - started)
 
         started = time.monotonic()
@@ -469,9 +470,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 async with child("--role", "scheduler", "--config", str(cfg_path)) as sched:
                     await wait_child(sched, "the scheduler", 60)
                     before, own = dict(sched.last), os.times()
+                    daemons = daemon_cpu_seconds(sb.sandbox_dir / "sid-root")
                     async with py_spy(args.py_spy, sched.proc.pid):
                         await singles(args, api, kube, stamps, out)
                     own_cpu = sum(os.times()[:2]) - sum(own[:2])
+                    out["singles_slurm_cpu_ms_per_pod"] = per_pod_ms(
+                        daemons, daemon_cpu_seconds(sb.sandbox_dir / "sid-root"), args.pods
+                    )
                     reported = sched.last.get("t")
                     await until(
                         "one more report from the scheduler",

@@ -95,6 +95,26 @@ async def test_podgroup_waits_for_slurm_resources_then_runs_when_the_first_finis
     assert job2 != job1
 
 
+async def test_each_bound_pod_of_a_gang_gets_a_scheduled_event_naming_its_node(
+    bridge: Bridge,
+) -> None:
+    names = await podgroup(bridge, "pg-ev", 2)
+    nodes = {n: await bridge.bound(n) for n in names}
+
+    async def scheduled() -> dict[str, str]:
+        evs = (await bridge.kube.list(EVENTS, NS)).items
+        said = {
+            e["involvedObject"]["name"]: e.get("message", "")
+            for e in evs
+            if e.get("reason") == "Scheduled" and e.get("type") == "Normal"
+        }
+        return said if all(n in said for n in names) else {}
+
+    said = await bridge.wait_for("a Scheduled event for each member", scheduled)
+    for n in names:
+        assert said[n] == f"Successfully assigned {NS}/{n} to {nodes[n]}"
+
+
 async def test_incomplete_podgroup_waits_with_a_clear_condition(bridge: Bridge) -> None:
     await podgroup(bridge, "pg-half", 2, members=1)
 

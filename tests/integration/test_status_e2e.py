@@ -42,6 +42,12 @@ async def make_scene(b: Bridge) -> tuple[int, int]:
     for n in names:
         await b.bound(n)
     await podgroup(b, "st-w", 2, members=1)
+
+    async def told_it_waits() -> str:
+        msg = await b.scheduled_message("st-w-0")
+        return msg if "1 of 2" in msg else ""
+
+    await b.wait_for("st-w's waiting condition", told_it_waits)
     orphan = await b.slurm.submit(
         JobSpec(
             name="st-orphan",

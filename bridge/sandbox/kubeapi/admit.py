@@ -15,11 +15,11 @@ retries its guaranteed update.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from bridge.fastjson import clone
 from bridge.sandbox.kubeapi.errors import ApiError
 from bridge.sandbox.kubeapi.identity import ADMIN, UserInfo
 from bridge.sandbox.kubeapi.resources import ResourceDef
@@ -48,7 +48,7 @@ def options(kind: str, query: Mapping[str, str], extra: Mapping[str, Any] | None
 def _before_create(draft: Obj, body: Any) -> Obj:
     """What mutating webhooks see of a create: defaulted, but no uid, creation time or
     generated name yet (kube-apiserver sets those after mutating admission)."""
-    obj = copy.deepcopy(draft)
+    obj = clone(draft)
     md = obj["metadata"]
     for f in ("uid", "creationTimestamp", "resourceVersion"):
         md.pop(f, None)
@@ -175,7 +175,7 @@ class Writes:
                 dry_run=dry_run,
                 options=opts,
             )
-            mutated = copy.deepcopy(await self.hooks.mutate(req) or new)
+            mutated = clone(await self.hooks.mutate(req) or new)
             mutated.setdefault("metadata", {})["resourceVersion"] = old["metadata"][
                 "resourceVersion"
             ]
@@ -218,7 +218,7 @@ class Writes:
         """``pods/binding``: a CREATE of a Binding on the pod's subresource."""
         if self.hooks.active() and isinstance(binding, dict):
             rd = self.api.resolve("", "v1", "pods")
-            obj = copy.deepcopy(binding)
+            obj = clone(binding)
             obj.setdefault("apiVersion", "v1")
             obj.setdefault("kind", "Binding")
             obj.setdefault("metadata", {}).setdefault("namespace", namespace)

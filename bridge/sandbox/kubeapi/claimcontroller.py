@@ -4,9 +4,9 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
+from bridge.fastjson import clone
 from bridge.sandbox.kubeapi.admit import Writes
 from bridge.sandbox.kubeapi.controllers import ControllerLoop
 from bridge.sandbox.kubeapi.dra import (
@@ -92,7 +92,7 @@ class ResourceClaimController(ControllerLoop):
                             }
                         ],
                     },
-                    "spec": copy.deepcopy((template.get("spec") or {}).get("spec") or {}),
+                    "spec": clone((template.get("spec") or {}).get("spec") or {}),
                 }
                 try:
                     existing = await self.writes.create(

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 from collections import Counter
 
+from bridge.fastjson import clone
 from bridge.sandbox.kubeapi.admit import Writes
 from bridge.sandbox.kubeapi.errors import ApiError
 from bridge.sandbox.kubeapi.identity import GARBAGE_COLLECTOR, NAMESPACE_CONTROLLER
@@ -206,7 +206,7 @@ class NamespaceController(ControllerLoop):
                 c["lastTransitionTime"] = prev.get("lastTransitionTime", c["lastTransitionTime"])
         if [old.get(c["type"]) for c in conditions] == conditions:
             return
-        body = copy.deepcopy(ns)
+        body = clone(ns)
         body.setdefault("status", {})["conditions"] = conditions
         rd = self.api.resolve("", "v1", "namespaces")
         with contextlib.suppress(ApiError):  # a webhook on namespaces/status may refuse it

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from bridge import fastjson
 from bridge.sandbox.kubeapi import discovery, protobuf, tables
 from bridge.sandbox.kubeapi.admit import options
 from bridge.sandbox.kubeapi.errors import ApiError, bad_request
@@ -41,11 +41,7 @@ _REASONS = {
 
 
 def json_response(body: Any, status: int = 200) -> web.Response:
-    return web.Response(
-        text=json.dumps(body, separators=(",", ":")),
-        status=status,
-        content_type="application/json",
-    )
+    return web.Response(body=fastjson.dumps(body), status=status, content_type="application/json")
 
 
 def error_response(err: ApiError) -> web.Response:
@@ -121,7 +117,7 @@ async def _body(request: web.Request) -> Any:
             f"application/json-patch+json (got {ctype})",
         )
     try:
-        return json.loads(raw)
+        return fastjson.loads(raw)
     except ValueError as e:
         raise bad_request(f"the body of the request could not be decoded as JSON: {e}") from e
 
@@ -399,7 +395,7 @@ class Handlers:
         resp._sandbox_logged = True  # type: ignore[attr-defined]
 
         async def send(ev: dict[str, Any]) -> None:
-            await resp.write(json.dumps(ev, separators=(",", ":")).encode() + b"\n")
+            await resp.write(fastjson.dumps(ev) + b"\n")
 
         transform = None
         if table:

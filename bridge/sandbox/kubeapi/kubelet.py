@@ -16,10 +16,11 @@ import contextlib
 from datetime import datetime
 from typing import Any
 
+from bridge.fastjson import clone
 from bridge.sandbox.kubeapi import identity
 from bridge.sandbox.kubeapi.admit import Writes
 from bridge.sandbox.kubeapi.errors import ApiError
-from bridge.sandbox.kubeapi.store import Obj
+from bridge.sandbox.kubeapi.store import Obj, ns_name
 from bridge.sandbox.kubeapi.verbs import NODE_KEY, POD_KEY, ObjectApi
 
 _TERMINAL = ("Succeeded", "Failed")
@@ -35,6 +36,7 @@ class FakeKubelet:
         self._task: asyncio.Task[None] | None = None
         self._ip = 0
         self._wake = asyncio.Event()
+        self._terminating: set[tuple[str, str]] = set()  # pods in their grace period
 
     # --- control -----------------------------------------------------------------------
 
@@ -165,13 +167,28 @@ class FakeKubelet:
             user=identity.node(pod["spec"]["nodeName"]),
         )
 
-    async def sync_once(self) -> None:
-        """One pass over all pods (the loop calls this; tests may call it directly)."""
+    async def sync_once(self, keys: set[tuple[str, str]] | None = None) -> None:
+        """One pass over all pods, or only over ``keys`` (namespace, name) and the pods
+        waiting out a grace period (the loop's passes between events; tests may call it
+        directly). Only pods it acts on are copied: a running pod costs nothing."""
         now = self.api.clock.now()
         nodes = {n["metadata"]["name"] for n in self.api.store.list(NODE_KEY)}
-        for pod in self.api.store.list(POD_KEY):
-            node = (pod.get("spec") or {}).get("nodeName")
-            if not node or node not in nodes or not self.node_running(node):
+
+        def needs_kubelet(p: Obj) -> bool:
+            md = p["metadata"]
+            return (p.get("spec") or {}).get("nodeName") in nodes and bool(
+                md.get("deletionTimestamp") or (p.get("status") or {}).get("phase") == "Pending"
+            )
+
+        if keys is None:
+            pods = self.api.store.list(POD_KEY, where=needs_kubelet)
+        else:
+            stored = (self.api.store.peek(POD_KEY, *k) for k in sorted(keys | self._terminating))
+            pods = [clone(p) for p in stored if p is not None and needs_kubelet(p)]
+        self._terminating = {ns_name(p) for p in pods if p["metadata"].get("deletionTimestamp")}
+        for pod in pods:
+            node = pod["spec"]["nodeName"]
+            if not self.node_running(node):
                 continue
             md = pod["metadata"]
             if md.get("deletionTimestamp"):
@@ -187,24 +204,33 @@ class FakeKubelet:
                     await self._start_pod(pod)
 
     async def _run(self) -> None:
+        """A full pass when woken (a node changed) or idle for ``poll_interval``; between,
+        only the pods the store's events name (a burst of bindings costs per binding,
+        not per pod in the store)."""
         sub = self.api.store.subscribe(POD_KEY)
+        keys: set[tuple[str, str]] | None = None  # None: a full pass
         try:
             while self.enabled:
                 with contextlib.suppress(ApiError):  # a racing delete; the next pass catches up
-                    await self.sync_once()
+                    await self.sync_once(keys)
                 self._wake.clear()
-                waiters = [
-                    asyncio.ensure_future(sub.queue.get()),
-                    asyncio.ensure_future(self._wake.wait()),
-                ]
+                event = asyncio.ensure_future(sub.queue.get())
+                woken = asyncio.ensure_future(self._wake.wait())
                 try:
-                    await asyncio.wait(
-                        waiters, timeout=self.poll_interval, return_when=asyncio.FIRST_COMPLETED
+                    done, _ = await asyncio.wait(
+                        (event, woken),
+                        timeout=self.poll_interval,
+                        return_when=asyncio.FIRST_COMPLETED,
                     )
                 finally:
-                    for w in waiters:
-                        w.cancel()
+                    event.cancel()
+                    woken.cancel()
+                keys = set()
+                if event in done:
+                    keys.add(ns_name(event.result().obj))
                 while not sub.queue.empty():
-                    sub.queue.get_nowait()
+                    keys.add(ns_name(sub.queue.get_nowait().obj))
+                if not done or woken in done:
+                    keys = None
         finally:
             self.api.store.unsubscribe(sub)

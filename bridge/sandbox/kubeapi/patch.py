@@ -9,9 +9,9 @@ as a union (finalizers), everything else replaced. Directives ``$patch``,
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
+from bridge.fastjson import clone
 from bridge.sandbox.kubeapi.errors import ApiError, bad_request
 
 # list field name -> merge key ("" = primitive list merged as a set)
@@ -42,8 +42,8 @@ STRATEGIC_KEYS: dict[str, str] = {
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386: objects merge recursively, null deletes, anything else replaces."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = copy.deepcopy(target) if isinstance(target, dict) else {}
+        return clone(patch)
+    out = clone(target) if isinstance(target, dict) else {}
     for k, v in patch.items():
         if v is None:
             out.pop(k, None)
@@ -124,21 +124,21 @@ def json_patch(target: Any, ops: Any) -> Any:
     """RFC 6902 add/remove/replace/move/copy/test."""
     if not isinstance(ops, list):
         raise bad_request("json patch: the body must be a JSON array of operations")
-    doc = copy.deepcopy(target)
+    doc = clone(target)
     for op in ops:
         if not isinstance(op, dict) or "op" not in op or "path" not in op:
             raise bad_request(f"json patch: malformed operation {op!r}")
         kind, path = op["op"], op["path"]
         if kind == "add":
-            doc = _add(doc, path, copy.deepcopy(op.get("value")))
+            doc = _add(doc, path, clone(op.get("value")))
         elif kind == "remove":
             doc = _remove(doc, path)
         elif kind == "replace":
             _get(doc, path)
             doc = _remove(doc, path) if _pointer(path) else doc
-            doc = _add(doc, path, copy.deepcopy(op.get("value")))
+            doc = _add(doc, path, clone(op.get("value")))
         elif kind in ("move", "copy"):
-            value = copy.deepcopy(_get(doc, op.get("from", "")))
+            value = clone(_get(doc, op.get("from", "")))
             if kind == "move":
                 doc = _remove(doc, op["from"])
             doc = _add(doc, path, value)
@@ -154,12 +154,12 @@ def json_patch(target: Any, ops: Any) -> Any:
 
 
 def _merge_keyed_list(orig: list[Any], patch: list[Any], key: str) -> list[Any]:
-    out = [copy.deepcopy(x) for x in orig]
+    out = [clone(x) for x in orig]
     for item in patch:
         if not isinstance(item, dict) or key not in item:
             if isinstance(item, dict) and item.get("$patch") == "replace":
                 continue
-            out.append(copy.deepcopy(item))
+            out.append(clone(item))
             continue
         directive = item.get("$patch")
         idx = next(
@@ -181,12 +181,12 @@ def _merge_keyed_list(orig: list[Any], patch: list[Any], key: str) -> list[Any]:
 def strategic_merge(target: Any, patch: Any) -> Any:
     """Apply a strategic merge patch to ``target`` (a built-in object)."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return clone(patch)
     if patch.get("$patch") == "replace":
-        return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
+        return {k: clone(v) for k, v in patch.items() if k != "$patch"}
     if patch.get("$patch") == "delete":
         return {}
-    out: dict[str, Any] = copy.deepcopy(target) if isinstance(target, dict) else {}
+    out: dict[str, Any] = clone(target) if isinstance(target, dict) else {}
     retain = patch.get("$retainKeys")
     for k, v in patch.items():
         if k in ("$patch", "$retainKeys") or k.startswith("$setElementOrder/"):
@@ -212,7 +212,7 @@ def strategic_merge(target: Any, patch: Any) -> Any:
         elif isinstance(v, dict):
             out[k] = strategic_merge(cur, v)
         else:
-            out[k] = copy.deepcopy(v)
+            out[k] = clone(v)
     if isinstance(retain, list):
         out = {k: v for k, v in out.items() if k in retain}
     return out

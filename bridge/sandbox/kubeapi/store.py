@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import copy
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from bridge.fastjson import clone
 
 Key = tuple[str, str]  # (group, plural)
 Obj = dict[str, Any]
@@ -69,16 +71,29 @@ class Store:
 
     def get(self, key: Key, namespace: str, name: str) -> Obj | None:
         obj = self._objects.get(key, {}).get((namespace, name))
-        return copy.deepcopy(obj) if obj is not None else None
+        return clone(obj) if obj is not None else None
 
-    def list(self, key: Key, namespace: str | None = None) -> list[Obj]:
-        """Objects sorted by (namespace, name) like etcd keys; deep copies."""
+    def peek(self, key: Key, namespace: str, name: str) -> Obj | None:
+        """The stored object itself, not a copy: to read, never to change."""
+        return self._objects.get(key, {}).get((namespace, name))
+
+    def list(
+        self,
+        key: Key,
+        namespace: str | None = None,
+        where: Callable[[Obj], bool] | None = None,
+    ) -> list[Obj]:
+        """Objects sorted by (namespace, name) like etcd keys; deep copies of those
+        ``where`` accepts (it sees the stored object and must not change it)."""
         objs = self._objects.get(key, {})
-        return [
-            copy.deepcopy(objs[k])
-            for k in sorted(objs)
-            if namespace is None or namespace == "" or k[0] == namespace
-        ]
+        out = []
+        for k in sorted(objs):
+            if namespace and k[0] != namespace:
+                continue
+            obj = objs[k]
+            if where is None or where(obj):
+                out.append(clone(obj))
+        return out
 
     def count(self, key: Key) -> int:
         return len(self._objects.get(key, {}))
@@ -102,7 +117,7 @@ class Store:
         for key, ns, name in sorted(self._owned.get(uid, ())):
             obj = self._objects.get(key, {}).get((ns, name))
             if obj is not None:
-                out.append((key, copy.deepcopy(obj)))
+                out.append((key, clone(obj)))
         return out
 
     def _emit(self, ev: StoreEvent) -> None:
@@ -117,7 +132,7 @@ class Store:
     def put(self, key: Key, obj: Obj, *, created: bool) -> Obj:
         """Store ``obj`` with a new resourceVersion; emit ADDED or MODIFIED."""
         self._rv += 1
-        stored = copy.deepcopy(obj)
+        stored = clone(obj)
         stored.setdefault("metadata", {})["resourceVersion"] = str(self._rv)
         k = ns_name(stored)
         old = self._objects.setdefault(key, {}).get(k)
@@ -125,7 +140,7 @@ class Store:
         self._index(key, old, add=False)
         self._index(key, stored, add=True)
         self._emit(StoreEvent(self._rv, key, "ADDED" if created else "MODIFIED", stored, old))
-        return copy.deepcopy(stored)
+        return clone(stored)
 
     def remove(self, key: Key, namespace: str, name: str) -> Obj | None:
         """Remove an object; emit DELETED carrying the deletion's resourceVersion."""
@@ -134,10 +149,10 @@ class Store:
             return None
         self._index(key, old, add=False)
         self._rv += 1
-        gone = copy.deepcopy(old)
+        gone = clone(old)
         gone["metadata"]["resourceVersion"] = str(self._rv)
         self._emit(StoreEvent(self._rv, key, "DELETED", gone, old))
-        return copy.deepcopy(gone)
+        return clone(gone)
 
     def drop_resource(self, key: Key) -> builtins.list[Obj]:
         """Remove every object of a resource (its CRD went away)."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import copy
 import json
 import re
 import uuid
@@ -16,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bridge.clock import Clock
+from bridge.fastjson import clone
 from bridge.sandbox.kubeapi import admission, dra
 from bridge.sandbox.kubeapi.errors import (
     ApiError,
@@ -90,7 +90,7 @@ def success_status(details: dict[str, Any] | None = None, code: int = 200) -> Ob
 
 
 def _strip_rv(obj: Obj) -> Obj:
-    o = copy.deepcopy(obj)
+    o = clone(obj)
     o.get("metadata", {}).pop("resourceVersion", None)
     o.get("metadata", {}).pop("managedFields", None)
     return o
@@ -186,11 +186,11 @@ class ObjectApi:
                     "list result. You can start a new list without the continue parameter."
                 )
             rv = tok_rv
-        items = [
-            o
-            for o in self.store.list(rd.key, namespace if rd.namespaced else None)
-            if labels_match(lsel, o) and fields_match(fsel, o)
-        ]
+        items = self.store.list(
+            rd.key,
+            namespace if rd.namespaced else None,
+            where=lambda o: labels_match(lsel, o) and fields_match(fsel, o),
+        )
         if start is not None:
             items = [
                 o
@@ -233,7 +233,7 @@ class ObjectApi:
         whose validating webhooks saw them)."""
         if not isinstance(body, dict):
             raise bad_request("the body of the request was in an unknown format")
-        obj: Obj = copy.deepcopy(body)
+        obj: Obj = clone(body)
         md = obj.setdefault("metadata", {})
         if not isinstance(md, dict):
             raise bad_request("metadata must be an object")
@@ -412,7 +412,7 @@ class ObjectApi:
             self.registry.add(d)
         spec = crd["spec"]
         now = self.now()
-        crd = copy.deepcopy(crd)
+        crd = clone(crd)
         crd["status"] = {
             "acceptedNames": spec["names"],
             "storedVersions": [v["name"] for v in spec["versions"] if v.get("storage")],
@@ -486,7 +486,7 @@ class ObjectApi:
                 "Invalid value: 0x0: must be specified for an update",
                 rd.group,
             )
-        return self._write(rd, old, copy.deepcopy(body), subresource, dry_run=dry_run)
+        return self._write(rd, old, clone(body), subresource, dry_run=dry_run)
 
     def patch(
         self,
@@ -503,7 +503,7 @@ class ObjectApi:
         old = self.store.get(rd.key, ns, name)
         if old is None:
             raise not_found(rd.plural, name, rd.group)
-        base = self.present(rd, copy.deepcopy(old))
+        base = self.present(rd, clone(old))
         ctype = content_type.split(";")[0].strip()
         if ctype == MERGE:
             if not isinstance(patch, dict):
@@ -541,7 +541,7 @@ class ObjectApi:
         """Common tail of update and patch: status/main split, immutables, no-op, finalize."""
         has_status = "status" in rd.subresources
         if subresource == "status":
-            merged = copy.deepcopy(old)
+            merged = clone(old)
             if "status" in new:
                 merged["status"] = new["status"]
             else:
@@ -550,7 +550,7 @@ class ObjectApi:
         else:
             if has_status:
                 if "status" in old:
-                    new["status"] = copy.deepcopy(old["status"])
+                    new["status"] = clone(old["status"])
                 else:
                     new.pop("status", None)
             if rd.key == POD_KEY:

@@ -16,11 +16,11 @@ refuses (422, ``ListOptions.meta.k8s.io "" is invalid: ...``).
 from __future__ import annotations
 
 import asyncio
-import copy
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bridge.fastjson import clone
 from bridge.sandbox.kubeapi.errors import ApiError, expired, invalid_fields
 from bridge.sandbox.kubeapi.resources import ResourceDef
 from bridge.sandbox.kubeapi.selectors import (
@@ -136,8 +136,10 @@ def translate(req: WatchRequest, ev: StoreEvent) -> str | None:
     return None
 
 
-def _present(req: WatchRequest, obj: Obj) -> Obj:
-    o = copy.deepcopy(obj)
+def _present(req: WatchRequest, obj: Obj, *, deep: bool = True) -> Obj:
+    """``obj`` with its apiVersion and kind. ``deep=False``: a shallow copy, for an
+    object that is only serialized (the stored one must never be changed)."""
+    o = clone(obj) if deep else dict(obj)
     o["apiVersion"] = req.rd.api_version
     o["kind"] = req.rd.kind
     return o
@@ -164,13 +166,16 @@ async def run_watch(
     if req.send_initial is False and not (rv_s and rv_s != "0"):
         past, sub = [], store.subscribe(req.rd.key)  # only what happens from now on
     elif req.send_initial is True or not (rv_s and rv_s != "0"):
-        current = store.list(req.rd.key, req.namespace if req.rd.namespaced else None)
+        current = store.list(
+            req.rd.key,
+            req.namespace if req.rd.namespaced else None,
+            where=lambda o: _matches(req, o),
+        )
         list_rv = store.resource_version
         sub = store.subscribe(req.rd.key)
         past = []
-        for obj in current:
-            if _matches(req, obj):
-                initial.append({"type": "ADDED", "object": _present(req, obj)})
+        for obj in current:  # copies already
+            initial.append({"type": "ADDED", "object": _present(req, obj, deep=False)})
         if req.send_initial and req.bookmarks:
             end_bookmark = {
                 "type": "BOOKMARK",
@@ -194,8 +199,11 @@ async def run_watch(
         past, sub = store.subscribe_since(req.rd.key, rv)
 
     def out(obj: Obj) -> Obj:
-        o = _present(req, obj)
-        return transform(o) if transform else o
+        # Sent as soon as it is built (send encodes before it awaits): no deep copy
+        # unless a transform gets it.
+        if transform is None:
+            return _present(req, obj, deep=False)
+        return transform(_present(req, obj))
 
     try:
         for first in initial:

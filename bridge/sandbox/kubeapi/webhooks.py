@@ -43,7 +43,6 @@ sandbox serves one version of each.
 from __future__ import annotations
 
 import base64
-import copy
 import errno
 import json
 import ssl
@@ -58,6 +57,7 @@ from pydantic import ValidationError
 from bridge.cel import compile_expression
 from bridge.config import LabelSelector
 from bridge.errors import CelError
+from bridge.fastjson import clone
 from bridge.sandbox.kubeapi.errors import ApiError
 from bridge.sandbox.kubeapi.identity import UserInfo
 from bridge.sandbox.kubeapi.patch import json_patch
@@ -140,7 +140,7 @@ def _convert(obj: Obj | None, rd: ResourceDef) -> Obj | None:
     """``obj`` in ``rd``'s version (custom resources: conversion strategy None)."""
     if obj is None:
         return None
-    out = copy.deepcopy(obj)
+    out = clone(obj)
     out["apiVersion"], out["kind"] = rd.api_version, rd.kind
     return out
 
@@ -168,7 +168,7 @@ def review(req: AdmissionRequest, as_rd: ResourceDef) -> Obj:
         body["name"] = req.name
     if req.namespace and req.rd.namespaced:
         body["namespace"] = req.namespace
-    conv = _convert if not req.kind else (lambda o, _rd: copy.deepcopy(o))
+    conv = _convert if not req.kind else (lambda o, _rd: clone(o))
     body.update(
         {
             "operation": req.operation,

@@ -61,6 +61,16 @@ def test_start_how_table(mode: str, shape: Shape, part: PartitionView, how: str)
             id="tasks-per-node-and-memory-per-cpu",
         ),
         pytest.param(
+            JobSpec(name="a", min_nodes=1, max_nodes=256, tasks=256, exclusive=False),
+            Shape(1, 1, 0),
+            id="a-node-range-spreads-its-tasks-at-best",
+        ),
+        pytest.param(
+            JobSpec(name="a", min_nodes=1, max_nodes=4, tasks=10, cpus_per_task=2),
+            Shape(1, 6, 0, exclusive=True),
+            id="a-node-range-rounded-up",
+        ),
+        pytest.param(
             JobSpec(name="a", min_nodes=1, tasks=1, priority=0),
             Shape(1, 1, 0, exclusive=True, held=True),
             id="priority-0-is-held",
