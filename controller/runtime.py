@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Literal, Protocol
 
-from bridge.clock import IDLE_INTERVAL_MAX, Clock, SystemClock, idle_backoff
+from bridge.clock import Clock, SystemClock, idle_backoff, idle_cap
 from bridge.config import BridgeConfig
 from bridge.errors import BridgeError, KubeNotFound, SlurmError, SlurmNotFound
 from bridge.kube.client import KubeClient
@@ -492,8 +492,8 @@ class Controller:
                 idle = 0 if await self.poll_once() else idle + 1
             except BridgeError as e:
                 log.warning("loop_step_failed", error=str(e))
-            # Idle: at most 2 requests a second, however many ids a poll lists.
-            cap = max(IDLE_INTERVAL_MAX, state_requests(len(self._poll_ids())) / 2)
+            # Idle: 1.5 requests a second at most (idle_cap), however many ids a poll lists.
+            cap = idle_cap(state_requests(len(self._poll_ids())))
             interval = idle_backoff(self.cfg.slurm_poll_interval_seconds, idle, cap)
             sleeper = asyncio.ensure_future(self.clock.sleep(interval))
             poked = asyncio.ensure_future(self.poll_now.wait())
