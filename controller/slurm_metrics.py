@@ -64,6 +64,7 @@ from prometheus_client.registry import Collector
 from bridge.clock import Clock
 from bridge.slurm.models import JobStateItem, SlurmJob, SlurmNode
 from bridge.translate import parse_admin_comment
+from bridge.translate.split import split_top_level
 
 MIB = 1024 * 1024
 RESOURCE_STATUSES = ("allocated", "idle", "other")
@@ -220,25 +221,11 @@ def node_state(node: SlurmNode) -> str:
     return base
 
 
-def _split_gres(text: str) -> list[str]:
-    """``gpu:a100:2(S:0-1),gpu:1(IDX:0,1)`` -> items, commas inside parentheses kept."""
-    items, depth, current = [], 0, ""
-    for ch in text:
-        depth += (ch == "(") - (ch == ")")
-        if ch == "," and depth == 0:
-            items.append(current)
-            current = ""
-        else:
-            current += ch
-    items.append(current)
-    return [i.strip() for i in items if i.strip()]
-
-
 def gpu_count(gres: str) -> int:
     """GPUs in a node's ``gres`` or ``gres_used`` (``gpu:2``, ``gpu:a100:2(S:0-1)``,
     ``gpu:a100:1(IDX:0)``, ``gpu:0(IDX:N/A)``); anything unreadable counts 0."""
     total = 0
-    for item in _split_gres(gres):
+    for item in (i.strip() for i in split_top_level(gres)):
         parts = item.split("(", 1)[0].split(":")
         if parts[0] == "gpu" and len(parts) > 1 and parts[-1].isdigit():
             total += int(parts[-1])

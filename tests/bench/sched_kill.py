@@ -260,7 +260,14 @@ class Driver:
             self.kill()
             await self.restart()
             return
-        await self.sched.wait_ready()
+        try:
+            await self.sched.wait_ready()
+        except AssertionError:
+            # An armed proxy may kill it at its first allocation, before it reports ready.
+            if not self.killed_by_proxy:
+                raise
+            self.killed_by_proxy = False
+            await self.restart()
 
     def _kill_at_allocate(self) -> None:
         self.sched.kill()

@@ -205,6 +205,13 @@ class ResourceClaimController(ControllerLoop):
         """One store event (or its retry): the object is read again from the store."""
         if ev.key not in (POD_KEY, CLAIM_KEY):
             return True
+        if (
+            ev.key == POD_KEY
+            and ev.type != "DELETED"
+            and not (ev.obj.get("spec") or {}).get("resourceClaims")  # immutable
+            and (ev.obj.get("status") or {}).get("phase") not in _DONE
+        ):
+            return True  # no claims to create, and none to release yet (extended ones)
         md = ev.obj["metadata"]
         ns, uid = md.get("namespace", ""), md.get("uid")
         current = self.api.store.get(ev.key, ns, md.get("name", ""))

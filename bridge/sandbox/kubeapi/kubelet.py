@@ -172,7 +172,7 @@ class FakeKubelet:
         waiting out a grace period (the loop's passes between events; tests may call it
         directly). Only pods it acts on are copied: a running pod costs nothing."""
         now = self.api.clock.now()
-        nodes = {n["metadata"]["name"] for n in self.api.store.list(NODE_KEY)}
+        nodes = self.api.store.names(NODE_KEY)
 
         def needs_kubelet(p: Obj) -> bool:
             md = p["metadata"]

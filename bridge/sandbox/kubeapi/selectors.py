@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bridge.sandbox.kubeapi.errors import ApiError, bad_request
+from bridge.translate.split import split_top_level
 
 _KEY = r"[A-Za-z0-9][-A-Za-z0-9_./]*"
 _VAL = r"[-A-Za-z0-9_.]*"
@@ -52,31 +53,12 @@ class Requirement:
         return False
 
 
-def _split_top(s: str) -> list[str]:
-    """Split on commas that are not inside parentheses."""
-    parts: list[str] = []
-    depth = 0
-    cur = ""
-    for ch in s:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    parts.append(cur)
-    return [p for p in parts if p.strip()]
-
-
 def parse_label_selector(s: str | None) -> list[Requirement]:
     """Parse a label selector; raises a 400 ApiError naming the bad requirement."""
     if not s:
         return []
     out: list[Requirement] = []
-    for part in _split_top(s):
+    for part in split_top_level(s):
         m = _REQ.match(part)
         if not m:
             raise bad_request(f"unable to parse requirement: {part.strip()!r}")

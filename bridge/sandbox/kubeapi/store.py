@@ -95,6 +95,10 @@ class Store:
                 out.append(clone(obj))
         return out
 
+    def names(self, key: Key) -> set[str]:
+        """The names of a resource's objects (no copies)."""
+        return {name for _, name in self._objects.get(key, {})}
+
     def count(self, key: Key) -> int:
         return len(self._objects.get(key, {}))
 
