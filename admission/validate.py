@@ -49,6 +49,7 @@ _TEMPLATE_SPEC_PATHS: Mapping[str, tuple[str, ...]] = {
 _BRIDGE_ONLY = (
     ("metadata.labels", wellknown.LABEL_JOB_ID),
     ("metadata.annotations", wellknown.ANNOTATION_SLURM_NODE),
+    ("metadata.annotations", wellknown.ANNOTATION_SPEC_HASH),
 )
 
 

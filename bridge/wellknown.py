@@ -18,6 +18,9 @@ LABEL_JOB_ID = SCHEDULER_PREFIX + "slurm-jobid"
 ANNOTATION_SLURM_NODE = SLINKY + "slurm-node"
 # Pod finalizer: held until the pod's Slurm job has ended, so no allocation leaks.
 FINALIZER = SCHEDULER_PREFIX + "finalizer"
+# Pod annotation: the hash of the job spec the pod's job (its job-id label) was made from,
+# so a restarted scheduler knows a pending job's spec without reading the job.
+ANNOTATION_SPEC_HASH = SCHEDULER_PREFIX + "spec-hash"
 # ResourceClaim finalizer: held while the claim is allocated (whoever allocates adds it,
 # whoever deallocates removes it), as kube-scheduler and kube-controller-manager do.
 CLAIM_DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"

@@ -16,7 +16,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from bridge.kube.resources import KubeObject, object_key
+from bridge.kube.resources import KubeObject, interned, object_key
 from bridge.kube.resources import parse_time as _parse_k8s_time
 from bridge.wellknown import FINALIZER, LABEL_JOB_ID
 
@@ -230,6 +230,42 @@ ACTION_KINDS: Mapping[type, str] = {
 
 
 # --------------------------------------------------------------------------- pod helpers
+# What the controller reads of a pod (the rest is dropped from its cache: at 30,000 pods
+# the whole objects were most of its memory). Keys and the strings that repeat across
+# pods (namespace, phase, label keys ...) are interned: one copy each, not one per pod.
+_POD_META = (
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "labels",
+    "finalizers",
+    "deletionTimestamp",
+)
+_POD_SPEC = ("nodeName", "resourceClaims")
+_POD_STATUS = ("phase", "resourceClaimStatuses", "extendedResourceClaimStatus")
+
+
+def _pick(obj: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {k: interned(obj[k]) for k in keys if obj.get(k) is not None}
+
+
+def slim_pod(pod: Mapping[str, Any]) -> KubeObject:
+    """The parts of ``pod`` the controller's plans read (a Watcher's ``keep``): its
+    identity, labels, finalizers, deletion, node, phase and claims."""
+    m = pod.get("metadata") or {}
+    out: KubeObject = {"metadata": _pick(m, _POD_META)}
+    spec, status = (
+        _pick(pod.get("spec") or {}, _POD_SPEC),
+        _pick(pod.get("status") or {}, _POD_STATUS),
+    )
+    if spec:
+        out["spec"] = spec
+    if status:
+        out["status"] = status
+    return out
+
+
 def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return obj.get("metadata") or {}
 

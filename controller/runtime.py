@@ -13,12 +13,12 @@ import contextlib
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Literal, Protocol
 
-from bridge.clock import IDLE_INTERVAL_MAX, Clock, SystemClock, idle_backoff
+from bridge.clock import Clock, SystemClock, idle_backoff, idle_cap
 from bridge.config import BridgeConfig
 from bridge.errors import BridgeError, KubeNotFound, SlurmError, SlurmNotFound
 from bridge.kube.client import KubeClient
 from bridge.kube.events import EventRecorder
-from bridge.kube.resources import NODES, PODS, KubeObject
+from bridge.kube.resources import NODES, PODS, KubeObject, slim
 from bridge.kube.watch import Watcher, WatchEvent
 from bridge.logging import get_logger
 from bridge.slurm.client import SlurmClient, state_requests
@@ -41,6 +41,7 @@ from controller.model import (
     ResumeSlurmNode,
     meta,
     pod_job_id,
+    slim_pod,
 )
 from controller.queue import WorkQueue
 from controller.slurm_metrics import JobFactsTable, JobsSummary, JobTally
@@ -76,6 +77,10 @@ class SlurmReadObserver(Protocol):
     def nodes_listed(self, nodes: Iterable[SlurmNode]) -> None: ...
 
 
+def _node_of(pod: KubeObject) -> str:
+    return str((pod.get("spec") or {}).get("nodeName") or "")
+
+
 class Controller:
     def __init__(
         self,
@@ -98,6 +103,9 @@ class Controller:
         self.queue: WorkQueue[Key] = WorkQueue(self.clock)
         self.pods: dict[str, KubeObject] = {}
         self.by_job: dict[int, set[str]] = {}
+        # node name -> keys of the labelled pods bound to it (a node event looks up its
+        # pods here: a scan of every pod per node event was O(pods x nodes) at start-up)
+        self.by_node: dict[str, set[str]] = {}
         # Pods deleted before their claims were released: job -> key -> last state.
         self.deleted: dict[int, dict[str, KubeObject]] = {}
         self.released: set[str] = set()  # uids of existing pods whose claims were released
@@ -115,6 +123,9 @@ class Controller:
         self.slurm_ok = False
         self.slurm_failures = 0  # failed Slurm polls/sweeps in a row (readiness, tests)
         self._listed = 0
+        # Slurm's job states for the first sweep, asked while the watches list (both take
+        # seconds at a busy site; the sweep waited for the lists, then for Slurm).
+        self._first_states: asyncio.Task[tuple[JobStateItem, ...]] | None = None
         # Active Slurm jobs read once by the dangling sweep: id -> pods named (None: not
         # ours). Pruned to the active jobs every sweep.
         self._job_pods: dict[int, tuple[str, ...] | None] = {}
@@ -128,8 +139,16 @@ class Controller:
         if old is not None and (j := pod_job_id(old)) is not None:
             self.by_job.get(j, set()).discard(key)
             self.queue.add(("job", str(j)))
+        if old is not None and (node := _node_of(old)):
+            keys = self.by_node.get(node)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self.by_node[node]
         if pod is not None:
             self.pods[key] = pod
+            if node := _node_of(pod):
+                self.by_node.setdefault(node, set()).add(key)
             if (j := pod_job_id(pod)) is not None:
                 if j not in self.views:
                     self.poll_now.set()  # a job never asked about: ask now, not next tick
@@ -159,8 +178,8 @@ class Controller:
             self.nodes[name] = ev.object
             self.queue.add(("node", name))
         # Pods on this node may now count as stuck Terminating.
-        for pod in self.pods.values():
-            if (pod.get("spec") or {}).get("nodeName") == name and (j := pod_job_id(pod)):
+        for key in self.by_node.get(name, ()):
+            if (j := pod_job_id(self.pods[key])) is not None:
                 self.queue.add(("job", str(j)))
 
     # ------------------------------------------------------------------ Slurm poller
@@ -221,7 +240,9 @@ class Controller:
         """Dangling jobs, Slurm node states, the job metrics, and a resync of every key."""
         states: tuple[JobStateItem, ...] | None = None
         try:
-            states = await self.slurm.list_job_states()
+            # The first sweep takes the states asked while the watches listed.
+            first, self._first_states = self._first_states, None
+            states = await (first if first is not None else self._scan_states())
             named = await self._active_jobs_of_ours(states)
             found: dict[str, KubeObject | None] = {}
             for keys in named.values():
@@ -262,6 +283,12 @@ class Controller:
             self.queue.add(("node", name))
         for j in list(self.by_job):
             self.queue.add(("job", str(j)))
+
+    async def _scan_states(self) -> tuple[JobStateItem, ...]:
+        """Every job's state, streamed: the active rows kept (all of them for the polled
+        job metrics), never the whole decoded answer of Slurm's table."""
+        polled = self._polled_job_metrics
+        return await self.slurm.scan_job_states(lambda s: polled or s.state.active)
 
     async def _job_metrics(self, states: tuple[JobStateItem, ...] | None) -> None:
         """Summarize Slurm's jobs for the observer, as ``controller.slurmJobMetrics`` says:
@@ -465,8 +492,8 @@ class Controller:
                 idle = 0 if await self.poll_once() else idle + 1
             except BridgeError as e:
                 log.warning("loop_step_failed", error=str(e))
-            # Idle: at most 2 requests a second, however many ids a poll lists.
-            cap = max(IDLE_INTERVAL_MAX, state_requests(len(self._poll_ids())) / 2)
+            # Idle: 1.5 requests a second at most (idle_cap), however many ids a poll lists.
+            cap = idle_cap(state_requests(len(self._poll_ids())))
             interval = idle_backoff(self.cfg.slurm_poll_interval_seconds, idle, cap)
             sleeper = asyncio.ensure_future(self.clock.sleep(interval))
             poked = asyncio.ensure_future(self.poll_now.wait())
@@ -490,12 +517,16 @@ class Controller:
 
     async def run(self) -> None:
         """Run until cancelled."""
-        pod_watch = Watcher(self.kube, PODS, label_selector=LABEL_JOB_ID, clock=self.clock)
-        node_watch = Watcher(self.kube, NODES, clock=self.clock)
+        pod_watch = Watcher(
+            self.kube, PODS, label_selector=LABEL_JOB_ID, clock=self.clock, keep=slim_pod
+        )
+        node_watch = Watcher(self.kube, NODES, clock=self.clock, keep=slim)
         tasks = [
             asyncio.create_task(self._watch(pod_watch, self.on_pod)),
             asyncio.create_task(self._watch(node_watch, self.on_node)),
         ]
+        # Not among ``tasks``: the first sweep awaits it (and sees its error, if any).
+        self._first_states = asyncio.create_task(self._scan_states())
         try:
             await self.synced.wait()
             log.info("controller_synced", pods=len(self.pods), nodes=len(self.nodes))
@@ -510,9 +541,13 @@ class Controller:
             )
             await asyncio.gather(*tasks)
         finally:
-            for t in tasks:
+            first, self._first_states = self._first_states, None
+            for t in [*tasks, *([first] if first is not None else [])]:
                 t.cancel()
             for t in tasks:
                 with contextlib.suppress(asyncio.CancelledError, BridgeError):
                     await t
+            if first is not None:
+                with contextlib.suppress(asyncio.CancelledError, BridgeError):
+                    await first
             self.queue.close()

@@ -18,7 +18,7 @@ from bridge.config import BridgeConfig, load_config
 from bridge.errors import BridgeError, ConfigError, KubeError
 from bridge.kube.client import KubeClient
 from bridge.kube.leader import LeaderElector
-from bridge.kube.resources import NAMESPACES, NODES, PODS
+from bridge.kube.resources import NAMESPACES, NODES, PODS, slim
 from bridge.kube.watch import Watcher, WatchEvent
 from bridge.logging import configure_logging
 from bridge.ops import component_ops
@@ -35,9 +35,13 @@ def pod_field_selector(cfg: BridgeConfig) -> str:
 
 
 async def _feed(
-    watcher: Watcher, handler: Callable[[WatchEvent], Awaitable[None] | None], synced: asyncio.Event
+    watcher: Watcher,
+    handler: Callable[[WatchEvent], Awaitable[None] | None],
+    synced: asyncio.Event,
+    listed: Callable[[], None] | None = None,
 ) -> None:
-    """Run a watch; ``synced`` is set once its initial list has been delivered."""
+    """Run a watch; ``synced`` is set once its initial list has been delivered (or has
+    failed); ``listed`` is called only when it was delivered whole."""
     async with watcher:
         try:
             for ev in await watcher.relist():
@@ -46,6 +50,9 @@ async def _feed(
                     await result
         except KubeError as e:  # events() lists again before it watches
             log.warning("initial_list_failed", resource=watcher.resource.plural, error=str(e))
+        else:
+            if listed is not None:
+                listed()
         synced.set()
         async for ev in watcher.events():
             result = handler(ev)
@@ -67,11 +74,21 @@ async def run_scheduler(
     sched = scheduler or Scheduler(cfg, kube, slurm, clock)
     nodes_synced, ns_synced, pods_synced = asyncio.Event(), asyncio.Event(), asyncio.Event()
     async with asyncio.TaskGroup() as tg:
-        # The Slurm sweep runs beside the initial lists; nothing is submitted before it ends.
-        swept = tg.create_task(sched.sweep())
+        # Slurm's nodes before any submit (excluded_nodes may only name nodes it knows),
+        # then the sweep (every job's state: 10-30 s of slurmrestd at a busy site, which
+        # slowed the node list asked beside it as much). The sweep runs beside the initial
+        # lists and the workers; until it ends only groups that cannot have a job yet are
+        # submitted (Scheduler._may_submit), the others wait for it.
+        nodes_read = tg.create_task(sched.refresh_slurm_nodes())
+
+        async def sweep_after_nodes() -> None:
+            await nodes_read
+            await sched.sweep(pods_synced)
+
+        tg.create_task(sweep_after_nodes())
         tg.create_task(
             _feed(
-                Watcher(kube, NODES, clock=clock),
+                Watcher(kube, NODES, clock=clock, keep=slim),
                 lambda ev: sched.on_node_event(ev.type, ev.object),
                 nodes_synced,
             )
@@ -90,12 +107,13 @@ async def run_scheduler(
         await ns_synced.wait()
         tg.create_task(
             _feed(
-                Watcher(kube, PODS, field_selector=pod_field_selector(cfg), clock=clock),
+                Watcher(kube, PODS, field_selector=pod_field_selector(cfg), clock=clock, keep=slim),
                 lambda ev: sched.on_pod_event(ev.type, ev.object),
                 pods_synced,
+                sched.initial_pods_listed,
             )
         )
-        await swept
+        await nodes_read
         tg.create_task(sched.queue.run_timers())
         tg.create_task(sched.poll_forever())
         for _ in range(cfg.scheduler.workers):

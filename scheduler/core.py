@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Coroutine, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import structlog
@@ -48,6 +48,7 @@ from bridge.kube.resources import (
     PODS,
     KubeObject,
     Resource,
+    slim,
 )
 from bridge.models import GroupId, JobSpec
 from bridge.slurm.client import SlurmClient
@@ -65,6 +66,7 @@ from bridge.translate import (
 )
 from bridge.wellknown import (
     ANNOTATION_SLURM_NODE,
+    ANNOTATION_SPEC_HASH,
     CONDITION_POD_SCHEDULED,
     FINALIZER,
     LABEL_JOB_ID,
@@ -90,6 +92,7 @@ from scheduler.decide import (
     Update,
     Wait,
     decide,
+    pending_reason,
     shape_of,
     start_how,
 )
@@ -197,6 +200,34 @@ class GroupState:
     first_seen: dict[str, float] = field(default_factory=dict)
     waiting_said_at: float | None = None  # last "waiting for group" write to every member
     waiting_since: float | None = None  # when the group was first found incomplete
+    # ``job`` is what the pods record of it (restored, :func:`restored_job`), not read
+    # from Slurm: only a Pending decision may act on it (a no-op); any other reads it.
+    unread: bool = False
+
+
+def restored_job(pods: Iterable[Mapping[str, Any]], spec: JobSpec | None) -> SlurmJob | None:
+    """The pending job a group's pods record, without asking Slurm: a pod labelled with
+    the job's id, annotated with its spec hash, and showing Slurm's pending reason for
+    that job (written by a scheduler before a restart). None when no pod records all
+    three (the job is then read by id)."""
+    for pod in pods:
+        job_id = _job_id_label(pod)
+        h = (_meta(pod).get("annotations") or {}).get(ANNOTATION_SPEC_HASH)
+        cond = _scheduled_condition(pod)
+        if job_id is None or not h or cond is None:
+            continue
+        reason = pending_reason(str(cond.get("message") or ""), job_id)
+        if reason is None:
+            continue
+        return SlurmJob(
+            job_id=job_id,
+            name="",
+            state=JobState(primary="PENDING"),
+            state_reason=reason,
+            partition=(spec.partition or "") if spec is not None else "",
+            comment=f"{SPEC_MARK}{h}",
+        )
+    return None
 
 
 def partition_sizes(nodes: tuple[SlurmNode, ...]) -> dict[str, PartitionView]:
@@ -236,7 +267,7 @@ class Scheduler:
         self.queue = WorkQueue(
             clock, base_backoff=0.05, max_backoff=cfg.scheduler.reject_backoff_max_seconds
         )
-        self.poller = JobPoller(slurm, self._on_job_change)
+        self.poller = JobPoller(slurm, self._on_job_change, self._on_job_gone)
         self.dra = DraAllocator(
             kube,
             slurm,
@@ -253,6 +284,13 @@ class Scheduler:
         self.owners: dict[str, KubeObject] = {}  # uid -> owner/group object
         self.jobs_by_group_uid: dict[str, SlurmJob] = {}  # from the start-up sweep
         self.swept = False
+        # Until the sweep ends only a group that cannot have a job yet is submitted: a
+        # single pod absent from the initial pod list (:meth:`_may_submit`). These are
+        # processed again once it ends.
+        self.pods_listed = False  # the pod watch's initial list was delivered
+        self._listed_uids: set[str] = set()  # uids of the pods in it (until the sweep)
+        self._after_sweep: set[str] = set()
+        self._gone: set[int] = set()  # job ids Slurm no longer knows (labels may name them)
         self._rejects: dict[str, int] = {}
         self.slurm_nodes: frozenset[str] = frozenset()
         self._background: set[asyncio.Task[Any]] = set()
@@ -288,6 +326,8 @@ class Scheduler:
             return
         if uid in self._bound_uids:
             return  # older than our binding (e.g. our own label patch): it is bound
+        if not self.pods_listed and not self.swept:
+            self._listed_uids.add(uid)
         first = key not in self.pods
         self.pods[key] = pod
         if first or key not in self.pod_group:
@@ -300,6 +340,11 @@ class Scheduler:
             g.first_seen.setdefault(key, time.monotonic())
             self.pod_group[key] = ref.key
         self.queue.add(self.pod_group[key])
+
+    def initial_pods_listed(self) -> None:
+        """The pod watch's initial list was delivered whole: a pod seen from now on and
+        not in it was created after it (see :meth:`_may_submit`)."""
+        self.pods_listed = True
 
     def _forget_pod(self, key: str) -> None:
         """The pod is no longer this scheduler's (bound, deleted, unmanaged): its group is
@@ -384,10 +429,34 @@ class Scheduler:
         g = self.groups.get(gkey) if gkey is not None else None
         if g is not None and g.job is not None and g.job.job_id == job.job_id:
             g.job = job
+            g.unread = False
+            self.queue.add(g.ref.key)
+
+    def _on_job_gone(self, job_id: int) -> None:
+        """Slurm no longer knows a watched job (purged): its group gets a new one."""
+        self._gone.add(job_id)
+        gkey = self._job_group.pop(job_id, None)
+        self._not_pending(job_id)
+        g = self.groups.get(gkey) if gkey is not None else None
+        if g is not None and g.job is not None and g.job.job_id == job_id:
+            g.job, g.unread = None, False
             self.queue.add(g.ref.key)
 
     # ------------------------------------------------------------------ start-up
-    async def sweep(self) -> None:
+    async def sweep(self, lists_done: asyncio.Event | None = None) -> None:
+        """:meth:`sweep_once` until it succeeds (the workers run meanwhile: a failed sweep
+        is retried, never the end of the scheduler), backing off to 30 s."""
+        delay = 1.0
+        while True:
+            try:
+                await self.sweep_once(lists_done)
+                return
+            except BridgeError as e:
+                log.warning("slurm_sweep_failed", error=str(e), retry_in=delay)
+                await self.clock.sleep(delay)
+                delay = min(delay * 2, 30.0)
+
+    async def sweep_once(self, lists_done: asyncio.Event | None = None) -> None:
         """Index the bridge's active jobs by group uid, once, at start, so a restarted
         scheduler never submits a duplicate.
 
@@ -395,12 +464,20 @@ class Scheduler:
         Slurm's compact state list gives the active ids, a paged list of the labelled pods
         the ids to skip, and the rest are read by id (:data:`SWEEP_READS_MAX`), or, when
         more are unknown, in one streamed ``GET /jobs/`` keeping only the bridge's. Slurm's
-        whole table is never held, nor read at all in the usual case."""
+        whole table is never held, nor read at all in the usual case. The labelled pods
+        are paged once ``lists_done`` is set (the watches' initial lists first: they
+        gate every binding, the sweep only the groups that may have a job)."""
         started = self.clock.monotonic()
-        states, labelled, _ = await asyncio.gather(
-            self.slurm.list_job_states(), self._labelled_jobs(), self.refresh_slurm_nodes()
+
+        async def labelled_after_lists() -> set[int]:
+            if lists_done is not None:
+                await lists_done.wait()
+            return await self._labelled_jobs()
+
+        states, labelled = await asyncio.gather(
+            self.slurm.scan_job_states(lambda s: s.state.active), labelled_after_lists()
         )
-        active = {s.job_id for s in states if s.state.active}
+        active = {s.job_id for s in states}
         unknown = active - labelled
         if len(unknown) > SWEEP_READS_MAX:
             jobs: Iterable[SlurmJob] = await self.slurm.scan_jobs(
@@ -413,6 +490,10 @@ class Scheduler:
             if uid is not None:
                 self.jobs_by_group_uid[uid] = job
         self.swept = True
+        self._listed_uids.clear()
+        for gkey in self._after_sweep:
+            self.queue.add(gkey)
+        self._after_sweep.clear()
         log.info(
             "slurm_sweep_done",
             active=len(active),
@@ -448,19 +529,47 @@ class Scheduler:
             return None
         return await self._get_object(res, src.namespace, src.name)
 
-    async def _known_job(self, g: GroupState, gid: GroupId | None, pods: list[KubeObject]) -> None:
+    async def _read_job(self, g: GroupState, job_id: int) -> None:
+        """``g.job`` read from Slurm (None: Slurm no longer knows it)."""
+        g.unread = False
+        try:
+            g.job = await self.slurm.get_job(job_id)
+        except SlurmNotFound:
+            g.job = None  # purged after MinJobAge: the pods never ran, submit anew
+            self._gone.add(job_id)
+
+    def _may_submit(self, g: GroupState, pods: list[KubeObject]) -> bool:
+        """A new job may be made for ``g`` now: the start-up sweep is done, or the group
+        is a single pod created after the initial pod list, which no earlier scheduler
+        can have seen (a group whose uid outlives its pods, a PodGroup or a Job, waits)."""
+        if self.swept:
+            return True
+        return (
+            self.pods_listed
+            and g.ref.kind == "Pod"
+            and all(str(_meta(p).get("uid") or "") not in self._listed_uids for p in pods)
+        )
+
+    async def _known_job(
+        self, g: GroupState, gid: GroupId | None, pods: list[KubeObject], spec: JobSpec | None
+    ) -> None:
         """Find the group's Slurm job if the scheduler does not hold it yet."""
         if g.job is not None:
             return
         if gid is not None and gid.uid in self.jobs_by_group_uid:
             g.job = self.jobs_by_group_uid.pop(gid.uid)
         else:
-            label = next((j for j in map(_job_id_label, pods) if j is not None), None)
-            if label is not None:
-                try:
-                    g.job = await self.slurm.get_job(label)
-                except SlurmNotFound:
-                    g.job = None  # purged after MinJobAge: the pods never ran, submit anew
+            label = next(
+                (j for j in map(_job_id_label, pods) if j is not None and j not in self._gone),
+                None,
+            )
+            restored = restored_job(pods, spec) if label is not None else None
+            if restored is not None and restored.job_id == label:
+                # No read: the poller's state list says whether it is still pending
+                # (the usual case) and reads it if it started or ended.
+                g.job, g.unread = restored, True
+            elif label is not None:
+                await self._read_job(g, label)
         if g.job is None and g.uncertain_submit and gid is not None:
             found = await self.slurm.find_jobs_by_admin_comment(f'"uid":"{gid.uid}"')
             if found:
@@ -521,7 +630,7 @@ class Scheduler:
         elif gid is None and spec is not None:
             parsed = parse_admin_comment(spec.admin_comment)
             gid = parsed[0] if parsed else None
-        await self._known_job(g, gid, pods)
+        await self._known_job(g, gid, pods, spec)
         views = tuple(
             PodView(
                 pod_key(p),
@@ -541,6 +650,16 @@ class Scheduler:
             job=job_view(g.job) if g.job is not None else None,
         )
         decision = decide(snap)
+        if g.unread and g.job is not None and not isinstance(decision, Pending):
+            # The pods' record of the job says something must change (a member gone, a
+            # new spec ...): the job may have started since, so read it and decide again.
+            await self._read_job(g, g.job.job_id)
+            if g.job is not None and g.job.state.primary == "PENDING":
+                self._watch(g, g.job)
+            decision = decide(replace(snap, job=job_view(g.job) if g.job is not None else None))
+        if isinstance(decision, Submit) and not self._may_submit(g, pods):
+            self._after_sweep.add(gkey)  # an earlier scheduler's job may exist: see sweep
+            return
         self.metrics.attempts.labels(type(decision).__name__.lower()).inc()
         await self._act(g, decision, pods)
 
@@ -579,7 +698,10 @@ class Scheduler:
                     # between finds the job by its admin_comment). A job that stays
                     # pending gets its pods linked and Slurm's reason shown.
                     if not self.poller.awaits_reason(job_id):
-                        await asyncio.gather(*(self._link(p, job_id, None) for p in pods))
+                        made_from = _spec_hash_of(g.job) if g.job is not None else None
+                        await asyncio.gather(
+                            *(self._link(p, job_id, None, made_from) for p in pods)
+                        )
                         await self._say(pods, REASON_UNSCHEDULABLE, message)
                 case Ended(message=message):
                     self._unwatch(d.job_id)
@@ -770,8 +892,11 @@ class Scheduler:
         )
         return g.job
 
-    async def _link(self, pod: KubeObject, job_id: int, node: str | None) -> None:
-        """One patch: job-id label, finalizer, managed-node toleration, node annotation."""
+    async def _link(
+        self, pod: KubeObject, job_id: int, node: str | None, spec_hash: str | None = None
+    ) -> None:
+        """One patch: job-id label, finalizer, managed-node toleration, node annotation,
+        the job's spec hash (see :func:`restored_job`)."""
         meta = _meta(pod)
         ns, name = str(meta.get("namespace")), str(meta.get("name"))
         labels = meta.get("labels") or {}
@@ -782,8 +907,13 @@ class Scheduler:
             need.setdefault("metadata", {})["labels"] = {LABEL_JOB_ID: str(job_id)}
         if FINALIZER not in (meta.get("finalizers") or []):
             need.setdefault("metadata", {})["finalizers"] = [FINALIZER]
+        notes: dict[str, str] = {}
         if node is not None and annotations.get(ANNOTATION_SLURM_NODE) != node:
-            need.setdefault("metadata", {})["annotations"] = {ANNOTATION_SLURM_NODE: node}
+            notes[ANNOTATION_SLURM_NODE] = node
+        if spec_hash is not None and annotations.get(ANNOTATION_SPEC_HASH) != spec_hash:
+            notes[ANNOTATION_SPEC_HASH] = spec_hash
+        if notes:
+            need.setdefault("metadata", {})["annotations"] = notes
         if not any(t.get("key") == MANAGED_NODE_TAINT for t in tolerations):
             toleration = {
                 "key": MANAGED_NODE_TAINT,
@@ -799,7 +929,7 @@ class Scheduler:
         updated = await self.kube.patch_pod(ns, name, need, patch_type="strategic")
         key = pod_key(updated)
         if key in self.pods:
-            self.pods[key] = updated
+            self.pods[key] = slim(updated)  # as the watch keeps it
 
     async def _unlabel(self, pod: KubeObject) -> None:
         meta = _meta(pod)
@@ -939,7 +1069,7 @@ class Scheduler:
                 pod=pod,
             )
             if pod_key(updated) in self.pods:
-                self.pods[pod_key(updated)] = updated
+                self.pods[pod_key(updated)] = slim(updated)
             await self.events.record(
                 pod,
                 "Warning" if warning else "Normal",

@@ -135,6 +135,13 @@ def pending_message(job: JobView) -> str:
     return f"Slurm job {job.job_id} is pending: {reason}"
 
 
+def pending_reason(message: str, job_id: int) -> str | None:
+    """The reason :func:`pending_message` put in ``message`` for ``job_id``, else None."""
+    prefix = f"Slurm job {job_id} is pending: "
+    reason = message[len(prefix) :] if message.startswith(prefix) else ""
+    return reason or None
+
+
 def decide(snap: GroupSnapshot) -> Decision:
     """What to do next for one group. Pure."""
     have, want = len(snap.pods), snap.expected

@@ -13,8 +13,8 @@ within a second or two. With nothing pending the poller asks nothing.
 Pacing (:meth:`JobPoller.next_interval`): the configured interval while something moves
 (a change, a newly watched job); once ticks find nothing new the interval doubles up to
 :data:`~bridge.clock.IDLE_INTERVAL_MAX` seconds (longer when a tick takes several
-requests), so a queue of pending jobs that Slurm leaves alone costs at most two requests
-per second.
+requests: :func:`~bridge.clock.idle_cap`), so a queue of pending jobs that Slurm leaves
+alone costs at most 1.5 requests a second on average.
 
 A burst of new pending jobs must not turn that into per-job polling: at most
 ``REASON_BUDGET`` reason re-reads per tick (the least refreshed first), and they come
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from bridge.clock import IDLE_INTERVAL_MAX, idle_backoff
+from bridge.clock import idle_backoff, idle_cap
 from bridge.errors import SlurmError, SlurmNotFound
 from bridge.slurm.client import SlurmClient, state_requests
 from bridge.slurm.models import SlurmJob
@@ -61,9 +61,15 @@ class Watched:
 
 
 class JobPoller:
-    def __init__(self, slurm: SlurmClient, on_change: Callable[[SlurmJob], None]) -> None:
+    def __init__(
+        self,
+        slurm: SlurmClient,
+        on_change: Callable[[SlurmJob], None],
+        on_gone: Callable[[int], None] | None = None,
+    ) -> None:
         self._slurm = slurm
         self._on_change = on_change
+        self._on_gone = on_gone
         self._watched: dict[int, Watched] = {}
         self.calls = 0
         self._idle_ticks = 0
@@ -77,8 +83,8 @@ class JobPoller:
 
     def next_interval(self, base: float) -> float:
         """Seconds until the next tick: ``base`` while things move, then backing off."""
-        # Idle: at most 2 requests a second, however many ids the tick lists.
-        return idle_backoff(base, self._idle_ticks, max(IDLE_INTERVAL_MAX, self._requests / 2))
+        # Idle: 1.5 requests a second at most (idle_cap), however many ids the tick lists.
+        return idle_backoff(base, self._idle_ticks, idle_cap(self._requests))
 
     def watch(self, job: SlurmJob) -> None:
         """Follow ``job`` until it leaves PENDING (then :meth:`unwatch` is implied)."""
@@ -151,6 +157,8 @@ class JobPoller:
             except SlurmNotFound:
                 log.info("job_vanished", job_id=job_id)
                 self.unwatch(job_id)
+                if self._on_gone is not None:
+                    self._on_gone(job_id)
                 return
             except SlurmError:
                 return  # unknown is not gone: try again next tick

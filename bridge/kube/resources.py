@@ -6,6 +6,7 @@ that built-in and custom resources go through the same request, timeout and erro
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -79,6 +80,39 @@ def resource_version(obj: KubeObject) -> str:
 
 def uid(obj: KubeObject) -> str:
     return str((obj.get("metadata") or {}).get("uid") or "")
+
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def interned(value: Any) -> Any:
+    """``value`` (decoded JSON) with every dict key and string interned: the keys and the
+    values that repeat across objects (namespace, image, phase ...) are then one string
+    each, not one per object (a pod from a watch event: 6.8 KB, interned 2.7 KB)."""
+    if isinstance(value, str):
+        return sys.intern(value)
+    if isinstance(value, dict):
+        return {sys.intern(k): interned(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interned(v) for v in value]
+    return value
+
+
+def slim(obj: KubeObject) -> KubeObject:
+    """``obj`` without what no component reads and the API server may make large:
+    ``metadata.managedFields``, kubectl's last-applied annotation (a copy of the whole
+    object), a node's ``status.images``; the rest :func:`interned`. Used as a Watcher's
+    ``keep`` for the caches that hold every object of a kind (pods, nodes)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+        notes = meta.get("annotations")
+        if isinstance(notes, dict):
+            notes.pop(LAST_APPLIED, None)
+    status = obj.get("status")
+    if isinstance(status, dict):
+        status.pop("images", None)
+    return dict(interned(obj))
 
 
 def format_time(dt: datetime) -> str:

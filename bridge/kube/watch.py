@@ -88,8 +88,13 @@ class Watcher:
         backoff: Backoff | None = None,
         clock: Clock | None = None,
         rng: random.Random | None = None,
+        keep: Callable[[KubeObject], KubeObject] | None = None,
     ) -> None:
+        """``keep``: what of each object is held and delivered (a consumer that reads a
+        few fields of tens of thousands of objects keeps only those; it must keep
+        ``metadata`` name, namespace, uid and resourceVersion). Default: all of it."""
         self._session = client.new_session()
+        self._keep = keep
         self.resource = resource
         self.namespace = namespace
         self.label_selector = label_selector
@@ -140,14 +145,24 @@ class Watcher:
 
     async def relist(self) -> list[WatchEvent]:
         """List, and return the events that turn what was delivered into the listed state."""
-        listed = await self._session.list(
+        # A page at a time, each object reduced to what is kept before the next page.
+        fresh: dict[str, KubeObject] = {}
+        listed_rv = ""
+        async for page, page_rv in self._session.pages(
             self.resource,
             self.namespace,
             label_selector=self.label_selector,
             field_selector=self.field_selector,
-        )
+        ):
+            if page_rv is None:  # the continue token expired: listed again from the start
+                fresh.clear()
+                listed_rv = ""
+                continue
+            listed_rv = listed_rv or page_rv
+            for o in page:
+                kept = self._keep(o) if self._keep is not None else o
+                fresh[object_key(kept)] = kept
         self.relists += 1
-        fresh = {object_key(o): o for o in listed.items}
         events: list[WatchEvent] = []
         for key, gone in list(self.known.items()):
             now = fresh.get(key)
@@ -161,7 +176,7 @@ class Watcher:
                 events.append(WatchEvent("MODIFIED", new, synthetic=True))
         for ev in events:
             self._record(ev)
-        self.resource_version = listed.resource_version
+        self.resource_version = listed_rv
         return events
 
     def _query(self) -> list[tuple[str, Any]]:
@@ -232,6 +247,8 @@ class Watcher:
             return None
         if etype not in ("ADDED", "MODIFIED", "DELETED"):
             raise KubeUnavailable(f"{what}: unknown watch event type {etype!r}")
+        if self._keep is not None:
+            obj = self._keep(obj)
         ev = self._record(WatchEvent(etype, obj))
         if rv:
             self.resource_version = rv

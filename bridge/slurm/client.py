@@ -57,6 +57,7 @@ from bridge.slurm.models import (
     AllocateOutcome,
     AllocationRefused,
     JobList,
+    JobState,
     JobStateItem,
     NodeResources,
     PingResult,
@@ -518,6 +519,21 @@ class SlurmClient:
             out += c.decode_job_states(resp.body)
         return tuple(out)
 
+    async def scan_job_states(
+        self, keep: Callable[[JobStateItem], bool]
+    ) -> tuple[JobStateItem, ...]:
+        """The rows of ``GET /jobs/state/`` (every job, finished ones too) that ``keep``
+        accepts, read as a stream: memory follows the kept rows (the active jobs, say),
+        not Slurm's table (100,000 rows decoded at once were ~100 MB)."""
+        c = await self.codec()
+        states: dict[tuple[str, ...], JobState] = {}
+
+        def pick(item: Any) -> JobStateItem | None:
+            row = c.decode_job_state_row(item, states)
+            return row if row is not None and keep(row) else None
+
+        return await self._scan_jobs_array(c.path("jobs/state/"), "jobs_state", pick)
+
     async def find_jobs_by_admin_comment(
         self, admin_comment: str, *, name: str | None = None, active_only: bool = True
     ) -> tuple[SlurmJob, ...]:
@@ -547,11 +563,15 @@ class SlurmClient:
             job = c.decode_job(item) if isinstance(item, Mapping) else None
             return job if job is not None and keep(job) else None
 
+        return await self._scan_jobs_array(c.path("jobs/"), "jobs_get", pick)
+
+    async def _scan_jobs_array(
+        self, path: str, endpoint: str, pick: Callable[[Any], T | None]
+    ) -> tuple[T, ...]:
+        """The picked items of the ``jobs`` array of one streamed, retried GET."""
         kept, _ = await self._retried(
-            functools.partial(
-                self._scan, c.path("jobs/"), endpoint="jobs_get", key="jobs", pick=pick
-            ),
-            "jobs_get",
+            functools.partial(self._scan, path, endpoint=endpoint, key="jobs", pick=pick),
+            endpoint,
         )
         return tuple(kept)
 

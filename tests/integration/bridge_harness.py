@@ -125,10 +125,13 @@ class Bridge(Sandboxes):
     # the scheduler's own client (its ServiceAccount's token, or the admin's: ``kube``)
     sched_kube: KubeClient | None = None
 
-    async def start_scheduler(self) -> None:
-        """Start a fresh scheduler (nothing in memory but what it reads back)."""
+    async def start_scheduler(self, prepare: Callable[[Scheduler], None] | None = None) -> None:
+        """Start a fresh scheduler (nothing in memory but what it reads back); ``prepare``
+        sees it before it runs."""
         kube = self.sched_kube or self.kube
         self.sched = Scheduler(self.cfg, kube, self.sched.slurm, SystemClock())
+        if prepare is not None:
+            prepare(self.sched)
         ready = asyncio.Event()
         self.task = asyncio.create_task(
             run_scheduler(self.cfg, kube, self.sched.slurm, ready=ready, scheduler=self.sched)

@@ -141,13 +141,17 @@ def blocker_spec(sb: SlurmSandbox, name: str = "blocker") -> JobSpec:
 
 
 def make_client(
-    sb: SlurmSandbox, version: str = "auto", jwt_file: Path | None = None
+    sb: SlurmSandbox,
+    version: str = "auto",
+    jwt_file: Path | None = None,
+    *,
+    request_timeout_seconds: float = 10,
 ) -> SlurmClient:
     return SlurmClient(
         sb.rest_url,
         TokenProvider(jwt_file or sb.jwt_file, sb.user),
         api_version=version,
-        request_timeout_seconds=10,
+        request_timeout_seconds=request_timeout_seconds,
     )
 
 

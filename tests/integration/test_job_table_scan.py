@@ -44,12 +44,20 @@ def _bridge_comment(uid: str) -> str:
     return admin_comment(group, [f"slurm-bridge/p-{uid}"])
 
 
+async def _finished_and_active(
+    slurm: SlurmClient, sandbox: SlurmSandbox, prefix: str, track_jobs: Track
+) -> tuple[str, list[int], set[int]]:
+    """FINISHED finished jobs and 2 active ones, all named ``<prefix>-<random>``."""
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    finished = await fill_finished_jobs(slurm, sandbox.partition, FINISHED, name=name)
+    active = {track_jobs(await slurm.submit(ext_spec(sandbox, name))) for _ in range(2)}
+    return name, finished, active
+
+
 async def test_scan_jobs_keeps_only_the_active_jobs_asked_for_among_hundreds_finished(
     slurm: SlurmClient, sandbox: SlurmSandbox, track_jobs: Track
 ) -> None:
-    name = f"scan-{uuid.uuid4().hex[:8]}"
-    finished = await fill_finished_jobs(slurm, sandbox.partition, FINISHED, name=name)
-    active = {track_jobs(await slurm.submit(ext_spec(sandbox, name))) for _ in range(2)}
+    name, finished, active = await _finished_and_active(slurm, sandbox, "scan", track_jobs)
 
     kept = await slurm.scan_jobs(lambda j: j.name == name and j.state.active)
     assert {j.job_id for j in kept} == active
@@ -61,6 +69,22 @@ async def test_scan_jobs_keeps_only_the_active_jobs_asked_for_among_hundreds_fin
     # (finished jobs do not change between the two reads; active ones may)
     assert [everything[j] for j in finished] == [whole[j] for j in finished]
     assert {everything[j].state.primary for j in finished} == {"CANCELLED"}
+
+
+async def test_scan_job_states_keeps_the_active_rows_and_decodes_as_the_whole_list(
+    slurm: SlurmClient, sandbox: SlurmSandbox, track_jobs: Track
+) -> None:
+    _, finished, active = await _finished_and_active(slurm, sandbox, "states", track_jobs)
+
+    kept = await slurm.scan_job_states(lambda s: s.state.active)
+    assert active <= {s.job_id for s in kept}
+    assert not set(finished) & {s.job_id for s in kept}
+    assert all(s.state.active for s in kept)
+    # Every row decoded as the buffered whole-table read decodes it.
+    streamed = {s.job_id: s.state for s in await slurm.scan_job_states(lambda s: True)}
+    whole = {s.job_id: s.state for s in await slurm.list_job_states()}
+    assert {j: streamed[j] for j in finished} == {j: whole[j] for j in finished}
+    assert streamed.keys() >= set(finished) | active
 
 
 async def test_sweep_indexes_the_active_job_of_a_group_not_its_finished_ones(

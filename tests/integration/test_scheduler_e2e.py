@@ -8,6 +8,7 @@ Every Slurm job a test causes is cancelled at teardown.
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -15,12 +16,14 @@ import pytest
 
 from bridge.clock import SystemClock
 from bridge.kube.resources import EVENTS, PODGROUPS
-from bridge.wellknown import ANNOTATION_SLURM_NODE, FINALIZER, LABEL_JOB_ID
+from bridge.slurm.models import SlurmJob
+from bridge.wellknown import ANNOTATION_SLURM_NODE, ANNOTATION_SPEC_HASH, FINALIZER, LABEL_JOB_ID
 from scheduler.core import Scheduler
 from tests.integration.bridge_harness import (
     NS,
     Bridge,
     Sandboxes,
+    has_job,
     job_of,
     podgroup,
     running_bridge,
@@ -192,6 +195,80 @@ async def test_restarted_scheduler_makes_no_duplicate_job_and_binds_once(
     await bridge.slurm.cancel(blocker)
     node = await bridge.bound("restart-me")
     assert node in sandbox.external_nodes
+
+
+async def test_restarted_scheduler_confirms_a_pending_job_from_its_pods_without_reading_it(
+    bridge: Bridge, sandbox: SlurmSandbox, track_jobs: Callable[[int], int]
+) -> None:
+    blocker = track_jobs(await bridge.slurm.submit(blocker_spec(sandbox)))
+    await bridge.create_pod("kept")
+
+    async def recorded() -> int:
+        pod = await bridge.get_pod("kept")
+        noted = ANNOTATION_SPEC_HASH in (pod["metadata"].get("annotations") or {})
+        said = " is pending: " in await bridge.scheduled_message("kept")
+        return job_of(pod) if has_job(pod) and noted and said else 0
+
+    job_id = await bridge.wait_for("the pending job recorded on the pod", recorded)
+    await bridge.stop_scheduler()
+    reads: list[int] = []
+
+    def count_reads(sched: Scheduler) -> None:
+        get_job = sched.slurm.get_job
+
+        async def counted(jid: int) -> SlurmJob:
+            reads.append(jid)
+            return await get_job(jid)
+
+        sched.slurm = sched.poller._slurm = copy.copy(sched.slurm)
+        sched.slurm.get_job = counted  # type: ignore[method-assign]
+
+    await bridge.start_scheduler(count_reads)
+    key = "Pod/slurm-bridge/kept"
+    polled = bridge.sched.poller.calls
+    await bridge.wait_for(
+        "a few poller ticks", lambda: asyncio.sleep(0, bridge.sched.poller.calls > polled + 2)
+    )
+    group = bridge.sched.groups[key]
+    assert group.job is not None
+    assert group.job.job_id == job_id
+    assert group.unread
+    assert job_id not in reads  # still pending: the state list said so, it was not read
+
+    await bridge.slurm.cancel(blocker)  # it starts: the poller reads it, and binds
+    assert await bridge.bound("kept") in sandbox.external_nodes
+    assert reads.count(job_id) == 1
+    assert job_of(await bridge.get_pod("kept")) == job_id
+
+
+async def test_new_pod_is_bound_during_the_start_up_sweep_but_listed_ones_wait_for_it(
+    bridge: Bridge,
+) -> None:
+    await bridge.stop_scheduler()
+    await bridge.create_pod("listed")  # there at the restart: an earlier job may exist
+    release = asyncio.Event()
+
+    def slow_sweep(sched: Scheduler) -> None:
+        sweep_once = sched.sweep_once
+
+        async def held(lists_done: asyncio.Event | None = None) -> None:
+            await release.wait()
+            await sweep_once(lists_done)
+
+        sched.sweep_once = held  # type: ignore[method-assign]
+
+    await bridge.start_scheduler(slow_sweep)
+    await bridge.create_pod("new")
+    await podgroup(bridge, "late", 1)  # a new pod, but a PodGroup's uid outlives its pods
+    assert await bridge.bound("new")
+    for name in ("listed", "late-0"):
+        assert not has_job(await bridge.get_pod(name))
+    assert not bridge.sched.swept
+    assert {"Pod/slurm-bridge/listed", "PodGroup/slurm-bridge/late"} <= bridge.sched._after_sweep
+
+    release.set()
+    for name in ("listed", "late-0"):
+        await bridge.bound(name)
 
 
 async def test_lws_leader_goes_to_the_first_node_of_slurms_allocation_workers_in_order(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bridge.clock import IDLE_INTERVAL_MAX, idle_backoff
+from bridge.clock import IDLE_INTERVAL_MAX, idle_backoff, idle_cap
 
 
 @pytest.mark.parametrize(
@@ -23,3 +23,16 @@ def test_idle_backoff_doubles_per_idle_tick_up_to_the_cap(
     base: float, idle: int, want: float
 ) -> None:
     assert idle_backoff(base, idle) == want
+
+
+@pytest.mark.parametrize(
+    ("requests", "cap"),
+    [(0, IDLE_INTERVAL_MAX), (1, IDLE_INTERVAL_MAX), (3, 2.0), (8, 8 / 1.5)],
+)
+def test_an_idle_poll_of_several_requests_averages_at_most_1_5_a_second(
+    requests: int, cap: float
+) -> None:
+    assert idle_cap(requests) == pytest.approx(cap)
+    # over any 10 s window: at most ceil(10 / cap) ticks; 31,000 followed jobs (8 requests
+    # a tick) stay under 2 requests a second, which 2.0 a second did not (2.4 measured)
+    assert -(-10 // idle_cap(requests)) * requests <= 2 * 10

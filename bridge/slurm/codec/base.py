@@ -426,20 +426,25 @@ class Codec:
         """Every row of ``GET /jobs/state/`` (tens of thousands a tick on a busy cluster:
         the few distinct states are parsed once, rows are built without re-validation)."""
         b = _require_mapping(body, "jobs/state response")
-        out = []
         states: dict[tuple[str, ...], JobState] = {}
-        for j in b.get("jobs") or ():
-            if not isinstance(j, Mapping):
-                continue
-            job_id = num(j.get("job_id"))
-            if job_id is None:
-                raise InvalidInput("job_id", "missing in a jobs/state row")
-            raw = _strs(j.get("state"))
-            state = states.get(raw)
-            if state is None:
-                state = states[raw] = JobState.from_list(raw)
-            out.append(JobStateItem.model_construct(job_id=job_id, state=state))
-        return tuple(out)
+        rows = (self.decode_job_state_row(j, states) for j in b.get("jobs") or ())
+        return tuple(r for r in rows if r is not None)
+
+    def decode_job_state_row(
+        self, j: Any, states: dict[tuple[str, ...], JobState]
+    ) -> JobStateItem | None:
+        """One row of ``GET /jobs/state/`` (None: not an object); ``states`` caches the
+        few distinct states across rows."""
+        if not isinstance(j, Mapping):
+            return None
+        job_id = num(j.get("job_id"))
+        if job_id is None:
+            raise InvalidInput("job_id", "missing in a jobs/state row")
+        raw = _strs(j.get("state"))
+        state = states.get(raw)
+        if state is None:
+            state = states[raw] = JobState.from_list(raw)
+        return JobStateItem.model_construct(job_id=job_id, state=state)
 
     def decode_cancel(self, body: Any) -> tuple[CancelStatus, ...]:
         """A DELETE's ``status[]``: failures arrive here with HTTP 200."""

@@ -123,7 +123,17 @@ def test_all_errors_are_reported_in_one_message() -> None:
             id="user-sets-slurm-node-annotation",
         ),
         pytest.param(
-            make_pod(labels={JOBID: "12"}, annotations={NODE: "n1"}),
+            make_pod(annotations={wellknown.ANNOTATION_SPEC_HASH: "abc"}),
+            {},
+            False,
+            [f"metadata.annotations[{wellknown.ANNOTATION_SPEC_HASH}]"],
+            id="user-sets-spec-hash-annotation",
+        ),
+        pytest.param(
+            make_pod(
+                labels={JOBID: "12"},
+                annotations={NODE: "n1", wellknown.ANNOTATION_SPEC_HASH: "abc"},
+            ),
             {"user": SCHED},
             True,
             [],

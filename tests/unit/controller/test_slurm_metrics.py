@@ -4,7 +4,8 @@ tests/integration/test_controller_slurm_metrics.py runs them against real slurmr
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import asyncio
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, cast
 
 import pytest
@@ -298,12 +299,19 @@ class FakeSlurm:
     def __init__(self, jobs: Iterable[SlurmJob]) -> None:
         self.jobs = {j.job_id: j for j in jobs}
         self.reads: list[list[int]] = []
+        self.scans = 0  # streamed reads of every job's state
 
     async def list_job_states(
         self, job_ids: Sequence[int] | None = None
     ) -> tuple[JobStateItem, ...]:
         ids = job_ids or list(self.jobs)
         return tuple(JobStateItem(job_id=j, state=self.jobs[j].state) for j in ids)
+
+    async def scan_job_states(
+        self, keep: Callable[[JobStateItem], bool]
+    ) -> tuple[JobStateItem, ...]:
+        self.scans += 1
+        return tuple(s for s in await self.list_job_states() if keep(s))
 
     async def get_jobs(self, job_ids: Iterable[int], *, concurrency: int = 16) -> list[SlurmJob]:
         ids = list(job_ids)
@@ -418,3 +426,15 @@ async def test_other_modes_keep_no_records_and_read_no_followed_job(
     assert len(ctl.job_facts) == 0
     assert scanned == ([True] if mode == "table" else [])
     assert len(seen.jobs) == (1 if mode == "table" else 0)
+
+
+async def test_the_first_sweep_uses_the_states_asked_while_the_watches_listed() -> None:
+    slurm = FakeSlurm([job(4, "RUNNING", comment=OURS), job(5, "PENDING", comment=OURS)])
+    ctl = controller(slurm, Seen())
+    ctl.by_job = {4: {"ns/p"}, 5: {"ns/q"}}
+    ctl._first_states = asyncio.ensure_future(ctl._scan_states())  # as run() starts it
+    await ctl.sweep_once()
+    assert slurm.scans == 1
+    assert ctl._first_states is None
+    await ctl.sweep_once()  # later sweeps ask again
+    assert slurm.scans == 2

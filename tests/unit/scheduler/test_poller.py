@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import cast
 
 from bridge.clock import IDLE_INTERVAL_MAX
+from bridge.errors import SlurmNotFound
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import JobState, JobStateItem, SlurmJob
 from scheduler.poller import REASON_BUDGET, REASON_REFRESH_AT, JobPoller
@@ -38,6 +39,8 @@ class FakeSlurm:
 
     async def get_job(self, job_id: int) -> SlurmJob:
         self.reads.append(job_id)
+        if job_id not in self.jobs:
+            raise SlurmNotFound(f"job {job_id} not found", status=404)
         return self.jobs[job_id]
 
 
@@ -142,3 +145,19 @@ async def test_nothing_watched_means_no_request() -> None:
     p, _ = poller(slurm)
     assert await p.run_once() == 0
     assert slurm.state_requests == 0
+
+
+async def test_a_watched_job_slurm_no_longer_knows_is_reported_gone_once() -> None:
+    slurm = FakeSlurm()
+    gone: list[int] = []
+    seen: list[SlurmJob] = []
+    p = JobPoller(cast(SlurmClient, slurm), seen.append, gone.append)
+    slurm.jobs[1] = job(1, reason="Resources")
+    p.watch(slurm.jobs[1])
+    p.watch(job(2, reason="Resources"))  # purged: not in Slurm's table
+    await p.run_once()
+    await p.run_once()
+    assert gone == [2]
+    assert slurm.reads == [2]
+    assert list(p.watched) == [1]
+    assert seen == []
