@@ -19,13 +19,13 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from bridge.translate import pod_job_id
 from controller.model import (
     Action,
     DeleteClaim,
     ReleaseClaim,
     meta,
     pod_deleting,
-    pod_job_id,
     pod_terminal,
 )
 

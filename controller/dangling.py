@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from bridge.slurm.models import SlurmJob
-from bridge.translate import parse_admin_comment
-from controller.model import Action, CancelJob, KubeObject, pod_job_id
+from bridge.translate import parse_admin_comment, pod_belongs
+from controller.model import Action, CancelJob, KubeObject
 
 
 def ours(job: SlurmJob, mcs_label: str) -> tuple[str, ...] | None:
@@ -37,14 +37,6 @@ def candidates(jobs: Sequence[SlurmJob], mcs_label: str) -> dict[int, tuple[str,
         if pods is not None:
             out[job.job_id] = pods
     return out
-
-
-def pod_belongs(job_id: int, pod: KubeObject | None) -> bool:
-    """The pod exists and is not labelled for ANOTHER job (unlabelled: not bound yet)."""
-    if pod is None:
-        return False
-    labelled = pod_job_id(pod)
-    return labelled is None or labelled == job_id
 
 
 def plan(

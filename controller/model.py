@@ -18,7 +18,7 @@ from typing import Any
 
 from bridge.kube.resources import KubeObject, interned, object_key
 from bridge.kube.resources import parse_time as _parse_k8s_time
-from bridge.wellknown import FINALIZER, LABEL_JOB_ID
+from bridge.wellknown import FINALIZER
 
 __all__ = ["KubeObject", "object_key"]
 
@@ -273,14 +273,6 @@ def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 def pod_ns_name(pod: Mapping[str, Any]) -> tuple[str, str]:
     m = meta(pod)
     return str(m.get("namespace") or ""), str(m.get("name") or "")
-
-
-def pod_job_id(pod: Mapping[str, Any]) -> int | None:
-    raw = (meta(pod).get("labels") or {}).get(LABEL_JOB_ID)
-    try:
-        return int(raw) if raw is not None else None
-    except (TypeError, ValueError):
-        return None
 
 
 def pod_phase(pod: Mapping[str, Any]) -> str:

@@ -23,6 +23,7 @@ from bridge.kube.watch import Watcher, WatchEvent
 from bridge.logging import get_logger
 from bridge.slurm.client import SlurmClient, state_requests
 from bridge.slurm.models import JobStateItem, SlurmJob, SlurmNode
+from bridge.translate import pod_job_id
 from bridge.wellknown import LABEL_JOB_ID
 from controller import claims, dangling, jobs, nodes, pods
 from controller.apply import Applier
@@ -40,7 +41,6 @@ from controller.model import (
     ReleaseClaim,
     ResumeSlurmNode,
     meta,
-    pod_job_id,
     slim_pod,
 )
 from controller.queue import WorkQueue

@@ -62,6 +62,7 @@ from bridge.translate import (
     group_of,
     order_pods,
     parse_admin_comment,
+    pod_job_id,
     translate_group,
 )
 from bridge.wellknown import (
@@ -149,14 +150,6 @@ def _meta(pod: Mapping[str, Any]) -> Mapping[str, Any]:
     return pod.get("metadata") or {}
 
 
-def _job_id_label(pod: Mapping[str, Any]) -> int | None:
-    raw = (_meta(pod).get("labels") or {}).get(LABEL_JOB_ID)
-    try:
-        return int(raw) if raw else None
-    except ValueError:
-        return None
-
-
 def _scheduled_condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
     for c in (pod.get("status") or {}).get("conditions") or []:
         if c.get("type") == CONDITION_POD_SCHEDULED:
@@ -211,7 +204,7 @@ def restored_job(pods: Iterable[Mapping[str, Any]], spec: JobSpec | None) -> Slu
     that job (written by a scheduler before a restart). None when no pod records all
     three (the job is then read by id)."""
     for pod in pods:
-        job_id = _job_id_label(pod)
+        job_id = pod_job_id(pod)
         h = (_meta(pod).get("annotations") or {}).get(ANNOTATION_SPEC_HASH)
         cond = _scheduled_condition(pod)
         if job_id is None or not h or cond is None:
@@ -506,7 +499,7 @@ class Scheduler:
         """Job ids the pods' job-id labels name (every namespace, a page at a time)."""
         out: set[int] = set()
         async for page, _ in self.kube.pages(PODS, label_selector=LABEL_JOB_ID):
-            out.update(j for j in map(_job_id_label, page) if j is not None)
+            out.update(j for j in map(pod_job_id, page) if j is not None)
         return out
 
     async def refresh_slurm_nodes(self) -> None:
@@ -560,7 +553,7 @@ class Scheduler:
             g.job = self.jobs_by_group_uid.pop(gid.uid)
         else:
             label = next(
-                (j for j in map(_job_id_label, pods) if j is not None and j not in self._gone),
+                (j for j in map(pod_job_id, pods) if j is not None and j not in self._gone),
                 None,
             )
             restored = restored_job(pods, spec) if label is not None else None
@@ -635,7 +628,7 @@ class Scheduler:
             PodView(
                 pod_key(p),
                 str(_meta(p).get("uid")),
-                _job_id_label(p),
+                pod_job_id(p),
                 (_meta(p).get("annotations") or {}).get(ANNOTATION_SLURM_NODE),
             )
             for p in pods

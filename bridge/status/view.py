@@ -28,9 +28,9 @@ from typing import Any, Literal
 from bridge.models import GroupId
 from bridge.slurm.hostlist import HostlistError, compress
 from bridge.slurm.models import SlurmJob
-from bridge.translate import group_of, kobj, parse_admin_comment
+from bridge.translate import group_of, kobj, parse_admin_comment, pod_belongs, pod_job_id
 from bridge.translate.settings import TranslateSettings
-from bridge.wellknown import CONDITION_POD_SCHEDULED, LABEL_JOB_ID
+from bridge.wellknown import CONDITION_POD_SCHEDULED
 
 Output = Literal["table", "wide", "json"]
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -123,11 +123,6 @@ class _Group:
 
 
 # --------------------------------------------------------------------------- helpers
-def _job_label(pod: Mapping[str, Any]) -> int | None:
-    raw = kobj.labels(pod).get(LABEL_JOB_ID, "")
-    return int(raw) if raw.isdigit() and len(raw) < 19 else None
-
-
 def _finished(pod: Mapping[str, Any]) -> bool:
     return kobj.text(pod, "status", "phase") in TERMINAL_PHASES or bool(
         kobj.get(pod, "metadata", "deletionTimestamp")
@@ -217,7 +212,7 @@ def build(
 
     groups: dict[tuple[str, str, str], _Group] = {}
     for pod in pods or ():
-        job_id = _job_label(pod)
+        job_id = pod_job_id(pod)
         linked = ours.get(job_id) if job_id is not None else None
         if linked is None:
             active = sorted(named_by.get(kobj.pod_key(pod), ()))
@@ -244,7 +239,7 @@ def build(
         existing = {kobj.pod_key(p): p for p in pods}
         for bj in sorted(ours.values(), key=lambda b: b.job.job_id):
             if not _shown(bj, namespace) or any(
-                _belongs(bj.job.job_id, existing.get(k)) for k in bj.pods
+                pod_belongs(bj.job.job_id, existing.get(k)) for k in bj.pods
             ):
                 continue
             orphans.append(
@@ -260,7 +255,7 @@ def build(
     strays: list[StrayPod] = []
     if jobs is not None:
         for pod in pods or ():
-            job_id = _job_label(pod)
+            job_id = pod_job_id(pod)
             if job_id is None or _finished(pod):
                 continue
             job = by_id.get(job_id)
@@ -285,14 +280,6 @@ def build(
 
 def _shown(bj: _BridgeJob, namespace: str | None) -> bool:
     return bj.job.state.active and _in_scope(bj.namespace, namespace)
-
-
-def _belongs(job_id: int, pod: Mapping[str, Any] | None) -> bool:
-    """The pod exists and is not labelled for ANOTHER job (unlabelled: not bound yet)."""
-    if pod is None:
-        return False
-    labelled = _job_label(pod)
-    return labelled is None or labelled == job_id
 
 
 def _row(g: _Group, by_id: Mapping[int, SlurmJob], now: datetime, slurm_read: bool) -> GroupRow:

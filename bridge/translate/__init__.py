@@ -16,7 +16,13 @@ from bridge.translate.grouping import (
     is_complete,
     order_pods,
 )
-from bridge.translate.identity import admin_comment, human_comment, parse_admin_comment
+from bridge.translate.identity import (
+    admin_comment,
+    human_comment,
+    parse_admin_comment,
+    pod_belongs,
+    pod_job_id,
+)
 from bridge.translate.job import Waiting, translate_group
 from bridge.translate.placement import (
     NodeSet,
@@ -47,7 +53,9 @@ __all__ = [
     "parse_admin_comment",
     "parse_quantity",
     "parse_slurmjob_annotations",
+    "pod_belongs",
     "pod_fits_node",
+    "pod_job_id",
     "pod_resources",
     "slurm_node_name",
     "translate_group",

@@ -19,6 +19,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from bridge.models import GroupId
+from bridge.translate import kobj
+from bridge.wellknown import LABEL_JOB_ID
 
 
 def admin_comment(group: GroupId, pods: Sequence[str]) -> str:
@@ -57,3 +59,17 @@ def human_comment(group: GroupId, pod_count: int) -> str:
     """Slurm's ``comment``: ``slurm-bridge: PodGroup default/pg-1, 2 pods``."""
     noun = "pod" if pod_count == 1 else "pods"
     return f"slurm-bridge: {group.kind} {group.namespace}/{group.name}, {pod_count} {noun}"
+
+
+def pod_job_id(pod: kobj.Obj) -> int | None:
+    """The Slurm job id a pod's job-id label names; None when absent or not a job id."""
+    raw = kobj.get(pod, "metadata", "labels", LABEL_JOB_ID)
+    return int(raw) if isinstance(raw, str) and raw.isdigit() and len(raw) < 19 else None
+
+
+def pod_belongs(job_id: int, pod: kobj.Obj | None) -> bool:
+    """The pod exists and is not labelled for ANOTHER job (unlabelled: not bound yet)."""
+    if pod is None:
+        return False
+    labelled = pod_job_id(pod)
+    return labelled is None or labelled == job_id
