@@ -113,6 +113,8 @@ _OWNER_KINDS: dict[str, Resource] = {
 }
 SPEC_MARK = " spec="
 WAITING_REFRESH_SECONDS = 1.0
+# Slurm's reasons of a job held at priority 0 (by its user, by an admin).
+HELD_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin"})
 # An incomplete group is told it waits only once it has waited this long: a gang whose
 # members arrive in one burst (a controller creating them) is then complete before any
 # "k of n" write, and its binding does not queue behind 2n status writes and events.
@@ -400,9 +402,22 @@ class Scheduler:
     def _watch(self, g: GroupState, job: SlurmJob) -> None:
         """Let the poller follow ``job`` (pending) for group ``g``."""
         self._job_group[job.job_id] = g.ref.key
-        part = self._job_partition.setdefault(job.job_id, job.partition)
-        self._pending_in.setdefault(part, set()).add(job.job_id)
+        self._job_partition.setdefault(job.job_id, job.partition)
+        held = g.job_spec is not None and g.job_spec.priority == 0
+        self._count_pending(job, held=held)
         self.poller.watch(job)
+
+    def _count_pending(self, job: SlurmJob, *, held: bool = False) -> None:
+        """Count a followed pending job as holding its partition back, unless it is held:
+        Slurm starts an immediate job ahead of a held one (measured on 26.05: a job at
+        priority 0, JobHeldUser, did not stop job/allocate in its partition)."""
+        part = self._job_partition.get(job.job_id)
+        if part is None:
+            return
+        if held or job.state_reason in HELD_REASONS:
+            self._pending_in.get(part, set()).discard(job.job_id)
+        else:
+            self._pending_in.setdefault(part, set()).add(job.job_id)
 
     def _not_pending(self, job_id: int) -> None:
         part = self._job_partition.pop(job_id, None)
@@ -419,6 +434,8 @@ class Scheduler:
         if job.state.primary != "PENDING":
             self._job_group.pop(job.job_id, None)  # the poller no longer follows it
             self._not_pending(job.job_id)
+        else:
+            self._count_pending(job)  # held, or released from its hold
         g = self.groups.get(gkey) if gkey is not None else None
         if g is not None and g.job is not None and g.job.job_id == job.job_id:
             g.job = job

@@ -159,3 +159,10 @@ async def test_a_held_pod_is_queued_without_a_try_and_shows_slurms_hold(
     assert "Held" in message
     assert counter(bridge, "allocations_refused") == 0
     assert not [j for j in await jobs_named(bridge, "held") if j.refused_allocation]
+
+    # A held job does not hold its partition back (Slurm starts an immediate job ahead
+    # of it): the next pod is started at once, not queued behind it.
+    await bridge.create_pod("after-held")
+    await bridge.bound("after-held")
+    assert counter(bridge, "jobs_allocated") == 1
+    assert counter(bridge, "allocations_refused") == 0
