@@ -17,7 +17,8 @@ Phases:
    the pods) over both waves;
 3. steady: ``--pending`` pods whose jobs Slurm holds (``priority: 0``); once each shows
    Slurm's reason, every slurmrestd request of each component is counted for ``--window``
-   seconds;
+   seconds (60: two whole periods of the 30 s resync, whose requests a shorter window
+   catches or misses by chance);
 4. restart: the scheduler is killed (SIGKILL) with every pod above in place and their jobs
    active; one more pod is created; ``restart_ready_s`` = new process started -> that pod
    bound (it was in the restarted scheduler's initial pod list, so it waits for the
@@ -421,7 +422,13 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--workers", type=int, default=16, help="scheduler.workers")
     ap.add_argument("--creators", type=int, default=32, help="concurrent pod creations")
     ap.add_argument("--poll", type=float, default=0.25, help="slurmPollIntervalSeconds")
-    ap.add_argument("--window", type=float, default=10.0, help="steady-state window (s)")
+    ap.add_argument(
+        "--window",
+        type=float,
+        default=60.0,
+        help="steady-state window (s): whole 30 s resync periods, or the rate depends on "
+        "whether a resync falls inside",
+    )
     ap.add_argument("--settle", type=float, default=3.0, help="wait before the window (s)")
     ap.add_argument("--limit", type=float, default=1800.0, help="give up after (s) per phase")
     ap.add_argument("--py-spy", type=Path, help="profile the scheduler in each wave into DIR")
