@@ -39,6 +39,10 @@ class Subscription:
     queue: asyncio.Queue[StoreEvent] = field(default_factory=asyncio.Queue)
 
 
+def _every(obj: Obj) -> bool:
+    return True
+
+
 def ns_name(obj: Obj) -> tuple[str, str]:
     md = obj.get("metadata") or {}
     return (md.get("namespace") or "", md.get("name") or "")
@@ -85,15 +89,7 @@ class Store:
     ) -> list[Obj]:
         """Objects sorted by (namespace, name) like etcd keys; deep copies of those
         ``where`` accepts (it sees the stored object and must not change it)."""
-        objs = self._objects.get(key, {})
-        out = []
-        for k in sorted(objs):
-            if namespace and k[0] != namespace:
-                continue
-            obj = objs[k]
-            if where is None or where(obj):
-                out.append(clone(obj))
-        return out
+        return self.page(key, namespace, where or _every)[0]
 
     def page(
         self,
