@@ -79,7 +79,7 @@ OPENAPI_PATH = "/openapi/v3"
 # ~10 s at 94 MB measured) gets this many times the request timeout, at least the minimum.
 BULK_TIMEOUT_FACTOR = 6
 BULK_TIMEOUT_MIN_SECONDS = 60.0
-SCAN_CHUNK_BYTES = 1 << 16
+SCAN_CHUNK_BYTES = 1 << 16  # read size of a streamed whole-table answer
 # job ids per GET /jobs/state/ request (repeated job_id=..., ~15 bytes each): slurmrestd
 # 26.05 answered 5,000 in 0.1 s and refused 10,000 ("Insane message length")
 STATE_IDS_PER_URL = 4000
@@ -87,7 +87,7 @@ STATE_IDS_PER_URL = 4000
 
 def state_requests(ids: int) -> int:
     """How many requests :meth:`SlurmClient.list_job_states` makes for ``ids`` job ids."""
-    return max(1, -(-ids // STATE_IDS_PER_URL))  # read size of a streamed whole-table answer
+    return max(1, -(-ids // STATE_IDS_PER_URL))
 
 
 _log = get_logger("bridge.slurm")
