@@ -321,10 +321,9 @@ class Controller:
         :attr:`_job_pods`), at most :data:`SWEEP_READS_MAX` per sweep (the rest at the
         next). With the ``polled`` job metrics, the jobs pods name are read once too, for
         their partition and reason, after the others, at most :data:`METRIC_READS_MAX`
-        a sweep. A quiet
-        cluster costs one small request per sweep, whatever the size of Slurm's table;
-        the whole table is never asked for (``GET /jobs/`` at 30,000 jobs grows
-        slurmrestd by GBs)."""
+        a sweep. A quiet cluster costs one small request per sweep, whatever the size of
+        Slurm's table; the whole table is never asked for (``GET /jobs/`` at 30,000 jobs
+        grows slurmrestd by GBs)."""
         active = {s.job_id for s in states if s.state.active}
         for job_id in self._job_pods.keys() - active:
             del self._job_pods[job_id]
@@ -336,7 +335,7 @@ class Controller:
             room = min(METRIC_READS_MAX, SWEEP_READS_MAX - len(new))
             new += sorted(unread & self.by_job.keys())[:room]
         for job in await self.slurm.get_jobs(new, concurrency=SWEEP_READ_CONCURRENCY):
-            self._learn(job.job_id, job)
+            self._learn(job)
         for job_id in set(new) - self._job_pods.keys():
             self._job_pods[job_id] = None  # gone meanwhile: pruned next sweep
         return {
@@ -345,12 +344,11 @@ class Controller:
             if pods is not None and j not in self.by_job
         }
 
-    def _learn(self, job_id: int, job: SlurmJob | None) -> None:
-        pods = dangling.ours(job, self.cfg.mcs_label) if job is not None else None
-        self._job_pods[job_id] = pods
-        if job is not None:
-            self._remember(job)
-        if job is not None and pods is not None:
+    def _learn(self, job: SlurmJob) -> None:
+        pods = dangling.ours(job, self.cfg.mcs_label)
+        self._job_pods[job.job_id] = pods
+        self._remember(job)
+        if pods is not None:
             new = {p for p in job.partition.split(",") if p} - self.job_partitions
             if new:
                 self.job_partitions |= new
