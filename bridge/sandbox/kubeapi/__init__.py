@@ -8,8 +8,8 @@ Every write (HTTP, the namespace controller, the garbage collector, the fake kub
 takes one admission path (``admit.Writes``): mutating and validating webhooks are called
 for CREATE, UPDATE (PUT, every PATCH type), DELETE and pods/binding, by URL or Service
 reference, with matchConditions (CEL), reinvocation and kube's failure wording (see
-``webhooks``). Requests carry a user (``identity``): bearer tokens map to users like a
-static token file; unknown tokens are the admin ``sandbox`` (a real server answers 401).
+``webhooks``). Requests are authenticated (``authn``: static and TokenRequest tokens, 401
+on an unknown one, ``system:anonymous`` without one) and authorized by RBAC (``rbac``).
 
 In-process use (stable API for other components' tests)::
 
@@ -21,7 +21,7 @@ In-process use (stable API for other components' tests)::
         srv.write_kubeconfig(path, username="system:serviceaccount:ns:sa")  # a new token
         srv.kubeconfig(username="alice", groups=["devs"])   # the same as a dict
         srv.add_token("tok", "alice", groups=("devs",), uid="u1")   # static token file
-        # unknown tokens are the admin (a deviation: a real server answers 401)
+        # unknown tokens: 401; no token: system:anonymous; RBAC decides the rest
 
         # test hooks
         srv.compact()                    # drop event history: older versions -> 410

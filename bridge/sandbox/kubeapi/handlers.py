@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from bridge import fastjson
-from bridge.sandbox.kubeapi import discovery, protobuf, tables
+from bridge.sandbox.kubeapi import discovery, protobuf, rbac, tables
 from bridge.sandbox.kubeapi.admit import options
 from bridge.sandbox.kubeapi.errors import ApiError, bad_request
 from bridge.sandbox.kubeapi.hooks import LoggedRequest
@@ -22,6 +23,8 @@ from bridge.sandbox.kubeapi.watch import WatchRequest, run_watch, validate_list_
 
 if TYPE_CHECKING:
     from bridge.sandbox.kubeapi.server import SandboxApiServer
+
+USER = web.RequestKey("user", UserInfo)  # who sent the request (authenticated, authorized)
 
 _REASONS = {
     400: "BadRequest",
@@ -151,12 +154,20 @@ class Handlers:
                 reason = _REASONS.get(fault.status, "InternalError")
                 return error_response(ApiError(fault.status, reason, f"injected fault {reason}"))
         try:
+            request[USER] = self.authenticate_and_authorize(request)
             resp = await self.route(request, parts)
         except ApiError as e:
             resp = error_response(e)
         if not getattr(resp, "_sandbox_logged", False):
             self._log(request, resp.status)
         return resp
+
+    def authenticate_and_authorize(self, request: web.Request) -> UserInfo:
+        """The caller (401 on a bad token), allowed to make this request (else 403)."""
+        user = self.srv.tokens.authenticate(request.headers.get("Authorization"))
+        attrs = rbac.request_attributes(user, request.method, request.path, request.query)
+        self.srv.authorizer.require(attrs)
+        return user
 
     def _log(self, request: web.Request, status: int) -> None:
         self.srv.request_log.add(
@@ -209,9 +220,16 @@ class Handlers:
         q = request.query
         m = request.method
         dry_run = bool(q.get("dryRun"))
-        user = self.srv.tokens.authenticate(request.headers.get("Authorization"))
+        user = request[USER]
         accept = request.headers.get("Accept", "")
         table = tables.wants_table(accept)
+        if rd.key in rbac.REVIEWS:
+            if m != "POST":
+                raise ApiError(405, "MethodNotAllowed", f"{m} is not supported on {rd.plural}")
+            answer = rbac.review(
+                self.srv.authorizer, rbac.REVIEWS[rd.key], user, t.namespace, await _body(request)
+            )
+            return json_response(answer, 201)
         if not t.name:
             if m == "GET":
                 watching = _truthy(q.get("watch"))
@@ -271,6 +289,12 @@ class Handlers:
                     "but not served",
                 )
             raise bad_request("Upgrade request required")
+        if t.subresource == "token":
+            if m != "POST":
+                raise ApiError(405, "MethodNotAllowed", "token supports POST only")
+            self.api.get(rd, t.namespace, t.name)  # 404 when the ServiceAccount is missing
+            token = self.srv.tokens.token_request(t.namespace, t.name, await _body(request))
+            return json_response(token, 201)
         if t.subresource == "binding":
             if m != "POST":
                 raise ApiError(405, "MethodNotAllowed", "binding supports POST only")
@@ -286,11 +310,20 @@ class Handlers:
                 )
             return json_response(obj)
         if m == "PUT":
+            body = await _body(request)
+            if rd.key == rbac.CLAIM_KEY:
+
+                def dry_update() -> Any:
+                    return self.api.update(
+                        rd, t.namespace, t.name, body, subresource=t.subresource, dry_run=True
+                    )
+
+                self._check_claim_status(rd, t, user, "update", dry_update)
             obj = await self.writes.update(
                 rd,
                 t.namespace,
                 t.name,
-                await _body(request),
+                body,
                 subresource=t.subresource,
                 user=user,
                 dry_run=dry_run,
@@ -298,12 +331,27 @@ class Handlers:
             )
             return json_response(obj)
         if m == "PATCH":
+            ctype, body = request.headers.get("Content-Type", ""), await _body(request)
+            if rd.key == rbac.CLAIM_KEY:
+
+                def dry_patch() -> Any:
+                    return self.api.patch(
+                        rd,
+                        t.namespace,
+                        t.name,
+                        ctype,
+                        body,
+                        subresource=t.subresource,
+                        dry_run=True,
+                    )
+
+                self._check_claim_status(rd, t, user, "patch", dry_patch)
             obj = await self.writes.patch(
                 rd,
                 t.namespace,
                 t.name,
-                request.headers.get("Content-Type", ""),
-                await _body(request),
+                ctype,
+                body,
                 subresource=t.subresource,
                 user=user,
                 dry_run=dry_run,
@@ -313,6 +361,16 @@ class Handlers:
         if m == "DELETE":
             return await self._delete_one(rd, t, await self._delete_options(request), user)
         raise ApiError(405, "MethodNotAllowed", f"{m} is not supported")
+
+    def _check_claim_status(
+        self, rd: ResourceDef, t: Target, user: UserInfo, verb: str, dry: Callable[[], Any]
+    ) -> None:
+        """DRA's synthetic ``resourceclaims/binding`` and ``/driver`` checks on a write
+        (``dry`` computes the claim it would store)."""
+        if rbac.MASTERS in user.groups:
+            return
+        old = self.api.get(rd, t.namespace, t.name)
+        rbac.check_claim_status(self.srv.authorizer, user, verb, old, dry())
 
     async def _delete_options(self, request: web.Request) -> dict[str, Any]:
         body = await _body(request)

@@ -1,22 +1,20 @@
-"""Who is calling: bearer tokens mapped to users, like kube-apiserver's static token file.
+"""Who is calling: the users (``UserInfo``) that ``authn`` authenticates and ``rbac``
+authorizes.
 
 Every authenticated user also gets the group ``system:authenticated`` (kube-apiserver adds
 it). ServiceAccount usernames ``system:serviceaccount:<ns>:<name>`` get the groups
 ``system:serviceaccounts`` and ``system:serviceaccounts:<ns>``, as the ServiceAccount token
-authenticator gives them. Deviation: an unknown (or missing) token is the admin user
-``sandbox`` (groups ``system:masters``, ``system:authenticated``); a real server answers 401.
-There is no authorization: every user may do everything.
+authenticator gives them. The admin ``sandbox`` is in ``system:masters``.
 """
 
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass
 from typing import Any
 
 AUTHENTICATED = "system:authenticated"
 SA_PREFIX = "system:serviceaccount:"
-SANDBOX_TOKEN = "sandbox-token"  # the admin's token; unknown tokens are the admin too
+SANDBOX_TOKEN = "sandbox-token"  # the admin's token (the admin kubeconfig's)
 
 
 @dataclass(frozen=True)
@@ -61,25 +59,3 @@ ADMIN = user("sandbox", ("system:masters",))
 NAMESPACE_CONTROLLER = service_account("kube-system", "namespace-controller")
 GARBAGE_COLLECTOR = service_account("kube-system", "generic-garbage-collector")
 JOB_CONTROLLER = service_account("kube-system", "job-controller")
-
-
-class Tokens:
-    """Bearer token -> user. Unknown tokens (and none) are :data:`ADMIN` (a deviation)."""
-
-    def __init__(self) -> None:
-        self._users: dict[str, UserInfo] = {SANDBOX_TOKEN: ADMIN}
-
-    def add(self, token: str, info: UserInfo) -> None:
-        self._users[token] = info
-
-    def mint(self, info: UserInfo) -> str:
-        """A new token for ``info``."""
-        token = secrets.token_urlsafe(24)
-        self._users[token] = info
-        return token
-
-    def authenticate(self, authorization: str | None) -> UserInfo:
-        """The user of an ``Authorization`` header value."""
-        if authorization and authorization.lower().startswith("bearer "):
-            return self._users.get(authorization[7:].strip(), ADMIN)
-        return ADMIN

@@ -40,6 +40,7 @@ class ResourceDef:
     categories: tuple[str, ...] = ()
     return_deleted: bool = False  # DELETE answers with the object instead of a Status
     columns: tuple[dict[str, Any], ...] = ()  # additionalPrinterColumns of a CRD
+    verbs: tuple[str, ...] = ()  # served verbs when not all of them (the create-only reviews)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -61,7 +62,7 @@ class ResourceDef:
             "singularName": self.singular or self.kind.lower(),
             "namespaced": self.namespaced,
             "kind": self.kind,
-            "verbs": _VERBS,
+            "verbs": list(self.verbs) or _VERBS,
         }
         if self.short_names:
             main["shortNames"] = list(self.short_names)
@@ -87,6 +88,18 @@ class ResourceDef:
                         "namespaced": self.namespaced,
                         "kind": CONNECT_KINDS[sub],
                         "verbs": ["create", "get"],
+                    }
+                )
+            elif sub == "token":
+                out.append(
+                    {
+                        "name": f"{self.plural}/token",
+                        "singularName": "",
+                        "namespaced": self.namespaced,
+                        "group": "authentication.k8s.io",
+                        "version": "v1",
+                        "kind": "TokenRequest",
+                        "verbs": ["create"],
                     }
                 )
             elif sub == "binding":
@@ -125,6 +138,9 @@ _EVENT_FIELDS = _META_FIELDS | {
     "source",
     "type",
 }
+
+_RBAC = "rbac.authorization.k8s.io"
+_AUTHZ = "authorization.k8s.io"
 
 BUILTINS: tuple[ResourceDef, ...] = (
     ResourceDef(
@@ -180,7 +196,15 @@ BUILTINS: tuple[ResourceDef, ...] = (
             "type",
         },
     ),
-    ResourceDef("", "v1", "serviceaccounts", "ServiceAccount", True, short_names=("sa",)),
+    ResourceDef(
+        "",
+        "v1",
+        "serviceaccounts",
+        "ServiceAccount",
+        True,
+        short_names=("sa",),
+        subresources=("token",),
+    ),
     ResourceDef("", "v1", "configmaps", "ConfigMap", True, short_names=("cm",)),
     ResourceDef(
         "",
@@ -228,6 +252,46 @@ BUILTINS: tuple[ResourceDef, ...] = (
         "resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True, subresources=("status",)
     ),
     ResourceDef("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True),
+    ResourceDef(_RBAC, "v1", "roles", "Role", True),
+    ResourceDef(_RBAC, "v1", "clusterroles", "ClusterRole", False),
+    ResourceDef(_RBAC, "v1", "rolebindings", "RoleBinding", True),
+    ResourceDef(_RBAC, "v1", "clusterrolebindings", "ClusterRoleBinding", False),
+    # the create-only reviews (answered by ``rbac.review``, never stored)
+    ResourceDef(
+        _AUTHZ,
+        "v1",
+        "selfsubjectaccessreviews",
+        "SelfSubjectAccessReview",
+        False,
+        verbs=("create",),
+    ),
+    ResourceDef(
+        _AUTHZ, "v1", "subjectaccessreviews", "SubjectAccessReview", False, verbs=("create",)
+    ),
+    ResourceDef(
+        _AUTHZ,
+        "v1",
+        "localsubjectaccessreviews",
+        "LocalSubjectAccessReview",
+        True,
+        verbs=("create",),
+    ),
+    ResourceDef(
+        _AUTHZ,
+        "v1",
+        "selfsubjectrulesreviews",
+        "SelfSubjectRulesReview",
+        False,
+        verbs=("create",),
+    ),
+    ResourceDef(
+        "authentication.k8s.io",
+        "v1",
+        "selfsubjectreviews",
+        "SelfSubjectReview",
+        False,
+        verbs=("create",),
+    ),
     ResourceDef(
         "admissionregistration.k8s.io",
         "v1",

@@ -15,12 +15,14 @@ from aiohttp import web
 
 from bridge.clock import Clock, SystemClock
 from bridge.sandbox.kubeapi.admit import Writes
+from bridge.sandbox.kubeapi.authn import Authenticator
 from bridge.sandbox.kubeapi.claimcontroller import ResourceClaimController
 from bridge.sandbox.kubeapi.controllers import GarbageCollector, NamespaceController
 from bridge.sandbox.kubeapi.handlers import Handlers
 from bridge.sandbox.kubeapi.hooks import Fault, Faults, RequestLog
-from bridge.sandbox.kubeapi.identity import SANDBOX_TOKEN, Tokens, UserInfo, user
+from bridge.sandbox.kubeapi.identity import SANDBOX_TOKEN, UserInfo, user
 from bridge.sandbox.kubeapi.kubelet import FakeKubelet
+from bridge.sandbox.kubeapi.rbac import Authorizer, bootstrap_policy
 from bridge.sandbox.kubeapi.resources import Registry
 from bridge.sandbox.kubeapi.store import Obj, Store
 from bridge.sandbox.kubeapi.verbs import NS_KEY, ObjectApi
@@ -85,10 +87,11 @@ class SandboxApiServer:
         self.tls_key = tls_key
         self.store = Store(history_size=history_size)
         self.registry = Registry()
+        clock = clock or SystemClock()
         self.api = ObjectApi(
             self.store,
             self.registry,
-            clock or SystemClock(),
+            clock,
             serviceaccount_delay=serviceaccount_delay,
         )
         self.faults = Faults()
@@ -99,7 +102,8 @@ class SandboxApiServer:
         self.garbage_collector = GarbageCollector(self.api, self.writes)
         self.resourceclaim_controller = ResourceClaimController(self.api, self.writes)
         self.kubelet = FakeKubelet(self.api, self.writes)
-        self.tokens = Tokens()
+        self.tokens = Authenticator(self.store, clock)
+        self.authorizer = Authorizer(self.store)
         self._initial_nodes = tuple(nodes)
         self._kubelet_on = kubelet
         self._install_crds = install_crds
@@ -152,6 +156,12 @@ class SandboxApiServer:
             if self.store.get(NS_KEY, "", ns) is None:
                 self.api.create(ns_rd, "", {"metadata": {"name": ns}})
             self.api.ensure_default_sa(ns)
+        roles, bindings = bootstrap_policy()
+        for kind, objs in (("clusterroles", roles), ("clusterrolebindings", bindings)):
+            rd = self.api.resolve("rbac.authorization.k8s.io", "v1", kind)
+            for obj in objs:
+                if self.store.get(rd.key, "", obj["metadata"]["name"]) is None:
+                    self.api.create(rd, "", obj)
         if self._install_crds:
             for crd in bundled_crds():
                 self.api.install_crd(crd)

@@ -260,7 +260,13 @@ class ObjectApi:
                 )
         name = md["name"]
         pattern = _DNS_LABEL if rd.key == NS_KEY else _DNS_SUBDOMAIN
-        if not pattern.match(name) or len(name) > 253:
+        if rd.group == "rbac.authorization.k8s.io":  # any path segment name ("system:x")
+            if name in (".", "..") or "/" in name or "%" in name:
+                raise invalid(
+                    rd.kind, name, "metadata.name",
+                    f'Invalid value: "{name}": may not contain \'/\' or \'%\'',
+                )  # fmt: skip
+        elif not pattern.match(name) or len(name) > 253:
             raise invalid(
                 rd.kind,
                 name,

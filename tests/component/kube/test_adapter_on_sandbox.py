@@ -104,7 +104,7 @@ async def test_errors_from_the_sandbox_are_typed(
         await skube.get_pod("default", "e0")
     sandbox.clear_faults()
     sandbox.inject_fault(r"/pods/e0$", status=0, delay=2.0)
-    async with KubeClient.for_host(sandbox.url, request_timeout=0.3) as quick:
+    async with KubeClient.for_host(sandbox.url, request_timeout=0.3, token=SANDBOX_TOKEN) as quick:
         with pytest.raises(KubeTimeout):
             await quick.get_pod("default", "e0")
 
@@ -305,8 +305,8 @@ async def test_two_electors_never_lead_together_and_take_over_after_the_holder_s
     assert sandbox.port
     a_link = CuttableProxy("127.0.0.1", sandbox.port)  # a talks through it: cut a off
     await a_link.start()
-    a_client = KubeClient.for_host(a_link.url, request_timeout=5, clock=clock)
-    b_client = KubeClient.for_host(sandbox.url, request_timeout=5, clock=clock)
+    a_client = KubeClient.for_host(a_link.url, request_timeout=5, token=SANDBOX_TOKEN, clock=clock)
+    b_client = KubeClient.for_host(sandbox.url, request_timeout=5, token=SANDBOX_TOKEN, clock=clock)
     kw: dict[str, Any] = {
         "namespace": "default",
         "name": "bridge",

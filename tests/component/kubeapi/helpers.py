@@ -5,9 +5,27 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from bridge.sandbox.kubeapi import SANDBOX_TOKEN
 from tests import waiting
 
 NS = "default"
+# raw HTTP as the admin kubeconfig's user (system:masters); no header is system:anonymous
+ADMIN_HEADERS = {"Authorization": f"Bearer {SANDBOX_TOKEN}"}
+
+
+def allow_everything(srv: Any, username: str) -> None:
+    """Bind ``username`` to ``cluster-admin`` (for tests about who a request is from, not
+    about what it may do)."""
+    rd = srv.api.resolve("rbac.authorization.k8s.io", "v1", "clusterrolebindings")
+    srv.api.create(
+        rd,
+        "",
+        {
+            "metadata": {"generateName": "allow-everything-"},
+            "roleRef": {"apiGroup": rd.group, "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"apiGroup": rd.group, "kind": "User", "name": username}],
+        },
+    )
 
 
 def pod_body(name: str, **spec: Any) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from bridge.sandbox.kubeapi import SandboxApiServer
-from tests.component.kubeapi.helpers import eventually, pod_body
+from tests.component.kubeapi.helpers import allow_everything, eventually, pod_body
 from tests.component.kubeapi.webhook_server import Webhook, call, install, unreachable, validating
 
 PODS = "/api/v1/namespaces/default/pods"
@@ -18,6 +18,7 @@ async def test_static_token_user_reaches_the_webhook_as_user_info(
     srv: SandboxApiServer, webhook: Webhook
 ) -> None:
     srv.add_token("alice-token", "alice", groups=("devs",), uid="u-1")
+    allow_everything(srv, "alice")
     await install(srv, validating(webhook.hook("pods.t.test")))
     status, _ = await call(srv, "POST", PODS, pod_body("a"), token="alice-token")
     assert status == 201
@@ -33,6 +34,7 @@ async def test_service_account_kubeconfig_gets_the_service_account_groups(
 ) -> None:
     path = srv.write_kubeconfig(tmp_path / "kc", username="system:serviceaccount:ns1:bot")
     token = yaml.safe_load(path.read_text())["users"][0]["user"]["token"]
+    allow_everything(srv, "system:serviceaccount:ns1:bot")
     await install(srv, validating(webhook.hook("pods.t.test")))
     await call(srv, "POST", PODS, pod_body("b"), token=token)
     assert webhook.requests()[-1]["userInfo"] == {
@@ -45,22 +47,12 @@ async def test_service_account_kubeconfig_gets_the_service_account_groups(
     }
 
 
-async def test_unknown_token_is_the_sandbox_admin_a_documented_deviation(
-    srv: SandboxApiServer, webhook: Webhook
-) -> None:
-    await install(srv, validating(webhook.hook("pods.t.test")))
-    await call(srv, "POST", PODS, pod_body("c"), token="nobody-knows-this")
-    assert webhook.requests()[-1]["userInfo"] == {
-        "username": "sandbox",
-        "groups": ["system:masters", "system:authenticated"],
-    }
-
-
 async def test_tokens_hook_mints_a_token_for_a_user_out_of_process(
     srv: SandboxApiServer, webhook: Webhook
 ) -> None:
     status, body = await call(srv, "POST", "/sandbox/tokens", {"username": "bob", "groups": ["g1"]})
     assert status == 201
+    allow_everything(srv, "bob")
     await install(srv, validating(webhook.hook("pods.t.test")))
     await call(srv, "POST", PODS, pod_body("d"), token=body["token"])
     assert webhook.requests()[-1]["userInfo"]["username"] == "bob"
@@ -102,5 +94,6 @@ async def test_webhook_down_refuses_deletes_unless_a_match_condition_exempts_the
     assert status == 500  # the admin is not exempt: refused while the webhook is down
     assert err["message"].endswith("connect: connection refused")
     node = srv.mint_token("system:node:n1", ["system:nodes"])
+    allow_everything(srv, "system:node:n1")
     status, _ = await call(srv, "DELETE", f"{PODS}/s", {"gracePeriodSeconds": 0}, token=node)
     assert status == 200  # the node is exempt: its DELETE does not need the webhook

@@ -5,7 +5,7 @@ not compile are refused when the configuration is created (422 naming the field)
 from __future__ import annotations
 
 from bridge.sandbox.kubeapi import SandboxApiServer
-from tests.component.kubeapi.helpers import pod_body
+from tests.component.kubeapi.helpers import allow_everything, pod_body
 from tests.component.kubeapi.webhook_server import REG, Webhook, call, deny, install, validating
 
 PODS = "/api/v1/namespaces/default/pods"
@@ -22,6 +22,7 @@ async def test_false_condition_skips_the_webhook_and_true_conditions_call_it(
     labelled = {"name": "labelled", "expression": "has(object.metadata.labels)"}
     await install(srv, validating(webhook.hook("pods.t.test", matchConditions=[EXEMPT, labelled])))
     sa = srv.mint_token("system:serviceaccount:kube-system:job-controller")
+    allow_everything(srv, "system:serviceaccount:kube-system:job-controller")
     body = pod_body("a")
     body["metadata"]["labels"] = {"x": "y"}
     status, _ = await call(srv, "POST", PODS, body, token=sa)

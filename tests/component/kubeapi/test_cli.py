@@ -41,7 +41,11 @@ def test_cli_up_status_down_serves_nodes_from_the_kubeconfig(tmp_path: Path) -> 
         cfg = yaml.safe_load(kc.read_text())
         server = cfg["clusters"][0]["cluster"]["server"]
         assert cfg["users"][0]["user"]["token"]
-        with urllib.request.urlopen(f"{server}/api/v1/nodes", timeout=10) as r:
+        token = cfg["users"][0]["user"]["token"]
+        req = urllib.request.Request(
+            f"{server}/api/v1/nodes", headers={"Authorization": f"Bearer {token}"}
+        )
+        with urllib.request.urlopen(req, timeout=10) as r:
             nodes = json.loads(r.read())
         assert [n["metadata"]["name"] for n in nodes["items"]] == ["kn-0", "kn-1"]
         # a kubeconfig for another user: a token the running server knows

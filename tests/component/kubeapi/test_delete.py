@@ -12,7 +12,7 @@ from kubernetes_asyncio import client
 
 from bridge.sandbox.kubeapi import SandboxApiServer
 
-from .helpers import NS, binding_body, eventually, pod_body
+from .helpers import ADMIN_HEADERS, NS, binding_body, eventually, pod_body
 
 
 class Recorder:
@@ -24,7 +24,7 @@ class Recorder:
 
     async def _run(self, url: str, rv: str) -> None:
         async with (
-            aiohttp.ClientSession() as s,
+            aiohttp.ClientSession(headers=ADMIN_HEADERS) as s,
             s.get(
                 url, params={"watch": "true", "resourceVersion": rv, "timeoutSeconds": "10"}
             ) as r,

@@ -13,13 +13,16 @@ from kubernetes_asyncio import client, config
 
 from bridge.sandbox.kubeapi import SandboxApiServer
 
-from .helpers import NS, binding_body, pod_body
+from .helpers import ADMIN_HEADERS, NS, binding_body, pod_body
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 
 
 async def _get(srv: SandboxApiServer, path: str, accept: str = "application/json") -> Any:
-    async with aiohttp.ClientSession() as s, s.get(srv.url + path, headers={"Accept": accept}) as r:
+    async with (
+        aiohttp.ClientSession(headers=ADMIN_HEADERS) as s,
+        s.get(srv.url + path, headers={"Accept": accept}) as r,
+    ):
         assert r.status == 200, path
         assert r.content_type == "application/json"
         return await r.json()
@@ -126,5 +129,8 @@ async def test_tls_listener_and_kubeconfig_with_ca(
             nss = await client.CoreV1Api(api).list_namespace()
         assert "default" in [n.metadata.name for n in nss.items]
         ctx = ssl.create_default_context(cafile=ca)
-        async with aiohttp.ClientSession() as s, s.get(srv.url + "/version", ssl=ctx) as r:
+        async with (
+            aiohttp.ClientSession(headers=ADMIN_HEADERS) as s,
+            s.get(srv.url + "/version", ssl=ctx) as r,
+        ):
             assert r.status == 200

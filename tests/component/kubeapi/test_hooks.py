@@ -14,7 +14,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from bridge.sandbox.kubeapi import SandboxApiServer
 
-from .helpers import NS, binding_body, eventually, pod_body
+from .helpers import ADMIN_HEADERS, NS, binding_body, eventually, pod_body
 
 
 async def _bind(core: client.CoreV1Api, pod: str, node: str) -> None:
@@ -143,7 +143,10 @@ async def test_kubelet_can_be_turned_off(srv: SandboxApiServer, core: client.Cor
 
 
 async def _http(srv: SandboxApiServer, method: str, path: str, body: Any = None) -> Any:
-    async with aiohttp.ClientSession() as s, s.request(method, srv.url + path, json=body) as r:
+    async with (
+        aiohttp.ClientSession(headers=ADMIN_HEADERS) as s,
+        s.request(method, srv.url + path, json=body) as r,
+    ):
         assert r.status < 300, await r.text()
         return await r.json()
 
@@ -200,7 +203,7 @@ async def test_watch_of_a_disconnected_client_is_unsubscribed(
 ) -> None:
     base = srv.store.subscriber_count  # the sandbox's own controllers
     async with (
-        aiohttp.ClientSession() as s,
+        aiohttp.ClientSession(headers=ADMIN_HEADERS) as s,
         s.get(f"{srv.url}/api/v1/namespaces/{NS}/pods", params={"watch": "1"}) as r,
     ):
         assert r.status == 200

@@ -15,18 +15,17 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from bridge.sandbox.kubeapi import SandboxApiServer
 
-from .helpers import NS, eventually, pod_body
+from .helpers import ADMIN_HEADERS, NS, eventually, pod_body
 
 
 async def _raw_watch(srv: SandboxApiServer, path: str, n: int, **params: str) -> list[Any]:
     """Read ``n`` events (or until the server closes) from a raw watch stream."""
     out: list[Any] = []
     async with (
-        aiohttp.ClientSession() as s,
+        aiohttp.ClientSession(headers=ADMIN_HEADERS) as s,
         s.get(
             srv.url + path,
             params={"watch": "true", **params},
-            headers={"Authorization": "Bearer anything"},
         ) as r,
     ):
         assert r.status == 200
@@ -48,7 +47,7 @@ async def test_watch_query_flag_spellings_open_a_watch(
 ) -> None:
     await core.create_namespaced_config_map(NS, _cm("a"))
     async with (
-        aiohttp.ClientSession() as s,
+        aiohttp.ClientSession(headers=ADMIN_HEADERS) as s,
         s.get(
             f"{srv.url}/api/v1/namespaces/{NS}/configmaps",
             params={"watch": flag, "timeoutSeconds": "1"},

@@ -12,6 +12,8 @@ import aiohttp
 from bridge.sandbox.kubeapi import SandboxApiServer
 from tests.component.kubeapi.webhook_server import call
 
+from .helpers import ADMIN_HEADERS
+
 CMS = "/api/v1/namespaces/default/configmaps"
 WATCHLIST = {
     "watch": "1",
@@ -24,7 +26,7 @@ WATCHLIST = {
 async def _events(srv: SandboxApiServer, params: dict[str, str], n: int) -> list[dict[str, Any]]:
     out = []
     async with (
-        aiohttp.ClientSession() as s,
+        aiohttp.ClientSession(headers=ADMIN_HEADERS) as s,
         s.get(f"{srv.url}{CMS}", params=params) as r,
     ):
         assert r.status == 200
@@ -69,7 +71,7 @@ async def test_send_initial_events_false_streams_only_later_changes(
     await call(srv, "POST", CMS, {"metadata": {"name": "a"}})
     params = WATCHLIST | {"sendInitialEvents": "false"}
     async with (
-        aiohttp.ClientSession() as s,
+        aiohttp.ClientSession(headers=ADMIN_HEADERS) as s,
         s.get(f"{srv.url}{CMS}", params=params) as r,
     ):
         await call(srv, "POST", CMS, {"metadata": {"name": "b"}})

@@ -18,7 +18,7 @@ import aiohttp
 import trustme
 from aiohttp import web
 
-from bridge.sandbox.kubeapi import SandboxApiServer
+from bridge.sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
 
 Respond = Callable[[str, dict[str, Any]], dict[str, Any]]
 REG = "/apis/admissionregistration.k8s.io/v1"
@@ -153,9 +153,7 @@ async def call(
     content_type: str = "application/json",
 ) -> tuple[int, Any]:
     """One HTTP request to the sandbox: (status, decoded JSON body)."""
-    headers = {"Content-Type": content_type}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
+    headers = {"Content-Type": content_type, "Authorization": f"Bearer {token or SANDBOX_TOKEN}"}
     async with (
         aiohttp.ClientSession() as s,
         s.request(
