@@ -32,11 +32,15 @@ SCENARIOS = [
 
 # ---------------------------------------------------------------- the RBAC contract
 READ = frozenset({"get", "list", "watch"})
+PATCH = frozenset({"patch"})
+# Every write of the bridge is a PATCH (verb "patch") except the Lease's PUT ("update").
+# DRA writes need resourceclaims/binding too (Kubernetes 1.36,
+# DRAResourceClaimGranularStatusAuthorization).
 EXPECTED_RULES: dict[str, dict[tuple[str, str], frozenset[str]]] = {
     "scheduler": {
-        ("", "pods"): READ | {"patch", "update"},
+        ("", "pods"): READ | PATCH,
         ("", "pods/binding"): frozenset({"create"}),
-        ("", "pods/status"): frozenset({"patch", "update"}),
+        ("", "pods/status"): PATCH,
         ("", "nodes"): READ,
         ("", "namespaces"): READ,
         ("", "events"): frozenset({"create", "patch"}),
@@ -48,22 +52,22 @@ EXPECTED_RULES: dict[str, dict[tuple[str, str], frozenset[str]]] = {
         ("resource.k8s.io", "deviceclasses"): READ,
         ("resource.k8s.io", "resourceslices"): READ,
         ("resource.k8s.io", "resourceclaimtemplates"): READ,
-        ("resource.k8s.io", "resourceclaims"): READ | {"create", "patch", "update"},
-        ("resource.k8s.io", "resourceclaims/status"): frozenset({"patch", "update"}),
+        ("resource.k8s.io", "resourceclaims"): READ | {"create", "patch"},
+        ("resource.k8s.io", "resourceclaims/status"): PATCH,
+        ("resource.k8s.io", "resourceclaims/binding"): PATCH,
     },
     "controller": {
-        ("", "pods"): READ | {"patch", "update", "delete"},
-        ("", "pods/status"): frozenset({"patch", "update"}),
-        ("", "nodes"): READ | {"patch", "update"},
-        ("", "namespaces"): READ,
+        ("", "pods"): READ | {"patch", "delete"},
+        ("", "pods/status"): PATCH,
+        ("", "nodes"): READ | PATCH,
         ("", "events"): frozenset({"create", "patch"}),
-        ("scheduling.x-k8s.io", "podgroups"): READ,
-        ("scheduling.x-k8s.io", "podgroups/status"): frozenset({"patch", "update"}),
-        ("resource.k8s.io", "resourceclaims"): frozenset({"get", "patch", "update", "delete"}),
-        ("resource.k8s.io", "resourceclaims/status"): frozenset({"patch", "update"}),
+        ("scheduling.x-k8s.io", "podgroups/status"): PATCH,
+        ("resource.k8s.io", "resourceclaims"): frozenset({"get", "patch", "delete"}),
+        ("resource.k8s.io", "resourceclaims/status"): PATCH,
+        ("resource.k8s.io", "resourceclaims/binding"): PATCH,
     },
     "admission": {
-        ("", "namespaces"): READ,
+        ("", "namespaces"): frozenset({"get"}),
     },
 }
 LEASE_RULES = {("coordination.k8s.io", "leases"): frozenset({"get", "create", "update"})}
