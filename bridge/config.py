@@ -101,6 +101,11 @@ class SchedulerSettings(_Section):
     # nothing the bridge knows says Slurm would refuse it (docs/scheduler.md), else queue
     # it (job/submit); "never": always queue (Slurm's scheduling pass starts it).
     immediate_allocation: Literal["auto", "never"] = "auto"
+    # A started job whose pods cannot be bound (a binding step keeps failing: a claim write
+    # refused, a pod deleted, a node gone) is given back to Slurm (cancelled, the group
+    # queued again) after this many failures or seconds since the first, whichever first.
+    bind_give_up_attempts: int = Field(default=5, ge=1)
+    bind_give_up_seconds: float = Field(default=60.0, gt=0)
 
 
 JobMetricsMode = Literal["polled", "table", "off"]

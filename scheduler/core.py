@@ -98,6 +98,7 @@ from scheduler.decide import (
     start_how,
 )
 from scheduler.dra import ClaimsNotReady, DraAllocator
+from scheduler.giveback import BindFailures, Step
 from scheduler.metrics import SchedulerMetrics
 from scheduler.outage import SlurmReachability
 from scheduler.poller import JobPoller
@@ -300,6 +301,10 @@ class Scheduler:
         # Pods this scheduler bound whose leaving the watch has not been seen yet: an event
         # for one that still shows no node is older than the binding and is ignored.
         self._bound_uids: set[str] = set()
+        # binding steps failing per running job: given back to Slurm past the bound
+        self.bind_failures = BindFailures(
+            cfg.scheduler.bind_give_up_attempts, cfg.scheduler.bind_give_up_seconds
+        )
 
     # ------------------------------------------------------------------ feeding
     def managed(self, pod: Mapping[str, Any]) -> bool:
@@ -978,15 +983,25 @@ class Scheduler:
                 keys, job.nodes, to_kube=self._to_kube(), tasks_per_node=tpn, already=already
             )
         except AssignmentError as e:
+            if await self._bind_step_failed(g, "assign", str(e), pods):
+                return
             await self._say(pods, REASON_SCHEDULER_ERROR, str(e), warning=True)
             self.queue.add_after(g.ref.key, self._reject_delay(g.ref.key))
             return
         by_key = {pod_key(p): p for p in pods}
         t0 = time.monotonic()
-        # Phase 1: every pod carries its node before any is bound (restart-safe).
-        await asyncio.gather(*(self._link(by_key[a.pod], job.job_id, a.node) for a in plan))
-        # Phase 1b: DRA claims allocated to the devices Slurm picked (restart-safe).
-        if not await self._allocate_claims(g, job.job_id, [(by_key[a.pod], a.node) for a in plan]):
+        step: Step = "link"
+        try:
+            # Phase 1: every pod carries its node before any is bound (restart-safe).
+            await asyncio.gather(*(self._link(by_key[a.pod], job.job_id, a.node) for a in plan))
+            # Phase 1b: DRA claims allocated to the devices Slurm picked (restart-safe).
+            step = "claims"
+            placed = [(by_key[a.pod], a.node) for a in plan]
+            if not await self._allocate_claims(g, job.job_id, placed):
+                return
+        except KubeError as e:
+            if not await self._bind_step_failed(g, step, str(e), pods):
+                raise
             return
         t1 = time.monotonic()
         # Phase 2: bind.
@@ -1000,8 +1015,10 @@ class Scheduler:
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors:
             log.warning("bind_failed", job_id=job.job_id, errors=len(errors), first=str(errors[0]))
-            self.queue.add_rate_limited(g.ref.key)
+            if not await self._bind_step_failed(g, "bind", str(errors[0]), pods):
+                self.queue.add_rate_limited(g.ref.key)
         else:
+            self.bind_failures.succeeded(job.job_id)
             self.queue.forget(g.ref.key)
             log.info(
                 "group_bound",
@@ -1035,16 +1052,58 @@ class Scheduler:
         try:
             n = await self.dra.allocate(job_id, plan, self._to_kube())
         except ClaimsNotReady as e:
+            if await self._bind_step_failed(g, "claims", str(e), pods, counts=False):
+                return False
             await self._say(pods, REASON_UNSCHEDULABLE, str(e))
             self.queue.add_after(g.ref.key, 0.5)
             return False
         except (DeviceAllocationError, InvalidInput) as e:
+            if await self._bind_step_failed(g, "claims", f"DRA: {e}", pods):
+                return False
             await self._say(pods, REASON_SCHEDULER_ERROR, f"DRA: {e}", warning=True)
             self.queue.add_after(g.ref.key, self._reject_delay(g.ref.key))
             return False
         if n:
             seconds = round(time.monotonic() - t0, 4)
             log.info("claims_allocated", job_id=job_id, claims=n, seconds=seconds)
+        return True
+
+    async def _bind_step_failed(
+        self, g: GroupState, step: Step, error: str, pods: list[KubeObject], *, counts: bool = True
+    ) -> bool:
+        """Count a failed binding step of the group's running job; past the bound
+        (scheduler.bindGiveUpAttempts/-Seconds, see ``scheduler.giveback``) give the job back
+        to Slurm: cancel it, take it off the pods, say why, queue the group afresh. True
+        when it was given back."""
+        job = g.job
+        assert job is not None
+        give = self.bind_failures.failed(
+            job.job_id, step, error, self.clock.monotonic(), counts=counts
+        )
+        if give is None:
+            return False
+        await self.slurm.cancel(job.job_id)
+        self._unwatch(job.job_id)
+        g.job = None
+        log.warning("job_given_back", job_id=job.job_id, step=step, error=error)
+        unlink = {
+            "metadata": {
+                "labels": {LABEL_JOB_ID: None},
+                "annotations": {ANNOTATION_SLURM_NODE: None},
+            }
+        }
+        await asyncio.gather(
+            *(
+                self.kube.patch_pod(
+                    str(_meta(p).get("namespace")), str(_meta(p).get("name")), unlink,
+                    patch_type="merge",
+                )
+                for p in pods
+            ),
+            return_exceptions=True,
+        )  # fmt: skip
+        await self._say(pods, give.reason, give.message, warning=True)
+        self.queue.add_after(g.ref.key, self._reject_delay(g.ref.key))
         return True
 
     async def _bind_one(self, pod: KubeObject, node: str, g: GroupState) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from bridge.errors import KubeConflict
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import NAMESPACES, Resource
 
@@ -158,4 +159,8 @@ async def install(kube: KubeClient, docs: Iterable[Obj]) -> None:
     for doc in docs:
         res = _RESOURCES[doc["kind"]]
         ns = doc["metadata"].get("namespace") if res.namespaced else None
-        await kube.create(res, doc, ns)
+        try:
+            await kube.create(res, doc, ns)
+        except KubeConflict:
+            if doc["kind"] != "Namespace":  # the release namespace may hold the RBAC already
+                raise

@@ -57,7 +57,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from bridge.sandbox import chart_webhooks, dra, standin, workloads
+from bridge.sandbox import chart_rbac, chart_webhooks, dra, standin, workloads
 from bridge.sandbox.kubeapi import cli as kubeapi_cli
 from bridge.sandbox.slurm import parse_env_file
 from bridge.slurm.hostlist import expand as expand_hostlist
@@ -189,6 +189,14 @@ class Demo:
         """The chart's webhooks and ServiceAccount names, as ``helm template`` renders them."""
         try:
             return chart_webhooks.render([NAMESPACE])
+        except chart_webhooks.ChartRenderError as e:
+            raise DemoFailed(str(e)) from e
+
+    @functools.cached_property
+    def identities(self) -> chart_rbac.ChartIdentities:
+        """The chart's ServiceAccounts and RBAC, as ``helm template`` renders them."""
+        try:
+            return chart_rbac.render(leader_election=False)
         except chart_webhooks.ChartRenderError as e:
             raise DemoFailed(str(e)) from e
 
@@ -387,17 +395,36 @@ class Demo:
         (d / "ports.json").write_text(json.dumps(ports))
         return ca.cert_pem.bytes().decode()
 
+    def install_identities(self) -> None:
+        """The chart's ServiceAccounts and RBAC (``helm template``), and the stand-in's
+        ClusterRole: every component gets only what its rules grant."""
+        ids = self.identities
+        docs: list[Any] = [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+            for ns in ids.namespaces()
+        ]
+        docs += [*ids.objects, *standin.rbac(STAND_IN_USER)]
+        self.say(self.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(docs)).rstrip())
+
+    def service_account_kubeconfig(self, component: str) -> Path:
+        """A kubeconfig for the chart's ServiceAccount of ``component``, its token from
+        the TokenRequest API (``kubectl create token``), as a pod's projected token."""
+        ns, sa = self.identities.service_accounts[component]
+        token = self.kubectl("create", "token", sa, "-n", ns, "--duration", "24h").strip()
+        admin = yaml.safe_load(self.env.kubeconfig.read_text())
+        cluster = admin["clusters"][0]["cluster"]
+        path = self.env.demo_dir / "users" / f"{component}.kubeconfig"
+        doc = chart_rbac.kubeconfig(cluster, token, self.identities.username(component))
+        return chart_rbac.write_kubeconfig(path, doc)
+
     def component_config(self, name: str) -> Path:
         """The scheduler and controller talk to the API server as their own
-        ServiceAccounts (the ones ``admission.bridgeUsernames`` lets write the bridge's
-        keys), as in the chart; the admission webhook needs no API identity here."""
-        # the chart's ServiceAccounts (admission.bridgeUsernames): scheduler, controller
-        users = dict(zip(("scheduler", "controller"), self.chart.bridge_usernames, strict=True))
-        user = users.get(name)
-        if user is None:
+        ServiceAccounts with the chart's RBAC (the ones ``admission.bridgeUsernames`` lets
+        write the bridge's keys); the admission webhook needs no API identity here."""
+        if name not in ("scheduler", "controller"):
             return self.env.config_file
         doc = yaml.safe_load(self.env.config_file.read_text())
-        doc["kubeconfig"] = self.as_user(user)[1]
+        doc["kubeconfig"] = str(self.service_account_kubeconfig(name))
         path = self.env.demo_dir / f"config-{name}.yaml"
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
         return path
@@ -487,6 +514,8 @@ class Demo:
         self.apply(text=yaml.safe_dump_all(items))
 
         self.step("the scheduler, the controller, and the Job/JobSet/LWS controllers' stand-in")
+        self.say("their ServiceAccounts and RBAC, as the chart renders them:")
+        self.install_identities()
         self.start_component("scheduler")
         self.start_component("controller")
         kubeconfig = self.as_user(STAND_IN_USER)[1]

@@ -42,6 +42,47 @@ LISTS = {
 DEFAULT_INTERVAL = 0.5
 JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
 PODS = "/api/v1/pods"
+_RBAC = "rbac.authorization.k8s.io"
+
+
+def rbac(username: str) -> list[dict[str, Any]]:
+    """The stand-in's ClusterRole and binding (in a cluster: kube-controller-manager's
+    job-controller and the JobSet and LeaderWorkerSet controllers): list the workloads,
+    create and delete their Jobs and pods, release the job-tracking finalizer."""
+    name = "slurm-bridge-sandbox:workloads-stand-in"
+    read = ["get", "list", "watch"]
+    return [
+        {
+            "apiVersion": f"{_RBAC}/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": name},
+            "rules": [
+                {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": read},
+                {
+                    "apiGroups": ["leaderworkerset.x-k8s.io"],
+                    "resources": ["leaderworkersets"],
+                    "verbs": read,
+                },
+                {
+                    "apiGroups": ["batch"],
+                    "resources": ["jobs"],
+                    "verbs": [*read, "create", "delete"],
+                },
+                {
+                    "apiGroups": [""],
+                    "resources": ["pods"],
+                    "verbs": [*read, "create", "patch", "delete"],
+                },
+            ],
+        },
+        {
+            "apiVersion": f"{_RBAC}/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": _RBAC, "kind": "ClusterRole", "name": name},
+            "subjects": [{"apiGroup": _RBAC, "kind": "User", "name": username}],
+        },
+    ]
 
 
 class ApiError(Exception):

@@ -27,6 +27,7 @@ from scheduler.app import run_scheduler
 from scheduler.core import Scheduler
 from tests.integration.conftest import SlurmSandbox, make_client, sandbox_config_data
 from tests.integration.controller_harness import running_controller, unique_mcs
+from tests.integration.identities import component_kube
 from tests.integration.sched_proc import jobs_by_group_uid
 from tests.waiting import eventually
 from tests.workloads import expand
@@ -122,7 +123,7 @@ class Bridge(Sandboxes):
     cfg: BridgeConfig
     ctl: Controller | None = None
     task: asyncio.Task[None] | None = None
-    # the scheduler's own client (its ServiceAccount's token, or the admin's: ``kube``)
+    # the scheduler's own client (the chart's ServiceAccount, a TokenRequest token)
     sched_kube: KubeClient | None = None
 
     async def start_scheduler(self, prepare: Callable[[Scheduler], None] | None = None) -> None:
@@ -213,16 +214,15 @@ async def running_bridge(
     tmp_path: Path,
     *,
     controller: bool = False,
-    service_accounts: tuple[str, str] | None = None,
     resourceclaim_controller: bool = True,
     **over: Any,
 ) -> AsyncIterator[Bridge]:
     """The scheduler (and with ``controller=True`` the workload controller too) against
     one sandbox API server and the real Slurm sandbox. ``over``: config keys to change.
-    ``service_accounts``: the (scheduler, controller) usernames they talk to the API server
-    as, each with its own token, as in the chart; default: both as the admin, like the
-    test's own client (``Bridge.kube``). ``resourceclaim_controller=False``: the sandbox
-    does not stand in for kube-controller-manager's resourceclaim controller."""
+    Each component talks to the API server as the chart's ServiceAccount for it, with the
+    chart's RBAC (a TokenRequest token); the test's own client (``Bridge.kube``) is the
+    admin. ``resourceclaim_controller=False``: the sandbox does not stand in for
+    kube-controller-manager's resourceclaim controller."""
     async with SandboxApiServer(
         nodes=list(sandbox.external_nodes),
         kubelet=True,
@@ -241,19 +241,7 @@ async def running_bridge(
         cfg = parse_config(data | over)
         async with contextlib.AsyncExitStack() as clients:
             kube = await clients.enter_async_context(await KubeClient.from_config(cfg))
-            skube = ckube = kube
-            if service_accounts is not None:
-                skube, ckube = [
-                    await clients.enter_async_context(
-                        await KubeClient.connect(
-                            kubeconfig=api.write_kubeconfig(
-                                tmp_path / f"kubeconfig-{i}", username=user
-                            ),
-                            request_timeout=cfg.kube_request_timeout_seconds,
-                        )
-                    )
-                    for i, user in enumerate(service_accounts)
-                ]
+            skube = await clients.enter_async_context(await component_kube(kube, cfg, "scheduler"))
             slurm = await clients.enter_async_context(make_client(sandbox))
             sslurm = await clients.enter_async_context(SlurmClient.from_config(cfg))
             cslurm = await clients.enter_async_context(SlurmClient.from_config(cfg))
@@ -264,7 +252,7 @@ async def running_bridge(
                 async with contextlib.AsyncExitStack() as stack:
                     if controller:
                         b.ctl = await stack.enter_async_context(
-                            running_controller(cfg, ckube, cslurm)
+                            running_controller(cfg, kube, cslurm)
                         )
                     yield b
             finally:

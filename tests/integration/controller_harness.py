@@ -20,6 +20,7 @@ from bridge.translate import admin_comment
 from bridge.wellknown import ANNOTATION_SLURM_NODE, FINALIZER, LABEL_JOB_ID
 from controller.runtime import Controller, SlurmReadObserver
 from tests.integration.conftest import SlurmSandbox, sandbox_config_data
+from tests.integration.identities import component_kube
 from tests.waiting import eventually
 
 NS = "slurm-bridge"
@@ -107,13 +108,16 @@ async def running_controller(
     *,
     slurm_observer: SlurmReadObserver | None = None,
 ) -> AsyncIterator[Controller]:
+    """The controller as the chart's controller ServiceAccount, with the chart's RBAC
+    (``kube``, the admin's client, applies it and mints the token)."""
     own = slurm is None
     client = slurm or SlurmClient.from_config(cfg)
+    ckube = await component_kube(kube, cfg, "controller")
     ctl = Controller(
         cfg,
         client,
-        kube,
-        events=EventRecorder(kube, "slurm-bridge-controller"),
+        ckube,
+        events=EventRecorder(ckube, "slurm-bridge-controller"),
         slurm_observer=slurm_observer,
     )
     task = asyncio.create_task(ctl.run())
@@ -124,6 +128,7 @@ async def running_controller(
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+        await ckube.close()
         if own:
             await client.close()
 

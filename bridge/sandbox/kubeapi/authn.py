@@ -7,6 +7,11 @@ TokenRequest API, and anonymous requests.
 - No ``Authorization`` header, or one that is not ``Bearer`` (e.g. ``Basic``): the user
   ``system:anonymous`` in the group ``system:unauthenticated`` (``--anonymous-auth=true``);
   RBAC then grants it what the bootstrap policy gives (``system:public-info-viewer``).
+  Except with ``SandboxApiServer(insecure_port=True)`` (plain HTTP only; what
+  ``slurm-bridge sandbox kube-api up`` without ``--tls-cert`` serves): like kube-apiserver's
+  former ``--insecure-port``, a request without credentials is the admin. Go clients
+  (kubectl, helm) never send a token over plain HTTP, so this keeps them working there;
+  requests with a token are still authenticated and authorized.
 - Static tokens (``SandboxApiServer.add_token``, ``/sandbox/tokens``): like kube-apiserver's
   ``--token-auth-file``. The admin kubeconfig's token ``sandbox-token`` is the user
   ``sandbox`` in ``system:masters``.
@@ -59,9 +64,10 @@ def _fmt(t: datetime) -> str:
 class Authenticator:
     """Bearer token -> user, as kube-apiserver's authenticator chain."""
 
-    def __init__(self, store: Store, clock: Clock) -> None:
+    def __init__(self, store: Store, clock: Clock, *, anonymous: UserInfo | None = None) -> None:
         self._store = store
         self._clock = clock
+        self._anonymous = anonymous or ANONYMOUS
         self._static: dict[str, UserInfo] = {SANDBOX_TOKEN: ADMIN}
         self._bound: dict[str, _BoundToken] = {}
 
@@ -81,7 +87,7 @@ class Authenticator:
         auth = (authorization or "").strip()
         parts = auth.split(" ", 2)
         if not auth or len(parts) < 2 or parts[0].lower() != "bearer":
-            return ANONYMOUS
+            return self._anonymous
         token = parts[1]
         info = self._static.get(token) if token else None
         if info is None and token:

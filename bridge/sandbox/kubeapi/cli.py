@@ -110,6 +110,9 @@ async def _serve(ns: argparse.Namespace) -> None:
         bookmark_interval=ns.bookmark_interval,
         tls_cert=ns.tls_cert,
         tls_key=ns.tls_key,
+        # kubectl and helm send no token over plain HTTP: there, like kube-apiserver's
+        # former insecure port, a request without credentials is the admin
+        insecure_port=not ns.tls_cert,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -1,5 +1,6 @@
 """Just enough of Kubernetes' protobuf encoding to read what kubectl's typed generators
-send (``kubectl create namespace|configmap|secret|serviceaccount``): the ``k8s\\x00``
+send (``kubectl create namespace|configmap|secret|serviceaccount|role|rolebinding|
+clusterrole|clusterrolebinding|token``, ``kubectl auth can-i|whoami``): the ``k8s\\x00``
 envelope, ``runtime.Unknown`` and those few kinds. Anything else is a 415, as before.
 """
 
@@ -28,6 +29,61 @@ _OBJECT_META: Schema = {
     14: ("finalizers", ("repeated", "string")),
 }
 _LOCAL_REF: Schema = {1: ("name", "string")}
+_STRINGS = ("repeated", "string")
+_RULE: Schema = {
+    1: ("verbs", _STRINGS),
+    2: ("apiGroups", _STRINGS),
+    3: ("resources", _STRINGS),
+    4: ("resourceNames", _STRINGS),
+    5: ("nonResourceURLs", _STRINGS),
+}
+_SUBJECT: Schema = {
+    1: ("kind", "string"),
+    2: ("apiGroup", "string"),
+    3: ("name", "string"),
+    4: ("namespace", "string"),
+}
+_ROLE_REF: Schema = {1: ("apiGroup", "string"), 2: ("kind", "string"), 3: ("name", "string")}
+_ROLE: Schema = {1: ("metadata", _OBJECT_META), 2: ("rules", ("repeated", _RULE))}
+_BINDING: Schema = {
+    1: ("metadata", _OBJECT_META),
+    2: ("subjects", ("repeated", _SUBJECT)),
+    3: ("roleRef", _ROLE_REF),
+}
+_ACCESS_SPEC: Schema = {
+    1: (
+        "resourceAttributes",
+        {
+            1: ("namespace", "string"),
+            2: ("verb", "string"),
+            3: ("group", "string"),
+            4: ("version", "string"),
+            5: ("resource", "string"),
+            6: ("subresource", "string"),
+            7: ("name", "string"),
+        },
+    ),
+    2: ("nonResourceAttributes", {1: ("path", "string"), 2: ("verb", "string")}),
+}
+_RBAC = "rbac.authorization.k8s.io/v1"
+_AUTHZ = "authorization.k8s.io/v1"
+_AUTHN = "authentication.k8s.io/v1"
+_OTHER_GROUPS: dict[tuple[str, str], Schema] = {
+    (_RBAC, "Role"): _ROLE,
+    (_RBAC, "ClusterRole"): _ROLE,
+    (_RBAC, "RoleBinding"): _BINDING,
+    (_RBAC, "ClusterRoleBinding"): _BINDING,
+    (_AUTHZ, "SelfSubjectAccessReview"): {1: ("metadata", _OBJECT_META), 2: ("spec", _ACCESS_SPEC)},
+    (_AUTHZ, "SelfSubjectRulesReview"): {
+        1: ("metadata", _OBJECT_META),
+        2: ("spec", {1: ("namespace", "string")}),
+    },
+    (_AUTHN, "SelfSubjectReview"): {1: ("metadata", _OBJECT_META)},
+    (_AUTHN, "TokenRequest"): {
+        1: ("metadata", _OBJECT_META),
+        2: ("spec", {1: ("audiences", _STRINGS), 4: ("expirationSeconds", "int")}),
+    },
+}
 _KINDS: dict[str, Schema] = {
     "Namespace": {
         1: ("metadata", _OBJECT_META),
@@ -139,9 +195,10 @@ def decode(body: bytes) -> dict[str, Any]:
     unknown = {n: v for n, _, v in fields(body[len(MAGIC) :])}
     type_meta = {n: bytes(v).decode() for n, _, v in fields(unknown.get(1, b""))}
     api_version, kind = type_meta.get(1, ""), type_meta.get(2, "")
-    schema = _KINDS.get(kind)
-    if schema is None or api_version != "v1":
-        raise _unsupported(f"protobuf is only understood for core/v1 {sorted(_KINDS)}")
+    schema = _KINDS.get(kind) if api_version == "v1" else _OTHER_GROUPS.get((api_version, kind))
+    if schema is None:
+        known = sorted(_KINDS) + sorted(f"{g} {k}" for g, k in _OTHER_GROUPS)
+        raise _unsupported(f"protobuf is only understood for core/v1 {known}")
     obj = decode_message(unknown.get(2, b""), schema)
     obj["apiVersion"] = api_version
     obj["kind"] = kind

@@ -20,7 +20,7 @@ from bridge.sandbox.kubeapi.claimcontroller import ResourceClaimController
 from bridge.sandbox.kubeapi.controllers import GarbageCollector, NamespaceController
 from bridge.sandbox.kubeapi.handlers import Handlers
 from bridge.sandbox.kubeapi.hooks import Fault, Faults, RequestLog
-from bridge.sandbox.kubeapi.identity import SANDBOX_TOKEN, UserInfo, user
+from bridge.sandbox.kubeapi.identity import ADMIN, SANDBOX_TOKEN, UserInfo, user
 from bridge.sandbox.kubeapi.kubelet import FakeKubelet
 from bridge.sandbox.kubeapi.rbac import Authorizer, bootstrap_policy
 from bridge.sandbox.kubeapi.resources import Registry
@@ -78,6 +78,7 @@ class SandboxApiServer:
         clock: Clock | None = None,
         install_crds: bool = True,
         resourceclaim_controller: bool = True,
+        insecure_port: bool = False,
     ) -> None:
         self.host = host
         self.port = port
@@ -102,7 +103,9 @@ class SandboxApiServer:
         self.garbage_collector = GarbageCollector(self.api, self.writes)
         self.resourceclaim_controller = ResourceClaimController(self.api, self.writes)
         self.kubelet = FakeKubelet(self.api, self.writes)
-        self.tokens = Authenticator(self.store, clock)
+        if insecure_port and tls_cert:
+            raise ValueError("insecure_port is for plain HTTP only (no tls_cert)")
+        self.tokens = Authenticator(self.store, clock, anonymous=ADMIN if insecure_port else None)
         self.authorizer = Authorizer(self.store)
         self._initial_nodes = tuple(nodes)
         self._kubelet_on = kubelet

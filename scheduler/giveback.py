@@ -1,0 +1,86 @@
+"""An allocation is never held for pods that cannot be bound.
+
+Once Slurm has started a group's job, binding its pods takes four steps (``scheduler.core``
+``_bind``): assign the pods to the job's nodes, link each pod to its node, write the DRA
+claims' allocation, bind. When a step keeps failing (a claim write refused by RBAC, a
+pod deleted, a node gone), Slurm would otherwise hold the allocation for nothing. After
+``scheduler.bindGiveUpAttempts`` failures or ``scheduler.bindGiveUpSeconds`` since the
+first one, whichever comes first, the scheduler gives the job back: it cancels it, takes
+the job off the pods, says why (PodScheduled reason naming the step, a Warning event) and
+queues the group afresh (with the reject backoff).
+
+:class:`BindFailures` is the pure bookkeeping: it never talks to Slurm or Kubernetes and
+takes the time as an argument. Its state is in memory: a restarted scheduler starts
+counting again (the bound is then per scheduler lifetime).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Step = Literal["assign", "link", "claims", "bind"]
+
+# PodScheduled reason of pods whose job was given back, by the step that kept failing
+REASONS: dict[Step, str] = {
+    "assign": "NodeAssignmentFailed",
+    "link": "PodLinkFailed",
+    "claims": "ClaimAllocationFailed",
+    "bind": "BindingFailed",
+}
+_WHAT: dict[Step, str] = {
+    "assign": "placing the pods on the job's nodes",
+    "link": "recording the job and node on the pods",
+    "claims": "writing the ResourceClaims' allocation",
+    "bind": "binding the pods",
+}
+
+
+@dataclass(frozen=True)
+class GiveBack:
+    """Cancel ``job_id`` and queue its group afresh; ``reason``/``message`` for the pods."""
+
+    job_id: int
+    step: Step
+    reason: str
+    message: str
+
+
+@dataclass
+class _Failing:
+    first: float
+    tries: int = 0
+
+
+class BindFailures:
+    """Failures of the binding steps per running job; :meth:`failed` says when to give up."""
+
+    def __init__(self, max_attempts: int, max_seconds: float) -> None:
+        self.max_attempts = max_attempts
+        self.max_seconds = max_seconds
+        self._jobs: dict[int, _Failing] = {}
+
+    def failed(
+        self, job_id: int, step: Step, error: str, now: float, *, counts: bool = True
+    ) -> GiveBack | None:
+        """Record a failed ``step``; a :class:`GiveBack` once the bound is reached.
+        ``counts=False``: a wait on someone else (claims not created yet) counts toward the
+        time bound only."""
+        f = self._jobs.setdefault(job_id, _Failing(first=now))
+        if counts:
+            f.tries += 1
+        waited = now - f.first
+        if f.tries < self.max_attempts and waited < self.max_seconds:
+            return None
+        del self._jobs[job_id]
+        message = (
+            f"Slurm job {job_id} given back to Slurm (cancelled, the group queued again): "
+            f"{_WHAT[step]} failed {f.tries} times in {waited:.0f} s: {error}"
+        )
+        return GiveBack(job_id, step, REASONS[step], message)
+
+    def succeeded(self, job_id: int) -> None:
+        self._jobs.pop(job_id, None)
+
+    def __len__(self) -> int:
+        return len(self._jobs)
