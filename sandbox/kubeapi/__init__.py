@@ -13,7 +13,7 @@ static token file; unknown tokens are the admin ``sandbox`` (a real server answe
 
 In-process use (stable API for other components' tests)::
 
-    from bridge.sandbox.kubeapi import SandboxApiServer
+    from sandbox.kubeapi import SandboxApiServer
 
     async with SandboxApiServer(port=0, nodes=["kube-node-0"], kubelet=True) as srv:
         srv.url                          # "http://127.0.0.1:<port>"
@@ -78,7 +78,7 @@ same hooks over HTTP under ``/sandbox/``::
 
 from __future__ import annotations
 
-from bridge.sandbox.kubeapi.hooks import Fault, LoggedRequest
-from bridge.sandbox.kubeapi.server import SANDBOX_TOKEN, SandboxApiServer
+from sandbox.kubeapi.faults import Fault, LoggedRequest
+from sandbox.kubeapi.server import SANDBOX_TOKEN, SandboxApiServer
 
 __all__ = ["SANDBOX_TOKEN", "Fault", "LoggedRequest", "SandboxApiServer"]
