@@ -5,10 +5,10 @@ known deviation is listed in docs/sandbox-kube-api.md (identity, admission webho
 WatchList, the namespace controller and garbage collector) and the README.
 
 Every write (HTTP, the namespace controller, the garbage collector, the fake kubelet)
-takes one admission path (``admit.Writes``): mutating and validating webhooks are called
+takes one admission path (``admission_chain.Writes``): mutating and validating webhooks are called
 for CREATE, UPDATE (PUT, every PATCH type), DELETE and pods/binding, by URL or Service
 reference, with matchConditions (CEL), reinvocation and kube's failure wording (see
-``webhooks``). Requests carry a user (``identity``): bearer tokens map to users like a
+``webhook_client``). Requests carry a user (``identity``): bearer tokens map to users like a
 static token file; unknown tokens are the admin ``sandbox`` (a real server answers 401).
 
 In-process use (stable API for other components' tests)::
