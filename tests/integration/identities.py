@@ -1,7 +1,7 @@
 """The bridge's components as the chart's ServiceAccounts on the sandbox API server.
 
 Every end-to-end test runs the scheduler, the controller and the admission webhook with
-the RBAC ``helm template`` renders (``bridge.sandbox.chart_rbac``) and a TokenRequest token,
+the RBAC ``helm template`` renders (``sandbox.chart_rbac``) and a TokenRequest token,
 never as the admin: a verb the chart lacks fails the test that needs it.
 """
 
@@ -13,7 +13,7 @@ from typing import Literal
 
 from bridge.config import BridgeConfig
 from bridge.kube.client import KubeClient
-from bridge.sandbox import chart_rbac
+from sandbox import chart_rbac
 
 Component = Literal["scheduler", "controller", "admission"]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import trustme
 
-from bridge.sandbox.kubeapi import SandboxApiServer
+from sandbox.kubeapi import SandboxApiServer
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.kubectl

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from bridge.sandbox.kubeapi import SANDBOX_TOKEN
+from sandbox.kubeapi import SANDBOX_TOKEN
 from tests import waiting
 
 NS = "default"

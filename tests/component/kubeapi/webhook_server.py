@@ -18,7 +18,7 @@ import aiohttp
 import trustme
 from aiohttp import web
 
-from bridge.sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
+from sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
 
 Respond = Callable[[str, dict[str, Any]], dict[str, Any]]
 REG = "/apis/admissionregistration.k8s.io/v1"
