@@ -34,6 +34,7 @@ from sandbox.chart_webhooks import (
     ChartRenderError,
     helm_binary,
 )
+from sandbox.kubeapi.server import kubeconfig_for
 
 Obj = dict[str, Any]
 COMPONENTS = ("scheduler", "controller", "admission")
@@ -103,23 +104,6 @@ def render(
     return ChartIdentities(docs, accounts)
 
 
-def kubeconfig(cluster: Obj, token: str, user: str, namespace: str = "default") -> Obj:
-    """A kubeconfig with ``cluster`` (a kubeconfig's ``cluster`` entry) and one token user."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "sandbox", "cluster": cluster}],
-        "users": [{"name": user, "user": {"token": token}}],
-        "contexts": [
-            {
-                "name": "sandbox",
-                "context": {"cluster": "sandbox", "user": user, "namespace": namespace},
-            }
-        ],
-        "current-context": "sandbox",
-    }
-
-
 async def service_account_token(kube: KubeClient, namespace: str, name: str) -> str:
     """A token of the ServiceAccount from the TokenRequest API."""
     body = {
@@ -158,7 +142,7 @@ async def component_kubeconfig(
     await apply(kube, identities)
     ns, name = identities.service_accounts[component]
     token = await service_account_token(kube, ns, name)
-    return write_kubeconfig(path, kubeconfig(cluster, token, identities.username(component)))
+    return write_kubeconfig(path, kubeconfig_for(cluster, token, identities.username(component)))
 
 
 def write_kubeconfig(path: Path, doc: Obj) -> Path:

@@ -63,6 +63,7 @@ from bridge.wellknown import CONDITION_POD_SCHEDULED, LABEL_JOB_ID
 from sandbox import chart_rbac, chart_webhooks
 from sandbox.controllers import dra_driver, workload_controller, workload_pods
 from sandbox.kubeapi import cli as kubeapi_cli
+from sandbox.kubeapi.server import kubeconfig_for
 from sandbox.slurm.launcher import parse_env_file
 
 NAMESPACE = "slurm-bridge"
@@ -416,7 +417,7 @@ class Demo:
         admin = yaml.safe_load(self.env.kubeconfig.read_text())
         cluster = admin["clusters"][0]["cluster"]
         path = self.env.demo_dir / "users" / f"{component}.kubeconfig"
-        doc = chart_rbac.kubeconfig(cluster, token, self.identities.username(component))
+        doc = kubeconfig_for(cluster, token, self.identities.username(component))
         return chart_rbac.write_kubeconfig(path, doc)
 
     def component_config(self, name: str) -> Path:

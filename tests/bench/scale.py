@@ -51,7 +51,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bridge.config import load_config
+from bridge.config import load_config, parse_config
 from bridge.kube.client import KubeClient
 from bridge.kube.events import EventRecorder
 from bridge.logging import configure_logging
@@ -79,6 +79,7 @@ from tests.bench.scheduler import (
 )
 from tests.bench.slurm_fill import fill_finished_jobs
 from tests.integration.conftest import SlurmSandbox, load_sandbox, make_client
+from tests.integration.identities import component_kubeconfig
 
 HELD = {**SHARED, SLURMJOB_PREFIX + "priority": "0"}  # Slurm holds the job: nothing changes
 REPORT_EVERY = 0.2
@@ -325,13 +326,17 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     workers=args.workers,
                     poll_interval_s=args.poll,
                 )
-                kubeconfig = api.write_kubeconfig(Path(tmp) / "kubeconfig")
-                cfg_path = Path(tmp) / "bridge.yaml"
-                cfg = scheduler_config(sb, kubeconfig, args.workers, args.poll)
-                cfg["logLevel"] = "info"  # start-up and sweep timings in the children's logs
-                cfg_path.write_text(json.dumps(cfg))
+                # each child as the chart's ServiceAccount for it, with the chart's RBAC
+                paths: dict[str, Path] = {}
+                for role in ("scheduler", "controller"):
+                    kubeconfig = Path(tmp) / f"{role}.kubeconfig"
+                    cfg = scheduler_config(sb, kubeconfig, args.workers, args.poll)
+                    cfg["logLevel"] = "info"  # start-up and sweep timings in the children's logs
+                    await component_kubeconfig(kube, parse_config(cfg, env={}), role, kubeconfig)
+                    paths[role] = Path(tmp) / f"{role}.yaml"
+                    paths[role].write_text(json.dumps(cfg))
                 try:
-                    await phases(r, kube, cfg_path)
+                    await phases(r, kube, paths["scheduler"], paths["controller"])
                 finally:
                     jobs |= job_ids_of(api)
                     await cancel_all(slurm, jobs)
@@ -341,11 +346,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     return {k: out.get(k) for k in KEYS} | {k: v for k, v in out.items() if k not in KEYS}
 
 
-async def phases(r: Run, kube: KubeClient, cfg_path: Path) -> None:
+async def phases(r: Run, kube: KubeClient, sched_cfg: Path, ctl_cfg: Path) -> None:
     a, out = r.args, r.out
-    async with controller_proc(cfg_path) as ctl:
+    async with controller_proc(ctl_cfg) as ctl:
         t0 = time.monotonic()
-        async with scheduler_proc(cfg_path) as sched:
+        async with scheduler_proc(sched_cfg) as sched:
             await wait_child(sched, "the scheduler", a.limit)
             await wait_synced(ctl, "the controller", a.limit)
             out["startup_s"] = round(time.monotonic() - t0, 1)
@@ -377,7 +382,7 @@ async def phases(r: Run, kube: KubeClient, cfg_path: Path) -> None:
             progress("scheduler killed")
         await create_pods(kube, [bench_pod("probe")], 1)
         t0 = time.monotonic()
-        async with scheduler_proc(cfg_path) as sched:
+        async with scheduler_proc(sched_cfg) as sched:
             # A pod created once the restarted scheduler has listed the pods: no earlier
             # scheduler can have made a job for it, so it need not wait for the sweep.
             await wait_child(sched, "the restarted scheduler", a.limit)
@@ -393,7 +398,7 @@ async def phases(r: Run, kube: KubeClient, cfg_path: Path) -> None:
             await ctl.proc.wait()
             progress(f"restart_ready_s {out['restart_ready_s']}; controller killed")
     t0 = time.monotonic()
-    async with controller_proc(cfg_path) as ctl:
+    async with controller_proc(ctl_cfg) as ctl:
         await wait_synced(ctl, "the restarted controller", a.limit)
         out["controller_restart_synced_s"] = round(ctl.last["t"] - t0, 2)
         await until("its first resync", lambda: bool(ctl.last.get("resynced")), a.limit)

@@ -52,6 +52,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from bridge.config import parse_config
 from bridge.errors import SlurmError
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import PODGROUPS, PODS
@@ -66,6 +69,7 @@ from sandbox.kubeapi.faults import RequestLog
 from sandbox.kubeapi.server import SANDBOX_TOKEN, SandboxApiServer
 from tests.bench.slurm_proxy import AllocateKillProxy
 from tests.integration.conftest import SlurmSandbox, load_sandbox, make_client
+from tests.integration.identities import component_kubeconfig
 from tests.integration.sched_proc import (
     NS,
     SchedulerProcess,
@@ -406,7 +410,7 @@ async def run(
     rng.shuffle(groups)
     async with SandboxApiServer(nodes=list(sb.external_nodes), kubelet=True) as api:
         api.request_log = RequestLog(size=50 * pods + 100_000)
-        kubeconfig = api.write_kubeconfig(work / "kubeconfig")
+        kubeconfig = work / "scheduler.kubeconfig"  # the chart's ServiceAccount, below
         proxy = AllocateKillProxy(sb.rest_url, lambda: None)
         await proxy.start()
         config = write_scheduler_config(
@@ -417,6 +421,8 @@ async def run(
             KubeClient.for_host(api.url, token=SANDBOX_TOKEN, request_timeout=30) as kube,
             make_client(sb) as slurm,
         ):
+            cfg = parse_config(yaml.safe_load(config.read_text()), env={})
+            await component_kubeconfig(kube, cfg, "scheduler", kubeconfig)
             driver = Driver(
                 sb, api, kube, slurm, sched, groups, rng, kills, window, proxy, allocate_kills
             )

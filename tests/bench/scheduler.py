@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.clock import SystemClock
-from bridge.config import load_config
+from bridge.config import load_config, parse_config
 from bridge.errors import SlurmError
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import PODGROUPS, PODS
@@ -71,6 +71,7 @@ from tests.integration.conftest import (
     make_client,
     sandbox_config_data,
 )
+from tests.integration.identities import component_kubeconfig
 from tests.waiting import eventually
 
 NS = "slurm-bridge"
@@ -463,10 +464,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 await cancel_all(slurm, raw["job_ids"])
 
                 # 2..4 with the scheduler running
+                # the scheduler as the chart's ServiceAccount, with the chart's RBAC
                 cfg_path = Path(tmp) / "scheduler.yaml"
-                cfg_path.write_text(
-                    json.dumps(scheduler_config(sb, kubeconfig, args.workers, args.poll))
-                )
+                sched_kc = Path(tmp) / "scheduler.kubeconfig"
+                cfg = scheduler_config(sb, sched_kc, args.workers, args.poll)
+                await component_kubeconfig(kube, parse_config(cfg, env={}), "scheduler", sched_kc)
+                cfg_path.write_text(json.dumps(cfg))
                 async with child("--role", "scheduler", "--config", str(cfg_path)) as sched:
                     await wait_child(sched, "the scheduler", 60)
                     before, own = dict(sched.last), os.times()
