@@ -259,3 +259,28 @@ async def test_resource_claim_allocation_needs_the_synthetic_binding_subresource
     status, body = await call(srv, "PATCH", f"{claims}/c/status", patch, token=token,
                               content_type="application/merge-patch+json")  # fmt: skip
     assert status == 200, body
+
+
+async def test_a_namespace_object_is_in_its_own_namespace_and_url_prefixes_match(
+    srv: SandboxApiServer,
+) -> None:
+    """As kube's RequestInfo: GET /api/v1/namespaces/<ns> is in namespace <ns> (a
+    RoleBinding there may grant it); nonResourceURLs ``/metrics/*`` is a prefix."""
+    token = await _sa_token(srv, "default", "bot")
+    await _grant(
+        srv, "see-own-namespace",
+        [{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]}],
+        _sa("default", "bot"), namespace="default",
+    )  # fmt: skip
+    assert (await call(srv, "GET", "/api/v1/namespaces/default", token=token))[0] == 200
+    assert (await call(srv, "GET", "/api/v1/namespaces/kube-system", token=token))[0] == 403
+    await _grant(
+        srv, "metrics-reader", [{"nonResourceURLs": ["/metrics/*"], "verbs": ["get"]}],
+        _sa("default", "bot"),
+    )  # fmt: skip
+    ask = {"spec": {"nonResourceAttributes": {"path": "/metrics/cadvisor", "verb": "get"}}}
+    _, review = await call(srv, "POST", SSAR, ask, token=token)
+    assert review["status"]["allowed"] is True
+    ask["spec"]["nonResourceAttributes"]["path"] = "/metrics"
+    _, review = await call(srv, "POST", SSAR, ask, token=token)
+    assert review["status"]["allowed"] is False
