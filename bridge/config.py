@@ -187,6 +187,10 @@ class BridgeConfig(_Section):
     # --- Slurm REST ---
     slurm_api_version: str = "auto"
     slurm_token_file: Path = Path("/var/run/secrets/slurm/auth-token")
+    # PEM file of the CA(s) that signed slurmrestd's certificate, for an https://
+    # slurmRestApi (none: the system's trust store). Certificates and host names are always
+    # verified: there is no "skip verify".
+    slurm_ca_file: Path | None = None
     slurm_user_name: str | None = None
     slurm_request_timeout_seconds: float = Field(default=10.0, gt=0)
     slurm_poll_interval_seconds: float = Field(default=0.25, gt=0)
