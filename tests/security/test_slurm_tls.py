@@ -83,8 +83,10 @@ async def test_https_slurmrestd_with_an_untrusted_certificate_fails_clearly_with
     assert "slurmCaFile" in text
     assert proxy.url in text
     token = sandbox.jwt_file.read_text().strip()
-    assert token and token not in text
-    assert info.value.__context__ is None and info.value.__cause__ is None
+    assert token
+    assert token not in text
+    assert info.value.__context__ is None
+    assert info.value.__cause__ is None
 
 
 def test_an_unreadable_ca_file_is_a_config_error_naming_the_key(tmp_path: Path) -> None:
