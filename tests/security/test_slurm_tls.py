@@ -36,8 +36,7 @@ async def proxy(sandbox: SlurmSandbox, server_ca: trustme.CA) -> AsyncIterator[T
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     server_ca.issue_cert("localhost", "127.0.0.1").configure_cert(ctx)
     up = urlsplit(sandbox.rest_url)
-    assert up.hostname and up.port, sandbox.rest_url
-    tls = TlsProxy(ctx, (up.hostname, up.port))
+    tls = TlsProxy(ctx, (up.hostname or "127.0.0.1", up.port or 6820))
     await tls.start()
     try:
         yield tls
@@ -52,9 +51,7 @@ def ca_file(ca: trustme.CA, tmp_path: Path, name: str) -> Path:
 
 
 def client(sb: SlurmSandbox, url: str, ca: Path | None) -> SlurmClient:
-    return SlurmClient(
-        url, TokenProvider(sb.jwt_file, sb.user), ca_file=ca, retry_attempts=1
-    )
+    return SlurmClient(url, TokenProvider(sb.jwt_file, sb.user), ca_file=ca, retry_attempts=1)
 
 
 @pytest.mark.slurm
@@ -119,9 +116,7 @@ def test_loopback_urls_are_told_apart(url: str, loopback: bool) -> None:
 
 def test_http_to_another_host_is_a_warning_when_the_client_is_built(tmp_path: Path) -> None:
     def built(url: str) -> list[dict[str, object]]:
-        cfg = parse_config(
-            {"slurmRestApi": url, "slurmTokenFile": str(tmp_path / "jwt")}, env={}
-        )
+        cfg = parse_config({"slurmRestApi": url, "slurmTokenFile": str(tmp_path / "jwt")}, env={})
         with structlog.testing.capture_logs() as logs:
             SlurmClient.from_config(cfg)
         return [e for e in logs if e["event"] == "slurm_plaintext_url"]

@@ -21,9 +21,7 @@ class TlsProxy:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(
-            self._serve, "127.0.0.1", 0, ssl=self.server_ctx
-        )
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.server_ctx)
         port = self._server.sockets[0].getsockname()[1]
         self.url = f"https://localhost:{port}"
 
