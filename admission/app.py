@@ -29,6 +29,10 @@ from bridge.ops import OpsServer, readiness
 
 # the longest request line and header line the webhook reads (aiohttp's default)
 MAX_HEAD_LINE_BYTES = 8190
+# After an answer sent before the whole body arrived (408, 413), the rest of the body is
+# read and dropped for at most this long (so the client sees the answer), then the
+# connection is closed. aiohttp's default, 10 s, would let a slow body hold it that long.
+LINGER_SECONDS = 1.0
 
 
 def _bound_port(site: web.TCPSite) -> int:
@@ -86,6 +90,7 @@ class AdmissionServer:
             keepalive_timeout=self.cfg.admission.header_read_timeout_seconds,
             max_line_size=MAX_HEAD_LINE_BYTES,
             max_field_size=MAX_HEAD_LINE_BYTES,
+            lingering_time=LINGER_SECONDS,
         )
         await runner.setup()
         self._runners.append(runner)

@@ -90,7 +90,10 @@ class _Handler:
         self.deps.metrics.observe(self.endpoint, "", "", result, time.perf_counter() - started)
         message = clip(message, LOG_MESSAGE_CHARS)
         self.log.info("admission_bad_request", endpoint=self.endpoint, status=status, error=message)
-        return web.json_response({"error": message}, status=status)
+        response = web.json_response({"error": message}, status=status)
+        if status in (408, 413):
+            response.force_close()  # the rest of the body was not read: the stream is spent
+        return response
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         started = time.perf_counter()
