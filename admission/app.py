@@ -81,9 +81,10 @@ class AdmissionServer:
         self.log = get_logger("admission")
 
     async def _listen(self, app: web.Application, port: int, ssl_ctx: Any = None) -> int:
-        # aiohttp's keep-alive timer also runs from the moment a connection opens: a client
-        # that has not sent a whole request head by then (slowloris) is dropped, as is an
-        # idle keep-alive connection. The TLS handshake has asyncio's own 60 s bound.
+        # aiohttp's keep-alive timer also runs from the moment a connection opens (since
+        # aio-libs/aiohttp#13681, hence pyproject's floor): a client that has not sent a whole
+        # request head by then (slowloris) is dropped, as is an idle keep-alive connection.
+        # The TLS handshake has asyncio's own 60 s bound.
         runner = web.AppRunner(
             app,
             access_log=None,
