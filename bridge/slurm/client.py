@@ -2,9 +2,12 @@
 
 One :class:`SlurmClient` owns one aiohttp session; use it as an async context manager.
 Every request carries a fresh JWT from :class:`~bridge.slurm.token.TokenProvider` and a
-timeout (``slurmRequestTimeoutSeconds``). Answers are decoded by the pure codec of the
-chosen API version (``slurmApiVersion``: pinned, or ``auto`` = the newest of
-v0.0.45/44/43 that the server's ``/openapi/v3`` document lists; read once, cached).
+timeout (``slurmRequestTimeoutSeconds``). An ``https://`` URL is always verified
+(certificate and host name, against ``slurmCaFile`` or the system trust store);
+:meth:`SlurmClient.from_config` logs ``slurm_plaintext_url`` for ``http://`` to a host that
+is not loopback. Answers are decoded by the pure codec of the chosen API version
+(``slurmApiVersion``: pinned, or ``auto`` = the newest of v0.0.45/44/43 that the server's
+``/openapi/v3`` document lists; read once, cached).
 
 Errors are classified only by :func:`bridge.errors.classify_slurm_error` (HTTP status and
 Slurm error numbers, never text).

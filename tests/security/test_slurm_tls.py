@@ -134,3 +134,17 @@ def test_slurm_ca_file_is_a_config_key_with_an_env_override(tmp_path: Path) -> N
     cfg = parse_config({}, env={"SLURM_BRIDGE_SLURM_CA_FILE": str(tmp_path / "ca.pem")})
     assert cfg.slurm_ca_file == tmp_path / "ca.pem"
     assert parse_config({}, env={}).slurm_ca_file is None
+
+
+@pytest.mark.slurm
+async def test_https_to_a_plain_http_slurmrestd_fails_the_handshake_clearly(
+    sandbox: SlurmSandbox,
+) -> None:
+    plain = urlsplit(sandbox.rest_url)
+    url = f"https://{plain.hostname}:{plain.port}"
+    async with client(sandbox, url, None) as slurm:
+        with pytest.raises(SlurmUnavailable) as info:
+            await slurm.diag()
+    assert f"TLS handshake with {url} failed" in str(info.value)
+    token = sandbox.jwt_file.read_text().strip()
+    assert token not in f"{info.value} {info.value!r}"
