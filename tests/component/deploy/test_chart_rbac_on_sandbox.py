@@ -1,0 +1,82 @@
+"""The chart's rendered RBAC, applied to the sandbox API server (which authorizes like
+kube-apiserver 1.36), lets each component make the writes it makes, and nothing more:
+the scheduler writes a ResourceClaim's allocation (which needs ``resourceclaims/binding``
+since Kubernetes 1.36), the controller takes a pod out of ``reservedFor``, the admission
+webhook only reads namespaces. This test fails on a chart without
+``resourceclaims/binding``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from chart_helpers import Helm
+
+from bridge.errors import KubeForbidden
+from bridge.kube.client import KubeClient
+from bridge.kube.resources import NAMESPACES, PODS, Resource
+from sandbox import chart_rbac
+from sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
+
+CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True)
+NS = "team"
+CLAIM = {
+    "metadata": {"name": "c"},
+    "spec": {
+        "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}
+    },
+}
+ALLOCATION = {"devices": {"results": [{"request": "gpu", "driver": "gpu.nvidia.com",
+                                       "pool": "n0", "device": "gpu-0"}]}}  # fmt: skip
+CONSUMER = {"resource": "pods", "name": "p", "uid": "u-1"}
+
+
+@pytest.fixture
+async def admin() -> AsyncIterator[KubeClient]:
+    async with (
+        SandboxApiServer(port=0, resourceclaim_controller=False) as srv,
+        KubeClient.for_host(srv.url, request_timeout=5, token=SANDBOX_TOKEN) as kube,
+    ):
+        await kube.create(NAMESPACES, {"metadata": {"name": NS}})
+        yield kube
+
+
+async def as_component(admin: KubeClient, helm: Helm, component: str) -> KubeClient:
+    ids = chart_rbac.render(helm=helm.binary)
+    await chart_rbac.apply(admin, ids)
+    token = await chart_rbac.service_account_token(admin, *ids.service_accounts[component])
+    return KubeClient.for_host(str(admin.configuration.host), request_timeout=5, token=token)
+
+
+async def patch_status(kube: KubeClient, status: dict[str, Any]) -> None:
+    await kube.patch(CLAIMS, "c", {"status": status}, namespace=NS, subresource="status")
+
+
+async def test_the_charts_scheduler_writes_a_claims_allocation_and_reservation(
+    admin: KubeClient, helm: Helm
+) -> None:
+    await admin.create(CLAIMS, CLAIM, NS)
+    async with await as_component(admin, helm, "scheduler") as sched:
+        await patch_status(sched, {"allocation": ALLOCATION, "reservedFor": [CONSUMER]})
+    claim = await admin.get(CLAIMS, "c", NS)
+    assert claim["status"]["reservedFor"] == [CONSUMER]
+
+
+async def test_the_charts_controller_releases_a_claim(admin: KubeClient, helm: Helm) -> None:
+    await admin.create(CLAIMS, CLAIM, NS)
+    await patch_status(admin, {"allocation": ALLOCATION, "reservedFor": [CONSUMER]})
+    async with await as_component(admin, helm, "controller") as ctl:
+        await patch_status(ctl, {"allocation": None, "reservedFor": None})
+    assert not (await admin.get(CLAIMS, "c", NS)).get("status", {}).get("allocation")
+
+
+async def test_the_charts_admission_webhook_may_only_get_namespaces(
+    admin: KubeClient, helm: Helm
+) -> None:
+    async with await as_component(admin, helm, "admission") as adm:
+        assert (await adm.get(NAMESPACES, NS))["metadata"]["name"] == NS
+        with pytest.raises(KubeForbidden, match='cannot list resource "namespaces"'):
+            await adm.list(NAMESPACES)
+        with pytest.raises(KubeForbidden, match='cannot list resource "pods"'):
+            await adm.list(PODS, NS)
