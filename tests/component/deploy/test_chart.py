@@ -33,6 +33,8 @@ SCENARIOS = [
 # ---------------------------------------------------------------- the RBAC contract
 READ = frozenset({"get", "list", "watch"})
 PATCH = frozenset({"patch"})
+GET = frozenset({"get"})
+LIST = frozenset({"list"})
 # Every write of the bridge is a PATCH (verb "patch") except the Lease's PUT ("update").
 # DRA writes need resourceclaims/binding too (Kubernetes 1.36,
 # DRAResourceClaimGranularStatusAuthorization).
@@ -44,15 +46,15 @@ EXPECTED_RULES: dict[str, dict[tuple[str, str], frozenset[str]]] = {
         ("", "nodes"): READ,
         ("", "namespaces"): READ,
         ("", "events"): frozenset({"create", "patch"}),
-        ("scheduling.x-k8s.io", "podgroups"): READ,
-        ("scheduling.k8s.io", "podgroups"): READ,
-        ("jobset.x-k8s.io", "jobsets"): READ,
-        ("leaderworkerset.x-k8s.io", "leaderworkersets"): READ,
-        ("batch", "jobs"): READ,
-        ("resource.k8s.io", "deviceclasses"): READ,
-        ("resource.k8s.io", "resourceslices"): READ,
-        ("resource.k8s.io", "resourceclaimtemplates"): READ,
-        ("resource.k8s.io", "resourceclaims"): READ | {"create", "patch"},
+        ("scheduling.x-k8s.io", "podgroups"): GET,
+        ("scheduling.k8s.io", "podgroups"): GET,
+        ("jobset.x-k8s.io", "jobsets"): GET,
+        ("leaderworkerset.x-k8s.io", "leaderworkersets"): GET,
+        ("batch", "jobs"): GET,
+        ("resource.k8s.io", "deviceclasses"): LIST,
+        ("resource.k8s.io", "resourceslices"): LIST,
+        ("resource.k8s.io", "resourceclaimtemplates"): LIST,
+        ("resource.k8s.io", "resourceclaims"): frozenset({"get", "list", "create", "patch"}),
         ("resource.k8s.io", "resourceclaims/status"): PATCH,
         ("resource.k8s.io", "resourceclaims/binding"): PATCH,
     },
