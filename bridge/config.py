@@ -366,8 +366,9 @@ def _validate(data: dict[str, Any]) -> tuple[BridgeConfig | None, list[Problem]]
         except ValidationError as e:
             errors = e.errors()
             problems += [_field_problem(err) for err in errors]
+            # (an entry can already be gone with an earlier one's container)
             removed = [_without(rest, err["loc"]) for err in errors]
-            if not all(removed):
+            if not any(removed):
                 return None, problems
 
 

@@ -141,6 +141,17 @@ def test_every_error_is_reported_at_once_each_naming_its_key_and_reason() -> Non
         assert f"config key {key!r}: {reason}" in str(err.value)
 
 
+def test_two_errors_in_one_list_are_both_reported_and_the_rest_still_cross_checked() -> None:
+    selector = {"matchExpressions": [{"key": "a", "operator": "Is"}, {"operator": "In"}]}
+    with pytest.raises(ConfigError) as err:
+        parse_config({"managedNamespaceSelector": selector, "retryPeriodSeconds": 10})
+    assert [k for k, _ in err.value.problems] == [
+        "managedNamespaceSelector.matchExpressions.0.operator",
+        "managedNamespaceSelector.matchExpressions.1.key",
+        "retryPeriodSeconds",
+    ]
+
+
 def test_cross_field_checks_skip_keys_already_in_error() -> None:
     # a bad leaseDurationSeconds is reported once, not again as a conflict with its default
     with pytest.raises(ConfigError) as err:
