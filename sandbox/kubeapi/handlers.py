@@ -140,7 +140,11 @@ class Handlers:
                 return await self.sandbox(request, parts[1:])
             except ApiError as e:
                 return error_response(e)
-        caller = self.srv.tokens.authenticate(request.headers.get("Authorization"))
+        try:
+            caller = self.srv.tokens.authenticate(request.headers.get("Authorization"))
+        except ApiError as e:  # 401: before anything else, as kube-apiserver
+            self._log(request, e.code)
+            return error_response(e)
         fault = self.srv.faults.take(request.method, request.path, caller.username)
         if fault is not None:
             if fault.delay:
@@ -155,20 +159,16 @@ class Handlers:
                 reason = _REASONS.get(fault.status, "InternalError")
                 return error_response(ApiError(fault.status, reason, f"injected fault {reason}"))
         try:
-            request[USER] = self.authenticate_and_authorize(request)
+            self.srv.authorizer.require(
+                rbac.request_attributes(caller, request.method, request.path, request.query)
+            )
+            request[USER] = caller
             resp = await self.route(request, parts)
         except ApiError as e:
             resp = error_response(e)
         if not getattr(resp, "_sandbox_logged", False):
             self._log(request, resp.status)
         return resp
-
-    def authenticate_and_authorize(self, request: web.Request) -> UserInfo:
-        """The caller (401 on a bad token), allowed to make this request (else 403)."""
-        user = self.srv.tokens.authenticate(request.headers.get("Authorization"))
-        attrs = rbac.request_attributes(user, request.method, request.path, request.query)
-        self.srv.authorizer.require(attrs)
-        return user
 
     def _log(self, request: web.Request, status: int) -> None:
         self.srv.request_log.add(

@@ -217,6 +217,23 @@ async def test_watch_consumer_misses_no_event_across_forced_410s_and_dropped_con
             seen.add((ev.key, ev.object["metadata"]["resourceVersion"]))
 
     watcher_user = "system:serviceaccount:default:watcher"
+    # RBAC: the watcher may list and watch pods in default, as a real one would be granted
+    rbac_group = "rbac.authorization.k8s.io"
+    role = {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}
+    sandbox.api.create(
+        sandbox.api.resolve(rbac_group, "v1", "roles"),
+        "default",
+        {"metadata": {"name": "pod-watcher"}, "rules": [role]},
+    )
+    sandbox.api.create(
+        sandbox.api.resolve(rbac_group, "v1", "rolebindings"),
+        "default",
+        {
+            "metadata": {"name": "pod-watcher"},
+            "roleRef": {"apiGroup": rbac_group, "kind": "Role", "name": "pod-watcher"},
+            "subjects": [{"kind": "ServiceAccount", "name": "watcher", "namespace": "default"}],
+        },
+    )
     via_proxy = KubeClient.for_host(
         proxy.url, request_timeout=5, token=sandbox.mint_token(watcher_user)
     )

@@ -14,7 +14,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from sandbox.kubeapi import SandboxApiServer
 
-from .helpers import ADMIN_HEADERS, NS, binding_body, eventually, pod_body
+from .helpers import ADMIN_HEADERS, NS, allow_everything, binding_body, eventually, pod_body
 
 
 async def _bind(core: client.CoreV1Api, pod: str, node: str) -> None:
@@ -64,6 +64,7 @@ async def test_fault_aimed_at_a_user_spares_every_other_callers_requests(
         assert (await core.list_namespaced_config_map(NS)).items == []
     assert fault.hits == 0
     token = srv.mint_token("watcher")
+    allow_everything(srv, "watcher")
     headers = {"Authorization": f"Bearer {token}"}
     async with aiohttp.ClientSession() as s:
         url = f"{srv.url}/api/v1/namespaces/{NS}/configmaps"
