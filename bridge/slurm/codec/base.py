@@ -184,6 +184,13 @@ class Codec:
             job["shared"] = ["none"]
         if for_update:
             return job
+        # topology (v0.0.43-v0.0.45 share these shapes): set at submit only, as sbatch does
+        if spec.segment_size is not None:
+            job["segment_size"] = no_val(spec.segment_size)
+        if spec.required_switches is not None:
+            job["required_switches"] = no_val(spec.required_switches)
+        if spec.wait_for_switch_seconds is not None:
+            job["wait_for_switch"] = spec.wait_for_switch_seconds
         if spec.external:
             if spec.script is not None:
                 raise InvalidInput("script", "an external (placeholder) job must have no script")
