@@ -50,6 +50,7 @@ EVENT_EXTERNAL_NODE_REGISTERED = "ExternalNodeRegistered"
 EVENT_EXTERNAL_NODE_NO_GPUS = "ExternalNodeGpusNotRegistered"
 EVENT_EXTERNAL_NODE_PARTITION = "ExternalNodePartitionMissing"
 EVENT_EXTERNAL_NODE_REJECTED = "ExternalNodeRejected"
+EVENT_EXTERNAL_NODE_TOPOLOGY = "ExternalNodeTopologyRejected"
 
 # --- user annotations (pod or group object) -------------------------------------------
 # Every key upstream accepts under slurmjob.slinky.slurm.net/; bridge.translate parses them.

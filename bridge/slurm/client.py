@@ -694,6 +694,12 @@ class SlurmClient:
         """Set a node's comment (the bridge marks the external nodes it registered)."""
         await self._update_node(name, lambda c: c.encode_node_comment(comment))
 
+    async def set_node_topology(self, name: str, topology: str) -> None:
+        """Set a node's ``Topology=`` (``topology_str``: ``net:block-0``, tree
+        ``net:spine:leaf-1``). Slurm refuses a block or topology that topology.yaml lacks
+        (2178, "Requested topology configuration is not available")."""
+        await self._update_node(name, lambda c: c.encode_node_topology(topology))
+
     async def add_node_to_partition(self, partition: str, node: str) -> bool:
         """Add ``node`` to the EXISTING ``partition`` (``scontrol update nodes+=``).
 

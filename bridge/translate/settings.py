@@ -26,6 +26,7 @@ class TranslateSettings(BaseModel):
     @classmethod
     def from_config(cls, config: BridgeConfig) -> TranslateSettings:
         s = config.scheduler
+        labels = config.topology.node_labels
         return cls(
             partition=config.partition,
             mcs_label=config.mcs_label or None,
@@ -37,5 +38,7 @@ class TranslateSettings(BaseModel):
                 levels=dict(config.topology.levels),
                 required_switch_wait_seconds=config.topology.required_switch_wait_seconds,
                 preferred_switch_wait_seconds=config.topology.preferred_switch_wait_seconds,
+                node_topology_name=labels.name if labels else None,
+                node_topology_labels=labels.labels if labels else (),
             ),
         )

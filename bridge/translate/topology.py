@@ -24,9 +24,11 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict, Field
 
 from bridge.errors import InvalidInput
+from bridge.translate import kobj
 from bridge.wellknown import (
     ANNOTATION_KUEUE_PREFERRED_TOPOLOGY,
     ANNOTATION_KUEUE_REQUIRED_TOPOLOGY,
+    ANNOTATION_TOPOLOGY_SPEC,
     slurmjob_annotation,
 )
 
@@ -38,6 +40,10 @@ SWITCHES_MAX = 65533
 # hours:minutes:seconds, days-hours, days-hours:minutes, days-hours:minutes:seconds
 _DURATION = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
 _DURATION_MAX_SECONDS = 365 * 86400
+# A node's Topology=: comma-separated <topology>:<unit>[:<unit>...] (tree: the switches
+# from the top down to the leaf). Slurm's names: letters, digits, "_", ".", "-".
+_NAME = r"[A-Za-z0-9_.-]+"
+_NODE_TOPOLOGY = re.compile(rf"^{_NAME}(:{_NAME})+(,{_NAME}(:{_NAME})+)*$")
 _LABEL_KEY = re.compile(
     r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
@@ -71,6 +77,9 @@ class TopologyPolicy(BaseModel):
     levels: dict[str, str] = Field(default_factory=dict)  # label -> "block" | "switch"
     required_switch_wait_seconds: int = 86400
     preferred_switch_wait_seconds: int = 60
+    # a node's Topology= from its labels (topology.nodeLabels): topology name, labels
+    node_topology_name: str | None = None
+    node_topology_labels: tuple[str, ...] = ()
 
 
 def slurm_duration(text: str, field: str, obj: str | None) -> int:
@@ -218,3 +227,35 @@ def topology_request(
         else policy.preferred_switch_wait_seconds
     )
     return TopologyRequest(required_switches=1, wait_for_switch_seconds=wait)
+
+
+def node_topology(node: Mapping[str, object], policy: TopologyPolicy) -> str | None:
+    """A Kubernetes node's place in Slurm's topology, as Slurm's ``Topology=`` string, or
+    None when it names none. The annotation ``topology.slinky.slurm.net/spec`` (upstream's,
+    verbatim) wins; else ``<node_topology_name>:<label value>...`` when the node carries
+    every label of ``node_topology_labels`` (outermost first). InvalidInput names a bad
+    annotation or label value."""
+    where = kobj.describe(node, "Node")
+    annotated = kobj.annotations(node).get(ANNOTATION_TOPOLOGY_SPEC)
+    if annotated is not None:
+        text = str(annotated).strip()
+        if not _NODE_TOPOLOGY.match(text):
+            raise InvalidInput(
+                f"metadata.annotations[{ANNOTATION_TOPOLOGY_SPEC}]",
+                f"{annotated!r} is not a Slurm topology string "
+                '(<topology>:<block or switch>[:<switch>...], e.g. "net:block-0")',
+                where,
+            )
+        return text
+    if policy.node_topology_name is None or not policy.node_topology_labels:
+        return None
+    labels = kobj.labels(node)
+    values = [labels.get(k) for k in policy.node_topology_labels]
+    if any(v is None or v == "" for v in values):
+        return None
+    for key, value in zip(policy.node_topology_labels, values, strict=True):
+        if not re.fullmatch(_NAME, str(value)):
+            raise InvalidInput(
+                f"metadata.labels[{key}]", f"{value!r} is not a Slurm topology unit name", where
+            )
+    return ":".join([policy.node_topology_name, *(str(v) for v in values)])

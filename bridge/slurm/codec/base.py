@@ -268,6 +268,10 @@ class Codec:
         """``POST /node/{name}`` body that sets only the node's comment."""
         return {"comment": comment}
 
+    def encode_node_topology(self, topology: str) -> Json:
+        """``POST /node/{name}`` body that sets only the node's Topology= (v0.0.43+)."""
+        return {"topology_str": topology}
+
     def encode_partition_nodes(self, partition: str, change: str) -> Json:
         """``POST /partitions/`` body changing one partition's node list.
 
@@ -506,6 +510,7 @@ class Codec:
             hostname=_s(n.get("hostname")),
             comment=_s(n.get("comment")),
             tres=_s(n.get("tres")),
+            topology=_s(n.get("topology")),
         )
 
     def decode_nodes(self, body: Any) -> tuple[SlurmNode, ...]:
