@@ -7,9 +7,9 @@ tests' sandbox dir + ``-topology``) on its own ports (the sandbox's + 40), so it
 touches the cluster the other tests share; the root comes from the tests' sandbox's cached
 tarball when there is one (a hard link: no 60 s debootstrap).
 
-:func:`topology_sandbox` uses the sandbox ``SLURM_SANDBOX_TOPOLOGY_ENV`` names when set (an
-env file of a sandbox started with ``--topology tree:2x4``), else starts and, at the end,
-stops its own.
+:func:`topology_sandbox` uses the sandbox ``SLURM_SANDBOX_TOPOLOGY_ENV`` or
+``SLURM_SANDBOX_ENV`` names when that is a ``--topology tree:2x4`` sandbox (its env file
+says ``SLURM_TOPOLOGY=tree:2x4``), else starts and, at the end, stops its own.
 """
 
 from __future__ import annotations
@@ -63,13 +63,13 @@ def _cli(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]
 
 @contextlib.contextmanager
 def topology_sandbox(environ: Mapping[str, str] | None = None) -> Iterator[Path]:
-    """The env file of a tree:2x4 sandbox: ``$SLURM_SANDBOX_TOPOLOGY_ENV``, else one of its
-    own, started here and stopped on exit (RuntimeError with Slurm's output if it fails)."""
+    """The env file of a tree:2x4 sandbox: one the environment names, else one of its own,
+    started here and stopped on exit (RuntimeError with Slurm's output if it fails)."""
     env = dict(os.environ if environ is None else environ)
-    given = env.get(ENV_TOPOLOGY)
-    if given:
-        yield Path(given)
-        return
+    for given in (env.get(ENV_TOPOLOGY), env.get(ENV_FILE)):
+        if given and Path(given).is_file() and topology_of(Path(given)) == TOPOLOGY:
+            yield Path(given)
+            return
     base_dir, ports = _base(env)
     own = base_dir.with_name(base_dir.name + "-topology")
     cached = base_dir / "cache" / "sid-root.tar.zst"
