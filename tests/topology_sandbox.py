@@ -62,12 +62,16 @@ def _cli(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]
 
 
 @contextlib.contextmanager
-def topology_sandbox(environ: Mapping[str, str] | None = None) -> Iterator[Path]:
-    """The env file of a tree:2x4 sandbox: one the environment names, else one of its own,
-    started here and stopped on exit (RuntimeError with Slurm's output if it fails)."""
+def topology_sandbox(
+    environ: Mapping[str, str] | None = None, topology: str = TOPOLOGY
+) -> Iterator[Path]:
+    """The env file of a ``topology`` (default tree:2x4) sandbox: one the environment
+    names, else one of its own, started here and stopped on exit (RuntimeError with
+    Slurm's output if it fails). Every topology shares the one dir and ports: one at a
+    time (``up`` with another topology reconfigures it)."""
     env = dict(os.environ if environ is None else environ)
     for given in (env.get(ENV_TOPOLOGY), env.get(ENV_FILE)):
-        if given and Path(given).is_file() and topology_of(Path(given)) == TOPOLOGY:
+        if given and Path(given).is_file() and topology_of(Path(given)) == topology:
             yield Path(given)
             return
     base_dir, ports = _base(env)
@@ -94,7 +98,7 @@ def topology_sandbox(environ: Mapping[str, str] | None = None) -> Iterator[Path]
         "--node-gpus",
         "0",
         "--topology",
-        TOPOLOGY,
+        topology,
     )
     if up.returncode != 0:
         raise RuntimeError(f"topology sandbox did not start: {up.stderr[-2000:]}")
