@@ -123,10 +123,17 @@ class Ended:
 Decision = Wait | Reject | Submit | Update | Cancel | Bind | Pending | Ended
 
 
+# JobSpec fields newer than the hashes pending jobs carry: left out while unset, so a job
+# without a topology request keeps its hash across the upgrade (no Update of every
+# pending job).
+_HASHED_WHEN_SET = ("segment_size", "required_switches", "wait_for_switch_seconds")
+
+
 def spec_hash(spec: JobSpec) -> str:
     """A short stable hash of everything Slurm-relevant in ``spec`` (not the comment,
     which carries the hash itself)."""
-    data = spec.model_dump_json(exclude={"comment"})
+    unset = {f for f in _HASHED_WHEN_SET if getattr(spec, f) is None}
+    data = spec.model_dump_json(exclude={"comment", *unset})
     return hashlib.sha256(data.encode()).hexdigest()[:12]
 
 

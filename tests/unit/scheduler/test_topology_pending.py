@@ -62,3 +62,10 @@ def test_slurms_topology_reason_is_shown_as_slurm_words_it() -> None:
     msg = pending_message(job, BASE.model_copy(update={"segment_size": 4}))
     assert msg.startswith("Slurm job 7 is pending: No suitable topology unit found; ")
     assert pending_reason(msg, 7) == "No suitable topology unit found"
+
+
+def test_a_job_without_a_topology_request_keeps_the_hash_it_had_before_topology() -> None:
+    """Pending jobs carry their spec hash; a new field must not make them all "changed"."""
+    spec = JobSpec(name="g", min_nodes=4, tasks=4, excluded_nodes=("a",), priority=3)
+    assert spec_hash(spec) == "3b4e352627f6"  # as computed before the topology fields
+    assert spec_hash(spec.model_copy(update={"segment_size": 4})) != spec_hash(spec)
