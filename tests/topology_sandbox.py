@@ -22,7 +22,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from bridge.sandbox.slurm import (
+from sandbox.slurm.launcher import (
     ENV_DIR,
     ENV_FILE,
     PORT_ENV,

@@ -45,9 +45,9 @@ from bridge.kube.client import KubeClient
 from bridge.kube.resources import PODGROUPS, PODS
 from bridge.logging import configure_logging
 from bridge.models import JobSpec
-from bridge.sandbox.kubeapi import SandboxApiServer
 from bridge.slurm.client import SlurmClient
 from bridge.wellknown import ANNOTATION_KUEUE_REQUIRED_TOPOLOGY, LABEL_JOB_ID, LABEL_POD_GROUP
+from sandbox.kubeapi import SandboxApiServer
 from scheduler.app import run_scheduler
 from scheduler.core import Scheduler
 from tests.bench.scheduler import CountingSlurmClient

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bridge.errors import ConfigError
-from bridge.sandbox.slurm import (
+from sandbox.slurm.launcher import (
     Settings,
     Topology,
     build_parser,
