@@ -23,7 +23,7 @@ from bridge.kube.watch import Watcher, WatchEvent
 from bridge.logging import configure_logging
 from bridge.ops import component_ops
 from bridge.slurm.client import SlurmClient
-from scheduler.core import Scheduler
+from scheduler.cycle import Scheduler
 
 log = structlog.get_logger("scheduler.app")
 LEASE_NAME = "slurm-bridge-scheduler"
@@ -78,7 +78,7 @@ async def run_scheduler(
         # then the sweep (every job's state: 10-30 s of slurmrestd at a busy site, which
         # slowed the node list asked beside it as much). The sweep runs beside the initial
         # lists and the workers; until it ends only groups that cannot have a job yet are
-        # submitted (Scheduler._may_submit), the others wait for it.
+        # submitted (scheduler.jobs.SlurmJobs.may_create), the others wait for it.
         nodes_read = tg.create_task(sched.refresh_slurm_nodes())
 
         async def sweep_after_nodes() -> None:
