@@ -108,7 +108,7 @@ async def run_scheduler(
     nodes_synced, ns_synced, pods_synced = asyncio.Event(), asyncio.Event(), asyncio.Event()
     async with asyncio.TaskGroup() as tg:
         # Slurm's nodes before any submit (excluded_nodes may only name nodes it knows),
-        # then the sweep (every job's state: 10-30 s of slurmrestd at a busy site, which
+        # then the sweep (every job's state: long at a busy site, docs/benchmarks.md, and it
         # slowed the node list asked beside it as much). The sweep runs beside the initial
         # lists and the workers; until it ends only groups that cannot have a job yet are
         # submitted (scheduler.jobs.SlurmJobs.may_create), the others wait for it.

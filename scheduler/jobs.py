@@ -182,8 +182,8 @@ class SlurmJobs:
 
     def _count_pending(self, job: SlurmJob, *, held: bool = False) -> None:
         """Count a followed pending job as holding its partition back, unless it is held:
-        Slurm starts an immediate job ahead of a held one (measured on 26.05: a job at
-        priority 0, JobHeldUser, did not stop job/allocate in its partition)."""
+        Slurm starts an immediate job ahead of a held one (on 26.05 a job at priority 0,
+        JobHeldUser, did not stop job/allocate in its partition)."""
         part = self._job_partition.get(job.job_id)
         if part is None:
             return
