@@ -310,6 +310,9 @@ class DraAllocator:
         for claim, entry, reqs in todo:
             if claim is None:
                 claim = await self._create_extended(pod, reqs)
+                # kept at once: a retry after a failed status write finds it (never a
+                # second one), whether or not the watch has brought it yet
+                known[(ns, kobj.name(claim))] = claim
             elif DELETE_PROTECTION not in (kobj.get(claim, "metadata", "finalizers") or []):
                 claim = await self.kube.add_finalizer(
                     RESOURCE_CLAIMS, kobj.name(claim), DELETE_PROTECTION, ns

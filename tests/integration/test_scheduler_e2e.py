@@ -267,7 +267,8 @@ async def test_new_pod_is_bound_during_the_start_up_sweep_but_listed_ones_wait_f
     for name in ("listed", "late-0"):
         assert not has_job(await bridge.get_pod(name))
     assert not bridge.sched.swept
-    assert {"Pod/slurm-bridge/listed", "PodGroup/slurm-bridge/late"} <= bridge.sched.jobs.after_sweep
+    waiting = bridge.sched.jobs.after_sweep
+    assert {"Pod/slurm-bridge/listed", "PodGroup/slurm-bridge/late"} <= waiting
 
     release.set()
     for name in ("listed", "late-0"):
