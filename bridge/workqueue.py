@@ -17,19 +17,9 @@ from collections import deque
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
-from bridge.clock import Clock
+from bridge.clock import Clock, backoff_delay
 
 K = TypeVar("K", bound=Hashable)
-
-# The backoff's exponent stops here: base * 2**BACKOFF_EXPONENT_MAX is far beyond any
-# max_backoff, and a float never overflows however many times a key fails (2.0**1024
-# raises OverflowError).
-BACKOFF_EXPONENT_MAX = 32
-
-
-def backoff_delay(base: float, failures: int, maximum: float) -> float:
-    """``base * 2**failures``, at most ``maximum``; defined for any number of failures."""
-    return float(min(base * 2.0 ** min(failures, BACKOFF_EXPONENT_MAX), maximum))
 
 
 class WorkQueue(Generic[K]):

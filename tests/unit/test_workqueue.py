@@ -1,10 +1,12 @@
 """The keyed work queue: dedup, one worker per key, requeue-after-done, capped backoff on
-the clock."""
+the clock (the same capped formula as the watches' reconnects)."""
 
 import asyncio
+import random
 
-from bridge.clock import FakeClock
-from bridge.workqueue import WorkQueue, backoff_delay
+from bridge.clock import FakeClock, backoff_delay
+from bridge.kube.watch import Backoff
+from bridge.workqueue import WorkQueue
 
 
 async def test_a_key_is_queued_once_however_often_it_is_added() -> None:
@@ -92,3 +94,9 @@ async def test_close_wakes_waiting_workers_with_none() -> None:
     await asyncio.sleep(0)
     q.close()
     assert await getter is None
+
+
+def test_a_watch_failing_thousands_of_times_in_a_row_waits_at_most_its_cap() -> None:
+    rng = random.Random(1)
+    backoff = Backoff(base=0.5, maximum=30.0)
+    assert backoff.delay(5_000, rng) <= 30.0
