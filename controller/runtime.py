@@ -23,7 +23,7 @@ from bridge.kube.watch import Watcher, WatchEvent
 from bridge.logging import get_logger
 from bridge.slurm.client import SlurmClient, state_requests
 from bridge.slurm.models import JobStateItem, SlurmJob, SlurmNode
-from bridge.translate import kobj, pod_job_id
+from bridge.translate import TranslateSettings, kobj, pod_job_id
 from bridge.wellknown import LABEL_JOB_ID
 from bridge.workqueue import WorkQueue
 from controller import claims, dangling, jobs, nodes, pods
@@ -41,6 +41,7 @@ from controller.model import (
     RegisterExternalNode,
     ReleaseClaim,
     ResumeSlurmNode,
+    SetNodeTopology,
     slim_pod,
 )
 from controller.slurm_metrics import JobFactsTable, JobsSummary, JobTally
@@ -64,6 +65,7 @@ SLURM_NODE_CHANGES = (
     RegisterExternalNode,
     MarkExternalNode,
     JoinPartition,
+    SetNodeTopology,
     DeleteSlurmNode,
 )
 
@@ -379,6 +381,7 @@ class Controller:
             ),
             sync_state=c.controller.sync_node_state,
             cordon_on_slurm_drain=c.controller.cordon_on_slurm_drain,
+            topology=TranslateSettings.from_config(c).topology,
         )
         return self._policy
 

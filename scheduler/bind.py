@@ -30,7 +30,7 @@ from bridge.wellknown import (
     MANAGED_NODE_TAINT,
 )
 from bridge.workqueue import WorkQueue
-from scheduler.assign import AssignmentError, assign
+from scheduler.assign import AssignmentError, assign, network_order
 from scheduler.decide import REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE, Bind
 from scheduler.dra import ClaimsNotReady, DraAllocator
 from scheduler.metrics import SchedulerMetrics
@@ -67,9 +67,14 @@ class Binder:
         by_key = {kobj.pod_key(p): p for p in pods}
         already = {v.key: v.assigned_node for v in d.pods if v.assigned_node}
         try:
+            # the job's nodes, network neighbours together (docs/topology.md)
+            ranked = network_order(
+                d.job.nodes,
+                self.state.node_set.topology_of(d.job.nodes, self.state.settings.topology),
+            )
             plan = assign(
                 [v.key for v in d.pods],
-                d.job.nodes,
+                ranked,
                 to_kube=self.state.node_set.to_kube(),
                 tasks_per_node=dict(d.tasks_per_node) if d.tasks_per_node is not None else None,
                 already=already,
