@@ -1,7 +1,7 @@
 """An allocation is never held for pods that cannot be bound.
 
-Once Slurm has started a group's job, binding its pods takes four steps (``scheduler.core``
-``_bind``): assign the pods to the job's nodes, link each pod to its node, write the DRA
+Once Slurm has started a group's job, binding its pods takes four steps (``scheduler.bind``
+``Binder.bind``): assign the pods to the job's nodes, link each pod to its node, write the DRA
 claims' allocation, bind. When a step keeps failing (a claim write refused by RBAC, a
 pod deleted, a node gone), Slurm would otherwise hold the allocation for nothing. After
 ``scheduler.bindGiveUpAttempts`` failures or ``scheduler.bindGiveUpSeconds`` since the

@@ -34,7 +34,7 @@ SCENARIOS = [
 READ = frozenset({"get", "list", "watch"})
 PATCH = frozenset({"patch"})
 GET = frozenset({"get"})
-LIST = frozenset({"list"})
+LIST_WATCH = frozenset({"list", "watch"})
 # Every write of the bridge is a PATCH (verb "patch") except the Lease's PUT ("update").
 # DRA writes need resourceclaims/binding too (Kubernetes 1.36,
 # DRAResourceClaimGranularStatusAuthorization).
@@ -51,10 +51,10 @@ EXPECTED_RULES: dict[str, dict[tuple[str, str], frozenset[str]]] = {
         ("jobset.x-k8s.io", "jobsets"): GET,
         ("leaderworkerset.x-k8s.io", "leaderworkersets"): GET,
         ("batch", "jobs"): GET,
-        ("resource.k8s.io", "deviceclasses"): LIST,
-        ("resource.k8s.io", "resourceslices"): LIST,
-        ("resource.k8s.io", "resourceclaimtemplates"): LIST,
-        ("resource.k8s.io", "resourceclaims"): frozenset({"get", "list", "create", "patch"}),
+        ("resource.k8s.io", "deviceclasses"): LIST_WATCH,
+        ("resource.k8s.io", "resourceslices"): LIST_WATCH,
+        ("resource.k8s.io", "resourceclaimtemplates"): GET,
+        ("resource.k8s.io", "resourceclaims"): READ | {"create", "patch"},
         ("resource.k8s.io", "resourceclaims/status"): PATCH,
         ("resource.k8s.io", "resourceclaims/binding"): PATCH,
     },
