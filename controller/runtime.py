@@ -439,6 +439,7 @@ class Controller:
             self.clock.now(),
             self.cfg.controller.stuck_terminating_grace_seconds,
         )
+        self._recheck_stuck(job_id, job_pods)
         await self.applier.apply(actions)
         # Remembered for pods that still exist (forgotten with them); a pod deleted
         # meanwhile is dropped here, after its one more (no-op) plan.
@@ -453,6 +454,16 @@ class Controller:
             # Nothing left to watch for this job.
             self.by_job.pop(job_id, None)
             self.views.pop(job_id, None)
+
+    def _recheck_stuck(self, job_id: int, job_pods: list[KubeObject]) -> None:
+        """Look at the job again when a Terminating pod on a dead node comes due (its
+        grace period plus ``stuckTerminatingGraceSeconds``): no event would say so."""
+        grace = self.cfg.controller.stuck_terminating_grace_seconds
+        dues = [d for p in job_pods if (d := pods.release_due(p, self.nodes, grace)) is not None]
+        if dues:
+            wait = (min(dues) - self.clock.now()).total_seconds()
+            if wait > 0:
+                self.queue.add_after(("job", str(job_id)), wait)
 
     async def _worker(self) -> None:
         while True:
