@@ -54,6 +54,8 @@ class FailPod:
     name: str
     reason: str
     message: str
+    # Slurm ended the job for a reason outside the workload: DisruptionTarget=True too.
+    disruption: bool = False
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,8 @@ class DeletePod:
     message: str
     # 0 = force (stuck Terminating on a dead node); None = the pod's own grace period.
     grace_period_seconds: int | None = None
+    # Slurm ended the job for a reason outside the workload: DisruptionTarget=True first.
+    disruption: bool = False
 
 
 @dataclass(frozen=True)

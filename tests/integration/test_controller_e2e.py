@@ -20,7 +20,7 @@ from bridge.kube.resources import EVENTS, LEASES
 from bridge.sandbox.kubeapi.kubelet import IGNORE_SIGTERM
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.token import TokenProvider
-from bridge.wellknown import CONDITION_SLURM_JOB_ENDED, FINALIZER
+from bridge.wellknown import CONDITION_DISRUPTION_TARGET, CONDITION_SLURM_JOB_ENDED, FINALIZER
 from controller.app import serve
 from tests.integration.conftest import SlurmSandbox
 from tests.integration.controller_harness import (
@@ -40,7 +40,7 @@ async def _phase(kube: KubeClient, name: str) -> str:
     return str((await kube.get_pod(NS, name)).get("status", {}).get("phase"))
 
 
-async def test_scancel_fails_the_running_pods_naming_cancelled(
+async def test_scancel_fails_the_running_pods_naming_cancelled_as_a_disruption(
     sandbox: SlurmSandbox, slurm: SlurmClient, track_jobs: Callable[[int], int]
 ) -> None:
     mcs = unique_mcs()
@@ -60,6 +60,15 @@ async def test_scancel_fails_the_running_pods_naming_cancelled(
         assert str(job) in pod["status"]["message"]
         conds = {c["type"]: c for c in pod["status"]["conditions"]}
         assert conds[CONDITION_SLURM_JOB_ENDED]["status"] == "True"
+        disruption = conds[CONDITION_DISRUPTION_TARGET]
+        assert disruption["status"] == "True"
+        assert disruption["reason"] == "SlurmJobCancelled"
+        assert "CANCELLED" in disruption["message"]
+
+        async def stopped() -> bool:  # the kubelet tears down a pod whose phase is Failed
+            return not any([await _containers_run(kube, n) for n in ("a-0", "a-1")])
+
+        await wait_for(stopped, what="the kubelet to stop the failed pods' containers")
 
         async def finalizers_gone() -> bool:
             for n in ("a-0", "a-1"):

@@ -74,6 +74,26 @@ JUST_NOW = "2026-01-01T11:59:50Z"
 
 
 @pytest.mark.parametrize(
+    ("state", "disruption"),
+    [
+        ("PREEMPTED", True),
+        ("NODE_FAIL", True),
+        ("BOOT_FAIL", True),
+        ("TIMEOUT", True),
+        ("DEADLINE", True),
+        ("CANCELLED", True),
+        ("FAILED", False),
+        ("OUT_OF_MEMORY", False),
+        ("COMPLETED", False),
+    ],
+)
+def test_only_ends_from_outside_the_workload_are_disruptions(state: str, disruption: bool) -> None:
+    [action] = jobs.plan(7, [pod()], JobView(JobKind.ENDED, state), "fail")
+    assert isinstance(action, FailPod)
+    assert action.disruption is disruption
+
+
+@pytest.mark.parametrize(
     ("pods_", "view", "policy", "expected"),
     [
         pytest.param([pod()], UNKNOWN, "fail", [], id="unknown-never-fails-a-pod"),
@@ -88,9 +108,10 @@ JUST_NOW = "2026-01-01T11:59:50Z"
                     "p0",
                     "SlurmJobCancelled",
                     "Slurm job 7 ended with state CANCELLED",
+                    disruption=True,
                 )
             ],
-            id="cancelled-fails-running-pod",
+            id="cancelled-fails-running-pod-as-a-disruption",
         ),
         pytest.param(
             [pod(phase="Pending")],
@@ -102,6 +123,7 @@ JUST_NOW = "2026-01-01T11:59:50Z"
                     "p0",
                     "SlurmJobNodeFail",
                     "Slurm job 7 ended with state NODE_FAIL (reason: NodeDown)",
+                    disruption=True,
                 )
             ],
             id="node-fail-fails-pending-pod-with-reason",
@@ -110,7 +132,15 @@ JUST_NOW = "2026-01-01T11:59:50Z"
             [pod()],
             GONE,
             "delete",
-            [DeletePod("ns", "p0", "SlurmJobGone", "Slurm job 7 no longer exists in Slurm")],
+            [
+                DeletePod(
+                    "ns",
+                    "p0",
+                    "SlurmJobGone",
+                    "Slurm job 7 no longer exists in Slurm",
+                    disruption=True,
+                )
+            ],
             id="gone-with-delete-policy-deletes",
         ),
         pytest.param([pod(phase="Succeeded")], CANCELLED, "fail", [], id="terminal-pod-untouched"),
@@ -122,7 +152,13 @@ JUST_NOW = "2026-01-01T11:59:50Z"
             CANCELLED,
             "fail",
             [
-                FailPod("ns", "p0", "SlurmJobCancelled", "Slurm job 7 ended with state CANCELLED"),
+                FailPod(
+                    "ns",
+                    "p0",
+                    "SlurmJobCancelled",
+                    "Slurm job 7 ended with state CANCELLED",
+                    disruption=True,
+                ),
                 SetPodGroupPhase("ns", "pg", "Failed"),
             ],
             id="podgroup-failed-when-pods-failed",
