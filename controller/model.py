@@ -37,6 +37,9 @@ class JobView:
     kind: JobKind
     state: str = ""
     reason: str = ""
+    # ACTIVE (RUNNING) but selected for preemption: it keeps its nodes only for its
+    # partition's GraceTime (controller/preemption.py).
+    preempted: bool = False
 
     @property
     def finished(self) -> bool:
