@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from bridge.sandbox import standin
-from bridge.sandbox.workloads import load_example
 from bridge.wellknown import CONDITION_DISRUPTION_TARGET
+from sandbox.controllers import workload_controller
+from sandbox.controllers.workload_pods import load_example
 from tests.integration.bridge_harness import NS, Bridge, job_of, running_bridge
 from tests.integration.conftest import SlurmSandbox
 
@@ -26,8 +26,8 @@ class JobStandIn:
     """The stand-in ticking in a thread beside the test (urllib blocks)."""
 
     def __init__(self, b: Bridge, tmp_path: Path) -> None:
-        api = standin.Api.from_kubeconfig(b.api.write_kubeconfig(tmp_path / "standin"))
-        self.s = standin.StandIn(api, out=io.StringIO())
+        api = workload_controller.Api.from_kubeconfig(b.api.write_kubeconfig(tmp_path / "standin"))
+        self.s = workload_controller.StandIn(api, out=io.StringIO())
 
     async def tick(self) -> None:
         await asyncio.to_thread(self.s.tick)
@@ -36,7 +36,7 @@ class JobStandIn:
 async def _create_job(b: Bridge, tmp_path: Path) -> dict[str, Any]:
     job = load_example("preemptible-job")[0]
     path = f"/apis/batch/v1/namespaces/{NS}/jobs"
-    api = standin.Api.from_kubeconfig(b.api.write_kubeconfig(tmp_path / "creator"))
+    api = workload_controller.Api.from_kubeconfig(b.api.write_kubeconfig(tmp_path / "creator"))
     return await asyncio.to_thread(api.call, "POST", path, job)
 
 

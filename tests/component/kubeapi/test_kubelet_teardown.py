@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from bridge.clock import FakeClock
-from bridge.sandbox.kubeapi import SandboxApiServer
-from bridge.sandbox.kubeapi.kubelet import IGNORE_SIGTERM, SIGKILL_EXIT
-from bridge.sandbox.kubeapi.verbs import POD_KEY
+from sandbox.kubeapi import SandboxApiServer
+from sandbox.kubeapi.verbs import POD_KEY
+from sandbox.kubelet import IGNORE_SIGTERM, SIGKILL_EXIT
 
 from .helpers import NS, eventually
 

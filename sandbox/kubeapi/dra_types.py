@@ -1,0 +1,335 @@
+"""Dynamic Resource Allocation (``resource.k8s.io/v1``) in the sandbox.
+
+Validation and defaulting of DeviceClass, ResourceSlice, ResourceClaim and
+ResourceClaimTemplate as kube-apiserver 1.36 does them (the subset the bridge and its tests
+touch: see docs/sandbox-kube-api.md), and of the pod fields ``spec.resourceClaims`` and
+``containers[].resources.claims``. kube-controller-manager's resourceclaim controller is
+:mod:`sandbox.controllers.resourceclaim`:
+
+- a pod's ``spec.resourceClaims[]`` entry naming a ``resourceClaimTemplateName`` gets one
+  ResourceClaim, generated from the template (``generateName: <pod>-<claim>-``, annotation
+  ``resource.kubernetes.io/pod-claim-name``, owned by the pod as controller with
+  ``blockOwnerDeletion``), and the pod's ``status.resourceClaimStatuses`` names it;
+- a claim whose ``status.reservedFor`` names pods that are gone or done has them removed;
+  a claim that so becomes reserved for nobody (or is being deleted) is deallocated
+  (``status.allocation`` and the finalizer ``resource.kubernetes.io/delete-protection``
+  removed); a generated claim (owned by a pod, including the scheduler's
+  extended-resource claims) whose pod is done or gone is deleted. A claim allocated but
+  never reserved is left alone (the scheduler writes allocation and reservedFor together).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from sandbox.kubeapi.errors import ApiError, invalid
+from sandbox.kubeapi.identity import service_account
+from sandbox.kubeapi.store import Obj
+
+GROUP = "resource.k8s.io"
+CLAIM_KEY = (GROUP, "resourceclaims")
+TEMPLATE_KEY = (GROUP, "resourceclaimtemplates")
+SLICE_KEY = (GROUP, "resourceslices")
+CLASS_KEY = (GROUP, "deviceclasses")
+
+POD_CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"
+DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
+RESOURCECLAIM_CONTROLLER = service_account("kube-system", "resource-claim-controller")
+
+ALLOCATION_RESULTS_MAX = 32  # resource.k8s.io/v1 AllocationResultsMaxSize
+RESERVED_FOR_MAX = 256
+REQUESTS_MAX = 32
+DEVICES_PER_SLICE_MAX = 128
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def _bad(kind: str, obj: Obj, field: str, reason: str) -> ApiError:
+    return invalid(kind, str(obj["metadata"].get("name", "")), field, reason, GROUP)
+
+
+def _label(kind: str, obj: Obj, field: str, value: Any) -> None:
+    if not isinstance(value, str) or not value:
+        raise _bad(kind, obj, field, "Required value")
+    if len(value) > 63 or not _DNS_LABEL.match(value):
+        raise _bad(
+            kind,
+            obj,
+            field,
+            f'Invalid value: "{value}": a lowercase RFC 1123 label must consist of lower case '
+            "alphanumeric characters or '-', and must start and end with an alphanumeric "
+            "character",
+        )
+
+
+def default_claim_spec(kind: str, obj: Obj, spec: Any, path: str) -> None:
+    """Validate and default a ResourceClaimSpec in place (``spec`` of a claim, ``spec.spec``
+    of a template): requests named, unique, each ``exactly`` (with a deviceClassName,
+    ``allocationMode`` ExactCount by default, ``count`` 1) or ``firstAvailable``."""
+    if spec is None:
+        return
+    if not isinstance(spec, dict):
+        raise _bad(kind, obj, path, "Invalid value: must be an object")
+    devices = spec.get("devices") or {}
+    requests = devices.get("requests") or []
+    if not isinstance(requests, list):
+        raise _bad(kind, obj, f"{path}.devices.requests", "Invalid value: must be a list")
+    if len(requests) > REQUESTS_MAX:
+        raise _bad(
+            kind,
+            obj,
+            f"{path}.devices.requests",
+            f"Too many: {len(requests)}: must have at most {REQUESTS_MAX} items",
+        )
+    seen: set[str] = set()
+    for i, r in enumerate(requests):
+        where = f"{path}.devices.requests[{i}]"
+        if not isinstance(r, dict):
+            raise _bad(kind, obj, where, "Invalid value: must be an object")
+        _label(kind, obj, f"{where}.name", r.get("name"))
+        if r["name"] in seen:
+            raise _bad(kind, obj, f"{where}.name", f'Duplicate value: "{r["name"]}"')
+        seen.add(r["name"])
+        exactly, first = r.get("exactly"), r.get("firstAvailable")
+        if (exactly is None) == (first is None):
+            raise _bad(
+                kind, obj, where, "Required value: exactly one of `exactly` or `firstAvailable`"
+            )
+        for j, sub in enumerate([exactly] if exactly is not None else first or []):
+            spath = f"{where}.exactly" if exactly is not None else f"{where}.firstAvailable[{j}]"
+            if not isinstance(sub, dict) or not sub.get("deviceClassName"):
+                raise _bad(kind, obj, f"{spath}.deviceClassName", "Required value")
+            mode = sub.setdefault("allocationMode", "ExactCount")
+            if mode == "ExactCount":
+                sub.setdefault("count", 1)
+                if not isinstance(sub["count"], int) or sub["count"] < 1:
+                    raise _bad(
+                        kind,
+                        obj,
+                        f"{spath}.count",
+                        f"Invalid value: {sub['count']}: must be greater than zero",
+                    )
+            elif mode == "All":
+                if "count" in sub:
+                    raise _bad(
+                        kind,
+                        obj,
+                        f"{spath}.count",
+                        'Invalid value: must not be specified when allocationMode is "All"',
+                    )
+            else:
+                raise _bad(
+                    kind,
+                    obj,
+                    f"{spath}.allocationMode",
+                    f'Unsupported value: "{mode}": supported values: "All", "ExactCount"',
+                )
+
+
+def admit_create(key: tuple[str, str], obj: Obj) -> None:
+    """Defaulting and validation of a new ``resource.k8s.io`` object (status dropped)."""
+    if key == CLAIM_KEY:
+        obj.pop("status", None)
+        default_claim_spec("ResourceClaim", obj, obj.setdefault("spec", {}), "spec")
+    elif key == TEMPLATE_KEY:
+        inner = obj.setdefault("spec", {}).setdefault("spec", {})
+        default_claim_spec("ResourceClaimTemplate", obj, inner, "spec.spec")
+    elif key == SLICE_KEY:
+        validate_slice(obj)
+    elif key == CLASS_KEY:
+        obj.setdefault("spec", {})
+
+
+def validate_slice(obj: Obj) -> None:
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        raise _bad("ResourceSlice", obj, "spec", "Required value")
+    if not spec.get("driver"):
+        raise _bad("ResourceSlice", obj, "spec.driver", "Required value")
+    pool = spec.get("pool") or {}
+    if not pool.get("name"):
+        raise _bad("ResourceSlice", obj, "spec.pool.name", "Required value")
+    if not isinstance(pool.get("resourceSliceCount"), int) or pool["resourceSliceCount"] < 1:
+        raise _bad(
+            "ResourceSlice", obj, "spec.pool.resourceSliceCount", "Invalid value: must be >= 1"
+        )
+    pool.setdefault("generation", 0)
+    where = [
+        f for f in ("nodeName", "nodeSelector", "allNodes", "perDeviceNodeSelection") if spec.get(f)
+    ]
+    if len(where) != 1:
+        raise _bad(
+            "ResourceSlice",
+            obj,
+            "spec",
+            "Invalid value: exactly one of `nodeName`, `nodeSelector`, `allNodes`, "
+            "`perDeviceNodeSelection` is required",
+        )
+    devices = spec.get("devices") or []
+    if len(devices) > DEVICES_PER_SLICE_MAX:
+        raise _bad(
+            "ResourceSlice",
+            obj,
+            "spec.devices",
+            f"Too many: {len(devices)}: must have at most {DEVICES_PER_SLICE_MAX} items",
+        )
+    names: set[str] = set()
+    for i, d in enumerate(devices):
+        _label("ResourceSlice", obj, f"spec.devices[{i}].name", (d or {}).get("name"))
+        if d["name"] in names:
+            raise _bad(
+                "ResourceSlice", obj, f"spec.devices[{i}].name", f'Duplicate value: "{d["name"]}"'
+            )
+        names.add(d["name"])
+
+
+def check_update(key: tuple[str, str], old: Obj, new: Obj, subresource: str) -> None:
+    """Immutable claim and template specs; claim status rules (allocation set once,
+    reservedFor only on an allocated claim, at most 32 results / 256 consumers)."""
+    if key == TEMPLATE_KEY:
+        inner = new.setdefault("spec", {}).setdefault("spec", {})
+        default_claim_spec("ResourceClaimTemplate", new, inner, "spec.spec")
+    if key == TEMPLATE_KEY and old.get("spec") != new.get("spec"):
+        raise _bad("ResourceClaimTemplate", new, "spec", "Invalid value: field is immutable")
+    if key == SLICE_KEY:
+        validate_slice(new)
+    if key != CLAIM_KEY:
+        return
+    if subresource != "status":
+        default_claim_spec("ResourceClaim", new, new.setdefault("spec", {}), "spec")
+        if old.get("spec") != new.get("spec"):
+            raise _bad("ResourceClaim", new, "spec", "Invalid value: field is immutable")
+        return
+    status = new.get("status") or {}
+    old_alloc = (old.get("status") or {}).get("allocation")
+    alloc = status.get("allocation")
+    reserved = status.get("reservedFor") or []
+    if old_alloc is not None and alloc is not None and alloc != old_alloc:
+        raise _bad("ResourceClaim", new, "status.allocation", "Invalid value: field is immutable")
+    if old_alloc is not None and alloc is None and reserved:
+        raise _bad(
+            "ResourceClaim",
+            new,
+            "status.allocation",
+            "Forbidden: may not be cleared when `reservedFor` is not empty",
+        )
+    if reserved and alloc is None:
+        raise _bad(
+            "ResourceClaim",
+            new,
+            "status.reservedFor",
+            "Forbidden: may not be specified when `allocated` is not set",
+        )
+    if len(reserved) > RESERVED_FOR_MAX:
+        raise _bad(
+            "ResourceClaim",
+            new,
+            "status.reservedFor",
+            f"Too many: {len(reserved)}: must have at most {RESERVED_FOR_MAX} items",
+        )
+    if alloc is not None:
+        results = (alloc.get("devices") or {}).get("results") or []
+        if len(results) > ALLOCATION_RESULTS_MAX:
+            raise _bad(
+                "ResourceClaim",
+                new,
+                "status.allocation.devices.results",
+                f"Too many: {len(results)}: must have at most {ALLOCATION_RESULTS_MAX} items",
+            )
+        names = {
+            r.get("name")
+            for r in ((new.get("spec") or {}).get("devices") or {}).get("requests") or []
+        }
+        for i, r in enumerate(results):
+            if str(r.get("request", "")).split("/")[0] not in names:
+                raise _bad(
+                    "ResourceClaim",
+                    new,
+                    f"status.allocation.devices.results[{i}].request",
+                    f'Invalid value: "{r.get("request")}": must be the name of a request in '
+                    "the claim or the name of a request and a subrequest separated by '/'",
+                )
+            for f in ("driver", "pool", "device"):
+                if not r.get(f):
+                    raise _bad(
+                        "ResourceClaim",
+                        new,
+                        f"status.allocation.devices.results[{i}].{f}",
+                        "Required value",
+                    )
+
+
+def validate_pod_claims(pod: Obj) -> None:
+    """``spec.resourceClaims`` (unique names, exactly one source) and the containers'
+    ``resources.claims`` (each names a pod claim)."""
+    name = str(pod["metadata"].get("name", ""))
+    spec = pod["spec"]
+    names: set[str] = set()
+    for i, c in enumerate(spec.get("resourceClaims") or []):
+        where = f"spec.resourceClaims[{i}]"
+        if not isinstance(c, dict) or not c.get("name"):
+            raise invalid("Pod", name, f"{where}.name", "Required value")
+        if c["name"] in names:
+            raise invalid("Pod", name, f"{where}.name", f'Duplicate value: "{c["name"]}"')
+        names.add(c["name"])
+        if bool(c.get("resourceClaimName")) == bool(c.get("resourceClaimTemplateName")):
+            raise invalid(
+                "Pod",
+                name,
+                where,
+                "Invalid value: exactly one of `resourceClaimName` or "
+                "`resourceClaimTemplateName` must be set",
+            )
+    for f in ("initContainers", "containers"):
+        for i, ctr in enumerate(spec.get(f) or []):
+            for j, ref in enumerate(((ctr or {}).get("resources") or {}).get("claims") or []):
+                if (ref or {}).get("name") not in names:
+                    raise invalid(
+                        "Pod",
+                        name,
+                        f"spec.{f}[{i}].resources.claims[{j}].name",
+                        f'Not found: "{(ref or {}).get("name")}": must be one of the pod\'s '
+                        "spec.resourceClaims",
+                    )
+
+
+def validate_pod_status(pod: Obj) -> None:
+    """``status.resourceClaimStatuses`` (each names a pod claim) and
+    ``status.extendedResourceClaimStatus`` (a claim name and request mappings naming the
+    pod's containers), as kube-apiserver validates a pods/status write."""
+    name = str(pod["metadata"].get("name", ""))
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    claims = {c.get("name") for c in spec.get("resourceClaims") or []}
+    for i, st in enumerate(status.get("resourceClaimStatuses") or []):
+        if (st or {}).get("name") not in claims:
+            raise invalid(
+                "Pod",
+                name,
+                f"status.resourceClaimStatuses[{i}].name",
+                f'Invalid value: "{(st or {}).get("name")}": must match the name of an entry '
+                "in `spec.resourceClaims`",
+            )
+    ext = status.get("extendedResourceClaimStatus")
+    if ext is None:
+        return
+    where = "status.extendedResourceClaimStatus"
+    if not ext.get("resourceClaimName"):
+        raise invalid("Pod", name, f"{where}.resourceClaimName", "Required value")
+    mappings = ext.get("requestMappings") or []
+    if not mappings:
+        raise invalid("Pod", name, f"{where}.requestMappings", "Required value")
+    containers = {
+        c.get("name") for f in ("initContainers", "containers") for c in spec.get(f) or []
+    }
+    for i, m in enumerate(mappings):
+        for f in ("containerName", "resourceName", "requestName"):
+            if not (m or {}).get(f):
+                raise invalid("Pod", name, f"{where}.requestMappings[{i}].{f}", "Required value")
+        if m["containerName"] not in containers:
+            raise invalid(
+                "Pod",
+                name,
+                f"{where}.requestMappings[{i}].containerName",
+                f'Invalid value: "{m["containerName"]}": must match the name of a container',
+            )
