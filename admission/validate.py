@@ -4,7 +4,9 @@ Pods (CREATE, UPDATE) that are managed, and workload objects (PodGroup, JobSet,
 LeaderWorkerSet, batch Job) in managed namespaces:
 
 * every ``slurmjob.slinky.slurm.net/*`` annotation must parse (the shared parser of
-  :mod:`bridge.translate.annotations`, so admission and the scheduler agree exactly); on
+  :mod:`bridge.translate.annotations`, so admission and the scheduler agree exactly), and
+  a Kueue ``podset-required/preferred-topology`` level must be in ``topology.levels``
+  (when the config maps any); on
   UPDATE only when one of them changed, so an old object never blocks unrelated updates
   (a finalizer removal, say);
 * only the bridge (``admission.bridgeUsernames``) writes the pod label
@@ -24,7 +26,7 @@ from admission.policy import AdmissionContext, mapping_at, pod_managed, schedule
 from admission.review import AdmissionRequest, AdmissionResponse, allow, deny, object_name
 from bridge import wellknown
 from bridge.errors import InvalidInput
-from bridge.translate.annotations import annotation_errors
+from bridge.translate.annotations import KUEUE_TOPOLOGY_KEYS, annotation_errors
 
 # (API group, kind) of the workload objects whose slurmjob annotations are checked.
 GROUP_KINDS = frozenset(
@@ -54,7 +56,11 @@ _BRIDGE_ONLY = (
 
 
 def _is_slurmjob_key(key: str) -> bool:
-    return key.startswith(wellknown.SLURMJOB_PREFIX) or key == wellknown.LEGACY_ANNOTATION_JOB_NAME
+    return (
+        key.startswith(wellknown.SLURMJOB_PREFIX)
+        or key == wellknown.LEGACY_ANNOTATION_JOB_NAME
+        or key in KUEUE_TOPOLOGY_KEYS
+    )
 
 
 def _slurmjob_subset(annotations: Mapping[str, Any]) -> dict[str, Any]:
@@ -62,7 +68,7 @@ def _slurmjob_subset(annotations: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _annotation_problems(
-    new: Mapping[str, Any], old: Mapping[str, Any] | None, obj: str
+    new: Mapping[str, Any], old: Mapping[str, Any] | None, obj: str, ctx: AdmissionContext
 ) -> list[InvalidInput]:
     """Parse errors of the slurmjob annotations; on UPDATE only if any of them changed."""
     mine = _slurmjob_subset(new)
@@ -72,7 +78,7 @@ def _annotation_problems(
         InvalidInput(f"metadata.annotations[{e.field}]", e.reason, e.obj)
         if _is_slurmjob_key(e.field)
         else e
-        for e in annotation_errors(mine, obj=obj)
+        for e in annotation_errors(mine, obj=obj, levels=ctx.config.topology.levels)
     ]
 
 
@@ -124,7 +130,7 @@ def _validate_pod(req: AdmissionRequest, ctx: AdmissionContext) -> AdmissionResp
     old_ann: dict[str, Any] | None = None
     if old is not None:
         old_ann = mapping_at(old, "metadata.annotations", errors)
-    errors += _annotation_problems(annotations, old_ann, name)
+    errors += _annotation_problems(annotations, old_ann, name, ctx)
     if not ctx.is_bridge_user(req.user_info.username):
         errors += _bridge_key_problems(pod, old, errors)
     if old is not None and old_ann is not None:
@@ -157,7 +163,7 @@ def _validate_group(req: AdmissionRequest, ctx: AdmissionContext) -> AdmissionRe
     if not _slurmjob_subset(annotations) or not _group_managed(req, obj, ctx):
         return allow(req.uid)
     old_ann = mapping_at(old, "metadata.annotations", []) if old is not None else None
-    errors += _annotation_problems(annotations, old_ann, name)
+    errors += _annotation_problems(annotations, old_ann, name, ctx)
     return deny(req.uid, name, errors) if errors else allow(req.uid)
 
 

@@ -23,7 +23,7 @@ from bridge.kube.watch import Watcher, WatchEvent
 from bridge.logging import get_logger
 from bridge.slurm.client import SlurmClient, state_requests
 from bridge.slurm.models import JobState, JobStateItem, SlurmJob, SlurmNode
-from bridge.translate import pod_job_id
+from bridge.translate import TranslateSettings, pod_job_id
 from bridge.wellknown import LABEL_JOB_ID
 from controller import claims, dangling, jobs, nodes, pods, preemption
 from controller.apply import Applier
@@ -40,6 +40,7 @@ from controller.model import (
     RegisterExternalNode,
     ReleaseClaim,
     ResumeSlurmNode,
+    SetNodeTopology,
     meta,
     slim_pod,
 )
@@ -65,6 +66,7 @@ SLURM_NODE_CHANGES = (
     RegisterExternalNode,
     MarkExternalNode,
     JoinPartition,
+    SetNodeTopology,
     DeleteSlurmNode,
 )
 
@@ -426,6 +428,7 @@ class Controller:
             ),
             sync_state=c.controller.sync_node_state,
             cordon_on_slurm_drain=c.controller.cordon_on_slurm_drain,
+            topology=TranslateSettings.from_config(c).topology,
         )
         return self._policy
 
