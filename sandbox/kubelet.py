@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bridge.fastjson import clone
+from sandbox.annotations import IGNORE_SIGTERM
 from sandbox.kubeapi import identity
 from sandbox.kubeapi.admission_chain import Writes
 from sandbox.kubeapi.errors import ApiError
@@ -29,8 +30,6 @@ from sandbox.kubeapi.store import Obj, ns_name
 from sandbox.kubeapi.verbs import NODE_KEY, POD_KEY, ObjectApi
 
 _TERMINAL = ("Succeeded", "Failed")
-# Sandbox-only: the pod's containers ignore SIGTERM (a test of "containers still run").
-IGNORE_SIGTERM = "sandbox.slurm-bridge.dev/ignore-sigterm"
 DEFAULT_GRACE_SECONDS = 30
 SIGKILL_EXIT = 137  # 128 + 9: killed at the end of the grace period
 

@@ -29,8 +29,8 @@ from bridge.kube.client import KubeClient
 from bridge.slurm.client import SlurmClient
 from controller.model import UNKNOWN, JobKind
 from controller.runtime import Controller
+from sandbox.annotations import IGNORE_SIGTERM
 from sandbox.kubeapi import SandboxApiServer
-from sandbox.kubelet import IGNORE_SIGTERM
 from tests.bench.invariant import InvariantMonitor, running_jobs
 from tests.integration.conftest import load_sandbox, make_client
 from tests.integration.controller_harness import (

@@ -21,7 +21,7 @@ from bridge.slurm.client import SlurmClient
 from bridge.slurm.token import TokenProvider
 from bridge.wellknown import CONDITION_DISRUPTION_TARGET, CONDITION_SLURM_JOB_ENDED, FINALIZER
 from controller.app import serve
-from sandbox.kubelet import IGNORE_SIGTERM
+from sandbox.annotations import IGNORE_SIGTERM
 from tests.integration.conftest import SlurmSandbox
 from tests.integration.controller_harness import (
     NS,

@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from bridge.clock import FakeClock
+from sandbox.annotations import IGNORE_SIGTERM
 from sandbox.kubeapi import SandboxApiServer
 from sandbox.kubeapi.verbs import POD_KEY
-from sandbox.kubelet import IGNORE_SIGTERM, SIGKILL_EXIT
+from sandbox.kubelet import SIGKILL_EXIT
 
 from .helpers import NS, eventually
 
