@@ -18,6 +18,7 @@ from typing import Any
 
 from bridge.kube.resources import KubeObject, interned, object_key
 from bridge.kube.resources import parse_time as _parse_k8s_time
+from bridge.translate import kobj
 from bridge.wellknown import FINALIZER
 
 __all__ = ["KubeObject", "object_key"]
@@ -290,13 +291,8 @@ def slim_pod(pod: Mapping[str, Any]) -> KubeObject:
     return out
 
 
-def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return obj.get("metadata") or {}
-
-
 def pod_ns_name(pod: Mapping[str, Any]) -> tuple[str, str]:
-    m = meta(pod)
-    return str(m.get("namespace") or ""), str(m.get("name") or "")
+    return kobj.namespace(pod), kobj.name(pod)
 
 
 def pod_phase(pod: Mapping[str, Any]) -> str:
@@ -308,7 +304,7 @@ def pod_terminal(pod: Mapping[str, Any]) -> bool:
 
 
 def pod_deleting(pod: Mapping[str, Any]) -> bool:
-    return bool(meta(pod).get("deletionTimestamp"))
+    return bool(kobj.get(pod, "metadata", "deletionTimestamp"))
 
 
 def pod_done(pod: Mapping[str, Any]) -> bool:
@@ -331,20 +327,22 @@ def containers_stopped(pod: Mapping[str, Any]) -> bool:
     """
     if not pod_done(pod):
         return False
-    if not (pod.get("spec") or {}).get("nodeName"):
+    if not kobj.get(pod, "spec", "nodeName"):
         return True
-    m = meta(pod)
-    if m.get("deletionTimestamp") and m.get("deletionGracePeriodSeconds") == 0:
+    if pod_deleting(pod) and kobj.get(pod, "metadata", "deletionGracePeriodSeconds") == 0:
         return True
-    status = pod.get("status") or {}
-    states = [c.get("state") or {} for key in _CONTAINER_STATUSES for c in status.get(key) or []]
+    states = [
+        kobj.mapping(c, "state")
+        for key in _CONTAINER_STATUSES
+        for c in kobj.sequence(pod, "status", key)
+    ]
     if states:
         return all("terminated" in s for s in states)
     return pod_terminal(pod)
 
 
 def has_finalizer(pod: Mapping[str, Any]) -> bool:
-    return FINALIZER in (meta(pod).get("finalizers") or [])
+    return FINALIZER in kobj.sequence(pod, "metadata", "finalizers")
 
 
 def node_ready(node: Mapping[str, Any] | None) -> bool:

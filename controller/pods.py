@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
+from bridge.translate import kobj
 from controller.model import (
     Action,
     CancelJob,
@@ -31,7 +32,6 @@ from controller.model import (
     RemoveFinalizer,
     containers_stopped,
     has_finalizer,
-    meta,
     node_ready,
     parse_time,
     pod_deleting,
@@ -52,12 +52,8 @@ def stuck_terminating(
         return False  # unbound: the API server removes it as soon as finalizers are gone
     if node_ready(nodes.get(node)):
         return False
-    since = parse_time(meta(pod).get("deletionTimestamp"))
+    since = parse_time(kobj.get(pod, "metadata", "deletionTimestamp"))
     return since is not None and (now - since).total_seconds() >= grace_seconds
-
-
-def _node(pod: KubeObject) -> str:
-    return str((pod.get("spec") or {}).get("nodeName") or "")
 
 
 def released(
@@ -66,7 +62,9 @@ def released(
     """No longer holds its Slurm allocation (see the module docstring)."""
     if containers_stopped(pod) or stuck_terminating(pod, nodes, now, grace_seconds):
         return True
-    return pod_terminal(pod) and _node(pod) not in nodes  # PodGC's case: node deleted
+    return (
+        pod_terminal(pod) and kobj.text(pod, "spec", "nodeName") not in nodes
+    )  # PodGC's case: node deleted
 
 
 def release_due(
@@ -75,9 +73,13 @@ def release_due(
     """When a Terminating pod whose containers still run, on a node that is gone or
     NotReady, will count as stuck (a timer for the controller); None when not such a pod
     (a node that turns NotReady later requeues its pods' jobs)."""
-    if not pod_deleting(pod) or containers_stopped(pod) or node_ready(nodes.get(_node(pod))):
+    if (
+        not pod_deleting(pod)
+        or containers_stopped(pod)
+        or node_ready(nodes.get(kobj.text(pod, "spec", "nodeName")))
+    ):
         return None
-    since = parse_time(meta(pod).get("deletionTimestamp"))
+    since = parse_time(kobj.get(pod, "metadata", "deletionTimestamp"))
     return None if since is None else since + timedelta(seconds=grace_seconds)
 
 
