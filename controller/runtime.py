@@ -22,11 +22,11 @@ from bridge.kube.resources import NODES, PODS, KubeObject, slim
 from bridge.kube.watch import Watcher, WatchEvent
 from bridge.logging import get_logger
 from bridge.slurm.client import SlurmClient, state_requests
-from bridge.slurm.models import JobStateItem, SlurmJob, SlurmNode
+from bridge.slurm.models import JobState, JobStateItem, SlurmJob, SlurmNode
 from bridge.translate import TranslateSettings, kobj, pod_job_id
 from bridge.wellknown import LABEL_JOB_ID
 from bridge.workqueue import WorkQueue
-from controller import claims, dangling, jobs, nodes, pods
+from controller import claims, dangling, jobs, nodes, pods, preemption
 from controller.apply import Applier
 from controller.model import (
     UNKNOWN,
@@ -76,6 +76,10 @@ class SlurmReadObserver(Protocol):
     def jobs_summarized(self, summary: JobsSummary) -> None: ...
 
     def nodes_listed(self, nodes: Iterable[SlurmNode]) -> None: ...
+
+
+def _running(state: JobState | None) -> bool:
+    return state is not None and state.primary == "RUNNING"
 
 
 def _node_of(pod: KubeObject) -> str:
@@ -134,6 +138,11 @@ class Controller:
         # What those reads (and the poller's) said, for the job metrics ("polled" mode):
         # kept while Slurm lists the job, ended or not (controller/slurm_metrics.py).
         self.job_facts = JobFactsTable(cfg.mcs_label)
+        # Read RUNNING jobs' records for a preemption (a bridge partition has a GraceTime:
+        # controller/preemption.py); the last job id read, for the next poll's turn.
+        self.preempt_watch = False
+        self._preempt_cursor = 0
+        self._grace_warned: tuple[str, ...] = ()
 
     # ------------------------------------------------------------------ caches
     def _track(self, key: str, pod: KubeObject | None) -> None:
@@ -204,10 +213,12 @@ class Controller:
             return 0  # unknown is not gone: nothing changes
         self.slurm_ok = True
         self.slurm_failures = 0
+        preempted = await self._preempted(sorted(j for j in ids if _running(states.get(j))))
         for j in ids:
             st = states.get(j)
             if st is not None and st.active:
-                view = JobView(JobKind.ACTIVE, st.primary)
+                was = self.views.get(j, UNKNOWN).preempted and st.primary == "RUNNING"
+                view = JobView(JobKind.ACTIVE, st.primary, preempted=was or j in preempted)
             else:
                 # Ended, or not listed: one GET for Slurm's reason (or a definite 404).
                 try:
@@ -227,6 +238,41 @@ class Controller:
                 self.queue.add(("job", str(j)))
                 changed += 1
         return changed
+
+    async def _preempted(self, running: list[int]) -> set[int]:
+        """Which of the next few RUNNING jobs (in turn) Slurm selected for preemption;
+        none read while no bridge partition has a GraceTime."""
+        if not self.preempt_watch:
+            return set()
+        running = [j for j in running if not self.views.get(j, UNKNOWN).preempted]
+        batch, self._preempt_cursor = preemption.next_reads(running, self._preempt_cursor)
+        try:
+            read = await self.slurm.get_jobs(batch, concurrency=SWEEP_READ_CONCURRENCY)
+        except SlurmError as e:
+            log.warning("slurm_preempt_read_failed", error=str(e))
+            return set()
+        out = {job.job_id for job in read if preemption.selected_for_preemption(job)}
+        for j in out:
+            log.info("slurm_job_preempting", job_id=j)
+        return out
+
+    async def _check_grace(self) -> None:
+        """Whether to watch for preemption, and the grace contract's warnings (said once
+        per change)."""
+        try:
+            parts = await self.slurm.list_partitions()
+        except SlurmError as e:
+            log.warning("slurm_partitions_failed", error=str(e))
+            return
+        mine = nodes.bridge_partitions(self.cfg.partition, self.job_partitions, self.nodes.values())
+        self.preempt_watch = preemption.watch(parts, mine)
+        warnings = tuple(
+            preemption.grace_warnings(parts, mine, self.cfg.slurm_poll_interval_seconds)
+        )
+        if warnings != self._grace_warned:
+            self._grace_warned = warnings
+            for w in warnings:
+                log.warning("grace_contract_at_risk", message=w)
 
     # ------------------------------------------------------------------ sweeps
     @property
@@ -265,6 +311,7 @@ class Controller:
         except SlurmError as e:
             log.warning("slurm_sweep_failed", error=str(e))
         await self._job_metrics(states)
+        await self._check_grace()
         try:
             self.slurm_nodes = {n.name: n for n in await self.slurm.list_nodes()}
         except SlurmError as e:
@@ -442,6 +489,7 @@ class Controller:
             self.clock.now(),
             self.cfg.controller.stuck_terminating_grace_seconds,
         )
+        self._recheck_stuck(job_id, job_pods)
         await self.applier.apply(actions)
         # Remembered for pods that still exist (forgotten with them); a pod deleted
         # meanwhile is dropped here, after its one more (no-op) plan.
@@ -456,6 +504,16 @@ class Controller:
             # Nothing left to watch for this job.
             self.by_job.pop(job_id, None)
             self.views.pop(job_id, None)
+
+    def _recheck_stuck(self, job_id: int, job_pods: list[KubeObject]) -> None:
+        """Look at the job again when a Terminating pod on a dead node comes due (its
+        grace period plus ``stuckTerminatingGraceSeconds``): no event would say so."""
+        grace = self.cfg.controller.stuck_terminating_grace_seconds
+        dues = [d for p in job_pods if (d := pods.release_due(p, self.nodes, grace)) is not None]
+        if dues:
+            wait = (min(dues) - self.clock.now()).total_seconds()
+            if wait > 0:
+                self.queue.add_after(("job", str(job_id)), wait)
 
     async def _worker(self) -> None:
         while True:
