@@ -58,7 +58,8 @@ _RBAC = "rbac.authorization.k8s.io"
 def rbac(username: str) -> list[dict[str, Any]]:
     """The stand-in's ClusterRole and binding (in a cluster: kube-controller-manager's
     job-controller and the JobSet and LeaderWorkerSet controllers): list the workloads,
-    create and delete their Jobs and pods, release the job-tracking finalizer."""
+    create and delete their Jobs and pods, release the job-tracking finalizer, write a
+    Job's status (podFailurePolicy)."""
     name = "slurm-bridge-sandbox:workloads-stand-in"
     read = ["get", "list", "watch"]
     return [
@@ -78,6 +79,7 @@ def rbac(username: str) -> list[dict[str, Any]]:
                     "resources": ["jobs"],
                     "verbs": [*read, "create", "delete"],
                 },
+                {"apiGroups": ["batch"], "resources": ["jobs/status"], "verbs": ["patch"]},
                 {
                     "apiGroups": [""],
                     "resources": ["pods"],
