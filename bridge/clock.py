@@ -71,7 +71,18 @@ def idle_cap(requests: int) -> float:
     return max(IDLE_INTERVAL_MAX, requests / IDLE_REQUESTS_PER_SECOND)
 
 
+# Doublings past this add nothing a cap would not cut (2**32 * any sane base is years) and
+# keep ``base * 2**n`` a finite float however many failures a key has had.
+BACKOFF_EXPONENT_MAX = 32
+
+
+def capped_backoff(base: float, failures: int, maximum: float) -> float:
+    """``min(maximum, base * 2**failures)``, finite for any ``failures`` (the exponent is
+    capped at :data:`BACKOFF_EXPONENT_MAX`: 2.0**1024 overflows a float)."""
+    return float(min(maximum, base * 2.0 ** min(max(failures, 0), BACKOFF_EXPONENT_MAX)))
+
+
 def idle_backoff(base: float, idle_ticks: int, cap: float = IDLE_INTERVAL_MAX) -> float:
     """A poll interval: ``base`` while things move, doubling per idle tick up to ``cap``
     (never below ``base``), so a quiet cluster costs at most one request per ``cap``."""
-    return float(min(base * 2 ** min(idle_ticks, 32), max(base, cap)))
+    return capped_backoff(base, idle_ticks, max(base, cap))

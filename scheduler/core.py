@@ -59,7 +59,9 @@ from bridge.translate import (
     TranslateSettings,
     Waiting,
     expected_size,
+    foreign_label_message,
     group_of,
+    names_any_pod,
     order_pods,
     parse_admin_comment,
     pod_job_id,
@@ -72,6 +74,7 @@ from bridge.wellknown import (
     FINALIZER,
     LABEL_JOB_ID,
     MANAGED_NODE_TAINT,
+    REASON_FOREIGN_JOB_LABEL,
 )
 from scheduler.assign import AssignmentError, assign, tasks_per_node_even
 from scheduler.decide import (
@@ -515,7 +518,11 @@ class Scheduler:
     async def _labelled_jobs(self) -> set[int]:
         """Job ids the pods' job-id labels name (every namespace, a page at a time)."""
         out: set[int] = set()
-        async for page, _ in self.kube.pages(PODS, label_selector=LABEL_JOB_ID):
+        async for page, _ in self.kube.pages(
+            PODS,
+            label_selector=LABEL_JOB_ID,
+            field_selector=f"spec.schedulerName={self.cfg.scheduler_name}",
+        ):
             out.update(j for j in map(pod_job_id, page) if j is not None)
         return out
 
@@ -547,6 +554,18 @@ class Scheduler:
         except SlurmNotFound:
             g.job = None  # purged after MinJobAge: the pods never ran, submit anew
             self._gone.add(job_id)
+            return
+        pods = [self.pods[k] for k in sorted(g.pods) if k in self.pods]
+        if not names_any_pod(g.job.admin_comment, g.job.mcs_label, pods, self.cfg.mcs_label):
+            # A label names a job that is not this group's (forged, or stale): never act
+            # on it (no update, no cancel, no binding); the group gets its own job.
+            self._gone.add(job_id)
+            g.job = None
+            log.warning("foreign_job_label_ignored", job_id=job_id, group=g.ref.key)
+            for pod in pods:
+                await self.events.record(
+                    pod, "Warning", REASON_FOREIGN_JOB_LABEL, foreign_label_message(job_id)
+                )
 
     def _may_submit(self, g: GroupState, pods: list[KubeObject]) -> bool:
         """A new job may be made for ``g`` now: the start-up sweep is done, or the group

@@ -263,6 +263,6 @@ def translate_group(
             else excluded_nodes(ordered, nodes, obj=where)
         ),
         comment=human_comment(group, count),
-        admin_comment=admin_comment(group, [kobj.pod_key(p) for p in ordered]),
+        admin_comment=admin_comment(group, [kobj.pod_key(p) for p in ordered], settings.mcs_label),
         **placement,
     )
