@@ -67,6 +67,7 @@ from bridge.translate import (
     pod_job_id,
     translate_group,
 )
+from bridge.translate.policy import resolve_policy
 from bridge.wellknown import (
     ANNOTATION_SLURM_NODE,
     ANNOTATION_SPEC_HASH,
@@ -639,6 +640,9 @@ class Scheduler:
                     self.settings,
                     owners=self.owners,
                     dra=await self.dra.inputs(pods),
+                    policy=resolve_policy(
+                        self.cfg, g.ref.namespace, self.namespace_labels.get(g.ref.namespace, {})
+                    ),
                 )
             )
             if isinstance(result, Waiting):

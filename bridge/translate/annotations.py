@@ -223,6 +223,13 @@ def _legacy_job_name(
     return []
 
 
+def parse_annotations_all(
+    annotations: Mapping[str, str], *, obj: str
+) -> tuple[SlurmJobOptions, list[InvalidInput]]:
+    """The options that parsed, and every problem (the admission webhook checks both)."""
+    return _parse(annotations, obj)
+
+
 def annotation_errors(annotations: Mapping[str, str], *, obj: str) -> list[InvalidInput]:
     """Every problem with the slurmjob annotations of one object (empty: all good)."""
     return _parse(annotations, obj)[1]
