@@ -18,6 +18,7 @@ group whose submit answer was lost is looked up by its identity before submittin
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -25,7 +26,7 @@ from typing import Any
 
 import structlog
 
-from bridge.clock import Clock
+from bridge.clock import Clock, capped_backoff
 from bridge.config import BridgeConfig
 from bridge.errors import (
     BridgeError,
@@ -104,6 +105,7 @@ from scheduler.decide import (
 from scheduler.dra import ClaimsNotReady, DraAllocator
 from scheduler.metrics import SchedulerMetrics
 from scheduler.outage import SlurmReachability
+from scheduler.owners import OwnerCache
 from scheduler.poller import JobPoller
 from scheduler.queue import WorkQueue
 
@@ -174,6 +176,19 @@ def _group_uid_of_active(job: SlurmJob) -> str | None:
         return None
     parsed = parse_admin_comment(job.admin_comment)
     return parsed[0].uid if parsed is not None and parsed[0] is not None else None
+
+
+def unlink_patch(pod: KubeObject) -> KubeObject | None:
+    """The merge patch taking a pod off a cancelled job: no job-id label, no finalizer of
+    the bridge's (None: nothing to change)."""
+    meta = _meta(pod)
+    patch: dict[str, Any] = {}
+    if LABEL_JOB_ID in (meta.get("labels") or {}):
+        patch["labels"] = {LABEL_JOB_ID: None}
+    finalizers = list(meta.get("finalizers") or [])
+    if FINALIZER in finalizers:
+        patch["finalizers"] = [f for f in finalizers if f != FINALIZER]
+    return {"metadata": patch} if patch else None
 
 
 def job_view(job: SlurmJob) -> JobView:
@@ -280,7 +295,7 @@ class Scheduler:
         # the same nodes, with excluded_nodes memoized per placement (no O(nodes) per group)
         self.node_set = NodeSet()
         self.namespace_labels: dict[str, dict[str, str]] = {}
-        self.owners: dict[str, KubeObject] = {}  # uid -> owner/group object
+        self.owners = OwnerCache(self.clock)  # uid -> owner/group object (bounded, fresh)
         self.jobs_by_group_uid: dict[str, SlurmJob] = {}  # from the start-up sweep
         self.swept = False
         # Until the sweep ends only a group that cannot have a job yet is submitted: a
@@ -375,9 +390,7 @@ class Scheduler:
             obj = await self.kube.get(res, name, namespace)
         except KubeNotFound:
             return None
-        uid = str(_meta(obj).get("uid") or "")
-        if uid:
-            self.owners[uid] = obj
+        self.owners.put(obj)
         return obj
 
     async def _resolve_group(self, pod: KubeObject) -> GroupRef:
@@ -391,7 +404,7 @@ class Scheduler:
             )
             if ref is None or ref.get("kind") not in _OWNER_KINDS:
                 break
-            owner = self.owners.get(str(ref.get("uid")))
+            owner = self.owners.fresh(str(ref.get("uid")))
             if owner is None:
                 try:
                     owner = await self._get_object(_OWNER_KINDS[ref["kind"]], ns, ref["name"])
@@ -539,7 +552,7 @@ class Scheduler:
         src = ref.source
         if src is None:
             return None
-        cached = self.owners.get(src.uid or "") if src.uid else None
+        cached = self.owners.fresh(src.uid) if src.uid else None
         if cached is not None and ref.kind != "PodGroup":
             return cached
         res = _OWNER_KINDS.get(src.kind)
@@ -617,6 +630,7 @@ class Scheduler:
             if g.job is not None:
                 self._unwatch(g.job.job_id)
             self.groups.pop(gkey, None)
+            self._rejects.pop(gkey, None)
             return
         gobj = await self._group_object(g.ref)
         # A gang still filling is processed on each new member: it is known to wait without
@@ -768,12 +782,8 @@ class Scheduler:
         """Backoff after Slurm (or validation) refused a group: never loop hot."""
         n = self._rejects.get(gkey, 0)
         self._rejects[gkey] = n + 1
-        return float(
-            min(
-                self.cfg.scheduler.reject_backoff_seconds * 2**n,
-                self.cfg.scheduler.reject_backoff_max_seconds,
-            )
-        )
+        s = self.cfg.scheduler
+        return capped_backoff(s.reject_backoff_seconds, n, s.reject_backoff_max_seconds)
 
     @staticmethod
     def _stamp(spec: JobSpec, h: str, *, now: bool = False) -> JobSpec:
@@ -965,15 +975,18 @@ class Scheduler:
             self.pods[key] = slim(updated)  # as the watch keeps it
 
     async def _unlabel(self, pod: KubeObject) -> None:
+        """The pod's job was cancelled: drop its job-id label and the bridge's finalizer
+        (the controller follows labelled pods only, so a finalizer left here would keep
+        the pod Terminating forever once deleted; a new job's link adds both again)."""
         meta = _meta(pod)
-        if LABEL_JOB_ID not in (meta.get("labels") or {}):
+        if LABEL_JOB_ID not in (meta.get("labels") or {}) and FINALIZER not in (
+            meta.get("finalizers") or []
+        ):
             return
-        await self.kube.patch_pod(
-            str(meta.get("namespace")),
-            str(meta.get("name")),
-            {"metadata": {"labels": {LABEL_JOB_ID: None}}},
-            patch_type="merge",
-        )
+        with contextlib.suppress(KubeNotFound):
+            await self.kube.modify(
+                PODS, str(meta.get("name")), unlink_patch, namespace=str(meta.get("namespace"))
+            )
 
     def _to_kube(self) -> dict[str, str]:
         return self.node_set.to_kube()

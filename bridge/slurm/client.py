@@ -42,6 +42,7 @@ from bridge.clock import Clock, SystemClock
 from bridge.config import BridgeConfig
 from bridge.errors import (
     ConfigError,
+    InvalidInput,
     SlurmBusy,
     SlurmError,
     SlurmNotFound,
@@ -112,6 +113,13 @@ class _Response:
     def __init__(self, status: int, body: Any) -> None:
         self.status = status
         self.body = body
+
+
+def _not_json(endpoint: str, error: ValueError) -> InvalidInput:
+    """A 2xx answer that is not JSON (not UTF-8, nested deeper than the decoder goes,
+    truncated): named, never a bare decode error or a retry loop on ``None``."""
+    reason = str(error).split("\n")[0][:120] or type(error).__name__
+    return InvalidInput(f"{endpoint} response", f"slurmrestd's answer is not JSON: {reason}")
 
 
 class SlurmClient:
@@ -228,8 +236,10 @@ class SlurmClient:
         text = ""
         try:
             parsed = fastjson.loads(raw) if raw else None
-        except ValueError:
+        except ValueError as e:
             text = raw.decode("utf-8", "replace").strip()[:200]
+            if status < 400:
+                raise _not_json(endpoint, e) from None
         _log.debug(
             "slurm_request",
             endpoint=endpoint,

@@ -12,6 +12,7 @@ a different value than the current key.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -30,6 +31,11 @@ from bridge.wellknown import (
 _MAX_INT = 2**31 - 1
 _INT = re.compile(r"^\+?\d{1,10}$")
 _TEXT_MAX = 1024
+# Unicode categories refused in text that reaches Slurm: controls (C0, C1 such as U+0085),
+# format characters (bidi overrides such as U+202E, zero-width U+200B..U+200D, U+FEFF),
+# line and paragraph separators (U+2028, U+2029), unassigned and private-use code points,
+# and lone surrogates (not UTF-8 at all).
+_HIDDEN = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 
 
 class SlurmJobOptions(BaseModel):
@@ -76,8 +82,14 @@ def _text(value: str, field: str, obj: str | None) -> str:
         raise InvalidInput(field, "must not be empty", obj)
     if len(text) > _TEXT_MAX:
         raise InvalidInput(field, f"longer than {_TEXT_MAX} characters", obj)
-    if any(ord(c) < 32 or ord(c) == 127 for c in text):
-        raise InvalidInput(field, "must not contain control characters", obj)
+    bad = next((i for i, c in enumerate(text) if unicodedata.category(c) in _HIDDEN), None)
+    if bad is not None:
+        raise InvalidInput(
+            field,
+            f"must not contain control or format characters (U+{ord(text[bad]):04X} at "
+            f"position {bad}): they hide or reorder what squeue and sacct show",
+            obj,
+        )
     return text
 
 

@@ -186,6 +186,9 @@ def translate_group(
     group = ref.group_id(group_object)
     where = f"{ref.kind} {ref.namespace}/{ref.name}"
     size = expected_size(ref, group_object, pods)
+    if size is not None and size < 1:
+        field = "spec.leaderWorkerTemplate.size" if ref.kind == "LeaderWorkerSet" else "size"
+        raise InvalidInput(field, f"a group needs at least 1 pod, got size {size}", where)
     if size is None or len(pods) < size:
         return Waiting(group=group, have=len(pods), want=size)
     ordered = order_pods(ref, group_object, pods)
