@@ -810,7 +810,9 @@ class Scheduler:
         part, shape = spec.partition or "", shape_of(spec)
         mode = self.cfg.scheduler.immediate_allocation
         how, why = start_how(mode, shape, self._partition_view(part))
-        if how == ALLOCATE and spec.external:
+        # job/allocate (Slurm 26.05) runs the job as the token's user whatever user_id
+        # and group_id say: a job with an identity (namespacePolicies) is always queued.
+        if how == ALLOCATE and spec.external and spec.user_id is None and spec.group_id is None:
             tries = self._tries.setdefault(part, _Tries())
             async with tries.cond:
                 if tries.in_flight == 0 and (
