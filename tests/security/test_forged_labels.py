@@ -13,6 +13,7 @@ out of the managed set is still ended.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ from bridge.models import JobSpec
 from bridge.slurm.client import SlurmClient
 from bridge.wellknown import FINALIZER, LABEL_JOB_ID, REASON_FOREIGN_JOB_LABEL
 from controller.runtime import Controller
+from tests.integration.bridge_harness import job_of, running_bridge
 from tests.integration.conftest import SlurmSandbox
 from tests.integration.controller_harness import (
     NS,
@@ -238,3 +240,31 @@ async def test_a_job_of_another_cluster_is_not_ended_by_its_pods(
             await wait_for(done, what="the controller saw o-0 finish")
             await _settle(ctl, [job])
             await _alive(slurm, [job])
+
+
+async def test_the_scheduler_never_adopts_a_job_a_forged_label_names(
+    sandbox: SlurmSandbox, slurm: SlurmClient, track_jobs: Callable[[int], int], tmp_path: Path
+) -> None:
+    """A managed pod created with a native job's id as its label (the webhook bypassed):
+    the scheduler reads that job, sees it is not the pod's, says so, and gives the pod a
+    job of its own; the native job is never updated, cancelled or bound to."""
+    held = JobSpec(
+        name="native-held",
+        partition=sandbox.batch_partition,
+        min_nodes=1,
+        tasks=1,
+        priority=0,
+        external=False,
+        script="#!/bin/sh\nsleep 600\n",
+    )
+    native = track_jobs(await slurm.submit(held))
+    async with running_bridge(sandbox, tmp_path) as b:
+        try:
+            await b.create_pod("forger", labels={LABEL_JOB_ID: str(native)})
+            await b.bound("forger")
+            own = job_of(await b.get_pod("forger"))
+            assert own != native
+            await _alive(slurm, [native])
+            assert await _warnings(b.kube, NS, "forger")
+        finally:
+            await b.cancel_jobs()
