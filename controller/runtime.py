@@ -56,6 +56,7 @@ from controller.model import (
     ReleaseClaim,
     ResumeSlurmNode,
     meta,
+    pod_done,
     pod_ns_name,
     slim_pod,
 )
@@ -459,9 +460,15 @@ class Controller:
         gone = dict(self.deleted.get(job_id, {}))
         # Claims first; a failed release never holds up the rest (the key is retried).
         actions = claims.plan(job_pods, list(gone.values()), self.released)
-        if self._job_actions(job_id, job_pods, view):
-            # Something would be done on the pods' label's word: only the pods the job's
-            # admin_comment names count (none, when the job is not the bridge's).
+        if view.kind is not JobKind.UNKNOWN and (
+            job_id in self.links
+            or self.departed.get(job_id)
+            or any(pod_done(p) for p in job_pods)
+            or self._job_actions(job_id, job_pods, view)
+        ):
+            # Something is, or soon may be, done on the pods' label's word (a pod ended or
+            # left: a forged pod that runs must not keep the job alive either): only the
+            # pods the job's admin_comment names count (none when the job is not ours).
             mine = await self._named_pods(job_id, job_pods, view)
             named = {id(p) for p in mine}
             await self._warn_foreign(job_id, [p for p in job_pods if id(p) not in named])
@@ -477,8 +484,8 @@ class Controller:
             left.pop(k, None)
         if not left:
             self.deleted.pop(job_id, None)
-        if not job_pods and view.finished:
-            # Nothing left to watch for this job.
+        if not job_pods and (view.finished or (job_id in self.links and not self.links[job_id])):
+            # Nothing left to watch for this job (ended, or not ours and no pod names it).
             self.by_job.pop(job_id, None)
             self.views.pop(job_id, None)
             self.links.pop(job_id, None)

@@ -268,3 +268,34 @@ async def test_the_scheduler_never_adopts_a_job_a_forged_label_names(
             assert await _warnings(b.kube, NS, "forger")
         finally:
             await b.cancel_jobs()
+
+
+async def test_a_forged_running_pod_does_not_keep_the_bridges_job_alive(
+    sandbox: SlurmSandbox, slurm: SlurmClient, track_jobs: Callable[[int], int]
+) -> None:
+    mcs = unique_mcs()
+    cfg = controller_config(sandbox, mcs)
+    async with sandbox_kube(sandbox) as (_, kube), running_controller(cfg, kube):
+        await kube.create(NAMESPACES, {"metadata": {"name": OTHER}})
+        job = await place_group(
+            kube, slurm, sandbox, mcs, ["real-0"], sandbox.external_nodes[2], track_jobs
+        )
+        squatter = _forged(OTHER, "squatter", job)
+        await _create(kube, squatter)
+        await kube.patch(
+            PODS,
+            "squatter",
+            {"status": {"phase": "Running"}},
+            namespace=OTHER,
+            subresource="status",
+        )
+        await kube.patch(
+            PODS, "real-0", {"status": {"phase": "Succeeded"}}, namespace=NS, subresource="status"
+        )
+
+        async def ended() -> bool:
+            return not (await slurm.get_job(job)).state.active
+
+        await wait_for(ended, what="the bridge's job ended although a forged pod 'runs'")
+        pod = await kube.get(PODS, "squatter", OTHER)
+        assert pod["status"]["phase"] == "Running", "the forged pod is left alone"
