@@ -34,6 +34,7 @@ COPY bridge bridge
 COPY scheduler scheduler
 COPY controller controller
 COPY admission admission
+# (sandbox/ is not copied: the sandboxes are their own distribution, slurm-bridge-sandbox)
 # The project's wheel (what the tests build and install: pip wheel . --no-deps), then the
 # wheels of its pinned dependencies; then a virtualenv without pip that holds them all.
 RUN pip wheel --no-deps --no-build-isolation --wheel-dir /wheels . \

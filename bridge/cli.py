@@ -19,6 +19,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable, Sequence
+from importlib.metadata import entry_points
 from typing import cast
 
 from bridge import __version__
@@ -30,11 +31,12 @@ _DELEGATES = {
     ("scheduler",): "scheduler.app:main",
     ("controller",): "controller.app:main",
     ("admission",): "admission.app:main",
-    ("sandbox", "slurm"): "bridge.sandbox.slurm:main",
-    ("sandbox", "kube-api"): "bridge.sandbox.kubeapi.cli:main",
-    ("sandbox", "demo"): "bridge.sandbox.demo:main",
-    ("sandbox", "workloads"): "bridge.sandbox.standin:main",
 }
+# `slurm-bridge sandbox NAME ...`: the sandbox is its own distribution (slurm-bridge-sandbox,
+# sandbox/pyproject.toml); it declares its commands as entry points of this group.
+SANDBOX_GROUP = "slurm_bridge.sandbox"
+SANDBOX_COMMANDS = ("slurm", "kube-api", "demo", "workloads")
+SANDBOX_MISSING = "the sandbox is not installed: pip install ./sandbox (deploy/setup.sh does)"
 
 
 def _delegate(target: str, argv: Sequence[str]) -> int:
@@ -42,6 +44,15 @@ def _delegate(target: str, argv: Sequence[str]) -> int:
     func = cast(
         Callable[[list[str]], int], getattr(importlib.import_module(module_name), func_name)
     )
+    return func(list(argv))
+
+
+def _sandbox(name: str, argv: Sequence[str]) -> int:
+    found = entry_points(group=SANDBOX_GROUP, name=name)
+    if not found:
+        print(f"slurm-bridge sandbox {name}: {SANDBOX_MISSING}", file=sys.stderr)
+        return 2
+    func = cast(Callable[[list[str]], int], next(iter(found)).load())
     return func(list(argv))
 
 
@@ -64,6 +75,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "slurm-bridge") -> int:
     for prefix, target in _DELEGATES.items():
         if tuple(args[: len(prefix)]) == prefix:
             return _delegate(target, args[len(prefix) :])
+    if args[:1] == ["sandbox"] and args[1:2] and args[1] in SANDBOX_COMMANDS:
+        return _sandbox(args[1], args[2:])
 
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -73,7 +86,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "slurm-bridge") -> int:
     check = cfg_sub.add_parser("check", help="validate a config file (and env overrides)")
     check.add_argument("file")
     sandbox = sub.add_parser("sandbox", help="local sandboxes: slurm, kube-api")
-    sandbox.add_argument("which", choices=["slurm", "kube-api", "demo", "workloads"])
+    sandbox.add_argument("which", choices=SANDBOX_COMMANDS)
     for name in ("scheduler", "controller", "admission"):
         sub.add_parser(name, help=f"run the {name} (--config FILE)")
     sub.add_parser("status", help="workloads beside their Slurm jobs (-n NS | -A, -o, --watch)")

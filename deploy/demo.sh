@@ -5,7 +5,7 @@
 #                             run the seed examples (deploy/examples) and leave it all running
 #   ./deploy/demo.sh down     stop the demo (components, API server, its Slurm jobs);
 #                             `--down` works too. The Slurm sandbox keeps running.
-# The logic is in bridge/sandbox/demo.py (`slurm-bridge sandbox demo up|down|status`).
+# The logic is in sandbox/demo.py (`slurm-bridge sandbox demo up|down|status`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "deploy/demo.sh: run as root (the Slurm sandbox needs chroot)" >&2; exit 1; }

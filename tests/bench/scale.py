@@ -55,12 +55,12 @@ from bridge.config import load_config
 from bridge.kube.client import KubeClient
 from bridge.kube.events import EventRecorder
 from bridge.logging import configure_logging
-from bridge.sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
-from bridge.sandbox.kubeapi.hooks import LoggedRequest, RequestLog
 from bridge.slurm.client import SlurmClient
 from bridge.wellknown import SLURMJOB_PREFIX
 from controller.app import ControllerMetrics
 from controller.runtime import Controller
+from sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
+from sandbox.kubeapi.faults import LoggedRequest, RequestLog
 from tests.bench.scheduler import (
     SHARED,
     Child,

@@ -57,13 +57,13 @@ from bridge.kube.client import KubeClient
 from bridge.kube.resources import PODGROUPS, PODS
 from bridge.kube.watch import Watcher, WatchEvent
 from bridge.logging import configure_logging
-from bridge.sandbox.kubeapi.hooks import RequestLog
-from bridge.sandbox.kubeapi.server import SANDBOX_TOKEN, SandboxApiServer
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import SlurmJob
 from bridge.translate import parse_admin_comment
 from bridge.wellknown import LABEL_JOB_ID
 from controller import dangling
+from sandbox.kubeapi.faults import RequestLog
+from sandbox.kubeapi.server import SANDBOX_TOKEN, SandboxApiServer
 from tests.bench.slurm_proxy import AllocateKillProxy
 from tests.integration.conftest import SlurmSandbox, load_sandbox, make_client
 from tests.integration.sched_proc import (

@@ -57,10 +57,10 @@ from bridge.kube.client import KubeClient
 from bridge.kube.resources import PODGROUPS, PODS
 from bridge.logging import configure_logging
 from bridge.models import JobSpec
-from bridge.sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import Allocated
 from bridge.wellknown import LABEL_JOB_ID, LABEL_POD_GROUP, SLURMJOB_PREFIX
+from sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
 from scheduler.app import run_scheduler
 from scheduler.core import Scheduler
 from tests.bench.slurm_cpu import daemon_cpu_seconds, per_pod_ms

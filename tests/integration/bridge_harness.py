@@ -19,10 +19,10 @@ from bridge.config import BridgeConfig, parse_config
 from bridge.errors import SlurmError
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import JOBS, JOBSETS, LEADERWORKERSETS, PODGROUPS, PODS, Resource
-from bridge.sandbox.kubeapi.server import SANDBOX_TOKEN, SandboxApiServer
 from bridge.slurm.client import SlurmClient
 from bridge.wellknown import LABEL_JOB_ID, LABEL_POD_GROUP
 from controller.runtime import Controller
+from sandbox.kubeapi.server import SANDBOX_TOKEN, SandboxApiServer
 from scheduler.app import run_scheduler
 from scheduler.core import Scheduler
 from tests.integration.conftest import SlurmSandbox, make_client, sandbox_config_data

@@ -21,10 +21,10 @@ import pytest
 
 from bridge.errors import SlurmError, SlurmNotFound
 from bridge.models import JobSpec
-from bridge.sandbox.slurm import ENV_DIR, PORT_ENV, env_file_for_tests
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.hostlist import expand
 from bridge.slurm.token import TokenProvider
+from sandbox.slurm.launcher import ENV_DIR, PORT_ENV, env_file_for_tests
 from tests.waiting import eventually
 
 REQUIRED = (

@@ -14,11 +14,11 @@ from bridge.kube.client import KubeClient
 from bridge.kube.events import EventRecorder
 from bridge.kube.resources import PODS
 from bridge.models import GroupId, JobSpec
-from bridge.sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
 from bridge.slurm.client import SlurmClient
 from bridge.translate import admin_comment
 from bridge.wellknown import ANNOTATION_SLURM_NODE, FINALIZER, LABEL_JOB_ID
 from controller.runtime import Controller, SlurmReadObserver
+from sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
 from tests.integration.conftest import SlurmSandbox, sandbox_config_data
 from tests.waiting import eventually
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import yaml
 
-from bridge.sandbox.kubeapi.hooks import RequestLog
 from bridge.slurm.models import SlurmJob
 from bridge.translate import parse_admin_comment
+from sandbox.kubeapi.faults import RequestLog
 from tests.integration.conftest import SlurmSandbox, sandbox_config_data
 
 NS = "slurm-bridge"

@@ -25,8 +25,8 @@ from admission.app import AdmissionServer
 from bridge.config import parse_config
 from bridge.errors import KubeError, KubeNotFound
 from bridge.kube.resources import NAMESPACES, PODS, Resource
-from bridge.sandbox import chart_webhooks
 from bridge.wellknown import FINALIZER, LABEL_JOB_ID
+from sandbox import chart_webhooks
 from tests.integration.bridge_harness import NS, Bridge, job_of, pod, podgroup, running_bridge
 from tests.integration.conftest import SlurmSandbox, sandbox_config_data
 

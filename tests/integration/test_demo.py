@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from bridge.sandbox.demo import Demo, DemoEnv, DemoResult
 from bridge.wellknown import MANAGED_NODE_TAINT
+from sandbox.demo import Demo, DemoEnv, DemoResult
 from tests.integration.conftest import SlurmSandbox, env_path
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]

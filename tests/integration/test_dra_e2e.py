@@ -18,7 +18,6 @@ from bridge.errors import SlurmError
 from bridge.kube.resources import EVENTS, PODGROUPS
 from bridge.kube.resources import PODS as PODS_RES
 from bridge.models import JobSpec
-from bridge.sandbox import dra as sandbox_dra
 from bridge.translate.devices import parse_cpuset
 from bridge.wellknown import (
     CLAIM_DELETE_PROTECTION,
@@ -26,6 +25,7 @@ from bridge.wellknown import (
     LABEL_POD_GROUP,
     slurmjob_annotation,
 )
+from sandbox.controllers import dra_driver as sandbox_dra
 from scheduler.dra import CLAIM_TEMPLATES, DEVICE_CLASSES, RESOURCE_CLAIMS, RESOURCE_SLICES
 from tests.integration.bridge_harness import NS, Bridge, job_of, pod, running_bridge
 from tests.integration.conftest import SlurmSandbox

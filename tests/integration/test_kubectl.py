@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.sandbox.kubeapi import SandboxApiServer
+from sandbox.kubeapi import SandboxApiServer
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.kubectl

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.sandbox.demo import Demo, DemoEnv
+from sandbox.demo import Demo, DemoEnv
 from tests.integration.conftest import SlurmSandbox, env_path
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]

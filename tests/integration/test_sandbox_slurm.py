@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from bridge.sandbox.slurm import env_file_for_tests, parse_env_file
+from sandbox.slurm.launcher import env_file_for_tests, parse_env_file
 from tests.integration.conftest import sandbox_cli
 
 pytestmark = pytest.mark.slurm

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bridge.errors import ConfigError
-from bridge.sandbox.slurm import (
+from sandbox.slurm.launcher import (
     Paths,
     Settings,
     build_parser,

@@ -156,3 +156,7 @@ def test_wheel_builds_from_the_image_context_installs_pinned_and_runs(
     assert proc.stdout.strip() == f"slurm-bridge {__version__}"
     proc = _run(py, "-c", "import bridge, scheduler, controller, admission")
     assert proc.returncode == 0, proc.stderr
+    # the sandboxes are not in the image: their commands say how to get them, nothing crashes
+    proc = _run(str(env_dir / "bin" / "slurm-bridge"), "sandbox", "slurm", "status")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "the sandbox is not installed: pip install ./sandbox" in proc.stderr

@@ -1,4 +1,4 @@
-"""The adapter against the project's sandbox API server (bridge.sandbox.kubeapi).
+"""The adapter against the project's sandbox API server (sandbox.kubeapi).
 
 The must-show here: a watch consumer built on the adapter misses no event across forced
 410s (compaction) and dropped connections (cut mid-stream by a proxy, and refused by
@@ -29,7 +29,7 @@ from bridge.kube.events import EventRecorder
 from bridge.kube.leader import LeaderElector
 from bridge.kube.resources import EVENTS, LEASES, PODGROUPS, PODS, object_key
 from bridge.kube.watch import Backoff, Watcher, WatchEvent
-from bridge.sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
+from sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
 from tests.component.kube.proxy import CuttableProxy
 from tests.component.kube.scripted import wait_until
 

@@ -13,12 +13,12 @@ import pytest
 from bridge.errors import KubeNotFound
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import PODS, RESOURCE_CLAIMS
-from bridge.sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
 from bridge.slurm.client import SlurmClient
 from bridge.translate.dra import EXTENDED_CLAIM_ANNOTATION
 from bridge.wellknown import CLAIM_DELETE_PROTECTION
 from controller.apply import Applier
 from controller.model import DeleteClaim, ReleaseClaim
+from sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
 from tests.waiting import eventually
 
 NS = "default"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from kubernetes_asyncio import client, config
 
-from bridge.sandbox.kubeapi import SandboxApiServer
+from sandbox.kubeapi import SandboxApiServer
 from tests.component.kubeapi.webhook_server import Webhook
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from bridge.sandbox.kubeapi import SandboxApiServer
+from sandbox.kubeapi import SandboxApiServer
 from tests.component.kubeapi.helpers import eventually, pod_body
 from tests.component.kubeapi.webhook_server import Webhook, call, install, unreachable, validating
 

@@ -4,7 +4,7 @@ not compile are refused when the configuration is created (422 naming the field)
 
 from __future__ import annotations
 
-from bridge.sandbox.kubeapi import SandboxApiServer
+from sandbox.kubeapi import SandboxApiServer
 from tests.component.kubeapi.helpers import pod_body
 from tests.component.kubeapi.webhook_server import REG, Webhook, call, deny, install, validating
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bridge.sandbox.kubeapi import SandboxApiServer
+from sandbox.kubeapi import SandboxApiServer
 from tests.component.kubeapi.helpers import pod_body
 from tests.component.kubeapi.webhook_server import Webhook, call, install, validating
 

@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 from kubernetes_asyncio import client
 
-from bridge.sandbox.kubeapi import SandboxApiServer
+from sandbox.kubeapi import SandboxApiServer
 
 from .helpers import NS, binding_body, eventually, pod_body
 

@@ -11,7 +11,7 @@ import pytest
 import trustme
 from kubernetes_asyncio import client, config
 
-from bridge.sandbox.kubeapi import SandboxApiServer
+from sandbox.kubeapi import SandboxApiServer
 
 from .helpers import NS, binding_body, pod_body
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bridge.sandbox.kubeapi import SandboxApiServer
+from sandbox.kubeapi import SandboxApiServer
 from tests.component.kubeapi.helpers import eventually, pod_body
 from tests.component.kubeapi.webhook_server import call
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bridge.sandbox.kubeapi.server import SandboxApiServer
+from sandbox.kubeapi.server import SandboxApiServer
 from tests.component.kubeapi.webhook_server import (
     Webhook,
     call,

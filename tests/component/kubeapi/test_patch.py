@@ -10,8 +10,8 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from bridge.sandbox.kubeapi import SandboxApiServer
-from bridge.sandbox.kubeapi.patch import json_patch, merge_patch, strategic_merge
+from sandbox.kubeapi import SandboxApiServer
+from sandbox.kubeapi.patch import json_patch, merge_patch, strategic_merge
 
 from .helpers import NS, pod_body
 

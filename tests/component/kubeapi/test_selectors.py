@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bridge.sandbox.kubeapi.errors import ApiError
-from bridge.sandbox.kubeapi.selectors import (
+from sandbox.kubeapi.errors import ApiError
+from sandbox.kubeapi.selectors import (
     labels_match,
     parse_field_selector,
     parse_label_selector,

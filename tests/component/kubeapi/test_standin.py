@@ -9,29 +9,29 @@ import io
 from pathlib import Path
 from typing import Any
 
-from bridge.sandbox import standin
-from bridge.sandbox.kubeapi import SandboxApiServer
-from bridge.sandbox.workloads import load_example
+from sandbox.controllers import workload_controller
+from sandbox.controllers.workload_pods import load_example
+from sandbox.kubeapi import SandboxApiServer
 
 NS = "slurm-bridge"
 
 
-async def tick(s: standin.StandIn) -> None:
+async def tick(s: workload_controller.StandIn) -> None:
     await asyncio.to_thread(s.tick)  # urllib is blocking; the server runs on this loop
 
 
-def stand_in(srv: SandboxApiServer, tmp_path: Path) -> standin.StandIn:
-    api = standin.Api.from_kubeconfig(srv.write_kubeconfig(tmp_path / "kubeconfig"))
-    return standin.StandIn(api, out=io.StringIO())
+def stand_in(srv: SandboxApiServer, tmp_path: Path) -> workload_controller.StandIn:
+    api = workload_controller.Api.from_kubeconfig(srv.write_kubeconfig(tmp_path / "kubeconfig"))
+    return workload_controller.StandIn(api, out=io.StringIO())
 
 
-def said(s: standin.StandIn) -> str:
+def said(s: workload_controller.StandIn) -> str:
     out = s.out
     assert isinstance(out, io.StringIO)
     return out.getvalue()
 
 
-async def create(s: standin.StandIn, example: str) -> Any:
+async def create(s: workload_controller.StandIn, example: str) -> Any:
     obj = load_example(example)[0]
     group, _, version = obj["apiVersion"].rpartition("/")
     plural = {"Job": "jobs", "JobSet": "jobsets", "LeaderWorkerSet": "leaderworkersets"}
@@ -39,7 +39,7 @@ async def create(s: standin.StandIn, example: str) -> Any:
     return await asyncio.to_thread(s.api.call, "POST", path, obj)
 
 
-async def pods(s: standin.StandIn) -> dict[str, Any]:
+async def pods(s: workload_controller.StandIn) -> dict[str, Any]:
     listed = await asyncio.to_thread(s.api.call, "GET", f"/api/v1/namespaces/{NS}/pods")
     return {p["metadata"]["name"]: p for p in listed["items"]}
 
@@ -95,10 +95,13 @@ async def test_ended_pods_lose_the_job_tracking_finalizer_and_a_deleted_job_take
         srv.finish_pod(NS, "indexed-1-0-x0")
         await tick(s)
         got = await pods(s)
-        assert standin.JOB_TRACKING_FINALIZER not in (
+        assert workload_controller.JOB_TRACKING_FINALIZER not in (
             got["indexed-1-0-x0"]["metadata"].get("finalizers") or []
         )
-        assert standin.JOB_TRACKING_FINALIZER in got["indexed-1-1-x1"]["metadata"]["finalizers"]
+        assert (
+            workload_controller.JOB_TRACKING_FINALIZER
+            in got["indexed-1-1-x1"]["metadata"]["finalizers"]
+        )
 
         path = f"/apis/batch/v1/namespaces/{NS}/jobs/indexed-1"
         await asyncio.to_thread(s.api.call, "DELETE", path)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bridge.sandbox.kubeapi.store import Store
+from sandbox.kubeapi.store import Store
 
 KEY = ("", "configmaps")
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import aiohttp
 
-from bridge.sandbox.kubeapi import SandboxApiServer
+from sandbox.kubeapi import SandboxApiServer
 from tests.component.kubeapi.webhook_server import call
 
 CMS = "/api/v1/namespaces/default/configmaps"

@@ -18,7 +18,7 @@ import aiohttp
 import trustme
 from aiohttp import web
 
-from bridge.sandbox.kubeapi import SandboxApiServer
+from sandbox.kubeapi import SandboxApiServer
 
 Respond = Callable[[str, dict[str, Any]], dict[str, Any]]
 REG = "/apis/admissionregistration.k8s.io/v1"

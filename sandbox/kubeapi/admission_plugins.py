@@ -12,7 +12,7 @@ import base64
 import re
 from typing import Any
 
-from bridge.sandbox.kubeapi.errors import ApiError, invalid
+from sandbox.kubeapi.errors import ApiError, invalid
 
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"

@@ -1,6 +1,6 @@
 """kube-controller-manager's namespace controller and garbage collector, in the sandbox.
 
-Both write through :class:`~bridge.sandbox.kubeapi.admit.Writes` as the identities the real
+Both write through :class:`~sandbox.kubeapi.admission_chain.Writes` as the identities the real
 controllers have (``system:serviceaccount:kube-system:namespace-controller`` and
 ``...:generic-garbage-collector``), so admission webhooks that match their DELETEs are
 called, and a webhook that is down blocks them exactly as on a cluster.
@@ -31,12 +31,12 @@ import contextlib
 from collections import Counter
 
 from bridge.fastjson import clone
-from bridge.sandbox.kubeapi.admit import Writes
-from bridge.sandbox.kubeapi.errors import ApiError
-from bridge.sandbox.kubeapi.identity import GARBAGE_COLLECTOR, NAMESPACE_CONTROLLER
-from bridge.sandbox.kubeapi.resources import ResourceDef
-from bridge.sandbox.kubeapi.store import Obj, StoreEvent
-from bridge.sandbox.kubeapi.verbs import (
+from sandbox.kubeapi.admission_chain import Writes
+from sandbox.kubeapi.errors import ApiError
+from sandbox.kubeapi.identity import GARBAGE_COLLECTOR, NAMESPACE_CONTROLLER
+from sandbox.kubeapi.registry import ResourceDef
+from sandbox.kubeapi.store import Obj, StoreEvent
+from sandbox.kubeapi.verbs import (
     FOREGROUND_FINALIZER,
     NS_KEY,
     ORPHAN_FINALIZER,

@@ -508,7 +508,7 @@ def script_env(
 def _run_script(
     args: Sequence[str], env: Mapping[str, str], *, capture: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    with resources.as_file(resources.files("bridge.sandbox") / "slurm-sandbox.sh") as script:
+    with resources.as_file(resources.files("sandbox.slurm") / "slurm-sandbox.sh") as script:
         return subprocess.run(
             ["bash", str(script), *args],
             env=dict(env),

@@ -21,15 +21,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from bridge.fastjson import clone
-from bridge.sandbox.kubeapi.errors import ApiError, expired, invalid_fields
-from bridge.sandbox.kubeapi.resources import ResourceDef
-from bridge.sandbox.kubeapi.selectors import (
+from sandbox.kubeapi.errors import ApiError, expired, invalid_fields
+from sandbox.kubeapi.registry import ResourceDef
+from sandbox.kubeapi.selectors import (
     FieldRequirement,
     Requirement,
     fields_match,
     labels_match,
 )
-from bridge.sandbox.kubeapi.store import Obj, Store, StoreEvent
+from sandbox.kubeapi.store import Obj, Store, StoreEvent
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 

@@ -20,12 +20,12 @@ from dataclasses import replace
 from typing import Any
 
 from bridge.fastjson import clone
-from bridge.sandbox.kubeapi.errors import ApiError
-from bridge.sandbox.kubeapi.identity import ADMIN, UserInfo
-from bridge.sandbox.kubeapi.resources import ResourceDef
-from bridge.sandbox.kubeapi.store import Obj
-from bridge.sandbox.kubeapi.verbs import ObjectApi
-from bridge.sandbox.kubeapi.webhooks import AdmissionRequest, WebhookCaller
+from sandbox.kubeapi.errors import ApiError
+from sandbox.kubeapi.identity import ADMIN, UserInfo
+from sandbox.kubeapi.registry import ResourceDef
+from sandbox.kubeapi.store import Obj
+from sandbox.kubeapi.verbs import ObjectApi
+from sandbox.kubeapi.webhook_client import AdmissionRequest, WebhookCaller
 
 _UPDATE_ATTEMPTS = 3
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from bridge.fastjson import clone
-from bridge.sandbox.kubeapi.errors import ApiError, bad_request
+from sandbox.kubeapi.errors import ApiError, bad_request
 
 # list field name -> merge key ("" = primitive list merged as a set)
 STRATEGIC_KEYS: dict[str, str] = {

@@ -1,5 +1,5 @@
 """kube-controller-manager's resourceclaim controller, in the sandbox (what it does: see
-:mod:`bridge.sandbox.kubeapi.dra`). It writes as
+:mod:`sandbox.kubeapi.dra_types`). It writes as
 ``system:serviceaccount:kube-system:resource-claim-controller``, through the admission path."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from bridge.fastjson import clone
-from bridge.sandbox.kubeapi.admit import Writes
-from bridge.sandbox.kubeapi.controllers import ControllerLoop
-from bridge.sandbox.kubeapi.dra import (
+from sandbox.controllers.namespace_gc import ControllerLoop
+from sandbox.kubeapi.admission_chain import Writes
+from sandbox.kubeapi.dra_types import (
     CLAIM_KEY,
     DELETE_PROTECTION,
     GROUP,
@@ -17,9 +17,9 @@ from bridge.sandbox.kubeapi.dra import (
     RESOURCECLAIM_CONTROLLER,
     TEMPLATE_KEY,
 )
-from bridge.sandbox.kubeapi.errors import ApiError
-from bridge.sandbox.kubeapi.store import Obj, StoreEvent
-from bridge.sandbox.kubeapi.verbs import POD_KEY, ObjectApi
+from sandbox.kubeapi.errors import ApiError
+from sandbox.kubeapi.store import Obj, StoreEvent
+from sandbox.kubeapi.verbs import POD_KEY, ObjectApi
 
 _DONE = ("Succeeded", "Failed")
 

@@ -25,7 +25,7 @@ from bridge.kube.client import KubeClient
 from bridge.kube.resources import NAMESPACES, Resource
 
 Obj = dict[str, Any]
-REPO = Path(__file__).resolve().parent.parent.parent
+REPO = Path(__file__).resolve().parent.parent
 CHART = REPO / "deploy" / "helm" / "slurm-bridge"
 INSTALL_HELM = REPO / "deploy" / "tools" / "install-helm.sh"
 RELEASE = "slurm-bridge"

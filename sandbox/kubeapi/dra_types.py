@@ -4,7 +4,7 @@ Validation and defaulting of DeviceClass, ResourceSlice, ResourceClaim and
 ResourceClaimTemplate as kube-apiserver 1.36 does them (the subset the bridge and its tests
 touch: see docs/sandbox-kube-api.md), and of the pod fields ``spec.resourceClaims`` and
 ``containers[].resources.claims``. kube-controller-manager's resourceclaim controller is
-:mod:`bridge.sandbox.kubeapi.claimcontroller`:
+:mod:`sandbox.controllers.resourceclaim`:
 
 - a pod's ``spec.resourceClaims[]`` entry naming a ``resourceClaimTemplateName`` gets one
   ResourceClaim, generated from the template (``generateName: <pod>-<claim>-``, annotation
@@ -23,9 +23,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from bridge.sandbox.kubeapi.errors import ApiError, invalid
-from bridge.sandbox.kubeapi.identity import service_account
-from bridge.sandbox.kubeapi.store import Obj
+from sandbox.kubeapi.errors import ApiError, invalid
+from sandbox.kubeapi.identity import service_account
+from sandbox.kubeapi.store import Obj
 
 GROUP = "resource.k8s.io"
 CLAIM_KEY = (GROUP, "resourceclaims")

@@ -11,17 +11,17 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from bridge import fastjson
-from bridge.sandbox.kubeapi import discovery, protobuf, tables
-from bridge.sandbox.kubeapi.admit import options
-from bridge.sandbox.kubeapi.errors import ApiError, bad_request
-from bridge.sandbox.kubeapi.hooks import LoggedRequest
-from bridge.sandbox.kubeapi.identity import UserInfo
-from bridge.sandbox.kubeapi.resources import CONNECT_KINDS, ResourceDef
-from bridge.sandbox.kubeapi.selectors import parse_field_selector, parse_label_selector
-from bridge.sandbox.kubeapi.watch import WatchRequest, run_watch, validate_list_options
+from sandbox.kubeapi import discovery, protobuf, tables
+from sandbox.kubeapi.admission_chain import options
+from sandbox.kubeapi.errors import ApiError, bad_request
+from sandbox.kubeapi.faults import LoggedRequest
+from sandbox.kubeapi.identity import UserInfo
+from sandbox.kubeapi.registry import CONNECT_KINDS, ResourceDef
+from sandbox.kubeapi.selectors import parse_field_selector, parse_label_selector
+from sandbox.kubeapi.watch import WatchRequest, run_watch, validate_list_options
 
 if TYPE_CHECKING:
-    from bridge.sandbox.kubeapi.server import SandboxApiServer
+    from sandbox.kubeapi.server import SandboxApiServer
 
 _REASONS = {
     400: "BadRequest",

@@ -99,7 +99,7 @@ def _alive(pid: int) -> bool:
 
 
 async def _serve(ns: argparse.Namespace) -> None:
-    from bridge.sandbox.kubeapi.server import SandboxApiServer
+    from sandbox.kubeapi.server import SandboxApiServer
 
     nodes = [n for n in ns.nodes.split(",") if n]
     srv = SandboxApiServer(
@@ -140,7 +140,7 @@ def _up(ns: argparse.Namespace, argv: list[str]) -> int:
     log = open(d / "kube-api.log", "ab")  # noqa: SIM115 - handed to the child
     args = ["serve", *argv[1:]]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bridge.sandbox.kubeapi.cli", *args],
+        [sys.executable, "-m", "sandbox.kubeapi.cli", *args],
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,

@@ -12,7 +12,7 @@ sandbox (``slurm-bridge sandbox slurm up``; its env file is ``$SLURM_SANDBOX_ENV
    fake kubelet) with one Ready node per Slurm external node (``kube-node-0..2``);
 3. starts ``slurm-bridge admission``, registers it with the webhook Service and
    configurations ``helm template`` renders from the chart (an EndpointSlice points the
-   Service at the webhook; the CA is the ``caBundle``; :mod:`bridge.sandbox.chart_webhooks`),
+   Service at the webhook; the CA is the ``caBundle``; :mod:`sandbox.chart_webhooks`),
    applies the managed namespace, and starts ``slurm-bridge scheduler`` and ``controller``
    (logs: ``logs/<component>.log``);
 4. runs the seed examples (``deploy/examples``) with ``kubectl``, printing ``squeue`` beside
@@ -25,7 +25,8 @@ output: **the kubelet** (containers "finish" when the demo calls the sandbox's
 ``POST /sandbox/pods/{ns}/{name}/finish``, also ``slurm-bridge sandbox kube-api finish-pod``)
 and **the Job/JobSet/LWS controllers** (``slurm-bridge sandbox workloads``, started beside
 the components, creates the Jobs and pods those controllers would for every Job, JobSet and
-LWS applied, with their labels and owner references: :mod:`bridge.sandbox.standin`).
+LWS applied, with their labels and owner references:
+:mod:`sandbox.controllers.workload_controller`).
 
 Every command the output shows is one the user can paste as it is (after the ``export``
 lines it prints: KUBECONFIG, the sandbox dir, PATH). The last step finishes the LWS, so the
@@ -57,11 +58,12 @@ from typing import Any, TextIO
 
 import yaml
 
-from bridge.sandbox import chart_webhooks, dra, standin, workloads
-from bridge.sandbox.kubeapi import cli as kubeapi_cli
-from bridge.sandbox.slurm import parse_env_file
 from bridge.slurm.hostlist import expand as expand_hostlist
 from bridge.wellknown import CONDITION_POD_SCHEDULED, LABEL_JOB_ID
+from sandbox import chart_webhooks
+from sandbox.controllers import dra_driver, workload_controller, workload_pods
+from sandbox.kubeapi import cli as kubeapi_cli
+from sandbox.slurm.launcher import parse_env_file
 
 NAMESPACE = "slurm-bridge"
 COMPONENTS = ("admission", "scheduler", "controller")
@@ -89,7 +91,7 @@ class DemoEnv:
 
     slurm: Mapping[str, str]  # the parsed cluster.env
     demo_dir: Path
-    examples: Path = workloads.EXAMPLES
+    examples: Path = workload_pods.EXAMPLES
     python: str = sys.executable
 
     @classmethod
@@ -339,7 +341,7 @@ class Demo:
         has no such controllers; ``slurm-bridge sandbox workloads`` watches for them)."""
         plural = {"JobSet": "jobsets", "LeaderWorkerSet": "leaderworkersets", "Job": "jobs"}
         doc = self.kubectl("get", plural[kind], name, "-n", NAMESPACE, "-o", "json")
-        names = standin.pods_for(json.loads(doc))
+        names = workload_controller.pods_for(json.loads(doc))
 
         def created() -> bool:
             self.check_alive()
@@ -478,12 +480,12 @@ class Demo:
         ns_doc = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
         self.apply(text=_j(ns_doc))
         self.step("DRA: the GPU and CPU drivers' DeviceClasses and ResourceSlices (docs/dra.md)")
-        slices = dra.node_slices(
+        slices = dra_driver.node_slices(
             env.nodes,
             cpus=int(env.slurm.get("SLURM_NODE_CPUS", "8")),
             gpus=int(env.slurm.get("SLURM_NODE_GPUS", "0")),
         )
-        items = [*dra.device_classes(), *slices]
+        items = [*dra_driver.device_classes(), *slices]
         self.apply(text=yaml.safe_dump_all(items))
 
         self.step("the scheduler, the controller, and the Job/JobSet/LWS controllers' stand-in")

@@ -16,8 +16,8 @@ from typing import Any
 
 from bridge.clock import Clock
 from bridge.fastjson import clone
-from bridge.sandbox.kubeapi import admission, dra
-from bridge.sandbox.kubeapi.errors import (
+from sandbox.kubeapi import admission_plugins, dra_types
+from sandbox.kubeapi.errors import (
     ApiError,
     already_exists,
     bad_request,
@@ -26,17 +26,17 @@ from bridge.sandbox.kubeapi.errors import (
     invalid,
     not_found,
 )
-from bridge.sandbox.kubeapi.patch import json_patch, merge_patch, strategic_merge
-from bridge.sandbox.kubeapi.pruning import prune_object
-from bridge.sandbox.kubeapi.resources import Registry, ResourceDef
-from bridge.sandbox.kubeapi.selectors import (
+from sandbox.kubeapi.patch import json_patch, merge_patch, strategic_merge
+from sandbox.kubeapi.pruning import prune_object
+from sandbox.kubeapi.registry import Registry, ResourceDef
+from sandbox.kubeapi.selectors import (
     fields_match,
     labels_match,
     parse_field_selector,
     parse_label_selector,
 )
-from bridge.sandbox.kubeapi.store import Obj, Store
-from bridge.sandbox.kubeapi.webhookconfig import validate_configuration
+from sandbox.kubeapi.store import Obj, Store
+from sandbox.kubeapi.webhook_config import validate_configuration
 
 CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
 NS_KEY = ("", "namespaces")
@@ -307,9 +307,9 @@ class ObjectApi:
 
     def _admit_create(self, rd: ResourceDef, obj: Obj) -> None:
         if rd.key == POD_KEY:
-            admission.validate_pod(obj)
-            dra.validate_pod_claims(obj)
-            admission.default_pod(obj)
+            admission_plugins.validate_pod(obj)
+            dra_types.validate_pod_claims(obj)
+            admission_plugins.default_pod(obj)
             sa = obj["spec"]["serviceAccountName"]
             ns = obj["metadata"]["namespace"]
             if self.store.get(SA_KEY, ns, sa) is None:
@@ -320,7 +320,7 @@ class ObjectApi:
                     f'account {ns}/{sa}: serviceaccount "{sa}" not found',
                 )
         elif rd.key == ("", "nodes"):
-            admission.default_node(obj, ready=obj["metadata"]["name"] in self._ready_nodes)
+            admission_plugins.default_node(obj, ready=obj["metadata"]["name"] in self._ready_nodes)
         elif rd.key == NS_KEY:
             obj.setdefault("spec", {})["finalizers"] = ["kubernetes"]
             obj["status"] = {"phase": "Active"}
@@ -328,21 +328,21 @@ class ObjectApi:
                 "metadata"
             ]["name"]
         elif rd.key == ("batch", "jobs"):
-            admission.default_job(obj)
+            admission_plugins.default_job(obj)
         elif rd.key == ("", "secrets"):
-            admission.default_secret(obj)
+            admission_plugins.default_secret(obj)
         elif rd.key == ("", "services"):
             n = self.store.count(rd.key) + 1
-            admission.default_service(obj, f"10.96.{(n // 250) % 250}.{n % 250 + 1}")
+            admission_plugins.default_service(obj, f"10.96.{(n // 250) % 250}.{n % 250 + 1}")
         elif rd.key == ("coordination.k8s.io", "leases"):
-            admission.validate_lease(obj)
+            admission_plugins.validate_lease(obj)
         elif rd.key in _WEBHOOK_KEYS:
             validate_configuration(obj, mutating=rd.key == _WEBHOOK_KEYS[0])
         elif rd.key == CRD_KEY:
             self._validate_crd(obj)
             obj.pop("status", None)
-        elif rd.group == dra.GROUP:
-            dra.admit_create(rd.key, obj)
+        elif rd.group == dra_types.GROUP:
+            dra_types.admit_create(rd.key, obj)
         elif rd.custom:
             if "status" in rd.subresources:
                 obj.pop("status", None)  # a status subresource: status is not set on create
@@ -548,7 +548,7 @@ class ObjectApi:
                 else:
                     new.pop("status", None)
             if rd.key == POD_KEY:
-                admission.check_pod_update(old, new)
+                admission_plugins.check_pod_update(old, new)
         nmd = new.setdefault("metadata", {})
         omd = old["metadata"]
         for f in (
@@ -575,11 +575,11 @@ class ObjectApi:
                     rd.group,
                 )
         if rd.key == ("coordination.k8s.io", "leases"):
-            admission.validate_lease(new)
-        if rd.group == dra.GROUP:
-            dra.check_update(rd.key, old, new, subresource)
+            admission_plugins.validate_lease(new)
+        if rd.group == dra_types.GROUP:
+            dra_types.check_update(rd.key, old, new, subresource)
         if rd.key == POD_KEY and subresource == "status":
-            dra.validate_pod_status(new)
+            dra_types.validate_pod_status(new)
         if rd.key in _WEBHOOK_KEYS:
             validate_configuration(new, mutating=rd.key == _WEBHOOK_KEYS[0])
         if rd.custom:
@@ -764,7 +764,7 @@ class ObjectApi:
                 rd, "", {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}}
             )
         now = self.now()
-        admission.node_heartbeat(node, ready=ready, now=now)
+        admission_plugins.node_heartbeat(node, ready=ready, now=now)
         status = node.setdefault("status", {})
         conds = [c for c in status.get("conditions") or [] if c.get("type") != "Ready"]
         conds.append(

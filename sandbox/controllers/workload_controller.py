@@ -4,7 +4,7 @@ JobSet and LeaderWorkerSet controllers (sandbox tooling, not production code).
 The sandbox API server has no controllers, so a Job, JobSet or LWS applied to it would
 never get pods. This loop watches for them (a list every ``--interval`` seconds) and
 creates what the real controllers would: a JobSet's Jobs, and the pods of every Job,
-JobSet and LWS, with their labels and owner references (:mod:`bridge.sandbox.workloads`
+JobSet and LWS, with their labels and owner references (:mod:`sandbox.controllers.workload_pods`
 expands them). The demo runs it beside the bridge's components, so an example applied by
 hand (``kubectl apply -f deploy/examples/indexed-job.yaml``) gets its pods like in a
 cluster. Each object is expanded once per run of the loop (by uid); pods that already
@@ -30,7 +30,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from bridge.sandbox import workloads
+from sandbox.controllers import workload_pods
 
 Obj = dict[str, Any]
 # kind -> the cluster-wide list path of the objects the stand-in acts on
@@ -118,7 +118,7 @@ def _without_identity(obj: Obj) -> Obj:
 
 def pods_for(obj: Obj) -> list[str]:
     """The names of the pods the stand-in creates for ``obj`` (pure)."""
-    expanded = workloads.expand([obj], obj["metadata"]["namespace"])
+    expanded = workload_pods.expand([obj], obj["metadata"]["namespace"])
     return [p["metadata"]["name"] for p in expanded.pods]
 
 
@@ -133,7 +133,7 @@ class StandIn:
     def act_on(self, obj: Obj) -> list[str]:
         """Create the Jobs and pods for one Job/JobSet/LWS; returns the pod names."""
         ns = obj["metadata"]["namespace"]
-        expanded = workloads.expand([obj], ns)
+        expanded = workload_pods.expand([obj], ns)
         paths = self.created.setdefault(obj["metadata"]["uid"], [])
         real_uid: dict[str, str] = {}
         for uid, o in expanded.objects.items():

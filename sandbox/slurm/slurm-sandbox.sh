@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # slurm-sandbox.sh - the root-level half of `slurm-bridge sandbox slurm`: a real Slurm cluster
 # (munged, slurmctld, N x slurmd, slurmrestd, optional MariaDB + slurmdbd) in a Debian
-# debootstrap chroot on this machine. bridge/sandbox/slurm.py renders the Slurm config files
+# debootstrap chroot on this machine. sandbox/slurm/launcher.py renders the Slurm config files
 # and calls this script with the settings below; run it through that command, not by hand.
 #
 #   slurm-sandbox.sh up | down [--purge] | status | restart-ctld | rest-stop | rest-start

@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from bridge.sandbox.kubeapi.errors import ApiError, bad_request
 from bridge.translate.split import split_top_level
+from sandbox.kubeapi.errors import ApiError, bad_request
 
 _KEY = r"[A-Za-z0-9][-A-Za-z0-9_./]*"
 _VAL = r"[-A-Za-z0-9_.]*"

@@ -14,17 +14,17 @@ import yaml
 from aiohttp import web
 
 from bridge.clock import Clock, SystemClock
-from bridge.sandbox.kubeapi.admit import Writes
-from bridge.sandbox.kubeapi.claimcontroller import ResourceClaimController
-from bridge.sandbox.kubeapi.controllers import GarbageCollector, NamespaceController
-from bridge.sandbox.kubeapi.handlers import Handlers
-from bridge.sandbox.kubeapi.hooks import Fault, Faults, RequestLog
-from bridge.sandbox.kubeapi.identity import SANDBOX_TOKEN, Tokens, UserInfo, user
-from bridge.sandbox.kubeapi.kubelet import FakeKubelet
-from bridge.sandbox.kubeapi.resources import Registry
-from bridge.sandbox.kubeapi.store import Obj, Store
-from bridge.sandbox.kubeapi.verbs import NS_KEY, ObjectApi
-from bridge.sandbox.kubeapi.webhooks import WebhookCaller
+from sandbox.controllers.namespace_gc import GarbageCollector, NamespaceController
+from sandbox.controllers.resourceclaim import ResourceClaimController
+from sandbox.kubeapi.admission_chain import Writes
+from sandbox.kubeapi.faults import Fault, Faults, RequestLog
+from sandbox.kubeapi.handlers import Handlers
+from sandbox.kubeapi.identity import SANDBOX_TOKEN, Tokens, UserInfo, user
+from sandbox.kubeapi.registry import Registry
+from sandbox.kubeapi.store import Obj, Store
+from sandbox.kubeapi.verbs import NS_KEY, ObjectApi
+from sandbox.kubeapi.webhook_client import WebhookCaller
+from sandbox.kubelet import FakeKubelet
 
 DEFAULT_NAMESPACES = ("default", "kube-system", "slurm-bridge")
 __all__ = ["SANDBOX_TOKEN", "SandboxApiServer", "bundled_crds"]
@@ -33,7 +33,7 @@ __all__ = ["SANDBOX_TOKEN", "SandboxApiServer", "bundled_crds"]
 def bundled_crds() -> list[Obj]:
     """The CRDs the sandbox installs at start: PodGroup, JobSet, LeaderWorkerSet."""
     out: list[Obj] = []
-    folder = importlib_resources.files("bridge.sandbox.kubeapi") / "crds"
+    folder = importlib_resources.files("sandbox.kubeapi") / "crds"
     for entry in sorted(folder.iterdir(), key=lambda p: p.name):
         if entry.name.endswith(".yaml"):
             out.append(yaml.safe_load(entry.read_text()))
@@ -58,7 +58,7 @@ def kubeconfig_for(cluster: Obj, token: str, username: str, namespace: str = "de
 
 
 class SandboxApiServer:
-    """See the package docstring (``bridge.sandbox.kubeapi``) for the full API."""
+    """See the package docstring (``sandbox.kubeapi``) for the full API."""
 
     def __init__(
         self,

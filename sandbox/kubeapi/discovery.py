@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bridge.sandbox.kubeapi.resources import Registry, ResourceDef
+from sandbox.kubeapi.registry import Registry, ResourceDef
 
 VERSION_INFO = {
     "major": "1",

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from bridge.sandbox.kubeapi.resources import ResourceDef
+from sandbox.kubeapi.registry import ResourceDef
 
 Obj = dict[str, Any]
 

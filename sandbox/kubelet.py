@@ -3,7 +3,7 @@ finishes them on demand and removes terminating pods after their grace period.
 "Node gone" = stop its kubelet.
 
 It watches the store directly (no HTTP) and writes through the admission path
-(:class:`~bridge.sandbox.kubeapi.admit.Writes`) as the node's kubelet (``system:node:<node>``,
+(:class:`~sandbox.kubeapi.admission_chain.Writes`) as the node's kubelet (``system:node:<node>``,
 group ``system:nodes``): its ``pods/status`` UPDATEs and its final DELETE (grace 0, uid
 precondition) reach the webhooks that match them. ``finish_pod`` (a test hook standing in for
 a container exiting) writes the status directly, without admission.
@@ -17,11 +17,11 @@ from datetime import datetime
 from typing import Any
 
 from bridge.fastjson import clone
-from bridge.sandbox.kubeapi import identity
-from bridge.sandbox.kubeapi.admit import Writes
-from bridge.sandbox.kubeapi.errors import ApiError
-from bridge.sandbox.kubeapi.store import Obj, ns_name
-from bridge.sandbox.kubeapi.verbs import NODE_KEY, POD_KEY, ObjectApi
+from sandbox.kubeapi import identity
+from sandbox.kubeapi.admission_chain import Writes
+from sandbox.kubeapi.errors import ApiError
+from sandbox.kubeapi.store import Obj, ns_name
+from sandbox.kubeapi.verbs import NODE_KEY, POD_KEY, ObjectApi
 
 _TERMINAL = ("Succeeded", "Failed")
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from bridge.cel import compile_expression
 from bridge.errors import CelError
-from bridge.sandbox.kubeapi.errors import invalid_fields
+from sandbox.kubeapi.errors import invalid_fields
 
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _QUALIFIED = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")

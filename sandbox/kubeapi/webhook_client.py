@@ -2,7 +2,7 @@
 like kube-apiserver v1.36 does, for every operation a rule names.
 
 One :class:`AdmissionRequest` describes a write (CREATE, UPDATE, DELETE; see
-:mod:`bridge.sandbox.kubeapi.admit` for the one path every write takes). A webhook is called
+:mod:`sandbox.kubeapi.admission_chain` for the one path every write takes). A webhook is called
 when one of its ``rules`` matches (apiGroups, apiVersions, operations, ``resources`` with
 subresources: ``pods`` matches neither ``pods/status`` nor ``pods/binding``, ``pods/*`` and
 ``*/status`` do, ``*`` is every resource but no subresource, ``*/*`` everything; ``scope``),
@@ -58,11 +58,11 @@ from bridge.cel import compile_expression
 from bridge.config import LabelSelector
 from bridge.errors import CelError
 from bridge.fastjson import clone
-from bridge.sandbox.kubeapi.errors import ApiError
-from bridge.sandbox.kubeapi.identity import UserInfo
-from bridge.sandbox.kubeapi.patch import json_patch
-from bridge.sandbox.kubeapi.resources import Registry, ResourceDef
-from bridge.sandbox.kubeapi.store import Obj, Store
+from sandbox.kubeapi.errors import ApiError
+from sandbox.kubeapi.identity import UserInfo
+from sandbox.kubeapi.patch import json_patch
+from sandbox.kubeapi.registry import Registry, ResourceDef
+from sandbox.kubeapi.store import Obj, Store
 
 GROUP = "admissionregistration.k8s.io"
 MUTATING_KEY = (GROUP, "mutatingwebhookconfigurations")

@@ -5,15 +5,15 @@ known deviation is listed in docs/sandbox-kube-api.md (identity, admission webho
 WatchList, the namespace controller and garbage collector) and the README.
 
 Every write (HTTP, the namespace controller, the garbage collector, the fake kubelet)
-takes one admission path (``admit.Writes``): mutating and validating webhooks are called
+takes one admission path (``admission_chain.Writes``): mutating and validating webhooks are called
 for CREATE, UPDATE (PUT, every PATCH type), DELETE and pods/binding, by URL or Service
 reference, with matchConditions (CEL), reinvocation and kube's failure wording (see
-``webhooks``). Requests carry a user (``identity``): bearer tokens map to users like a
+``webhook_client``). Requests carry a user (``identity``): bearer tokens map to users like a
 static token file; unknown tokens are the admin ``sandbox`` (a real server answers 401).
 
 In-process use (stable API for other components' tests)::
 
-    from bridge.sandbox.kubeapi import SandboxApiServer
+    from sandbox.kubeapi import SandboxApiServer
 
     async with SandboxApiServer(port=0, nodes=["kube-node-0"], kubelet=True) as srv:
         srv.url                          # "http://127.0.0.1:<port>"
@@ -78,7 +78,7 @@ same hooks over HTTP under ``/sandbox/``::
 
 from __future__ import annotations
 
-from bridge.sandbox.kubeapi.hooks import Fault, LoggedRequest
-from bridge.sandbox.kubeapi.server import SANDBOX_TOKEN, SandboxApiServer
+from sandbox.kubeapi.faults import Fault, LoggedRequest
+from sandbox.kubeapi.server import SANDBOX_TOKEN, SandboxApiServer
 
 __all__ = ["SANDBOX_TOKEN", "Fault", "LoggedRequest", "SandboxApiServer"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from bridge.sandbox.kubeapi.errors import ApiError
+from sandbox.kubeapi.errors import ApiError
 
 MAGIC = b"k8s\x00"
 PROTOBUF = "application/vnd.kubernetes.protobuf"
