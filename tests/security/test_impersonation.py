@@ -26,7 +26,7 @@ from tests.integration.conftest import SlurmSandbox
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
 
 USER_ID = slurmjob_annotation("user-id")
-# The sandbox's unprivileged user (bridge/sandbox/slurm-sandbox.sh: uid/gid 2000, in
+# The sandbox's unprivileged user (sandbox/slurm/slurm-sandbox.sh: uid/gid 2000, in
 # Slurm's account "default").
 TENANT_UID = 2000
 POLICY = {
