@@ -27,6 +27,13 @@ from bridge.kube.client import KubeClient
 from bridge.logging import configure_logging, get_logger
 from bridge.ops import OpsServer, readiness
 
+# the longest request line and header line the webhook reads (aiohttp's default)
+MAX_HEAD_LINE_BYTES = 8190
+# After an answer sent before the whole body arrived (408, 413), the rest of the body is
+# read and dropped for at most this long (so the client sees the answer), then the
+# connection is closed. aiohttp's default, 10 s, would let a slow body hold it that long.
+LINGER_SECONDS = 1.0
+
 
 def _bound_port(site: web.TCPSite) -> int:
     server: Any = site._server  # aiohttp keeps the asyncio Server here
@@ -74,7 +81,18 @@ class AdmissionServer:
         self.log = get_logger("admission")
 
     async def _listen(self, app: web.Application, port: int, ssl_ctx: Any = None) -> int:
-        runner = web.AppRunner(app, access_log=None)
+        # aiohttp's keep-alive timer also runs from the moment a connection opens (since
+        # aio-libs/aiohttp#13681, hence pyproject's floor): a client that has not sent a whole
+        # request head by then (slowloris) is dropped, as is an idle keep-alive connection.
+        # The TLS handshake has asyncio's own 60 s bound.
+        runner = web.AppRunner(
+            app,
+            access_log=None,
+            keepalive_timeout=self.cfg.admission.header_read_timeout_seconds,
+            max_line_size=MAX_HEAD_LINE_BYTES,
+            max_field_size=MAX_HEAD_LINE_BYTES,
+            lingering_time=LINGER_SECONDS,
+        )
         await runner.setup()
         self._runners.append(runner)
         site = web.TCPSite(runner, self.cfg.admission.bind_address, port, ssl_context=ssl_ctx)

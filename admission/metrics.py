@@ -1,8 +1,26 @@
-"""Prometheus metrics of the webhook, in a registry of their own (no global state)."""
+"""Prometheus metrics of the webhook, in a registry of their own (no global state).
+
+Every label value comes from a fixed set: what a request says (its kind, its operation) is
+mapped onto the values below, anything else counts as ``other``. A label copied from the
+request would let any client grow the registry (and /metrics) without bound.
+"""
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+ENDPOINTS = frozenset({"mutate", "validate"})
+KINDS = frozenset({"Pod", "PodGroup", "JobSet", "LeaderWorkerSet", "Job"})
+OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+RESULTS = frozenset(
+    {"allowed", "patched", "denied", "error", "bad_request", "too_large", "unsupported_media"}
+)
+OTHER = "other"
+
+
+def bounded(value: str, allowed: frozenset[str]) -> str:
+    """``value`` when it is one of ``allowed``; ``""`` stays ``""``; else ``other``."""
+    return value if not value or value in allowed else OTHER
 
 
 class AdmissionMetrics:
@@ -13,7 +31,8 @@ class AdmissionMetrics:
         self.reviews = Counter(
             "slurm_bridge_admission_reviews",
             "AdmissionReviews answered, by endpoint, object kind, operation and result "
-            "(allowed, patched, denied, error, bad_request, too_large).",
+            "(allowed, patched, denied, error, bad_request, too_large, unsupported_media); "
+            "kinds other than the bridge's own and unknown values count as 'other'.",
             ["endpoint", "kind", "operation", "result"],
             registry=self.registry,
         )
@@ -28,7 +47,13 @@ class AdmissionMetrics:
     def observe(
         self, endpoint: str, kind: str, operation: str, result: str, seconds: float
     ) -> None:
-        self.reviews.labels(endpoint, kind, operation, result).inc()
+        endpoint = bounded(endpoint, ENDPOINTS)
+        self.reviews.labels(
+            endpoint,
+            bounded(kind, KINDS),
+            bounded(operation, OPERATIONS),
+            bounded(result, RESULTS),
+        ).inc()
         self.latency.labels(endpoint).observe(seconds)
 
     def exposition(self) -> bytes:

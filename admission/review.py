@@ -9,16 +9,24 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from bridge import fastjson
 from bridge.errors import InvalidInput
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
+# A denial lists this many errors, then "... and N more"; each error is cut to
+# MAX_ERROR_CHARS (a reason may quote a value the user wrote).
+MAX_DENY_ERRORS = 20
+MAX_ERROR_CHARS = 300
+# Nesting levels of a review body (objects and arrays). Kubernetes objects stay far below
+# (a JobSet's pod template with managedFields is ~25); orjson itself stops at 1,024.
+MAX_JSON_DEPTH = 100
 
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
 
@@ -95,20 +103,51 @@ def allow(uid: str, *, patch: Sequence[Mapping[str, Any]] = ()) -> AdmissionResp
     return AdmissionResponse(uid=uid, allowed=True, patch=tuple(patch))
 
 
+def clip(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """``text``, cut to ``limit`` characters (the cut marked with ``...``)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def deny(uid: str, obj: str, errors: Sequence[InvalidInput]) -> AdmissionResponse:
-    """Deny with EVERY error in one message; each names its field and the reason."""
-    parts = [f"{e.field}: {e.reason}" for e in errors]
-    n = len(parts)
-    head = f"{obj}: " if obj else ""
+    """Deny with the errors in one message; each names its field and the reason.
+
+    The message is bounded whatever the request holds: the first :data:`MAX_DENY_ERRORS`
+    errors (each cut to :data:`MAX_ERROR_CHARS`), then ``... and N more``."""
+    n = len(errors)
+    shown = [(clip(e.field), clip(e.reason)) for e in errors[:MAX_DENY_ERRORS]]
+    parts = [f"{f}: {r}" for f, r in shown]
+    if n > len(shown):
+        parts.append(f"... and {n - len(shown)} more")
+    head = f"{clip(obj)}: " if obj else ""
     message = f"{head}{n} error{'s' if n != 1 else ''}: " + "; ".join(parts)
     return AdmissionResponse(
-        uid=uid,
-        allowed=False,
-        message=message,
-        code=422,
-        reason="Invalid",
-        causes=tuple((e.field, e.reason) for e in errors),
+        uid=uid, allowed=False, message=message, code=422, reason="Invalid", causes=tuple(shown)
     )
+
+
+def _deeper_than(value: dict[str, Any] | list[Any], limit: int) -> bool:
+    """True when ``value`` nests objects/arrays more than ``limit`` levels (iterative:
+    no recursion on untrusted input)."""
+    stack: list[tuple[dict[str, Any] | list[Any], int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children: Iterable[Any] = node.values() if isinstance(node, dict) else node
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+    return False
+
+
+def decode_review(body: bytes) -> AdmissionRequest:
+    """Decode and parse a raw AdmissionReview body, or raise InvalidInput naming the fault:
+    not JSON (or not UTF-8), nested deeper than :data:`MAX_JSON_DEPTH`, or malformed."""
+    try:
+        data = fastjson.loads(body)
+    except ValueError as e:  # orjson: bad JSON, bad UTF-8, over 1,024 levels
+        raise InvalidInput("<body>", f"is not valid JSON: {e}") from None
+    if isinstance(data, dict | list) and _deeper_than(data, MAX_JSON_DEPTH):
+        raise InvalidInput("<body>", f"nests objects/arrays deeper than {MAX_JSON_DEPTH} levels")
+    return parse_review(data)
 
 
 def parse_review(body: object) -> AdmissionRequest:
@@ -116,9 +155,10 @@ def parse_review(body: object) -> AdmissionRequest:
     if not isinstance(body, dict):
         raise InvalidInput("<body>", "must be a JSON object (an AdmissionReview)")
     if body.get("apiVersion") != API_VERSION:
-        raise InvalidInput("apiVersion", f"must be {API_VERSION!r}, got {body.get('apiVersion')!r}")
+        got = clip(repr(body.get("apiVersion")), 80)
+        raise InvalidInput("apiVersion", f"must be {API_VERSION!r}, got {got}")
     if body.get("kind") != KIND:
-        raise InvalidInput("kind", f"must be {KIND!r}, got {body.get('kind')!r}")
+        raise InvalidInput("kind", f"must be {KIND!r}, got {clip(repr(body.get('kind')), 80)}")
     request = body.get("request")
     if not isinstance(request, dict):
         raise InvalidInput("request", "missing or not an object")

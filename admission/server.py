@@ -6,8 +6,13 @@ ops listener (``GET /metrics`` and the health endpoints) is :class:`bridge.ops.O
 Rules the server guarantees:
 
 * a well-formed review always gets a well-formed AdmissionReview with the request's uid;
-* a body that is not a v1 AdmissionReview gets 400 with a message naming the bad field;
-* a body larger than ``admission.maxRequestBytes`` gets 413;
+* a Content-Type other than ``application/json`` gets 415;
+* a body that is not a v1 AdmissionReview (not JSON, not UTF-8, nested deeper than
+  :data:`~admission.review.MAX_JSON_DEPTH`, a bad field) gets 400 with a message naming it;
+* a body larger than ``admission.maxRequestBytes`` gets 413; one not read completely within
+  ``admission.requestTimeoutSeconds`` gets 408;
+* a denial and its log line are bounded (:func:`admission.review.deny`), whatever the
+  request holds;
 * an internal error -- a bug in mutate/validate, a failed namespace lookup, or
   ``admission.requestTimeoutSeconds`` running out -- is logged with the uid and answered by
   ``admission.failurePolicy``: ``Fail`` denies (code 500, "internal error"), ``Ignore``
@@ -17,7 +22,6 @@ Rules the server guarantees:
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,13 +32,16 @@ from admission.metrics import AdmissionMetrics
 from admission.mutate import mutate
 from admission.namespaces import NamespaceLabelSource
 from admission.policy import AdmissionContext
-from admission.review import AdmissionRequest, AdmissionResponse, parse_review
+from admission.review import AdmissionRequest, AdmissionResponse, clip, decode_review
 from admission.validate import validate
 from bridge.errors import InvalidInput, KubeError
 from bridge.logging import get_logger
 from bridge.ops import add_health_routes, readiness
 
 Reviewer = Callable[[AdmissionRequest, AdmissionContext], AdmissionResponse]
+JSON_CONTENT_TYPE = "application/json"
+# the longest message a log line of the webhook carries (a denial is bounded already)
+LOG_MESSAGE_CHARS = 2000
 
 
 @dataclass
@@ -78,34 +85,37 @@ class _Handler:
         self.review = review
         self.log = get_logger("admission")
 
-    def _bad_request(self, message: str, started: float) -> web.Response:
-        self.deps.metrics.observe(
-            self.endpoint, "", "", "bad_request", time.perf_counter() - started
-        )
-        self.log.info("admission_bad_request", endpoint=self.endpoint, error=message)
-        return web.json_response({"error": message}, status=400)
+    def _refuse(self, status: int, result: str, message: str, started: float) -> web.Response:
+        """A request that is not a review we can read: 400, 408, 413 or 415."""
+        self.deps.metrics.observe(self.endpoint, "", "", result, time.perf_counter() - started)
+        message = clip(message, LOG_MESSAGE_CHARS)
+        self.log.info("admission_bad_request", endpoint=self.endpoint, status=status, error=message)
+        response = web.json_response({"error": message}, status=status)
+        if status in (408, 413):
+            response.force_close()  # the rest of the body was not read: the stream is spent
+        return response
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         started = time.perf_counter()
         settings = self.deps.ctx.config.admission
+        if request.content_type != JSON_CONTENT_TYPE:
+            got = clip(request.headers.get("Content-Type", "(none)"), 100)
+            message = f"Content-Type must be {JSON_CONTENT_TYPE}, got {got}"
+            return self._refuse(415, "unsupported_media", message, started)
         try:
             async with asyncio.timeout(settings.request_timeout_seconds):
                 body = await request.read()
         except TimeoutError:
-            return self._bad_request("timed out reading the request body", started)
+            return self._refuse(408, "bad_request", "timed out reading the request body", started)
         except web.HTTPRequestEntityTooLarge:
-            elapsed = time.perf_counter() - started
-            self.deps.metrics.observe(self.endpoint, "", "", "too_large", elapsed)
-            self.log.info("admission_request_too_large", endpoint=self.endpoint)
-            raise
+            limit = settings.max_request_bytes
+            message = f"body larger than admission.maxRequestBytes ({limit} bytes)"
+            return self._refuse(413, "too_large", message, started)
         try:
-            data = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as e:
-            return self._bad_request(f"body is not valid JSON: {e}", started)
-        try:
-            req = parse_review(data)
+            req = decode_review(body)
         except InvalidInput as e:
-            return self._bad_request(f"malformed AdmissionReview: {e.field}: {e.reason}", started)
+            message = f"malformed AdmissionReview: {e.field}: {e.reason}"
+            return self._refuse(400, "bad_request", message, started)
 
         resp, failed = await self._decide(req, settings.request_timeout_seconds)
         try:
@@ -128,7 +138,7 @@ class _Handler:
             name=req.name,
             user=req.user_info.username,
             result=result,
-            message=resp.message or None,
+            message=clip(resp.message, LOG_MESSAGE_CHARS) or None,
             seconds=round(elapsed, 6),
         )
         return web.json_response(payload)

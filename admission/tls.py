@@ -6,6 +6,10 @@ ClientHello, with or without SNI) points the new connection at the CURRENT inner
 signature (mtime, size, inode: a Secret volume swaps a symlink) changes; a pair that does
 not load (half-written rotation, key not matching) is logged and skipped, and the old pair
 keeps serving until the next check. Established connections keep their session.
+
+Protocols: TLS 1.3 (its suites are all AEAD) and TLS 1.2 with :data:`TLS12_CIPHERS` only:
+forward-secret ECDHE key exchange with AES-GCM or ChaCha20-Poly1305. CBC suites, static
+RSA key exchange and finite-field DHE are refused at the handshake.
 """
 
 from __future__ import annotations
@@ -20,6 +24,18 @@ from bridge.errors import ConfigError
 from bridge.logging import get_logger
 
 _Signature = tuple[tuple[int, int, int], tuple[int, int, int]]
+# OpenSSL cipher string for TLS 1.2 (TLS 1.3 suites are configured apart and all AEAD).
+TLS12_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20:!aNULL:!SHA1"
+
+
+def server_tls_context() -> ssl.SSLContext:
+    """A server context: TLS 1.2+ with :data:`TLS12_CIPHERS`, no compression or
+    renegotiation; the caller loads the certificate."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.set_ciphers(TLS12_CIPHERS)
+    ctx.options |= ssl.OP_NO_COMPRESSION | ssl.OP_NO_RENEGOTIATION | ssl.OP_CIPHER_SERVER_PREFERENCE
+    return ctx
 
 
 def _stat(path: Path) -> tuple[int, int, int]:
@@ -45,8 +61,7 @@ class CertReloader:
         return (_stat(self._cert), _stat(self._key))
 
     def _load(self) -> ssl.SSLContext:
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx = server_tls_context()
         ctx.load_cert_chain(self._cert, self._key)
         return ctx
 

@@ -211,6 +211,10 @@ class AdmissionSettings(_Section):
     tls_key_file: Path = Path("/tls/tls.key")
     max_request_bytes: int = Field(default=3 * 1024 * 1024, ge=1024)
     request_timeout_seconds: float = Field(default=10.0, gt=0)
+    # A connection that has not sent a whole request head (line and headers) this many
+    # seconds after it opened, or after its previous answer, is closed (slowloris; idle
+    # keep-alive connections too). The body then has requestTimeoutSeconds.
+    header_read_timeout_seconds: float = Field(default=10.0, gt=0)
     # How often the TLS cert/key files are checked for rotation (new handshakes use the
     # new pair; a half-written pair is ignored until it loads).
     cert_reload_interval_seconds: float = Field(default=10.0, gt=0)
@@ -242,6 +246,10 @@ class BridgeConfig(_Section):
     # --- Slurm REST ---
     slurm_api_version: str = "auto"
     slurm_token_file: Path = Path("/var/run/secrets/slurm/auth-token")
+    # PEM file of the CA(s) that signed slurmrestd's certificate, for an https://
+    # slurmRestApi (none: the system's trust store). Certificates and host names are always
+    # verified: there is no "skip verify".
+    slurm_ca_file: Path | None = None
     slurm_user_name: str | None = None
     slurm_request_timeout_seconds: float = Field(default=10.0, gt=0)
     slurm_poll_interval_seconds: float = Field(default=0.25, gt=0)

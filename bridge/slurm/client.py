@@ -2,9 +2,12 @@
 
 One :class:`SlurmClient` owns one aiohttp session; use it as an async context manager.
 Every request carries a fresh JWT from :class:`~bridge.slurm.token.TokenProvider` and a
-timeout (``slurmRequestTimeoutSeconds``). Answers are decoded by the pure codec of the
-chosen API version (``slurmApiVersion``: pinned, or ``auto`` = the newest of
-v0.0.45/44/43 that the server's ``/openapi/v3`` document lists; read once, cached).
+timeout (``slurmRequestTimeoutSeconds``). An ``https://`` URL is always verified
+(certificate and host name, against ``slurmCaFile`` or the system trust store);
+:meth:`SlurmClient.from_config` logs ``slurm_plaintext_url`` for ``http://`` to a host that
+is not loopback. Answers are decoded by the pure codec of the chosen API version
+(``slurmApiVersion``: pinned, or ``auto`` = the newest of v0.0.45/44/43 that the server's
+``/openapi/v3`` document lists; read once, cached).
 
 Errors are classified only by :func:`bridge.errors.classify_slurm_error` (HTTP status and
 Slurm error numbers, never text).
@@ -28,10 +31,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import ipaddress
+import ssl
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
+from urllib.parse import urlsplit
 
 import aiohttp
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
@@ -96,15 +103,70 @@ T = TypeVar("T")
 
 
 def _transport_failure(
-    error: BaseException, endpoint: str, timeout: aiohttp.ClientTimeout
+    error: BaseException, endpoint: str, timeout: aiohttp.ClientTimeout, base_url: str
 ) -> SlurmError:
     """The SlurmError for a request that got no answer."""
     if isinstance(error, TimeoutError):
         return SlurmTimeout(f"{endpoint}: no answer within {timeout.total}s", endpoint=endpoint)
+    if isinstance(error, aiohttp.ClientConnectorCertificateError):
+        # The verifier's own words (about the certificate: never the request or its token).
+        cert_error = error.certificate_error
+        why = getattr(cert_error, "verify_message", None) or type(cert_error).__name__
+        return SlurmUnavailable(
+            f"{endpoint}: TLS certificate of {base_url} not trusted ({why}): "
+            "set slurmCaFile to the CA that signed slurmrestd's certificate",
+            endpoint=endpoint,
+        )
+    if isinstance(error, aiohttp.ClientSSLError):
+        return SlurmUnavailable(
+            f"{endpoint}: TLS handshake with {base_url} failed: {type(error).__name__}",
+            endpoint=endpoint,
+        )
     # Only the type: aiohttp's messages carry the request headers (the token).
     return SlurmUnavailable(
         f"{endpoint}: cannot reach slurmrestd: {type(error).__name__}", endpoint=endpoint
     )
+
+
+def client_tls_context(ca_file: str | Path | None) -> ssl.SSLContext:
+    """The context to reach an ``https://`` slurmrestd: the certificate and host name are
+    always verified (there is no "skip verify"), against ``ca_file`` when given, else the
+    system's trust store; TLS 1.2 or newer."""
+    try:
+        ctx = ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
+    except (OSError, ssl.SSLError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise ConfigError("slurmCaFile", f"cannot load CA file {ca_file}: {reason}") from None
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    return ctx
+
+
+def is_loopback_url(url: str) -> bool:
+    """True when ``url``'s host is ``localhost`` or a loopback address."""
+    host = urlsplit(url).hostname or ""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def warn_if_plaintext(url: str, ca_file: Path | None = None) -> bool:
+    """Log ``slurm_plaintext_url`` (a warning) when ``url`` sends the Slurm token in clear
+    over a network (``http://`` to a host that is not loopback); True when it did."""
+    if url.startswith("https://"):
+        return False
+    if ca_file is not None:
+        _log.warning("slurm_ca_file_unused", url=url, ca_file=str(ca_file), reason="not https")
+    if is_loopback_url(url):
+        return False
+    _log.warning(
+        "slurm_plaintext_url",
+        url=url,
+        reason="the Slurm token travels in clear: use https:// (and slurmCaFile)",
+    )
+    return True
 
 
 class _Response:
@@ -134,6 +196,7 @@ class SlurmClient:
         request_timeout_seconds: float = 10.0,
         retry_attempts: int = 4,
         retry_max_wait_seconds: float = 2.0,
+        ca_file: str | Path | None = None,
         clock: Clock | None = None,
     ) -> None:
         if api_version != "auto" and api_version not in SUPPORTED_VERSIONS:
@@ -141,6 +204,7 @@ class SlurmClient:
         if request_timeout_seconds <= 0:
             raise ConfigError("slurmRequestTimeoutSeconds", "must be > 0")
         self._base = base_url.rstrip("/")
+        self._ssl = client_tls_context(ca_file) if self._base.startswith("https://") else None
         self._token = token
         self._api_version = api_version
         self._timeout = aiohttp.ClientTimeout(total=request_timeout_seconds)
@@ -156,11 +220,15 @@ class SlurmClient:
 
     @classmethod
     def from_config(cls, cfg: BridgeConfig, *, clock: Clock | None = None) -> SlurmClient:
+        """The client of ``cfg`` (each component builds it once, at start: an ``http://``
+        URL to another host is logged as a warning here, :func:`warn_if_plaintext`)."""
+        warn_if_plaintext(cfg.slurm_rest_api, cfg.slurm_ca_file)
         return cls(
             cfg.slurm_rest_api,
             TokenProvider(cfg.slurm_token_file, cfg.slurm_user_name),
             api_version=cfg.slurm_api_version,
             request_timeout_seconds=cfg.slurm_request_timeout_seconds,
+            ca_file=cfg.slurm_ca_file,
             clock=clock,
         )
 
@@ -187,7 +255,8 @@ class SlurmClient:
 
     def _session_or_open(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(timeout=self._timeout, connector=SlurmConnector())
+            connector = SlurmConnector(ssl=self._ssl if self._ssl is not None else True)
+            self._session = aiohttp.ClientSession(timeout=self._timeout, connector=connector)
         return self._session
 
     # ------------------------------------------------------------------ transport
@@ -200,10 +269,13 @@ class SlurmClient:
         body: Any = None,
         params: Mapping[str, str] | Sequence[tuple[str, str]] | None = None,
         bulk: bool = False,
+        stream: Callable[[aiohttp.StreamReader], Awaitable[Mapping[str, Any]]] | None = None,
     ) -> _Response:
-        """One HTTP exchange; returns the decoded body or raises a classified SlurmError.
+        """One HTTP exchange: the decoded answer, or a classified SlurmError.
 
-        ``bulk``: a whole-table answer, allowed the longer bulk timeout."""
+        ``bulk``: a whole-table answer, allowed the longer bulk timeout. ``stream``: reads a
+        successful answer's body itself (chunk by chunk) and returns what is left of it to
+        check for Slurm's ``errors[]``; an error answer is always read whole."""
         timeout = self._bulk_timeout if bulk else self._timeout
         headers = self._token.headers()
         headers["Accept"] = "application/json"
@@ -215,6 +287,7 @@ class SlurmClient:
         started = self._clock.monotonic()
         failure: SlurmError | None = None
         status, raw = 0, b""
+        streamed: Mapping[str, Any] | None = None
         try:
             async with session.request(
                 method,
@@ -225,21 +298,25 @@ class SlurmClient:
                 timeout=timeout,
             ) as resp:
                 status = resp.status
-                raw = await resp.read()
+                if stream is None or status >= 400:
+                    raw = await resp.read()
+                else:
+                    streamed = await stream(resp.content)
         except (TimeoutError, aiohttp.ClientError) as e:
-            failure = _transport_failure(e, endpoint, timeout)
+            failure = _transport_failure(e, endpoint, timeout, self._base)
         del headers
         if failure is not None:
             # Raised outside the except block: no __context__ holding the aiohttp error.
             raise failure
-        parsed: Any = None
+        parsed: Any = streamed
         text = ""
-        try:
-            parsed = fastjson.loads(raw) if raw else None
-        except ValueError as e:
-            text = raw.decode("utf-8", "replace").strip()[:200]
-            if status < 400:
-                raise _not_json(endpoint, e) from None
+        if streamed is None:
+            try:
+                parsed = fastjson.loads(raw) if raw else None
+            except ValueError as e:
+                text = raw.decode("utf-8", "replace").strip()[:200]
+                if status < 400:
+                    raise _not_json(endpoint, e) from None
         _log.debug(
             "slurm_request",
             endpoint=endpoint,
@@ -272,56 +349,26 @@ class SlurmClient:
         """One streamed GET of a whole-table answer: ``pick`` of each item of its array
         ``key`` (None: dropped), and its other top-level keys. The body is decoded chunk by chunk
         (:class:`~bridge.slurm.stream.ArrayStream`), never held whole."""
-        headers = self._token.headers()
-        headers["Accept"] = "application/json"
-        session = self._session_or_open()
-        started = self._clock.monotonic()
-        failure: SlurmError | None = None
         kept: list[T] = []
-        rest: Mapping[str, Any] = {}
-        status, raw, seen = 0, b"", 0
-        try:
-            async with session.request(
-                "GET", self._base + path, headers=headers, timeout=self._bulk_timeout
-            ) as resp:
-                status = resp.status
-                if status >= 400:
-                    raw = await resp.read()
-                else:
-                    stream = ArrayStream(key)
+        seen = 0
 
-                    def take(items: list[Any]) -> None:
-                        nonlocal seen
-                        seen += len(items)
-                        kept.extend(p for p in map(pick, items) if p is not None)
+        async def read(content: aiohttp.StreamReader) -> Mapping[str, Any]:
+            nonlocal seen
+            stream = ArrayStream(key)
 
-                    async for chunk in resp.content.iter_chunked(SCAN_CHUNK_BYTES):
-                        take(stream.feed(chunk))
-                    take(stream.close())
-                    rest = stream.rest
-        except (TimeoutError, aiohttp.ClientError) as e:
-            failure = _transport_failure(e, endpoint, self._bulk_timeout)
-        del headers
-        if failure is not None:
-            # Raised outside the except block: no __context__ holding the aiohttp error.
-            raise failure
-        _log.debug(
-            "slurm_request",
-            endpoint=endpoint,
-            method="GET",
-            status=status,
-            items=seen,
-            kept=len(kept),
-            seconds=round(self._clock.monotonic() - started, 4),
-        )
-        if status >= 400:
-            try:
-                parsed: Any = fastjson.loads(raw) if raw else None
-                text = ""
-            except ValueError:
-                parsed, text = None, raw.decode("utf-8", "replace").strip()[:200]
-            self._raise_for_errors(endpoint, status, parsed, text)
-        self._raise_for_errors(endpoint, status, rest, "")
+            def take(items: list[Any]) -> None:
+                nonlocal seen
+                seen += len(items)
+                kept.extend(p for p in map(pick, items) if p is not None)
+
+            async for chunk in content.iter_chunked(SCAN_CHUNK_BYTES):
+                take(stream.feed(chunk))
+            take(stream.close())
+            return stream.rest
+
+        resp = await self._send("GET", path, endpoint=endpoint, bulk=True, stream=read)
+        _log.debug("slurm_scan", endpoint=endpoint, items=seen, kept=len(kept))
+        rest: Mapping[str, Any] = resp.body
         return kept, rest
 
     async def _call(

@@ -29,6 +29,7 @@ _DNS_SUBDOMAIN = {
     "maxLength": 253,
 }
 _QUANTITY = {"type": ["string", "integer", "number"]}
+_DURATION = {"type": "string", "pattern": "^[0-9]+(h|m|s)$"}
 _RESOURCES = {
     "type": "object",
     "additionalProperties": False,
@@ -121,18 +122,49 @@ def _admission() -> dict[str, Any]:
                             "group": _STR,
                         },
                     },
-                    "duration": {"type": "string", "pattern": "^[0-9]+(h|m|s)$"},
-                    "renewBefore": {"type": "string", "pattern": "^[0-9]+(h|m|s)$"},
+                    "duration": _DURATION,
+                    "renewBefore": _DURATION,
+                    "caDuration": _DURATION,
+                    "caRenewBefore": _DURATION,
                 },
             },
             "generated": {
                 "type": "object",
                 "additionalProperties": False,
-                "properties": {"validityDays": {"type": "integer", "minimum": 1}},
+                "properties": {
+                    "validityDays": {"type": "integer", "minimum": 2},
+                    "renewBeforeDays": {"type": "integer", "minimum": 1},
+                },
             },
         },
     }
     return schema
+
+
+def _network_policy() -> dict[str, Any]:
+    ports = {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 65535}}
+    peers = {"type": "array", "items": _OBJ}
+
+    def target() -> dict[str, Any]:
+        return {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"to": peers, "ports": ports},
+        }
+
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "enabled": _BOOL,
+            "webhookFrom": peers,
+            "metricsFrom": peers,
+            "apiServer": target(),
+            "slurmrestd": target(),
+            "dns": target(),
+            "extraEgress": {"type": "array", "items": _OBJ},
+        },
+    }
 
 
 def _strip_titles(node: Any) -> Any:
@@ -200,9 +232,20 @@ def build_schema() -> dict[str, Any]:
                             "token": _STR,
                             "mountPath": {"type": "string", "pattern": "^/"},
                         },
-                    }
+                    },
+                    "ca": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            "configMap": {"anyOf": [{"const": ""}, _DNS_SUBDOMAIN]},
+                            "secret": {"anyOf": [{"const": ""}, _DNS_SUBDOMAIN]},
+                            "key": {"type": "string", "pattern": "^[-._a-zA-Z0-9]+$"},
+                            "mountPath": {"type": "string", "pattern": "^/"},
+                        },
+                    },
                 },
             },
+            "networkPolicy": _network_policy(),
             "rbac": {
                 "type": "object",
                 "additionalProperties": False,

@@ -160,7 +160,8 @@ async def until(what: str, check: Callable[[], bool], limit: float, every: float
 
 # --------------------------------------------------------------------------- children
 class CountingSlurmClient(SlurmClient):
-    """Counts every HTTP exchange with slurmrestd (retries included), by endpoint."""
+    """Counts every HTTP exchange with slurmrestd (retries and streamed whole-table reads
+    included: every request goes through ``_send``), by endpoint."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -172,15 +173,6 @@ class CountingSlurmClient(SlurmClient):
         started = time.monotonic()
         try:
             return await super()._send(method, path, endpoint=endpoint, **kw)
-        finally:
-            self.seconds[endpoint] += time.monotonic() - started
-
-    async def _scan(self, path: str, *, endpoint: str, **kw: Any) -> Any:
-        """The streamed whole-table reads (``scan_jobs``) count too."""
-        self.calls[endpoint] += 1
-        started = time.monotonic()
-        try:
-            return await super()._scan(path, endpoint=endpoint, **kw)
         finally:
             self.seconds[endpoint] += time.monotonic() - started
 

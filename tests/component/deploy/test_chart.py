@@ -118,8 +118,17 @@ CR_SCHEMAS: dict[str, dict[str, Any]] = {
             "spec": {
                 "type": "object",
                 "additionalProperties": False,
-                "properties": {"selfSigned": {"type": "object"}},
-                "required": ["selfSigned"],
+                "properties": {
+                    "selfSigned": {"type": "object"},
+                    "ca": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["secretName"],
+                        "properties": {"secretName": _STR},
+                    },
+                },
+                "minProperties": 1,
+                "maxProperties": 1,
             },
         },
     },
@@ -131,8 +140,10 @@ CR_SCHEMAS: dict[str, dict[str, Any]] = {
             "spec": {
                 "type": "object",
                 "additionalProperties": False,
-                "required": ["secretName", "issuerRef", "dnsNames"],
+                "required": ["secretName", "issuerRef"],
+                "anyOf": [{"required": ["dnsNames"]}, {"required": ["isCA", "commonName"]}],
                 "properties": {
+                    "isCA": {"type": "boolean"},
                     "secretName": _STR,
                     "commonName": {"type": "string", "maxLength": 64},
                     "dnsNames": {"type": "array", "items": _STR, "minItems": 1},
@@ -503,15 +514,16 @@ def test_cert_manager_issues_the_certificate_and_injects_the_ca(helm: Helm, valu
     assert not rendered.of_kind("Secret"), "cert-manager owns the TLS Secret"
     issuers = rendered.of_kind("Issuer")
     if values == "cert-manager-values.yaml":
-        assert [i["metadata"]["name"] for i in issuers] == [cert["spec"]["issuerRef"]["name"]]
+        # the chart's CA Issuer chain (tests/component/deploy/test_chart_security.py)
+        assert cert["spec"]["issuerRef"]["name"] in [i["metadata"]["name"] for i in issuers]
+        trusted = f"{NAMESPACE}/{name_of('admission')}-ca"
     else:
         assert not issuers
         assert cert["spec"]["issuerRef"]["kind"] == "ClusterIssuer"
+        trusted = f"{NAMESPACE}/{name_of('admission')}"
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
         (wh_config,) = rendered.of_kind(kind)
-        assert wh_config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
-            f"{NAMESPACE}/{name_of('admission')}"
-        )
+        assert wh_config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == trusted
         assert all("caBundle" not in wh["clientConfig"] for wh in wh_config["webhooks"])
 
 

@@ -86,6 +86,12 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s-admission-tls" (include "slurm-bridge.fullname" .) -}}
 {{- end -}}
 
+{{/* The mounted slurmrestd CA file, or "" when slurm.ca names no ConfigMap or Secret. */}}
+{{- define "slurm-bridge.slurmCaFile" -}}
+{{- if or .Values.slurm.ca.secret .Values.slurm.ca.configMap -}}
+{{- printf "%s/ca.crt" .Values.slurm.ca.mountPath -}}
+{{- end -}}
+{{- end -}}
 {{- define "slurm-bridge.tlsMountPath" -}}/tls{{- end -}}
 {{- define "slurm-bridge.configMountPath" -}}/etc/slurm-bridge{{- end -}}
 
@@ -103,6 +109,9 @@ file it mounts, the certificate it mounts, the Lease namespace). Parse it with f
 {{- $_ := unset $cfg "managedNamespaceSelector" -}}
 {{- end -}}
 {{- $_ := set $cfg "slurmTokenFile" (printf "%s/%s" .Values.slurm.jwt.mountPath (include "slurm-bridge.jwtFileName" .)) -}}
+{{- with include "slurm-bridge.slurmCaFile" . -}}
+{{- $_ := set $cfg "slurmCaFile" . -}}
+{{- end -}}
 {{- $adm := deepCopy (default (dict) $cfg.admission) -}}
 {{- $_ := set $adm "tlsCertFile" (printf "%s/tls.crt" (include "slurm-bridge.tlsMountPath" .)) -}}
 {{- $_ := set $adm "tlsKeyFile" (printf "%s/tls.key" (include "slurm-bridge.tlsMountPath" .)) -}}
@@ -146,6 +155,9 @@ the release). Included once, from configmap.yaml.
 {{- fail (printf "%s.replicas: %d replicas need config.leaderElection=true (two active replicas would submit twice)" $c (int $v.replicas)) -}}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+{{- if and .Values.slurm.ca.secret .Values.slurm.ca.configMap -}}
+{{- fail "slurm.ca: set configMap or secret, not both" -}}
 {{- end -}}
 {{- if and .Values.slurm.jwt.create (not .Values.slurm.jwt.token) -}}
 {{- fail "slurm.jwt.token: required when slurm.jwt.create=true" -}}
@@ -237,4 +249,56 @@ extension functions, so that every CEL implementation evaluates it alike.
 {{- $trusted = append $trusted "request.userInfo.username == \"system:kube-controller-manager\"" -}}
 {{- end -}}
 {{- printf "request.operation == \"CREATE\" || !(%s)" (join " || " $trusted) -}}
+{{- end -}}
+
+{{/*
+The chart-generated webhook certificate, as YAML (parse it with fromYaml): crt, key, caCrt,
+caKey (base64), caBundle (base64 PEM: the CA, plus the previous CA after a CA renewal),
+notAfter, caNotAfter (unix seconds). Arguments: root, name, dnsNames, now (unix seconds),
+existing (the Secret as `lookup` returns it; empty: none). The CA and the leaf are kept
+while more than generated.renewBeforeDays of their validity remain (known from the
+Secret's annotations); a renewed leaf is signed by the kept CA, so the caBundle only
+changes when the CA itself is renewed, and then still trusts the old CA.
+*/}}
+{{- define "slurm-bridge.generatedTLS" -}}
+{{- $tls := .root.Values.admission.tls -}}
+{{- $old := dict -}}
+{{- $oldAnn := dict -}}
+{{- if and .existing .existing.data -}}
+{{- $old = .existing.data -}}
+{{- $oldAnn = dig "metadata" "annotations" (dict) .existing -}}
+{{- end -}}
+{{- $now := int64 .now -}}
+{{- $days := int $tls.generated.validityDays -}}
+{{- $margin := mul (int $tls.generated.renewBeforeDays) 86400 -}}
+{{- $caAfter := index $oldAnn "slurm-bridge.slinky.slurm.net/ca-not-after" | default "0" | int64 -}}
+{{- $leafAfter := index $oldAnn "slurm-bridge.slinky.slurm.net/not-after" | default "0" | int64 -}}
+{{- $fresh := add $now (mul $days 86400) -}}
+{{- $ca := dict -}}
+{{- $caCrt := "" -}}{{- $caKey := "" -}}{{- $caBundle := "" -}}
+{{- $keepCA := and (index $old "ca.crt") (index $old "ca.key") (gt (sub $caAfter $now) $margin) -}}
+{{- if $keepCA -}}
+{{- $ca = buildCustomCert (index $old "ca.crt") (index $old "ca.key") -}}
+{{- $caCrt = index $old "ca.crt" -}}
+{{- $caKey = index $old "ca.key" -}}
+{{- $caBundle = $caCrt -}}
+{{- else -}}
+{{- $ca = genCA (printf "%s-ca" .name) $days -}}
+{{- $caAfter = $fresh -}}
+{{- $caCrt = b64enc $ca.Cert -}}
+{{- $caKey = b64enc $ca.Key -}}
+{{- $caBundle = $caCrt -}}
+{{- if index $old "ca.crt" -}}
+{{- $caBundle = b64enc (printf "%s%s" $ca.Cert (index $old "ca.crt" | b64dec)) -}}
+{{- end -}}
+{{- end -}}
+{{- $crt := index $old "tls.crt" -}}
+{{- $key := index $old "tls.key" -}}
+{{- if not (and $keepCA $crt $key (gt (sub $leafAfter $now) $margin)) -}}
+{{- $cert := genSignedCert (printf "%s.%s.svc" .name .root.Release.Namespace) nil .dnsNames $days $ca -}}
+{{- $crt = b64enc $cert.Cert -}}
+{{- $key = b64enc $cert.Key -}}
+{{- $leafAfter = $fresh -}}
+{{- end -}}
+{{- dict "crt" $crt "key" $key "caCrt" $caCrt "caKey" $caKey "caBundle" $caBundle "notAfter" (toString $leafAfter) "caNotAfter" (toString $caAfter) | toYaml -}}
 {{- end -}}

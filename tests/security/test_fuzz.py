@@ -1,0 +1,228 @@
+"""Property-based fuzz (hypothesis, bounded examples) of what an attacker controls:
+
+- the translate layer's annotation parsing: any map of keys and values either parses or
+  fails with InvalidInput naming one of the given annotations, never anything else;
+- the webhook's review handling, over real HTTP against the real handler: any body (valid
+  reviews with fields replaced by arbitrary JSON, or raw bytes mangled) gets 200, 400, 413
+  or 415, never a 500; every 400 names the field at fault, every denial names its fields.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from aiohttp import web
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from admission.policy import AdmissionContext
+from admission.server import WebhookDeps, build_webhook_app
+from bridge import wellknown
+from bridge.config import parse_config
+from bridge.errors import InvalidInput
+from bridge.translate.annotations import annotation_errors, parse_slurmjob_annotations
+from tests.admission_helpers import make_pod, make_review
+
+FUZZ = settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+MAX_BYTES = 64 * 1024
+
+# ----------------------------------------------------------------- strategies
+slurmjob_keys = st.one_of(
+    st.sampled_from([wellknown.slurmjob_annotation(k) for k in wellknown.SLURMJOB_KEYS]),
+    st.text(max_size=16).map(lambda s: wellknown.SLURMJOB_PREFIX + s),
+    st.just(wellknown.LEGACY_ANNOTATION_JOB_NAME),
+)
+annotation_values = st.one_of(
+    st.text(max_size=40),
+    st.from_regex(
+        r"[+-]?[0-9]{0,25}(\.[0-9]{0,4})?([eE][+-]?[0-9]{1,4})?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|m)?",
+        fullmatch=True,
+    ),
+    st.sampled_from(
+        ["true", "false", "0", "-1", "1:00:00", "UNLIMITED", "1-00:00", "\u202e", "a\u2028b"]
+    ),
+)
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4)
+    ),
+    max_leaves=25,
+)
+# where a replaced value goes in a review: a path of keys from the envelope down
+REVIEW_PATHS = [
+    ("apiVersion",),
+    ("kind",),
+    ("request",),
+    ("request", "uid"),
+    ("request", "kind"),
+    ("request", "kind", "kind"),
+    ("request", "kind", "group"),
+    ("request", "operation"),
+    ("request", "namespace"),
+    ("request", "userInfo"),
+    ("request", "userInfo", "username"),
+    ("request", "object"),
+    ("request", "object", "metadata"),
+    ("request", "object", "metadata", "annotations"),
+    ("request", "object", "metadata", "labels"),
+    ("request", "object", "spec"),
+    ("request", "object", "spec", "schedulerName"),
+    ("request", "object", "spec", "tolerations"),
+    ("request", "oldObject"),
+    ("request", "dryRun"),
+]
+
+
+def _set(doc: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    for key in path[:-1]:
+        nxt = doc.get(key)
+        if not isinstance(nxt, dict):
+            nxt = doc[key] = {}
+        doc = nxt
+    doc[path[-1]] = value
+
+
+@st.composite
+def review_bodies(draw: st.DrawFn) -> bytes:
+    annotations = draw(st.dictionaries(slurmjob_keys, annotation_values, max_size=6))
+    kind = draw(st.sampled_from(["Pod", "Pod", "Job", "JobSet", "PodGroup", "Weird"]))
+    group = {"Job": "batch", "JobSet": "jobset.x-k8s.io", "PodGroup": "scheduling.x-k8s.io"}
+    pod = make_pod(annotations=annotations, node=draw(st.sampled_from([None, "n1"])))
+    operation = draw(st.sampled_from(["CREATE", "UPDATE"]))
+    old = make_pod(node="n1") if operation == "UPDATE" else None
+    review = make_review(pod, kind=kind, group=group.get(kind, ""), operation=operation, old=old)
+    for path in draw(st.lists(st.sampled_from(REVIEW_PATHS), max_size=3)):
+        _set(review, path, draw(json_values))
+    return json.dumps(review).encode()
+
+
+@st.composite
+def mangled_bodies(draw: st.DrawFn) -> bytes:
+    body = bytearray(draw(review_bodies()))
+    for _ in range(draw(st.integers(1, 4))):
+        at = draw(st.integers(0, max(0, len(body) - 1)))
+        op = draw(st.sampled_from(["flip", "cut", "insert", "nest"]))
+        if op == "flip" and body:
+            body[at] = draw(st.integers(0, 255))
+        elif op == "cut":
+            del body[at:]
+        elif op == "insert":
+            body[at:at] = draw(st.binary(max_size=8))
+        else:
+            depth = draw(st.integers(1, 2000))
+            body[at:at] = b"[" * depth + b"]" * depth
+    return bytes(body)
+
+
+# ----------------------------------------------------------------- translate
+@FUZZ
+@given(st.dictionaries(slurmjob_keys | st.text(max_size=20), annotation_values, max_size=10))
+def test_annotation_parsing_never_crashes_and_every_error_names_a_given_annotation(
+    annotations: dict[str, str],
+) -> None:
+    errors = annotation_errors(annotations, obj="Pod ns/p")
+    for e in errors:
+        assert isinstance(e, InvalidInput)
+        assert e.field in annotations, e.field
+        assert e.reason
+    if errors:
+        with pytest.raises(InvalidInput) as info:
+            parse_slurmjob_annotations(annotations, obj="Pod ns/p")
+        assert info.value.field == errors[0].field
+    else:
+        parse_slurmjob_annotations(annotations, obj="Pod ns/p")
+
+
+# ----------------------------------------------------------------- the webhook over HTTP
+@pytest.fixture(scope="module")
+def webhook_url() -> Iterator[str]:
+    """The real webhook app (plain HTTP: the TLS layer is tested apart), served from a
+    thread of its own so that hypothesis drives it with blocking requests."""
+    cfg = parse_config(
+        {"managedNamespaces": ["slurm-bridge"], "admission": {"maxRequestBytes": MAX_BYTES}},
+        env={},
+    )
+    app = build_webhook_app(WebhookDeps(ctx=AdmissionContext(cfg)))
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(app, access_log=None)
+    ready = threading.Event()
+    port: list[int] = []
+
+    async def serve() -> None:
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port.append(runner.addresses[0][1])
+        ready.set()
+
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    asyncio.run_coroutine_threadsafe(serve(), loop).result()
+    ready.wait()
+    yield f"http://127.0.0.1:{port[0]}"
+    asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result()
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join()
+    loop.close()
+
+
+def _post(url: str, body: bytes, path: str) -> tuple[int, Any]:
+    request = urllib.request.Request(
+        url + path, data=body, method="POST", headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def _check(status: int, out: Any) -> None:
+    assert status in (200, 400, 413), (status, out)
+    if status == 400:
+        prefix = "malformed AdmissionReview: "
+        assert out["error"].startswith(prefix), out
+        field = out["error"][len(prefix) :].split(": ", 1)[0]
+        assert field, out
+        return
+    if status == 413:
+        return
+    response = out["response"]
+    assert response["uid"]
+    if not response["allowed"]:
+        denial = response["status"]
+        assert denial["code"] == 422, denial  # a denial, not an internal error
+        assert denial["message"]
+        causes = denial["details"]["causes"]
+        assert causes
+        assert all(c["field"] and c["message"] for c in causes)
+
+
+@FUZZ
+@given(review_bodies(), st.sampled_from(["/validate", "/mutate"]))
+def test_reviews_with_arbitrary_fields_get_a_well_formed_answer_never_a_500(
+    webhook_url: str, body: bytes, path: str
+) -> None:
+    _check(*_post(webhook_url, body, path))
+
+
+@FUZZ
+@given(mangled_bodies(), st.sampled_from(["/validate", "/mutate"]))
+def test_mangled_bytes_get_400_naming_the_fault_never_a_500(
+    webhook_url: str, body: bytes, path: str
+) -> None:
+    _check(*_post(webhook_url, body, path))
