@@ -60,7 +60,10 @@ def _config_check(path: str) -> int:
     try:
         cfg = load_config(path)
     except ConfigError as e:
-        print(f"invalid: {e}", file=sys.stderr)
+        n = len(e.problems)
+        print(f"invalid: {path}: {n} error{'s' if n > 1 else ''}", file=sys.stderr)
+        for key, reason in e.problems:
+            print(f"  {key}: {reason}", file=sys.stderr)
         return 1
     print(f"ok: {path} (schedulerName={cfg.scheduler_name}, slurmRestApi={cfg.slurm_rest_api})")
     return 0

@@ -3,7 +3,8 @@
 YAML, camelCase keys. Upstream slurm-bridge's keys work unchanged (schedulerName,
 slurmRestApi, managedNamespaces, managedNamespaceSelector, mcsLabel, partition); the
 rest are ours. Unknown keys and bad values are rejected with a message that names the
-key and the reason. Environment variables override the file:
+key and the reason, every one of them at once (:func:`parse_config`). Environment
+variables override the file:
 
 * ``SLURM_BRIDGE_<KEY>`` for a top-level key, the camelCase name in UPPER_SNAKE
   (``SLURM_BRIDGE_SLURM_REST_API``, ``SLURM_BRIDGE_MANAGED_NAMESPACES=a,b``);
@@ -16,6 +17,7 @@ component's composition root.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -33,6 +35,7 @@ from pydantic import (
     field_validator,
 )
 from pydantic.alias_generators import to_camel
+from pydantic_core import ErrorDetails
 
 from bridge.errors import ConfigError
 
@@ -40,6 +43,7 @@ ENV_PREFIX = "SLURM_BRIDGE_"
 # the sandbox tooling's own variables (SLURM_BRIDGE_SANDBOX_DIR ...), never config overrides
 ENV_RESERVED_PREFIX = "SLURM_BRIDGE_SANDBOX_"
 SUPPORTED_SLURM_API_VERSIONS = ("v0.0.43", "v0.0.44", "v0.0.45")
+Problem = tuple[str, str]  # (dotted config key or variable, reason)
 
 
 class _Section(BaseModel):
@@ -354,9 +358,11 @@ def _env_name(path: tuple[str, ...]) -> str:
     return ENV_PREFIX + "__".join(snake(p) for p in path)
 
 
-def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
-    """Collect ``SLURM_BRIDGE_*`` variables into a nested dict of camelCase keys."""
+def _env_overrides(env: Mapping[str, str]) -> tuple[dict[str, Any], list[Problem]]:
+    """Collect ``SLURM_BRIDGE_*`` variables into a nested dict of camelCase keys, and
+    a problem for each variable that is no config key or holds bad JSON."""
     out: dict[str, Any] = {}
+    problems: list[Problem] = []
     if "SLURM_JWT_FILE" in env:
         out["slurmTokenFile"] = env["SLURM_JWT_FILE"]
     fields: list[tuple[tuple[str, ...], Any]] = []
@@ -373,21 +379,23 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
             continue
         path = known.get(var)
         if path is None:
-            raise ConfigError(var, "unknown environment override (no such config key)")
+            problems.append((var, "unknown environment override (no such config key)"))
+            continue
         parsed: Any = value
         stripped = value.strip()
         if stripped[:1] in "[{":
             try:
                 parsed = json.loads(stripped)
             except json.JSONDecodeError as e:
-                raise ConfigError(var, f"not valid JSON: {e.msg}") from None
+                problems.append((var, f"not valid JSON: {e.msg}"))
+                continue
         elif path == ("managedNamespaces",):
             parsed = [s.strip() for s in value.split(",") if s.strip()]
         target = out
         for part in path[:-1]:
             target = target.setdefault(part, {})
         target[path[-1]] = parsed
-    return out
+    return out, problems
 
 
 def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -400,20 +408,92 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return merged
 
 
+def lease_timing_problems(
+    lease_duration: float, renew_deadline: float, retry_period: float
+) -> list[Problem]:
+    """What client-go's leader election requires of the Lease timings."""
+    problems: list[Problem] = []
+    if not renew_deadline < lease_duration:
+        problems.append(("renewDeadlineSeconds", "must be less than leaseDurationSeconds"))
+    if not retry_period < renew_deadline:
+        problems.append(("retryPeriodSeconds", "must be less than renewDeadlineSeconds"))
+    return problems
+
+
+def cross_field_problems(cfg: BridgeConfig) -> list[Problem]:
+    """Errors no single key shows: each names the key to change and the one it conflicts
+    with."""
+    if not cfg.leader_election:
+        return []
+    return lease_timing_problems(
+        cfg.lease_duration_seconds, cfg.renew_deadline_seconds, cfg.retry_period_seconds
+    )
+
+
+# the keys each cross-field check reads: skipped when one of them is itself in error
+_CROSS_FIELD_KEYS = (
+    "leaderElection",
+    "leaseDurationSeconds",
+    "renewDeadlineSeconds",
+    "retryPeriodSeconds",
+)
+
+
+def _field_problem(error: ErrorDetails) -> Problem:
+    key = ".".join(str(p) for p in error["loc"]) or "<root>"
+    reason = "unknown key" if error["type"] == "extra_forbidden" else error["msg"]
+    reason = reason.removeprefix("Value error, ")  # our validators say the reason already
+    return key, reason
+
+
+def _without(data: dict[str, Any], loc: tuple[int | str, ...]) -> bool:
+    """Remove the innermost mapping entry on ``loc`` (a key in error goes back to its
+    default); False when there is none."""
+    parent: Any = None
+    key: Any = None
+    node: Any = data
+    for part in loc:
+        if not isinstance(node, dict) or part not in node:
+            break
+        parent, key, node = node, part, node[part]
+    if parent is None:
+        return False
+    del parent[key]
+    return True
+
+
+def _validate(data: dict[str, Any]) -> tuple[BridgeConfig | None, list[Problem]]:
+    """The config and every field error. Keys in error are validated again as their
+    defaults, so the rest still gets checked (and cross-checked); None when that fails."""
+    problems: list[Problem] = []
+    rest = copy.deepcopy(data)
+    while True:
+        try:
+            return BridgeConfig.model_validate(rest), problems
+        except ValidationError as e:
+            errors = e.errors()
+            problems += [_field_problem(err) for err in errors]
+            # (an entry can already be gone with an earlier one's container)
+            removed = [_without(rest, err["loc"]) for err in errors]
+            if not any(removed):
+                return None, problems
+
+
 def parse_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> BridgeConfig:
-    """Validate a config mapping (plus env overrides) or raise ConfigError naming the key."""
+    """Validate a config mapping (plus env overrides), or raise one ConfigError listing
+    every problem: each bad key (file or environment) and each cross-field conflict."""
     if not isinstance(data, Mapping):
         raise ConfigError("<root>", "the config file must be a YAML mapping")
-    merged = _merge(dict(data), _env_overrides(env or {}))
-    try:
-        return BridgeConfig.model_validate(merged)
-    except ValidationError as e:
-        first = e.errors()[0]
-        key = ".".join(str(p) for p in first["loc"]) or "<root>"
-        reason = first["msg"]
-        if first["type"] == "extra_forbidden":
-            reason = "unknown key"
-        raise ConfigError(key, reason) from None
+    overrides, problems = _env_overrides(env or {})
+    cfg, field_problems = _validate(_merge(dict(data), overrides))
+    problems += field_problems
+    if cfg is not None:
+        bad = {key for key, _ in field_problems}
+        if not bad.intersection(_CROSS_FIELD_KEYS):
+            problems += cross_field_problems(cfg)
+    if problems or cfg is None:
+        raise ConfigError(*problems[0], also=problems[1:])
+    return cfg
 
 
 def load_config(path: str | Path | None, env: Mapping[str, str] | None = None) -> BridgeConfig:

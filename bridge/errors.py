@@ -5,7 +5,7 @@ only module that decides what kind an error is: clients classify by HTTP status 
 Slurm error numbers, never by message text.
 
     BridgeError
-    +-- ConfigError              bad configuration: names the key and the reason
+    +-- ConfigError              bad configuration: names each key at fault and the reason
     +-- InvalidInput             bad user input (annotation, quantity, field): names it
     +-- DeviceAllocationError    DRA: a node's ResourceSlices do not hold what Slurm allocated
     +-- CelError                 a CEL expression does not compile or fails to evaluate
@@ -32,6 +32,7 @@ is never formatted into an exception (tests/unit/test_secrets.py proves it).
 from __future__ import annotations
 
 import errno
+from collections.abc import Sequence
 
 
 class BridgeError(Exception):
@@ -39,12 +40,17 @@ class BridgeError(Exception):
 
 
 class ConfigError(BridgeError):
-    """The configuration is invalid. ``key`` is the dotted config key at fault."""
+    """The configuration is invalid. ``key`` is the dotted config key at fault.
 
-    def __init__(self, key: str, reason: str) -> None:
+    ``problems`` is every ``(key, reason)`` found, in order: ``(key, reason)`` first, then
+    ``also`` (a config file validated as a whole reports each of its errors at once).
+    """
+
+    def __init__(self, key: str, reason: str, *, also: Sequence[tuple[str, str]] = ()) -> None:
         self.key = key
         self.reason = reason
-        super().__init__(f"config key {key!r}: {reason}")
+        self.problems: tuple[tuple[str, str], ...] = ((key, reason), *also)
+        super().__init__("; ".join(f"config key {k!r}: {r}" for k, r in self.problems))
 
 
 class InvalidInput(BridgeError):

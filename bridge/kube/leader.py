@@ -26,7 +26,7 @@ from typing import Any
 import structlog
 
 from bridge.clock import Clock, SystemClock
-from bridge.config import BridgeConfig
+from bridge.config import BridgeConfig, lease_timing_problems
 from bridge.errors import ConfigError, KubeConflict, KubeError, KubeNotFound
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import LEASES, KubeObject, format_micro_time
@@ -51,10 +51,8 @@ class LeaderElector:
     ) -> None:
         if not identity:
             raise ConfigError("leaderElection", "identity must not be empty")
-        if not renew_deadline < lease_duration:
-            raise ConfigError("renewDeadlineSeconds", "must be less than leaseDurationSeconds")
-        if not retry_period < renew_deadline:
-            raise ConfigError("retryPeriodSeconds", "must be less than renewDeadlineSeconds")
+        if problems := lease_timing_problems(lease_duration, renew_deadline, retry_period):
+            raise ConfigError(*problems[0], also=problems[1:])
         self.client = client
         self.namespace = namespace
         self.name = name

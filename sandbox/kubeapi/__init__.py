@@ -28,6 +28,7 @@ In-process use (stable API for other components' tests)::
         f = srv.inject_fault(r"/pods/.*/binding$", method="POST", status=500, count=1)
         srv.inject_fault(r"/pods$", drop=True)          # close the connection instead
         srv.inject_fault(r"/leases/", status=0, delay=2.0, count=None)   # only slow down
+        srv.inject_fault(r"/pods$", drop=True, user="watcher")  # only that user's requests
         srv.clear_faults()
         srv.request_log.entries(method="POST", path=r"/binding$")  # [LoggedRequest]
         srv.request_log.clear()
@@ -68,7 +69,8 @@ same hooks over HTTP under ``/sandbox/``::
     POST   /sandbox/tokens    {"username": "...", "groups": [...]}  -> {"token": "..."}
     POST   /sandbox/compact
     POST   /sandbox/faults    {"path": re, "method": "*", "status": 500, "count": 1,
-                               "drop": false, "delay": 0}        DELETE /sandbox/faults
+                               "drop": false, "delay": 0, "user": null}
+                                                                 DELETE /sandbox/faults
     GET    /sandbox/requests?method=POST&path=re                  DELETE /sandbox/requests
     POST   /sandbox/kubelet   {"enabled": true|false}
     POST   /sandbox/kubelet/nodes/{node}/stop | /start

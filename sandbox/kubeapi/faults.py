@@ -12,7 +12,9 @@ class Fault:
     """Answer requests matching ``path`` (a regex searched in the path) and ``method``
     (``"*"`` = any) with ``status`` (a Status body), or drop the connection, optionally after
     ``delay`` seconds. ``count`` = how many matching requests are hit (None = until removed).
-    ``status=0`` and ``drop=False`` with a delay = only slow the request down."""
+    ``status=0`` and ``drop=False`` with a delay = only slow the request down. ``user``
+    aims the fault at one authenticated username (None = anyone's requests), so a test's
+    other clients cannot consume a fault meant for the client under test."""
 
     path: str
     method: str = "*"
@@ -20,12 +22,15 @@ class Fault:
     count: int | None = 1
     drop: bool = False
     delay: float = 0.0
+    user: str | None = None
     id: int = 0
     hits: int = 0
 
-    def matches(self, method: str, path: str) -> bool:
-        return (self.method == "*" or self.method.upper() == method.upper()) and bool(
-            re.search(self.path, path)
+    def matches(self, method: str, path: str, username: str) -> bool:
+        return (
+            (self.method == "*" or self.method.upper() == method.upper())
+            and (self.user is None or self.user == username)
+            and bool(re.search(self.path, path))
         )
 
 
@@ -49,10 +54,10 @@ class Faults:
         self.faults.append(fault)
         return fault
 
-    def take(self, method: str, path: str) -> Fault | None:
+    def take(self, method: str, path: str, username: str) -> Fault | None:
         """The first active fault for this request (consumes one of its count)."""
         for f in self.faults:
-            if f.matches(method, path):
+            if f.matches(method, path, username):
                 f.hits += 1
                 if f.count is not None:
                     f.count -= 1

@@ -137,7 +137,8 @@ class Handlers:
                 return await self.sandbox(request, parts[1:])
             except ApiError as e:
                 return error_response(e)
-        fault = self.srv.faults.take(request.method, request.path)
+        caller = self.srv.tokens.authenticate(request.headers.get("Authorization"))
+        fault = self.srv.faults.take(request.method, request.path, caller.username)
         if fault is not None:
             if fault.delay:
                 await asyncio.sleep(fault.delay)
@@ -450,6 +451,7 @@ class Handlers:
                     count=body.get("count", 1),
                     drop=bool(body.get("drop", False)),
                     delay=float(body.get("delay", 0.0)),
+                    user=body.get("user"),
                 )
                 return json_response(asdict(f), 201)
             if m == "DELETE":

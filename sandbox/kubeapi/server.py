@@ -250,9 +250,18 @@ class SandboxApiServer:
         count: int | None = 1,
         drop: bool = False,
         delay: float = 0.0,
+        user: str | None = None,
     ) -> Fault:
         return self.faults.add(
-            Fault(path=path, method=method, status=status, count=count, drop=drop, delay=delay)
+            Fault(
+                path=path,
+                method=method,
+                status=status,
+                count=count,
+                drop=drop,
+                delay=delay,
+                user=user,
+            )
         )
 
     def clear_faults(self) -> None:

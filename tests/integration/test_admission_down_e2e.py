@@ -61,7 +61,10 @@ class Webhook:
         self.server: AdmissionServer | None = None
 
     async def start(self) -> None:
-        self.server = AdmissionServer(self.cfg, webhook_port=self.port)
+        # ops on free ports: the defaults (8080/8081) are shared by everything on the machine
+        self.server = AdmissionServer(
+            self.cfg, webhook_port=self.port, metrics_port=0, health_port=0
+        )
         await self.server.start()
         assert self.server.webhook_bound is not None
         self.port = self.server.webhook_bound

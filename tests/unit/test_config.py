@@ -1,9 +1,11 @@
 """The config file: upstream keys, our keys, env overrides, and errors that name the key."""
 
+import os
 from pathlib import Path
 
 import pytest
 
+from bridge import cli
 from bridge.config import load_config, parse_config
 from bridge.errors import ConfigError
 
@@ -107,6 +109,94 @@ def test_env_overrides_file_values() -> None:
     assert cfg.managed_namespaces == ("x", "y")
     assert cfg.scheduler.gres_mapping == {"example.com/fpga": "fpga"}
     assert str(cfg.slurm_token_file) == "/run/token"
+
+
+def test_every_error_is_reported_at_once_each_naming_its_key_and_reason() -> None:
+    bad = {
+        "schedulerNme": "x",  # unknown key
+        "slurmRestApi": "rest:6820",  # a validator's reason
+        "metricsPort": 70000,  # a bound
+        "scheduler": {"workers": 0, "jobsetGrouping": "nope"},  # two in one section
+        "managedNamespaceSelector": {"matchExpressions": [{"key": "a", "operator": "Is"}]},
+        "renewDeadlineSeconds": 20,  # cross-field: not less than leaseDurationSeconds (15)
+    }
+    with pytest.raises(ConfigError) as err:
+        parse_config(bad, env={"SLURM_BRIDGE_PARTITON": "x"})
+    problems = dict(err.value.problems)
+    assert problems == {
+        "SLURM_BRIDGE_PARTITON": "unknown environment override (no such config key)",
+        "schedulerNme": "unknown key",
+        "slurmRestApi": "must be an http:// or https:// URL",
+        "metricsPort": "Input should be less than or equal to 65535",
+        "scheduler.workers": "Input should be greater than or equal to 1",
+        "scheduler.jobsetGrouping": "Input should be 'jobset' or 'replicatedJob'",
+        "managedNamespaceSelector.matchExpressions.0.operator": (
+            "Input should be 'In', 'NotIn', 'Exists' or 'DoesNotExist'"
+        ),
+        "renewDeadlineSeconds": "must be less than leaseDurationSeconds",
+    }
+    assert len(err.value.problems) == len(problems)  # each reported once
+    assert (err.value.key, err.value.reason) == err.value.problems[0]
+    for key, reason in err.value.problems:
+        assert f"config key {key!r}: {reason}" in str(err.value)
+
+
+def test_two_errors_in_one_list_are_both_reported_and_the_rest_still_cross_checked() -> None:
+    selector = {"matchExpressions": [{"key": "a", "operator": "Is"}, {"operator": "In"}]}
+    with pytest.raises(ConfigError) as err:
+        parse_config({"managedNamespaceSelector": selector, "retryPeriodSeconds": 10})
+    assert [k for k, _ in err.value.problems] == [
+        "managedNamespaceSelector.matchExpressions.0.operator",
+        "managedNamespaceSelector.matchExpressions.1.key",
+        "retryPeriodSeconds",
+    ]
+
+
+def test_cross_field_checks_skip_keys_already_in_error() -> None:
+    # a bad leaseDurationSeconds is reported once, not again as a conflict with its default
+    with pytest.raises(ConfigError) as err:
+        parse_config({"leaseDurationSeconds": -1, "renewDeadlineSeconds": 20})
+    assert [k for k, _ in err.value.problems] == ["leaseDurationSeconds"]
+
+
+@pytest.mark.parametrize(
+    ("timings", "keys"),
+    [
+        pytest.param({"renewDeadlineSeconds": 15}, ["renewDeadlineSeconds"], id="renew>=lease"),
+        pytest.param({"retryPeriodSeconds": 10}, ["retryPeriodSeconds"], id="retry>=renew"),
+        pytest.param(
+            {"leaseDurationSeconds": 1, "retryPeriodSeconds": 20},
+            ["renewDeadlineSeconds", "retryPeriodSeconds"],
+            id="both",
+        ),
+    ],
+)
+def test_lease_timings_are_checked_together_when_leader_election_is_on(
+    timings: dict[str, float], keys: list[str]
+) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config(timings)
+    assert [k for k, _ in err.value.problems] == keys
+    assert parse_config({**timings, "leaderElection": False}).leader_election is False
+
+
+def test_config_check_prints_every_error_and_exits_non_zero(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for var in [v for v in os.environ if v.startswith("SLURM_BRIDGE_") or v == "SLURM_JWT_FILE"]:
+        monkeypatch.delenv(var)  # `config check` applies the process's overrides
+    f = tmp_path / "config.yaml"
+    f.write_text("schedulerNme: x\nmetricsPort: -1\nadmission: {port: 0}\n")
+    assert cli.main(["config", "check", str(f)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"invalid: {f}: 3 errors",
+        "  metricsPort: Input should be greater than or equal to 0",
+        "  admission.port: Input should be greater than or equal to 1",
+        "  schedulerNme: unknown key",
+    ]
+    f.write_text("partition: p\n")
+    assert cli.main(["config", "check", str(f)]) == 0
 
 
 def test_unknown_env_override_is_an_error_naming_the_variable() -> None:

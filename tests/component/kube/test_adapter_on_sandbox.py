@@ -30,6 +30,7 @@ from bridge.kube.leader import LeaderElector
 from bridge.kube.resources import EVENTS, LEASES, PODGROUPS, PODS, object_key
 from bridge.kube.watch import Backoff, Watcher, WatchEvent
 from sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
+from sandbox.kubeapi.faults import Fault
 from tests.component.kube.proxy import CuttableProxy
 from tests.component.kube.scripted import wait_until
 
@@ -191,6 +192,10 @@ async def test_watch_consumer_misses_no_event_across_forced_410s_and_dropped_con
     (watch resumes then get 410 -> re-list) and connections die mid-stream (a proxy
     aborts them) or are refused (injected drop faults). The consumer's cache must end up
     exactly equal to the server's state and must have seen every object's final version.
+
+    The watcher authenticates as its own user and every injected fault is aimed at that
+    user, so only the watcher's requests can consume them (never the test's own writes or
+    its final list).
     """
     assert sandbox.port
     proxy = CuttableProxy("127.0.0.1", sandbox.port)
@@ -211,7 +216,10 @@ async def test_watch_consumer_misses_no_event_across_forced_410s_and_dropped_con
             cache[ev.key] = ev.object
             seen.add((ev.key, ev.object["metadata"]["resourceVersion"]))
 
-    via_proxy = KubeClient.for_host(proxy.url, request_timeout=5, token=SANDBOX_TOKEN)
+    watcher_user = "system:serviceaccount:default:watcher"
+    via_proxy = KubeClient.for_host(
+        proxy.url, request_timeout=5, token=sandbox.mint_token(watcher_user)
+    )
     watcher = Watcher(
         via_proxy,
         PODS,
@@ -221,7 +229,8 @@ async def test_watch_consumer_misses_no_event_across_forced_410s_and_dropped_con
         rng=random.Random(1),
     )
     runner = asyncio.ensure_future(watcher.run(consume))
-    compactions = cuts = refusals = 0
+    compactions = cuts = 0
+    refusals: list[Fault] = []
     try:
         for i in range(n_pods):
             await skube.create(PODS, new_pod(f"w{i}"), "default")
@@ -247,8 +256,11 @@ async def test_watch_consumer_misses_no_event_across_forced_410s_and_dropped_con
                 proxy.cut()
                 cuts += 1
             elif step % 29 == 7:
-                sandbox.inject_fault(r"/namespaces/default/pods$", method="GET", drop=True)
-                refusals += 1
+                refusals.append(
+                    sandbox.inject_fault(
+                        r"/namespaces/default/pods$", method="GET", drop=True, user=watcher_user
+                    )
+                )
                 proxy.cut()
                 cuts += 1
             if step % 5 == 0:
@@ -261,6 +273,10 @@ async def test_watch_consumer_misses_no_event_across_forced_410s_and_dropped_con
             return {k: o["metadata"]["resourceVersion"] for k, o in cache.items()} == want
 
         await wait_until(converged, within=30, what="consumer cache equals the server")
+        # the watcher reconnects at least every timeoutSeconds, so each fault gets its hit
+        await wait_until(
+            lambda: all(f.hits for f in refusals), within=30, what="every refusal hit the watcher"
+        )
     finally:
         watcher.stop()
         runner.cancel()
@@ -280,7 +296,7 @@ async def test_watch_consumer_misses_no_event_across_forced_410s_and_dropped_con
     # The hard paths were really exercised.
     assert compactions >= 5
     assert cuts >= 10
-    assert refusals >= 3
+    assert len(refusals) >= 3
     assert watcher.relists >= 2, "no forced 410 re-list happened"
     # Several cuts can land while the watcher is still re-listing (a faster client makes
     # that likelier), so how many of them hit a live stream is timing; that several did is

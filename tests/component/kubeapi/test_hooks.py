@@ -56,6 +56,24 @@ async def test_injected_drop_closes_the_connection(
     await core.list_namespaced_config_map(NS)
 
 
+async def test_fault_aimed_at_a_user_spares_every_other_callers_requests(
+    srv: SandboxApiServer, core: client.CoreV1Api
+) -> None:
+    fault = srv.inject_fault(r"/configmaps$", method="GET", status=503, count=1, user="watcher")
+    for _ in range(3):  # the admin's lists pass, and leave the fault in place
+        assert (await core.list_namespaced_config_map(NS)).items == []
+    assert fault.hits == 0
+    token = srv.mint_token("watcher")
+    headers = {"Authorization": f"Bearer {token}"}
+    async with aiohttp.ClientSession() as s:
+        url = f"{srv.url}/api/v1/namespaces/{NS}/configmaps"
+        async with s.get(url, headers=headers) as r:
+            assert r.status == 503
+        async with s.get(url, headers=headers) as r:
+            assert r.status == 200  # count=1: spent by the one user it was aimed at
+    assert fault.hits == 1
+
+
 async def test_injected_delay_then_timeout_on_the_client(
     srv: SandboxApiServer, core: client.CoreV1Api
 ) -> None:
@@ -151,6 +169,8 @@ async def _http(srv: SandboxApiServer, method: str, path: str, body: Any = None)
 async def test_http_hooks_fault_requests_and_compact(
     srv: SandboxApiServer, core: client.CoreV1Api
 ) -> None:
+    aimed = await _http(srv, "POST", "/sandbox/faults", {"path": "/secrets$", "user": "bob"})
+    assert aimed["user"] == "bob"
     fault = await _http(
         srv, "POST", "/sandbox/faults", {"path": "/secrets$", "status": 429, "count": 1}
     )
