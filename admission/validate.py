@@ -4,7 +4,9 @@ Pods (CREATE, UPDATE) that are managed, and workload objects (PodGroup, JobSet,
 LeaderWorkerSet, batch Job) in managed namespaces:
 
 * every ``slurmjob.slinky.slurm.net/*`` annotation must parse (the shared parser of
-  :mod:`bridge.translate.annotations`, so admission and the scheduler agree exactly); on
+  :mod:`bridge.translate.annotations`, so admission and the scheduler agree exactly), and
+  a Kueue ``podset-required/preferred-topology`` level must be in ``topology.levels``
+  (when the config maps any); on
   UPDATE only when one of them changed, so an old object never blocks unrelated updates
   (a finalizer removal, say);
 * only the bridge (``admission.bridgeUsernames``) writes the pod label
@@ -29,7 +31,7 @@ from admission.policy import AdmissionContext, mapping_at, pod_managed, schedule
 from admission.review import AdmissionRequest, AdmissionResponse, allow, deny, object_name
 from bridge import wellknown
 from bridge.errors import InvalidInput
-from bridge.translate.annotations import parse_annotations_all
+from bridge.translate.annotations import KUEUE_TOPOLOGY_KEYS, parse_annotations_all
 from bridge.translate.policy import policy_errors
 
 # (API group, kind) of the workload objects whose slurmjob annotations are checked.
@@ -60,7 +62,11 @@ _BRIDGE_ONLY = (
 
 
 def _is_slurmjob_key(key: str) -> bool:
-    return key.startswith(wellknown.SLURMJOB_PREFIX) or key == wellknown.LEGACY_ANNOTATION_JOB_NAME
+    return (
+        key.startswith(wellknown.SLURMJOB_PREFIX)
+        or key == wellknown.LEGACY_ANNOTATION_JOB_NAME
+        or key in KUEUE_TOPOLOGY_KEYS
+    )
 
 
 def _slurmjob_subset(annotations: Mapping[str, Any]) -> dict[str, Any]:
@@ -75,7 +81,7 @@ def _annotation_problems(
     mine = _slurmjob_subset(new)
     if not mine or (old is not None and mine == _slurmjob_subset(old)):
         return []
-    opts, errors = parse_annotations_all(mine, obj=obj)
+    opts, errors = parse_annotations_all(mine, obj=obj, levels=ctx.config.topology.levels)
     errors += policy_errors(opts, ctx.namespace_policy(ns), obj=obj, partition=ctx.config.partition)
     return [
         InvalidInput(f"metadata.annotations[{e.field}]", e.reason, e.obj)

@@ -236,6 +236,38 @@ class AdmissionSettings(_Section):
     namespace_cache_seconds: float = Field(default=30.0, ge=0)
 
 
+TopologyKind = Literal["block", "switch"]
+
+
+class NodeTopologyLabels(_Section):
+    """``topology.nodeLabels:``: a node's place in Slurm's topology from its labels."""
+
+    # The topology's name in topology.yaml (the part before ``:`` of a node's Topology=).
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    # Node labels, outermost level first. topology/block: one label (the block), so the
+    # node's Topology= is ``name:<block>``; topology/tree: the switch labels from the top
+    # down to the leaf, ``name:<spine>:<leaf>`` (Slurm creates missing switches).
+    labels: tuple[str, ...] = Field(min_length=1)
+
+
+class TopologySettings(_Section):
+    """``topology:`` section (docs/topology.md)."""
+
+    # Kueue TAS level (the node label a podset-required/preferred-topology names) ->
+    # Slurm topology kind: "block" (topology/block, segment) or "switch" (topology/tree,
+    # a leaf switch: required_switches=1 with a wait).
+    levels: dict[str, TopologyKind] = Field(default_factory=dict)
+    # A switch request that is *required*: how long Slurm may hold the job for one leaf
+    # switch (Slurm caps it at SchedulerParameters=max_switch_wait, default 300 s).
+    required_switch_wait_seconds: int = Field(default=86400, ge=1)
+    # A *preferred* one: Slurm tries for one leaf switch this long, then starts the job
+    # on whatever nodes it has.
+    preferred_switch_wait_seconds: int = Field(default=60, ge=0)
+    # Node topology from labels (Topograph, a cloud's block/rack labels); the node
+    # annotation topology.slinky.slurm.net/spec, if set, wins.
+    node_labels: NodeTopologyLabels | None = None
+
+
 class BridgeConfig(_Section):
     """The whole configuration file. Field docs are the README's config reference."""
 
@@ -283,6 +315,7 @@ class BridgeConfig(_Section):
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     controller: ControllerSettings = Field(default_factory=ControllerSettings)
     admission: AdmissionSettings = Field(default_factory=AdmissionSettings)
+    topology: TopologySettings = Field(default_factory=TopologySettings)
 
     @field_validator("slurm_api_version")
     @classmethod

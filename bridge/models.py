@@ -70,6 +70,11 @@ class JobSpec(_Frozen):
     priority: int | None = Field(default=None, ge=0)
     mcs_label: str | None = None
     excluded_nodes: tuple[str, ...] = ()
+    # network topology (docs/topology.md): topology/block segment size; topology/tree
+    # leaf switch count and how long to wait for it (seconds; None: Slurm's default)
+    segment_size: int | None = Field(default=None, ge=1)
+    required_switches: int | None = Field(default=None, ge=1)
+    wait_for_switch_seconds: int | None = Field(default=None, ge=0)
     comment: str = ""
     admin_comment: str = ""
     external: bool = True

@@ -50,6 +50,7 @@ EVENT_EXTERNAL_NODE_REGISTERED = "ExternalNodeRegistered"
 EVENT_EXTERNAL_NODE_NO_GPUS = "ExternalNodeGpusNotRegistered"
 EVENT_EXTERNAL_NODE_PARTITION = "ExternalNodePartitionMissing"
 EVENT_EXTERNAL_NODE_REJECTED = "ExternalNodeRejected"
+EVENT_EXTERNAL_NODE_TOPOLOGY = "ExternalNodeTopologyRejected"
 
 # --- user annotations (pod or group object) -------------------------------------------
 # Every key upstream accepts under slurmjob.slinky.slurm.net/; bridge.translate parses them.
@@ -73,6 +74,13 @@ SLURMJOB_KEYS = (
     "user-id",
     "wckey",
 )
+# Keys of ours under the same prefix: the workload's topology request (docs/topology.md).
+# segment: topology/block segment size (sbatch --segment); switches: topology/tree
+# "count[@max-time]" (sbatch --switches).
+BRIDGE_SLURMJOB_KEYS = ("segment", "switches")
+# Kueue TAS annotations on a pod template (the value is a topology level: a node label).
+ANNOTATION_KUEUE_REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
+ANNOTATION_KUEUE_PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
 # The old (v0.x) spelling of the job-name annotation, still accepted.
 LEGACY_ANNOTATION_JOB_NAME = SLINKY + "job-name"
 

@@ -23,6 +23,7 @@ from bridge.wellknown import (
     EVENT_EXTERNAL_NODE_PARTITION,
     EVENT_EXTERNAL_NODE_REGISTERED,
     EVENT_EXTERNAL_NODE_REJECTED,
+    EVENT_EXTERNAL_NODE_TOPOLOGY,
     FINALIZER,
 )
 from controller.model import (
@@ -42,6 +43,7 @@ from controller.model import (
     ReleaseClaim,
     RemoveFinalizer,
     ResumeSlurmNode,
+    SetNodeTopology,
     SetPodGroupPhase,
     TaintNode,
     UncordonNode,
@@ -267,6 +269,19 @@ class Applier:
                 await self.slurm.set_node_comment(a.slurm_node, a.comment)
             case JoinPartition():
                 await self._join(a.node, a.slurm_node, a.partition)
+            case SetNodeTopology():
+                try:
+                    await self.slurm.set_node_topology(a.slurm_node, a.topology)
+                except SlurmRejected as e:
+                    # e.g. a block topology.yaml does not define: Slurm's words on the node
+                    await self._node_event(
+                        a.node,
+                        "Warning",
+                        EVENT_EXTERNAL_NODE_TOPOLOGY,
+                        f"Slurm refused Topology={a.topology} for node {a.slurm_node}: "
+                        f"{e.slurm_message or e}",
+                    )
+                    raise
             case DeleteSlurmNode():
                 await self.slurm.delete_node(a.slurm_node)
                 log.info("external_node_deleted", slurm_node=a.slurm_node)

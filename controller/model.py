@@ -152,6 +152,15 @@ class JoinPartition:
 
 
 @dataclass(frozen=True)
+class SetNodeTopology:
+    """Set an external node's ``Topology=`` in Slurm (docs/topology.md)."""
+
+    node: str  # the Kubernetes node (for events)
+    slurm_node: str
+    topology: str
+
+
+@dataclass(frozen=True)
 class DeleteSlurmNode:
     slurm_node: str
 
@@ -200,6 +209,7 @@ Action = (
     | RegisterExternalNode
     | MarkExternalNode
     | JoinPartition
+    | SetNodeTopology
     | DeleteSlurmNode
     | NodeWarning
     | ReleaseClaim
@@ -222,6 +232,7 @@ ACTION_KINDS: Mapping[type, str] = {
     RegisterExternalNode: "external_node_registered",
     MarkExternalNode: "external_node_marked",
     JoinPartition: "external_node_joined_partition",
+    SetNodeTopology: "external_node_topology_set",
     DeleteSlurmNode: "external_node_deleted",
     NodeWarning: "node_warning",
     ReleaseClaim: "claim_released",

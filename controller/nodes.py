@@ -27,19 +27,22 @@ partitions pick the node up) AND the node is added to each named partition that 
 (Slurm cannot name partitions on a dynamic node line). The node's comment marks it as the
 bridge's (``slurm-bridge:external-node:<mcsLabel>``): only marked nodes are ever drained and
 deleted, when the label goes or the Kubernetes node is deleted -- drained first, deleted
-once no job runs on it.
+once no job runs on it. Its place in the network (the annotation
+``topology.slinky.slurm.net/spec``, else the labels of ``topology.nodeLabels``) becomes its
+Slurm ``Topology=`` and is set again whenever the two differ (docs/topology.md).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from bridge.errors import InvalidInput
 from bridge.slurm.models import SlurmNode
 from bridge.translate.quantity import MIB, parse_non_negative, whole_count
+from bridge.translate.topology import TopologyPolicy, node_topology
 from bridge.wellknown import (
     ANNOTATION_CORDONED_BY_BRIDGE,
     ANNOTATION_EXTERNAL_NODE_PARTITIONS,
@@ -62,6 +65,7 @@ from controller.model import (
     NodeWarning,
     RegisterExternalNode,
     ResumeSlurmNode,
+    SetNodeTopology,
     TaintNode,
     UncordonNode,
     UntaintNode,
@@ -91,6 +95,7 @@ class NodePolicy:
     bridge_partitions: frozenset[str]
     sync_state: bool = True
     cordon_on_slurm_drain: bool = False
+    topology: TopologyPolicy = field(default_factory=TopologyPolicy)
 
     @property
     def marker(self) -> str:
@@ -219,6 +224,7 @@ def _external(node: KubeObject, slurm: SlurmNode | None, policy: NodePolicy) -> 
         return deregister(slurm) if slurm is not None and owned(slurm, policy) else []
     try:
         spec = external_spec(node, policy.default_partition)
+        topology = node_topology(node, policy.topology)
     except InvalidInput as e:
         return [NodeWarning(name, EVENT_EXTERNAL_NODE_INVALID, str(e))]
     if slurm is None:
@@ -240,6 +246,8 @@ def _external(node: KubeObject, slurm: SlurmNode | None, policy: NodePolicy) -> 
             return []  # a static node or another bridge's: never ours to change
         actions.append(MarkExternalNode(sname, policy.marker))
     actions += [JoinPartition(name, sname, p) for p in spec.partitions if p not in slurm.partitions]
+    if topology is not None and topology != slurm.topology:
+        actions.append(SetNodeTopology(name, sname, topology))
     if slurm.drain and slurm.reason == DEREGISTER_REASON:
         actions.append(ResumeSlurmNode(sname))  # the label came back before the delete
     return actions

@@ -32,6 +32,7 @@ from bridge.slurm.client import SlurmClient, state_requests
 from bridge.slurm.models import JobStateItem, SlurmJob, SlurmNode
 from bridge.translate import (
     BackLink,
+    TranslateSettings,
     back_link,
     foreign_label_message,
     job_names_pod,
@@ -55,6 +56,7 @@ from controller.model import (
     RegisterExternalNode,
     ReleaseClaim,
     ResumeSlurmNode,
+    SetNodeTopology,
     meta,
     pod_done,
     pod_ns_name,
@@ -85,6 +87,7 @@ SLURM_NODE_CHANGES = (
     RegisterExternalNode,
     MarkExternalNode,
     JoinPartition,
+    SetNodeTopology,
     DeleteSlurmNode,
 )
 
@@ -409,6 +412,7 @@ class Controller:
             ),
             sync_state=c.controller.sync_node_state,
             cordon_on_slurm_drain=c.controller.cordon_on_slurm_drain,
+            topology=TranslateSettings.from_config(c).topology,
         )
         return self._policy
 

@@ -3,9 +3,11 @@
 Pods come in group order (LWS leader first, completion index 0 first, ...: the order the
 translation layer defines). Slurm's node list comes in Slurm's order (the expanded
 hostlist). Exclusive groups get one pod per node; shared groups fill each node up to the
-number of tasks Slurm placed there, in order. A pod that already carries the
-``slinky.slurm.net/slurm-node`` annotation keeps it, so a restarted scheduler finishes an
-interrupted assignment exactly as it began.
+number of tasks Slurm placed there, in order. :func:`network_order` first brings the
+nodes of one topology unit (block, leaf switch) together, so consecutive ranks (completion
+indexes, LWS workers) share a block where Slurm placed several of them in one. A pod that
+already carries the ``slinky.slurm.net/slurm-node`` annotation keeps it, so a restarted
+scheduler finishes an interrupted assignment exactly as it began.
 """
 
 from __future__ import annotations
@@ -74,3 +76,16 @@ def tasks_per_node_even(slurm_nodes: Sequence[str], tasks: int) -> dict[str, int
         return {}
     base, extra = divmod(tasks, len(slurm_nodes))
     return {n: base + (1 if i < extra else 0) for i, n in enumerate(slurm_nodes)}
+
+
+def network_order(slurm_nodes: Sequence[str], unit_of: Mapping[str, str]) -> list[str]:
+    """Slurm's node order with the nodes of each topology unit (``unit_of``: Slurm node ->
+    its Topology=, e.g. ``net:block-0``) brought together, units in the order of their
+    first node; nodes without a unit keep their place. Slurm lists an allocation by node
+    table index, which follows node names or registration order, not the network
+    (dynamic external nodes join in any order); ``TopologyParam=BlockAsNodeRank`` does the
+    same for Slurm's own ranks."""
+    first: dict[str, int] = {}
+    for i, n in enumerate(slurm_nodes):
+        first.setdefault(unit_of.get(n) or f"\0{n}", i)
+    return sorted(slurm_nodes, key=lambda n: first[unit_of.get(n) or f"\0{n}"])

@@ -78,7 +78,7 @@ from bridge.wellknown import (
     MANAGED_NODE_TAINT,
     REASON_FOREIGN_JOB_LABEL,
 )
-from scheduler.assign import AssignmentError, assign, tasks_per_node_even
+from scheduler.assign import AssignmentError, assign, network_order, tasks_per_node_even
 from scheduler.decide import (
     ALLOCATE,
     REASON_SCHEDULER_ERROR,
@@ -1012,8 +1012,11 @@ class Scheduler:
             if v
         }
         try:
+            ranked = network_order(
+                job.nodes, self.node_set.topology_of(job.nodes, self.settings.topology)
+            )
             plan = assign(
-                keys, job.nodes, to_kube=self._to_kube(), tasks_per_node=tpn, already=already
+                keys, ranked, to_kube=self._to_kube(), tasks_per_node=tpn, already=already
             )
         except AssignmentError as e:
             await self._say(pods, REASON_SCHEDULER_ERROR, str(e), warning=True)

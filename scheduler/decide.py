@@ -123,23 +123,52 @@ class Ended:
 Decision = Wait | Reject | Submit | Update | Cancel | Bind | Pending | Ended
 
 
+# JobSpec fields newer than the hashes pending jobs carry: left out while unset, so a job
+# without a topology request keeps its hash across the upgrade (no Update of every
+# pending job).
+_HASHED_WHEN_SET = ("segment_size", "required_switches", "wait_for_switch_seconds")
+
+
 def spec_hash(spec: JobSpec) -> str:
     """A short stable hash of everything Slurm-relevant in ``spec`` (not the comment,
     which carries the hash itself)."""
-    data = spec.model_dump_json(exclude={"comment"})
+    unset = {f for f in _HASHED_WHEN_SET if getattr(spec, f) is None}
+    data = spec.model_dump_json(exclude={"comment", *unset})
     return hashlib.sha256(data.encode()).hexdigest()[:12]
 
 
-def pending_message(job: JobView) -> str:
+TOPOLOGY_NOTE = "; topology request: "
+
+
+def topology_note(spec: JobSpec | None) -> str:
+    """The job's topology request in words (empty: none), so a pod waiting for a block or
+    a leaf switch says so next to Slurm's reason (docs/topology.md)."""
+    if spec is None:
+        return ""
+    parts = []
+    if spec.segment_size is not None:
+        parts.append(f"segments of {spec.segment_size} nodes, each inside one block")
+    if spec.required_switches is not None:
+        n = spec.required_switches
+        wait = (
+            f"{spec.wait_for_switch_seconds} s"
+            if spec.wait_for_switch_seconds is not None
+            else "max_switch_wait"
+        )
+        parts.append(f"at most {n} leaf switch{'es' if n > 1 else ''}, waiting up to {wait}")
+    return TOPOLOGY_NOTE + " and ".join(parts) if parts else ""
+
+
+def pending_message(job: JobView, spec: JobSpec | None = None) -> str:
     reason = job.reason or "None"
-    return f"Slurm job {job.job_id} is pending: {reason}"
+    return f"Slurm job {job.job_id} is pending: {reason}{topology_note(spec)}"
 
 
 def pending_reason(message: str, job_id: int) -> str | None:
     """The reason :func:`pending_message` put in ``message`` for ``job_id``, else None."""
     prefix = f"Slurm job {job_id} is pending: "
     reason = message[len(prefix) :] if message.startswith(prefix) else ""
-    return reason or None
+    return reason.partition(TOPOLOGY_NOTE)[0] or None
 
 
 def decide(snap: GroupSnapshot) -> Decision:
@@ -178,7 +207,7 @@ def decide(snap: GroupSnapshot) -> Decision:
     if job.state == "PENDING":
         if job.spec_hash is not None and job.spec_hash != h:
             return Update(job.job_id, snap.spec, h)
-        return Pending(job.job_id, pending_message(job))
+        return Pending(job.job_id, pending_message(job, snap.spec))
     # CONFIGURING, SUSPENDED, REQUEUED ...: wait for Slurm to settle.
     return Pending(job.job_id, f"Slurm job {job.job_id} is {job.state}")
 

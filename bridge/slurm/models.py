@@ -205,6 +205,8 @@ class SlurmNode(_Frozen):
     hostname: str = ""
     comment: str = ""
     tres: str = ""
+    # Topology= (topology.yaml affiliation or set by update): "net:block-0", "" for none
+    topology: str = ""
 
     @property
     def base_state(self) -> str:

@@ -1,9 +1,10 @@
 """The ``slurmjob.slinky.slurm.net/<key>`` annotations, parsed into typed options.
 
-Every key upstream accepts (``bridge.wellknown.SLURMJOB_KEYS``) is one optional field of
-:class:`SlurmJobOptions`. An unknown key under the prefix is an error (a typo would
-otherwise be silently ignored), and so is the legacy ``slinky.slurm.net/job-name`` set to
-a different value than the current key.
+Every key upstream accepts (``bridge.wellknown.SLURMJOB_KEYS``) and our topology keys
+(``BRIDGE_SLURMJOB_KEYS``) is one optional field of :class:`SlurmJobOptions`, and so are
+Kueue's two topology annotations (:mod:`bridge.translate.topology`). An unknown key under
+the prefix is an error (a typo would otherwise be silently ignored), and so is the legacy
+``slinky.slurm.net/job-name`` set to a different value than the current key.
 
 :func:`annotation_errors` reports every problem (the admission webhook shows them all);
 :func:`parse_slurmjob_annotations` raises the first one.
@@ -20,7 +21,17 @@ from pydantic import BaseModel, ConfigDict
 
 from bridge.errors import InvalidInput
 from bridge.translate.quantity import mebibytes, whole_cpus
+from bridge.translate.topology import (
+    Switches,
+    level_problems,
+    parse_level,
+    parse_segment,
+    parse_switches,
+)
 from bridge.wellknown import (
+    ANNOTATION_KUEUE_PREFERRED_TOPOLOGY,
+    ANNOTATION_KUEUE_REQUIRED_TOPOLOGY,
+    BRIDGE_SLURMJOB_KEYS,
     LEGACY_ANNOTATION_JOB_NAME,
     SLURMJOB_KEYS,
     SLURMJOB_PREFIX,
@@ -61,6 +72,11 @@ class SlurmJobOptions(BaseModel):
     timelimit_minutes: int | None = None
     user_id: str | None = None
     wckey: str | None = None
+    # topology (docs/topology.md)
+    segment: int | None = None
+    switches: Switches | None = None
+    required_topology: str | None = None
+    preferred_topology: str | None = None
 
     def overlay(self, lower: SlurmJobOptions) -> SlurmJobOptions:
         """These options, with unset fields taken from ``lower`` (lower precedence)."""
@@ -163,13 +179,24 @@ _PARSERS: dict[str, tuple[str, Parser]] = {
     "timelimit": ("timelimit_minutes", _int(1)),
     "user-id": ("user_id", _token),
     "wckey": ("wckey", _token),
+    "segment": ("segment", parse_segment),
+    "switches": ("switches", parse_switches),
 }
-assert set(_PARSERS) == set(SLURMJOB_KEYS), "every upstream key has exactly one parser"
+_KNOWN_KEYS = SLURMJOB_KEYS + BRIDGE_SLURMJOB_KEYS
+assert set(_PARSERS) == set(_KNOWN_KEYS), "every key has exactly one parser"
 _KEY_OF_FIELD = {field: key for key, (field, _) in _PARSERS.items()}
+# Kueue's TAS annotations (full names): read with the slurmjob keys, same precedence
+KUEUE_TOPOLOGY_KEYS: dict[str, str] = {
+    ANNOTATION_KUEUE_REQUIRED_TOPOLOGY: "required_topology",
+    ANNOTATION_KUEUE_PREFERRED_TOPOLOGY: "preferred_topology",
+}
+_NAME_OF_FIELD = {field: name for name, field in KUEUE_TOPOLOGY_KEYS.items()}
 
 
 def annotation_key(field: str) -> str:
     """The full annotation name of a :class:`SlurmJobOptions` field."""
+    if field in _NAME_OF_FIELD:
+        return _NAME_OF_FIELD[field]
     return slurmjob_annotation(_KEY_OF_FIELD[field])
 
 
@@ -178,12 +205,14 @@ def _parse(annotations: Mapping[str, str], obj: str) -> tuple[SlurmJobOptions, l
     errors: list[InvalidInput] = []
     for name in sorted(annotations):
         raw = annotations[name]
-        if name == LEGACY_ANNOTATION_JOB_NAME or not name.startswith(SLURMJOB_PREFIX):
+        if name in KUEUE_TOPOLOGY_KEYS:
+            entry: tuple[str, Parser] | None = (KUEUE_TOPOLOGY_KEYS[name], parse_level)
+        elif name == LEGACY_ANNOTATION_JOB_NAME or not name.startswith(SLURMJOB_PREFIX):
             continue
-        key = name[len(SLURMJOB_PREFIX) :]
-        entry = _PARSERS.get(key)
+        else:
+            entry = _PARSERS.get(name[len(SLURMJOB_PREFIX) :])
         if entry is None:
-            known = ", ".join(SLURMJOB_KEYS)
+            known = ", ".join(_KNOWN_KEYS)
             errors.append(InvalidInput(name, f"unknown annotation key; known keys: {known}", obj))
             continue
         field, parser = entry
@@ -236,15 +265,23 @@ def _legacy_job_name(
 
 
 def parse_annotations_all(
-    annotations: Mapping[str, str], *, obj: str
+    annotations: Mapping[str, str], *, obj: str, levels: Mapping[str, str] | None = None
 ) -> tuple[SlurmJobOptions, list[InvalidInput]]:
-    """The options that parsed, and every problem (the admission webhook checks both)."""
-    return _parse(annotations, obj)
+    """The options that parsed, and every problem (the admission webhook checks both).
+    ``levels``: the config's ``topology.levels``, to check a Kueue level against (None:
+    not checked)."""
+    options, errors = _parse(annotations, obj)
+    if levels is not None:
+        errors += level_problems(options.required_topology, options.preferred_topology, levels, obj)
+    return options, errors
 
 
-def annotation_errors(annotations: Mapping[str, str], *, obj: str) -> list[InvalidInput]:
-    """Every problem with the slurmjob annotations of one object (empty: all good)."""
-    return _parse(annotations, obj)[1]
+def annotation_errors(
+    annotations: Mapping[str, str], *, obj: str, levels: Mapping[str, str] | None = None
+) -> list[InvalidInput]:
+    """Every problem with the slurmjob (and Kueue topology) annotations of one object
+    (empty: all good); ``levels`` as in :func:`parse_annotations_all`."""
+    return parse_annotations_all(annotations, obj=obj, levels=levels)[1]
 
 
 def parse_slurmjob_annotations(annotations: Mapping[str, str], *, obj: str) -> SlurmJobOptions:

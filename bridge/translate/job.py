@@ -26,6 +26,7 @@ from bridge.translate.placement import NodeSet, excluded_nodes
 from bridge.translate.policy import ResolvedPolicy, enforce_policy
 from bridge.translate.resources import PodResources, pod_resources, tres_string
 from bridge.translate.settings import TranslateSettings
+from bridge.translate.topology import topology_request
 from bridge.wellknown import slurmjob_annotation
 
 Obj = Mapping[str, Any]
@@ -250,6 +251,15 @@ def translate_group(
     if priority is None and settings.priority_from_priority_class:
         priority = _priority(ordered)
     time_limit = opts.timelimit_minutes or _deadline_minutes(ref, group_object, ordered)
+    topology = topology_request(
+        segment=opts.segment,
+        switches=opts.switches,
+        required_level=opts.required_topology,
+        preferred_level=opts.preferred_topology,
+        nodes=placement["min_nodes"],
+        policy=settings.topology,
+        where=where,
+    )
     return JobSpec(
         name=opts.job_name or ref.name,
         partition=opts.partition or settings.partition,
@@ -271,6 +281,9 @@ def translate_group(
             if isinstance(nodes, NodeSet)
             else excluded_nodes(ordered, nodes, obj=where)
         ),
+        segment_size=topology.segment_size,
+        required_switches=topology.required_switches,
+        wait_for_switch_seconds=topology.wait_for_switch_seconds,
         comment=human_comment(group, count),
         admin_comment=admin_comment(group, [kobj.pod_key(p) for p in ordered], settings.mcs_label),
         **placement,

@@ -25,6 +25,7 @@ from typing import Any
 
 from bridge.errors import InvalidInput
 from bridge.translate import kobj
+from bridge.translate.topology import TopologyPolicy, node_topology
 from bridge.wellknown import LABEL_SLURM_NODENAME, MANAGED_NODE_TAINT
 
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
@@ -255,6 +256,24 @@ class NodeSet:
         if self._to_kube is None:
             self._to_kube = {slurm_node_name(n): name for name, n in self._nodes.items()}
         return self._to_kube
+
+    def topology_of(self, slurm_nodes: Iterable[str], policy: TopologyPolicy) -> dict[str, str]:
+        """Slurm node -> its Topology= (:func:`~bridge.translate.topology.node_topology`)
+        for those of ``slurm_nodes`` that name one (a bad value: none; the controller
+        reports it on the node)."""
+        to_kube = self.to_kube()
+        out: dict[str, str] = {}
+        for s in slurm_nodes:
+            node = self._nodes.get(to_kube.get(s, s))
+            if node is None:
+                continue
+            try:
+                unit = node_topology(node, policy)
+            except InvalidInput:
+                continue
+            if unit:
+                out[s] = unit
+        return out
 
     def excluded(self, pods: Sequence[kobj.Obj], *, obj: str) -> tuple[str, ...]:
         """:func:`excluded_nodes` of ``pods`` over these nodes."""

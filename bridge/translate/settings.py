@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from bridge.config import BridgeConfig
+from bridge.translate.topology import TopologyPolicy
 
 
 class TranslateSettings(BaseModel):
@@ -20,10 +21,12 @@ class TranslateSettings(BaseModel):
     gang_batch_jobs: bool = True
     jobset_grouping: Literal["jobset", "replicatedJob"] = "jobset"
     priority_from_priority_class: bool = False
+    topology: TopologyPolicy = Field(default_factory=TopologyPolicy)
 
     @classmethod
     def from_config(cls, config: BridgeConfig) -> TranslateSettings:
         s = config.scheduler
+        labels = config.topology.node_labels
         return cls(
             partition=config.partition,
             mcs_label=config.mcs_label or None,
@@ -31,4 +34,11 @@ class TranslateSettings(BaseModel):
             gang_batch_jobs=s.gang_batch_jobs,
             jobset_grouping=s.jobset_grouping,
             priority_from_priority_class=s.priority_from_priority_class,
+            topology=TopologyPolicy(
+                levels=dict(config.topology.levels),
+                required_switch_wait_seconds=config.topology.required_switch_wait_seconds,
+                preferred_switch_wait_seconds=config.topology.preferred_switch_wait_seconds,
+                node_topology_name=labels.name if labels else None,
+                node_topology_labels=labels.labels if labels else (),
+            ),
         )

@@ -1,6 +1,7 @@
 """``slurm-bridge sandbox slurm``: a real Slurm cluster in a Debian chroot, for tests and the demo.
 
     slurm-bridge sandbox slurm up [--nodes N] [--external-nodes M] [--accounting]
+                                  [--topology block:BxN|tree:BxN|none]
                                   [--suite sid|trixie] [--extra-conf LINE]... [--defaults]
     slurm-bridge sandbox slurm down [--purge]
     slurm-bridge sandbox slurm status            (exit 0 when up, 3 when down)
@@ -81,6 +82,39 @@ TEST_PORTS = {
     "SLURM_SANDBOX_MYSQL_PORT": 16306,
 }
 ENV_FILE = "SLURM_SANDBOX_ENV"
+# --topology KIND:BxN: the external nodes in B blocks (topology/block) or B leaf switches
+# under one root (topology/tree) of N nodes each, in topology.yaml as the topology of the
+# external nodes' partition (the batch nodes keep a flat one, the cluster default).
+TOPOLOGY_KINDS = ("block", "tree")
+TOPOLOGY_NAME = "net"
+MAX_SWITCH_WAIT_SECONDS = 86400
+TOPOLOGY_UNIT = {"block": "block-", "tree": "leaf-"}
+
+
+@dataclass(frozen=True)
+class Topology:
+    """``block:2x4``: the external nodes as 2 blocks of 4 (in node-name order)."""
+
+    kind: str
+    units: int
+    size: int
+
+    @classmethod
+    def parse(cls, text: str) -> Topology:
+        m = re.fullmatch(r"(\w+):(\d+)x(\d+)", text)
+        if m is None or m[1] not in TOPOLOGY_KINDS or int(m[2]) < 1 or int(m[3]) < 1:
+            raise ConfigError(
+                "topology", f"must be none or KIND:BxN with KIND block or tree, not {text!r}"
+            )
+        return cls(m[1], int(m[2]), int(m[3]))
+
+    @property
+    def nodes(self) -> int:
+        return self.units * self.size
+
+    def unit_of(self, index: int) -> str:
+        """The block / leaf switch of external node ``index``."""
+        return f"{TOPOLOGY_UNIT[self.kind]}{index // self.size}"
 
 
 @dataclass(frozen=True)
@@ -92,6 +126,7 @@ class Settings:
     external_nodes: int = 3
     accounting: bool = False
     extra_conf: tuple[str, ...] = ()
+    topology: str = "none"
     node_cpus: int = 8
     node_mem_mb: int = 16000
     node_gpus: int = 2
@@ -118,9 +153,21 @@ class Settings:
                 raise ConfigError(name, f"{port} is not a TCP port")
         if self.slurmd_port + self.nodes - 1 > 65535:
             raise ConfigError("slurmd_port", "the slurmd port range passes 65535")
+        topo = self.network
+        if topo is not None and topo.nodes != self.external_nodes:
+            raise ConfigError(
+                "topology",
+                f"{self.topology} places {topo.nodes} external nodes, "
+                f"but there are {self.external_nodes} (--external-nodes {topo.nodes})",
+            )
         for line in self.extra_conf:
             if "\n" in line or not line.strip():
                 raise ConfigError("extra_conf", f"must be one non-empty line, not {line!r}")
+
+    @property
+    def network(self) -> Topology | None:
+        """The parsed ``topology`` setting; None for ``none``."""
+        return None if self.topology == "none" else Topology.parse(self.topology)
 
     @property
     def tag(self) -> str:
@@ -204,6 +251,13 @@ def hostlist(prefix: str, count: int) -> str:
     return f"{prefix}0" if count == 1 else f"{prefix}[0-{count - 1}]"
 
 
+def _switch_wait(s: Settings) -> str:
+    """A tree topology's cap on a job's switch wait (``--switches=N@time``; default 300 s):
+    a day, so a job that requires one leaf switch waits for one rather than straddle."""
+    topo = s.network
+    return f",max_switch_wait={MAX_SWITCH_WAIT_SECONDS}" if topo and topo.kind == "tree" else ""
+
+
 def render_slurm_conf(s: Settings) -> str:
     lines = [
         "# written by slurm-bridge sandbox slurm up; do not edit (the next up rewrites it)",
@@ -236,7 +290,7 @@ def render_slurm_conf(s: Settings) -> str:
         "MpiDefault=none",
         "SwitchType=switch/none",
         "SchedulerType=sched/backfill",
-        f"SchedulerParameters={SCHEDULER_PARAMETERS}",
+        f"SchedulerParameters={SCHEDULER_PARAMETERS}{_switch_wait(s)}",
         "GresTypes=gpu",
         # room for nodes created at run time (scontrol create / POST /new/node)
         f"MaxNodeCount={s.nodes + s.external_nodes + 256}",
@@ -276,7 +330,10 @@ def render_slurm_conf(s: Settings) -> str:
     if s.external_nodes:
         ext = hostlist(EXTERNAL_PREFIX, s.external_nodes)
         lines.append(f"NodeName={ext} {res} State=EXTERNAL")
-        lines.append(f"PartitionName={PARTITION} Nodes={ext} Default=YES MaxTime=INFINITE State=UP")
+        topo = f" Topology={TOPOLOGY_NAME}" if s.network is not None else ""
+        lines.append(
+            f"PartitionName={PARTITION} Nodes={ext} Default=YES MaxTime=INFINITE State=UP{topo}"
+        )
     lines += list(s.extra_conf)
     return "\n".join(lines) + "\n"
 
@@ -293,6 +350,44 @@ def render_gres_conf(s: Settings) -> str:
         lines.append(
             f"NodeName={hostlist(EXTERNAL_PREFIX, s.external_nodes)} Name=gpu Count={s.node_gpus}"
         )
+    return "\n".join(lines) + "\n"
+
+
+def render_topology_yaml(s: Settings) -> str | None:
+    """topology.yaml for ``--topology`` (None without one): a flat cluster default for the
+    batch nodes, and ``net`` (block or tree) over the external nodes, in node-name order."""
+    topo = s.network
+    if topo is None:
+        return None
+    units = [
+        (
+            topo.unit_of(i * topo.size),
+            f"{EXTERNAL_PREFIX}[{i * topo.size}-{(i + 1) * topo.size - 1}]",
+        )
+        for i in range(topo.units)
+    ]
+    lines = [
+        "# written by slurm-bridge sandbox slurm up --topology; do not edit",
+        "---",
+        "- topology: flat",
+        "  cluster_default: true",
+        "  flat: true",
+        f"- topology: {TOPOLOGY_NAME}",
+        "  cluster_default: false",
+        f"  {topo.kind}:",
+    ]
+    if topo.kind == "block":
+        lines += ["    block_sizes:", f"      - {topo.size}", "    blocks:"]
+        for name, nodes in units:
+            lines += [f"      - block: {name}", f"        nodes: {nodes}"]
+    else:
+        lines += [
+            "    switches:",
+            "      - switch: spine",
+            f"        children: leaf-[0-{topo.units - 1}]",
+        ]
+        for name, nodes in units:
+            lines += [f"      - switch: {name}", f"        nodes: {nodes}"]
     return "\n".join(lines) + "\n"
 
 
@@ -326,6 +421,9 @@ def render_conf_files(s: Settings) -> dict[str, str]:
     }
     if s.accounting:
         files["slurmdbd.conf"] = render_slurmdbd_conf(s)
+    topology = render_topology_yaml(s)
+    if topology is not None:
+        files["topology.yaml"] = topology
     return files
 
 
@@ -360,6 +458,7 @@ def render_env_file(s: Settings, paths: Paths, api_version: str, slurm_version: 
         "SLURM_NODE_GPUS": str(s.node_gpus),
         "SLURM_VERSION": slurm_version,
         "SLURM_SANDBOX_DIR": str(paths.dir),
+        "SLURM_TOPOLOGY": s.topology,
     }
     return "".join(f"{k}={v}\n" for k, v in values.items())
 
@@ -635,6 +734,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="also run MariaDB + slurmdbd (accounts, QOS, fairshare)",
     )
+    up.add_argument(
+        "--topology",
+        metavar="KIND:BxN",
+        help="the external nodes as B blocks (block) or leaf switches (tree) of N nodes, "
+        "in topology.yaml (e.g. block:2x4 with --external-nodes 8); none (default) for no file",
+    )
     up.add_argument("--suite", choices=SUITES, help="Debian suite of the chroot (default sid)")
     up.add_argument(
         "--extra-conf",
@@ -673,6 +778,7 @@ UP_OPTIONS = (
     "accounting",
     "suite",
     "extra_conf",
+    "topology",
     "node_cpus",
     "node_mem_mb",
     "node_gpus",

@@ -13,7 +13,7 @@
 #   SBX_PACKAGES  comma list for debootstrap       SBX_CACHE    zstd tarball of the ready root
 #   SBX_NO_CACHE  1 = debootstrap even if the tarball exists (it is rewritten)
 #   SBX_CONF_DIR  rendered config files to install (up): slurm.conf gres.conf cgroup.conf
-#                 [slurmdbd.conf] slurmrestd.args
+#                 [slurmdbd.conf] [topology.yaml] slurmrestd.args
 #   SBX_SLURMD_NODES  space separated slurmd node names   SBX_GPUS  fake GPUs per node
 #   SBX_EXTERNAL_NODES count of State=EXTERNAL nodes (needs Slurm >= 25.05)
 #   SBX_ACCOUNTING 0|1   SBX_MYSQL_PORT   SBX_REST_PORT   SBX_OPENAPI
@@ -191,6 +191,13 @@ configure() {
   install_conf cgroup.conf 644 root:root
   [ "${SBX_ACCOUNTING:-0}" = 1 ] && install_conf slurmdbd.conf 600 slurm:slurm
   install_conf slurmrestd.args 644 root:root
+  # topology.yaml only with --topology: Slurm reads it whenever it exists
+  if [ -f "$SBX_CONF_DIR/topology.yaml" ]; then
+    install_conf topology.yaml 644 root:root
+  elif [ -e "$ROOT/etc/slurm/topology.yaml" ]; then
+    rm -f "$ROOT/etc/slurm/topology.yaml"
+    CHANGED=1
+  fi
   return 0
 }
 

@@ -79,9 +79,10 @@ def sandbox() -> SlurmSandbox:
     return load_sandbox()
 
 
-def load_sandbox() -> SlurmSandbox:
-    """The sandbox contract from the env file (fails the test when missing/incomplete)."""
-    path = env_path()
+def load_sandbox(path: Path | None = None) -> SlurmSandbox:
+    """The sandbox contract from the env file ``path`` (default: the tests' sandbox's);
+    fails the test when it is missing or incomplete."""
+    path = path or env_path()
     if not path.is_file():
         pytest.fail(
             f"Slurm sandbox env file {path} not found: run `slurm-bridge sandbox slurm up` "

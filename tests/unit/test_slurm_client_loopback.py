@@ -105,6 +105,24 @@ async def test_submit_is_never_retried(serve: Any) -> None:
     assert len(s.calls) == 1
 
 
+async def test_submit_answer_with_a_job_id_and_errors_is_a_queued_job(serve: Any) -> None:
+    """topology/block: HTTP 500, error 7203, yet the job is PENDING (Slurm 26.05)."""
+    answer = {
+        "job_id": 19,
+        "errors": [{"error_number": 7203, "error": "No suitable topology unit found"}],
+        "warnings": [{"description": "Job submission resulted in non-zero return code"}],
+    }
+    client, s = await serve([(500, answer), (500, {"errors": answer["errors"]})])
+    async with client:
+        result = await client.submit_result(SPEC)
+        assert result.job_id == 19
+        assert result.warnings
+        with pytest.raises(SlurmRejected) as e:  # no job id: a real rejection
+            await client.submit(SPEC)
+    assert e.value.error_number == 7203
+    assert len(s.calls) == 2
+
+
 async def test_rejection_is_not_retried(serve: Any) -> None:
     bad = {"errors": [{"error_number": 2000, "error": "Invalid partition name specified"}]}
     client, s = await serve([(422, bad)])

@@ -370,3 +370,17 @@ def test_bad_gres_index_is_invalid_input() -> None:
     body = {"nodes": [{"node": "n", "gres": [{"name": "gpu", "count": 1, "index": "x"}]}]}
     with pytest.raises(InvalidInput, match="index"):
         codec_for("v0.0.45").decode_resources(body)
+
+
+@VERSIONS
+def test_topology_request_is_encoded_at_submit_not_update(version: str) -> None:
+    spec = BASE.model_copy(
+        update={"segment_size": 2, "required_switches": 1, "wait_for_switch_seconds": 90}
+    )
+    job = codec_for(version).encode_submit(spec)["job"]
+    assert job["segment_size"] == {"set": True, "number": 2}
+    assert job["required_switches"] == {"set": True, "number": 1}
+    assert job["wait_for_switch"] == 90
+    update = codec_for(version).encode_update(spec)
+    assert not {"segment_size", "required_switches", "wait_for_switch"} & set(update)
+    assert "segment_size" not in codec_for(version).encode_submit(BASE)["job"]

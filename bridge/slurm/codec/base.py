@@ -184,6 +184,13 @@ class Codec:
             job["shared"] = ["none"]
         if for_update:
             return job
+        # topology (v0.0.43-v0.0.45 share these shapes): set at submit only, as sbatch does
+        if spec.segment_size is not None:
+            job["segment_size"] = no_val(spec.segment_size)
+        if spec.required_switches is not None:
+            job["required_switches"] = no_val(spec.required_switches)
+        if spec.wait_for_switch_seconds is not None:
+            job["wait_for_switch"] = spec.wait_for_switch_seconds
         if spec.external:
             if spec.script is not None:
                 raise InvalidInput("script", "an external (placeholder) job must have no script")
@@ -260,6 +267,10 @@ class Codec:
     def encode_node_comment(self, comment: str) -> Json:
         """``POST /node/{name}`` body that sets only the node's comment."""
         return {"comment": comment}
+
+    def encode_node_topology(self, topology: str) -> Json:
+        """``POST /node/{name}`` body that sets only the node's Topology= (v0.0.43+)."""
+        return {"topology_str": topology}
 
     def encode_partition_nodes(self, partition: str, change: str) -> Json:
         """``POST /partitions/`` body changing one partition's node list.
@@ -500,6 +511,7 @@ class Codec:
             hostname=_s(n.get("hostname")),
             comment=_s(n.get("comment")),
             tres=_s(n.get("tres")),
+            topology=_s(n.get("topology")),
         )
 
     def decode_nodes(self, body: Any) -> tuple[SlurmNode, ...]:

@@ -15,7 +15,7 @@ from test_chart import rendered_config
 from bridge.config import BridgeConfig
 
 TABLE = REPO / "docs" / "configuration.md"
-SECTIONS = ("scheduler", "controller", "admission")
+SECTIONS = ("scheduler", "controller", "admission", "topology")
 RELEASE_NAMESPACE = "the release namespace"
 RELEASE_ACCOUNTS = "the release's scheduler and controller ServiceAccounts"
 
