@@ -71,18 +71,19 @@ def idle_cap(requests: int) -> float:
     return max(IDLE_INTERVAL_MAX, requests / IDLE_REQUESTS_PER_SECOND)
 
 
-# Doublings past this add nothing a cap would not cut (2**32 * any sane base is years) and
-# keep ``base * 2**n`` a finite float however many failures a key has had.
+# A backoff's exponent stops here: base * 2**BACKOFF_EXPONENT_MAX is far beyond any cap,
+# and the delay never overflows however many failures come in a row (2.0**1024 raises
+# OverflowError).
 BACKOFF_EXPONENT_MAX = 32
 
 
-def capped_backoff(base: float, failures: int, maximum: float) -> float:
-    """``min(maximum, base * 2**failures)``, finite for any ``failures`` (the exponent is
-    capped at :data:`BACKOFF_EXPONENT_MAX`: 2.0**1024 overflows a float)."""
-    return float(min(maximum, base * 2.0 ** min(max(failures, 0), BACKOFF_EXPONENT_MAX)))
+def backoff_delay(base: float, failures: int, maximum: float) -> float:
+    """``base * 2**failures``, at most ``maximum``; defined for any number of failures
+    (the work queue's retries, the watches' reconnects, the pollers' idle intervals)."""
+    return float(min(base * 2.0 ** min(failures, BACKOFF_EXPONENT_MAX), maximum))
 
 
 def idle_backoff(base: float, idle_ticks: int, cap: float = IDLE_INTERVAL_MAX) -> float:
     """A poll interval: ``base`` while things move, doubling per idle tick up to ``cap``
     (never below ``base``), so a quiet cluster costs at most one request per ``cap``."""
-    return capped_backoff(base, idle_ticks, max(base, cap))
+    return backoff_delay(base, idle_ticks, max(base, cap))

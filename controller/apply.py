@@ -14,6 +14,7 @@ from bridge.kube.events import EventKind, EventRecorder
 from bridge.kube.resources import PODS, RESOURCE_CLAIMS, KubeObject
 from bridge.logging import get_logger
 from bridge.slurm.client import NODE_ALREADY_EXISTS, SlurmClient
+from bridge.translate import kobj
 from bridge.translate.dra import EXTENDED_CLAIM_ANNOTATION
 from bridge.wellknown import (
     ANNOTATION_CORDONED_BY_BRIDGE,
@@ -178,12 +179,11 @@ class Applier:
             return {"status": status}
 
         def unprotect(claim: KubeObject) -> KubeObject | None:
-            md = claim.get("metadata") or {}
-            fins = list(md.get("finalizers") or [])
-            allocated = (claim.get("status") or {}).get("allocation") is not None
+            fins = list(kobj.sequence(claim, "metadata", "finalizers"))
+            allocated = kobj.get(claim, "status", "allocation") is not None
             if allocated or CLAIM_DELETE_PROTECTION not in fins:
                 return None
-            if not (cleared or md.get("deletionTimestamp")):
+            if not (cleared or kobj.get(claim, "metadata", "deletionTimestamp")):
                 return None
             return {"metadata": {"finalizers": [f for f in fins if f != CLAIM_DELETE_PROTECTION]}}
 
@@ -196,13 +196,12 @@ class Applier:
 
     async def _delete_claim(self, a: DeleteClaim) -> None:
         claim = await self.kube.get(RESOURCE_CLAIMS, a.claim, a.namespace)
-        md = claim.get("metadata") or {}
-        ours = (md.get("annotations") or {}).get(EXTENDED_CLAIM_ANNOTATION) == "true" and any(
+        ours = kobj.annotations(claim).get(EXTENDED_CLAIM_ANNOTATION) == "true" and any(
             r.get("uid") == a.pod_uid and r.get("controller")
-            for r in md.get("ownerReferences") or []
+            for r in kobj.sequence(claim, "metadata", "ownerReferences")
         )
-        if ours and not md.get("deletionTimestamp"):
-            await self.kube.delete(RESOURCE_CLAIMS, a.claim, a.namespace, uid=md.get("uid"))
+        if ours and not kobj.get(claim, "metadata", "deletionTimestamp"):
+            await self.kube.delete(RESOURCE_CLAIMS, a.claim, a.namespace, uid=kobj.uid(claim))
 
     async def _one(self, a: Action) -> None:
         match a:

@@ -19,12 +19,11 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from bridge.translate import pod_job_id
+from bridge.translate import kobj, pod_job_id
 from controller.model import (
     Action,
     DeleteClaim,
     ReleaseClaim,
-    meta,
     pod_deleting,
     pod_terminal,
 )
@@ -59,13 +58,12 @@ def plan(
     ``released``: uids of pods whose claims were already released."""
     actions: list[Action] = []
     for pod, gone in [*((p, False) for p in pods), *((p, True) for p in deleted)]:
-        m = meta(pod)
-        uid = str(m.get("uid") or "")
+        uid = kobj.uid(pod)
         if not uid or uid in released or pod_job_id(pod) is None:
             continue
         if not (gone or claims_done(pod)):
             continue
-        ns = str(m.get("namespace") or "")
+        ns = kobj.namespace(pod)
         names, extended = pod_claims(pod)
         actions += [ReleaseClaim(ns, n, uid) for n in names]
         if extended:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
+from bridge.translate import kobj
 from bridge.wellknown import LABEL_POD_GROUP
 from controller.model import (
     Action,
@@ -22,7 +23,6 @@ from controller.model import (
     KubeObject,
     SetPodGroupPhase,
     has_finalizer,
-    meta,
     pod_done,
     pod_ns_name,
     pod_phase,
@@ -51,7 +51,7 @@ def message_for(job_id: int, view: JobView) -> str:
 def _pod_groups(pods: Sequence[KubeObject]) -> set[tuple[str, str]]:
     out: set[tuple[str, str]] = set()
     for p in pods:
-        group = (meta(p).get("labels") or {}).get(LABEL_POD_GROUP)
+        group = kobj.labels(p).get(LABEL_POD_GROUP)
         if group:
             out.add((pod_ns_name(p)[0], str(group)))
     return out

@@ -18,6 +18,7 @@ from typing import Any
 
 from bridge.kube.resources import KubeObject, interned, object_key
 from bridge.kube.resources import parse_time as _parse_k8s_time
+from bridge.translate import kobj
 from bridge.wellknown import FINALIZER
 
 __all__ = ["KubeObject", "object_key"]
@@ -286,13 +287,8 @@ def slim_pod(pod: Mapping[str, Any]) -> KubeObject:
     return out
 
 
-def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return obj.get("metadata") or {}
-
-
 def pod_ns_name(pod: Mapping[str, Any]) -> tuple[str, str]:
-    m = meta(pod)
-    return str(m.get("namespace") or ""), str(m.get("name") or "")
+    return kobj.namespace(pod), kobj.name(pod)
 
 
 def pod_phase(pod: Mapping[str, Any]) -> str:
@@ -304,7 +300,7 @@ def pod_terminal(pod: Mapping[str, Any]) -> bool:
 
 
 def pod_deleting(pod: Mapping[str, Any]) -> bool:
-    return bool(meta(pod).get("deletionTimestamp"))
+    return bool(kobj.get(pod, "metadata", "deletionTimestamp"))
 
 
 def pod_done(pod: Mapping[str, Any]) -> bool:
@@ -313,7 +309,7 @@ def pod_done(pod: Mapping[str, Any]) -> bool:
 
 
 def has_finalizer(pod: Mapping[str, Any]) -> bool:
-    return FINALIZER in (meta(pod).get("finalizers") or [])
+    return FINALIZER in kobj.sequence(pod, "metadata", "finalizers")
 
 
 def node_ready(node: Mapping[str, Any] | None) -> bool:

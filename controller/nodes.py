@@ -41,6 +41,7 @@ from typing import Any
 
 from bridge.errors import InvalidInput
 from bridge.slurm.models import SlurmNode
+from bridge.translate import kobj
 from bridge.translate.quantity import MIB, parse_non_negative, whole_count
 from bridge.translate.topology import TopologyPolicy, node_topology
 from bridge.wellknown import (
@@ -69,7 +70,6 @@ from controller.model import (
     TaintNode,
     UncordonNode,
     UntaintNode,
-    meta,
 )
 
 CORDON_REASON = SLURM_REASON_PREFIX + "cordoned in Kubernetes"
@@ -113,17 +113,17 @@ class ExternalNodeSpec:
 
 # --------------------------------------------------------------------------- node helpers
 def node_name(node: KubeObject) -> str:
-    return str(meta(node).get("name") or "")
+    return kobj.name(node)
 
 
 def slurm_name(node: KubeObject) -> str:
-    labels = meta(node).get("labels") or {}
+    labels = kobj.labels(node)
     return str(labels.get(LABEL_SLURM_NODENAME) or node_name(node))
 
 
 def is_external(node: KubeObject) -> bool:
     """Labelled for registration (any value but ``false``)."""
-    labels = meta(node).get("labels") or {}
+    labels = kobj.labels(node)
     return LABEL_EXTERNAL_NODE in labels and str(labels[LABEL_EXTERNAL_NODE]).lower() != "false"
 
 
@@ -147,7 +147,7 @@ def current_taint(node: KubeObject) -> str | None:
 
 def annotated_partitions(node: KubeObject, default: str) -> tuple[str, ...]:
     """The CSV annotation as partition names (deduplicated, in order); ``default`` if unset."""
-    raw = (meta(node).get("annotations") or {}).get(ANNOTATION_EXTERNAL_NODE_PARTITIONS)
+    raw = kobj.annotations(node).get(ANNOTATION_EXTERNAL_NODE_PARTITIONS)
     if raw is None:
         return (default,)
     out: list[str] = []
@@ -256,7 +256,7 @@ def _external(node: KubeObject, slurm: SlurmNode | None, policy: NodePolicy) -> 
 def _state(node: KubeObject, slurm: SlurmNode | None, policy: NodePolicy) -> list[Action]:
     name = node_name(node)
     cordoned = bool((node.get("spec") or {}).get("unschedulable"))
-    cordon_is_ours = ANNOTATION_CORDONED_BY_BRIDGE in (meta(node).get("annotations") or {})
+    cordon_is_ours = ANNOTATION_CORDONED_BY_BRIDGE in kobj.annotations(node)
     actions: list[Action] = []
     unavailable = False
     if slurm is not None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
+from bridge.translate import kobj
 from controller.model import (
     Action,
     CancelJob,
@@ -24,7 +25,6 @@ from controller.model import (
     KubeObject,
     RemoveFinalizer,
     has_finalizer,
-    meta,
     node_ready,
     parse_time,
     pod_deleting,
@@ -44,7 +44,7 @@ def stuck_terminating(
         return False  # unbound: the API server removes it as soon as finalizers are gone
     if node_ready(nodes.get(node)):
         return False
-    since = parse_time(meta(pod).get("deletionTimestamp"))
+    since = parse_time(kobj.get(pod, "metadata", "deletionTimestamp"))
     return since is not None and (now - since).total_seconds() >= grace_seconds
 
 

@@ -20,7 +20,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Literal, Protocol
 
-from bridge.clock import Clock, SystemClock, capped_backoff, idle_backoff, idle_cap
+from bridge.clock import Clock, SystemClock, idle_backoff, idle_cap
 from bridge.config import BridgeConfig
 from bridge.errors import BridgeError, KubeNotFound, SlurmError, SlurmNotFound
 from bridge.kube.client import KubeClient
@@ -36,10 +36,12 @@ from bridge.translate import (
     back_link,
     foreign_label_message,
     job_names_pod,
+    kobj,
     link_is_ours,
     pod_job_id,
 )
 from bridge.wellknown import LABEL_JOB_ID, REASON_FOREIGN_JOB_LABEL
+from bridge.workqueue import WorkQueue
 from controller import claims, dangling, jobs, nodes, pods
 from controller.apply import Applier
 from controller.model import (
@@ -57,12 +59,10 @@ from controller.model import (
     ReleaseClaim,
     ResumeSlurmNode,
     SetNodeTopology,
-    meta,
     pod_done,
     pod_ns_name,
     slim_pod,
 )
-from controller.queue import WorkQueue
 from controller.slurm_metrics import JobFactsTable, JobsSummary, JobTally
 
 log = get_logger("controller")
@@ -123,7 +123,9 @@ class Controller:
         self.clock: Clock = clock or SystemClock()
         self.events = events
         self.applier = Applier(slurm, kube, events, on_applied)
-        self.queue: WorkQueue[Key] = WorkQueue(self.clock)
+        self.queue: WorkQueue[Key] = WorkQueue(
+            self.clock, base_backoff=RETRY_BASE_SECONDS, max_backoff=RETRY_MAX_SECONDS
+        )
         self.pods: dict[str, KubeObject] = {}
         self.by_job: dict[int, set[str]] = {}
         # node name -> keys of the labelled pods bound to it (a node event looks up its
@@ -139,7 +141,6 @@ class Controller:
         self.job_partitions: set[str] = set()
         self._policy: nodes.NodePolicy | None = None  # cached; dropped when inputs change
         self.views: dict[int, JobView] = {}
-        self.failures: dict[Key, int] = {}
         self.synced = asyncio.Event()
         # Set to poll Slurm before the interval is up (a new job id appeared).
         self.poll_now = asyncio.Event()
@@ -189,7 +190,7 @@ class Controller:
 
     async def on_pod(self, ev: WatchEvent) -> None:
         if ev.type == "DELETED":
-            uid = str(meta(ev.object).get("uid") or "")
+            uid = kobj.uid(ev.object)
             if uid in self.released:
                 self.released.discard(uid)
             elif (j := pod_job_id(ev.object)) is not None and claims.pod_claims(ev.object)[0]:
@@ -482,7 +483,7 @@ class Controller:
         # Remembered for pods that still exist (forgotten with them); a pod deleted
         # meanwhile is dropped here, after its one more (no-op) plan.
         planned = {a.pod_uid for a in actions if isinstance(a, ReleaseClaim | DeleteClaim)}
-        self.released = (self.released | planned) - {str(meta(p).get("uid")) for p in gone.values()}
+        self.released = (self.released | planned) - {kobj.uid(p) for p in gone.values()}
         left = self.deleted.get(job_id, {})
         for k in gone:
             left.pop(k, None)
@@ -564,23 +565,22 @@ class Controller:
                 obj = await self.kube.get(NAMESPACES, ns)
             except KubeNotFound:
                 obj = {}
-            cached = (now, dict(meta(obj).get("labels") or {}))
+            cached = (now, kobj.labels(obj))
             self._ns_labels[ns] = cached
         return cfg.namespace_is_managed(ns, cached[1])
 
     async def _worker(self) -> None:
         while True:
             key = await self.queue.get()
+            if key is None:
+                return
             try:
                 await self.reconcile(key)
             except BridgeError as e:
-                n = self.failures.get(key, 0) + 1
-                self.failures[key] = n
-                delay = capped_backoff(RETRY_BASE_SECONDS, n - 1, RETRY_MAX_SECONDS)
+                delay = self.queue.add_rate_limited(key)
                 log.warning("reconcile_failed", key="/".join(key), error=str(e), retry_in=delay)
-                self.queue.add_after(key, delay)
             else:
-                self.failures.pop(key, None)
+                self.queue.forget(key)
             finally:
                 self.queue.done(key)
 
@@ -650,6 +650,7 @@ class Controller:
             tasks += [
                 asyncio.create_task(self._worker()) for _ in range(self.cfg.controller.workers)
             ]
+            tasks.append(asyncio.create_task(self.queue.run_timers()))
             tasks.append(asyncio.create_task(self._poll_loop()))
             tasks.append(
                 asyncio.create_task(
@@ -667,4 +668,4 @@ class Controller:
             if first is not None:
                 with contextlib.suppress(asyncio.CancelledError, BridgeError):
                     await first
-            self.queue.close()
+            # The queue stays open: a controller that leads again (re-election) runs on it.

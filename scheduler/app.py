@@ -15,15 +15,24 @@ import structlog
 
 from bridge.clock import Clock, SystemClock
 from bridge.config import BridgeConfig, load_config
-from bridge.errors import BridgeError, ConfigError, KubeError
+from bridge.errors import BridgeError, ConfigError, KubeError, KubeNotFound
 from bridge.kube.client import KubeClient
 from bridge.kube.leader import LeaderElector
-from bridge.kube.resources import NAMESPACES, NODES, PODS, slim
+from bridge.kube.resources import (
+    NAMESPACES,
+    NODES,
+    PODS,
+    RESOURCE_CLAIMS,
+    KubeObject,
+    Resource,
+    slim,
+)
 from bridge.kube.watch import Watcher, WatchEvent
 from bridge.logging import configure_logging
 from bridge.ops import component_ops
 from bridge.slurm.client import SlurmClient
-from scheduler.core import Scheduler
+from scheduler.cycle import Scheduler
+from scheduler.dra import DEVICE_CLASSES, RESOURCE_SLICES
 
 log = structlog.get_logger("scheduler.app")
 LEASE_NAME = "slurm-bridge-scheduler"
@@ -60,6 +69,30 @@ async def _feed(
                 await result
 
 
+async def _feed_if_served(
+    watcher: Watcher, handler: Callable[[WatchEvent], None], listed: Callable[[], None]
+) -> None:
+    """Like :func:`_feed`, for a resource the cluster may not serve (DRA before
+    Kubernetes 1.34): a 404 on the initial list ends it quietly, and the readers that
+    would use it keep reading the API (:mod:`scheduler.dra`)."""
+    async with watcher:
+        try:
+            initial = await watcher.relist()
+        except KubeNotFound:
+            log.info("resource_not_served", resource=watcher.resource.plural)
+            return
+        except KubeError as e:
+            # events() lists again before it watches; the copy is then kept current but
+            # never taken as whole (the readers keep reading the API)
+            log.warning("initial_list_failed", resource=watcher.resource.plural, error=str(e))
+        else:
+            for ev in initial:
+                handler(ev)
+            listed()
+        async for ev in watcher.events():
+            handler(ev)
+
+
 async def run_scheduler(
     cfg: BridgeConfig,
     kube: KubeClient,
@@ -75,10 +108,10 @@ async def run_scheduler(
     nodes_synced, ns_synced, pods_synced = asyncio.Event(), asyncio.Event(), asyncio.Event()
     async with asyncio.TaskGroup() as tg:
         # Slurm's nodes before any submit (excluded_nodes may only name nodes it knows),
-        # then the sweep (every job's state: 10-30 s of slurmrestd at a busy site, which
+        # then the sweep (every job's state: long at a busy site, docs/benchmarks.md, and it
         # slowed the node list asked beside it as much). The sweep runs beside the initial
         # lists and the workers; until it ends only groups that cannot have a job yet are
-        # submitted (Scheduler._may_submit), the others wait for it.
+        # submitted (scheduler.jobs.SlurmJobs.may_create), the others wait for it.
         nodes_read = tg.create_task(sched.refresh_slurm_nodes())
 
         async def sweep_after_nodes() -> None:
@@ -103,6 +136,19 @@ async def run_scheduler(
             )
         else:
             ns_synced.set()
+        # DRA: what claims and devices exist, kept current (no list per DRA cycle or bind)
+        dra = sched.dra.cache
+
+        async def follow(res: Resource, on_event: Callable[[str, KubeObject], None]) -> None:
+            await _feed_if_served(
+                Watcher(kube, res, clock=clock),
+                lambda ev: on_event(ev.type, ev.object),
+                lambda: dra.listed(res),
+            )
+
+        tg.create_task(follow(DEVICE_CLASSES, dra.on_class_event))
+        tg.create_task(follow(RESOURCE_SLICES, dra.on_slice_event))
+        tg.create_task(follow(RESOURCE_CLAIMS, dra.on_claim_event))
         await nodes_synced.wait()
         await ns_synced.wait()
         tg.create_task(

@@ -1,9 +1,10 @@
 """The pure decide step of a scheduling cycle.
 
 Given everything known about one group at one moment (its pods, whether it is complete,
-its translated JobSpec or the reason it cannot be translated, and the Slurm job that
-already exists for it), return what to do next. No I/O, no clock: the cycle acts on the
-returned decision and the tests below are plain tables.
+its translated JobSpec or the reason it cannot be translated, the Slurm job that already
+exists for it, and whether Slurm answers), return what to do next. No I/O, no clock: the
+cycle (:mod:`scheduler.cycle`) acts on the returned decision and on nothing else, and
+tests/unit/scheduler/test_decide.py checks it as plain tables.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 
 from bridge.errors import InvalidInput
 from bridge.models import GroupId, JobSpec
+from scheduler.assign import tasks_per_node_even
 
 # Slurm base states after which a job holds no allocation any more.
 ENDED_STATES = frozenset(
@@ -50,7 +52,9 @@ class JobView:
     reason: str | None = None  # Slurm's state_reason ("Resources", "Priority" ...)
     nodes: tuple[str, ...] = ()  # expanded allocation, in Slurm's order
     spec_hash: str | None = None  # the hash of the JobSpec it was submitted with
-    tasks_per_node: tuple[tuple[str, int], ...] | None = None
+    shared: bool = False  # its nodes may hold other jobs (OverSubscribe)
+    cpus: tuple[tuple[str, int], ...] = ()  # CPUs Slurm allocated per node, when known
+    cpus_per_task: int | None = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,13 @@ class GroupSnapshot:
     spec: JobSpec | None = None
     invalid: InvalidInput | None = None
     job: JobView | None = None
+    # ``job`` is what the pods record of it, not read from Slurm: enough to leave a pending
+    # job alone, never to act on it
+    job_unread: bool = False
+    # a new job may be made now (False until the start-up sweep ends, but for groups no
+    # earlier scheduler can have seen)
+    may_create: bool = True
+    slurm_unreachable: str = ""  # what failed, while Slurm cannot be reached
 
 
 # --- decisions --------------------------------------------------------------------------
@@ -100,8 +111,12 @@ class Cancel:
 
 @dataclass(frozen=True)
 class Bind:
+    """The job runs: put ``pods`` on its nodes, ``tasks_per_node`` pods on each Slurm
+    node (None: one each, the job has a node per pod)."""
+
     job: JobView
     pods: tuple[PodView, ...] = field(default=())
+    tasks_per_node: tuple[tuple[str, int], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -120,7 +135,41 @@ class Ended:
     message: str
 
 
-Decision = Wait | Reject | Submit | Update | Cancel | Bind | Pending | Ended
+@dataclass(frozen=True)
+class ReadJob:
+    """The pods' record of the job says something must change (a member gone, a new
+    spec ...), but the job may have started since: read it, then decide again."""
+
+    job_id: int
+
+
+@dataclass(frozen=True)
+class AwaitSweep:
+    """A new job is due, but an earlier scheduler's job may exist: the start-up sweep
+    says, and the group is processed again when it ends."""
+
+
+@dataclass(frozen=True)
+class Unreachable:
+    """Slurm cannot be reached: nothing that needs it is tried (no blind submit); the
+    pods say so instead of a stale reason."""
+
+    message: str
+
+
+Decision = (
+    Wait
+    | Reject
+    | Submit
+    | Update
+    | Cancel
+    | Bind
+    | Pending
+    | Ended
+    | ReadJob
+    | AwaitSweep
+    | Unreachable
+)
 
 
 # JobSpec fields newer than the hashes pending jobs carry: left out while unset, so a job
@@ -171,8 +220,33 @@ def pending_reason(message: str, job_id: int) -> str | None:
     return reason.partition(TOPOLOGY_NOTE)[0] or None
 
 
+def bind(job: JobView, pods: tuple[PodView, ...]) -> Bind:
+    """Bind ``pods`` to the running ``job``: one pod per node, unless the job shares its
+    nodes or has fewer nodes than pods; then as many per node as Slurm's CPUs there hold
+    tasks, or (CPUs unknown) spread evenly as Slurm's block distribution does."""
+    if not job.shared and len(job.nodes) >= len(pods):
+        return Bind(job, pods)
+    # pods already bound are not here: spread what is left
+    per_node = tasks_per_node_even(job.nodes, max(len(pods), len(job.nodes)))
+    if job.cpus and job.cpus_per_task:
+        per_node = {n: max(c // job.cpus_per_task, 1) for n, c in job.cpus}
+    return Bind(job, pods, tuple(per_node.items()))
+
+
 def decide(snap: GroupSnapshot) -> Decision:
     """What to do next for one group. Pure."""
+    d = _next_step(snap)
+    if snap.job_unread and snap.job is not None and not isinstance(d, Pending):
+        return ReadJob(snap.job.job_id)
+    if isinstance(d, Submit) and not snap.may_create:
+        return AwaitSweep()
+    if snap.slurm_unreachable and isinstance(d, Submit | Update | Cancel | Pending):
+        return Unreachable(snap.slurm_unreachable)
+    return d
+
+
+def _next_step(snap: GroupSnapshot) -> Decision:
+    """What the group's pods and job call for, Slurm's reachability aside."""
     have, want = len(snap.pods), snap.expected
     job = snap.job
     if job is not None and job.state in ENDED_STATES:
@@ -196,7 +270,7 @@ def decide(snap: GroupSnapshot) -> Decision:
         # Allocated: bind what is unbound. Members missing from the snapshot were bound
         # already (a restart mid-bind), and then the group translates as incomplete, with
         # no spec: binding the rest must not depend on it.
-        return Bind(job, snap.pods)
+        return bind(job, snap.pods)
     if snap.invalid is not None:
         return Reject(str(snap.invalid))
     if snap.spec is None:
@@ -214,7 +288,7 @@ def decide(snap: GroupSnapshot) -> Decision:
 
 # --- how a new job is started -----------------------------------------------------------
 ALLOCATE = "allocate"  # POST job/allocate, immediate: RUNNING when it answers, or refused
-QUEUE = "submit"  # POST job/submit: Slurm's next scheduling pass starts it
+SUBMIT = "submit"  # POST job/submit, queued: Slurm's next scheduling pass starts it
 
 
 @dataclass(frozen=True)
@@ -264,26 +338,26 @@ class PartitionView:
 
 
 def start_how(mode: str, shape: Shape, part: PartitionView) -> tuple[str, str]:
-    """(ALLOCATE or QUEUE, why): try to start the job at once only when nothing the bridge
+    """(ALLOCATE or SUBMIT, why): try to start the job at once only when nothing the bridge
     knows says Slurm would refuse (a refused try costs an RPC and leaves a FAILED record
     operators see). Slurm itself never starts an immediate job ahead of a job pending in
     its partition (2013, "insufficient priority"); the bridge does not even ask then."""
     if mode == "never":
-        return QUEUE, "immediateAllocation is never"
+        return SUBMIT, "immediateAllocation is never"
     if shape.held:
-        return QUEUE, "a held job (priority 0) waits for its release"
+        return SUBMIT, "a held job (priority 0) waits for its release"
     if part.pending:
-        return QUEUE, "jobs pending in the partition go first"
+        return SUBMIT, "jobs pending in the partition go first"
     if part.nodes is not None and shape.nodes > part.nodes:
-        return QUEUE, "more nodes than the partition has"
+        return SUBMIT, "more nodes than the partition has"
     if not shape.exclusive and part.max_node_cpus and shape.cpus_per_node > part.max_node_cpus:
-        return QUEUE, "more CPUs per node than its largest node"
+        return SUBMIT, "more CPUs per node than its largest node"
     if (
         part.max_node_memory_mib
         and shape.memory_per_node_mib
         and shape.memory_per_node_mib > part.max_node_memory_mib
     ):
-        return QUEUE, "more memory per node than its largest node"
+        return SUBMIT, "more memory per node than its largest node"
     if any(shape.covers(r) for r in part.refused):
-        return QUEUE, "a job this size was just refused"
+        return SUBMIT, "a job this size was just refused"
     return ALLOCATE, "free capacity is likely"

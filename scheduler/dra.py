@@ -1,6 +1,12 @@
 """DRA for the scheduler: read what a group's DRA requests name, and allocate the claims
 of bound-to-be pods to the devices Slurm allocated, before binding.
 
+What it reads costs no list per cycle: DeviceClasses, ResourceSlices and ResourceClaims
+come from watch-fed copies (:class:`DraCache`, fed by :mod:`scheduler.app`); a claim or
+template a pod names and the copy lacks is read by name. Until a copy's initial list has
+arrived (or where the cluster does not serve ``resource.k8s.io/v1``) the reads fall back
+to what they were: a list of the classes, of the node's slices, of the claims.
+
 Restart-safe and idempotent: every claim is written whole in one status write
 (``allocation`` and ``reservedFor`` together), so a restart finds a claim either untouched
 or complete; a claim already allocated and reserved for the pod is left as it is; the
@@ -82,6 +88,58 @@ def _pod_ref(pod: Mapping[str, Any]) -> dict[str, str]:
     return {"resource": "pods", "name": kobj.name(pod), "uid": kobj.uid(pod)}
 
 
+def _newer(obj: KubeObject, than: KubeObject | None) -> bool:
+    """``obj`` is not older than ``than`` (resourceVersions compared as numbers where both
+    are: a watch event older than the answer of our own write must not undo it)."""
+    if than is None:
+        return True
+    a = kobj.text(obj, "metadata", "resourceVersion")
+    b = kobj.text(than, "metadata", "resourceVersion")
+    return not (a.isdigit() and b.isdigit()) or int(a) >= int(b)
+
+
+class DraCache:
+    """Watch-fed copies of the cluster's DeviceClasses, ResourceSlices (by node) and
+    ResourceClaims. ``synced`` names the resources whose initial list has arrived: only
+    those are read from here."""
+
+    def __init__(self) -> None:
+        self.classes: dict[str, KubeObject] = {}
+        self.claims: dict[tuple[str, str], KubeObject] = {}  # (namespace, name)
+        self._slices: dict[str, dict[str, KubeObject]] = {}  # node -> name -> slice
+        self._slice_node: dict[str, str] = {}  # slice name -> node
+        self.synced: set[str] = set()
+
+    def listed(self, res: Resource) -> None:
+        self.synced.add(res.plural)
+
+    def on_class_event(self, kind: str, obj: KubeObject) -> None:
+        if kind == "DELETED":
+            self.classes.pop(kobj.name(obj), None)
+        else:
+            self.classes[kobj.name(obj)] = obj
+
+    def on_slice_event(self, kind: str, obj: KubeObject) -> None:
+        name = kobj.name(obj)
+        old = self._slice_node.pop(name, None)
+        if old is not None:
+            self._slices.get(old, {}).pop(name, None)
+        if kind != "DELETED":
+            node = kobj.text(obj, "spec", "nodeName")
+            self._slice_node[name] = node
+            self._slices.setdefault(node, {})[name] = obj
+
+    def on_claim_event(self, kind: str, obj: KubeObject) -> None:
+        key = (kobj.namespace(obj), kobj.name(obj))
+        if kind == "DELETED":
+            self.claims.pop(key, None)
+        elif _newer(obj, self.claims.get(key)):
+            self.claims[key] = obj
+
+    def slices_on(self, node: str) -> list[KubeObject]:
+        return list(self._slices.get(node, {}).values())
+
+
 class DraAllocator:
     def __init__(
         self,
@@ -95,31 +153,69 @@ class DraAllocator:
         self.slurm = slurm
         self.device_class_gres = dict(device_class_gres)
         self.gres_mapping = dict(gres_mapping)
+        self.cache = DraCache()
 
     async def inputs(self, pods: Sequence[KubeObject]) -> DraInputs | None:
-        """What the pods' DRA requests name (None when no pod has any)."""
+        """What the pods' DRA requests name (None when no pod has any): the classes from
+        the cache, the claims and templates the pods name, by name."""
         wanting = [p for p in pods if wants_dra(p, self.gres_mapping)]
         if not wanting:
             return None
-        namespaces = sorted({kobj.namespace(p) for p in wanting})
+        claim_names: set[tuple[str, str]] = set()
+        template_names: set[tuple[str, str]] = set()
+        for p in wanting:
+            for entry in kobj.sequence(p, "spec", "resourceClaims"):
+                if kobj.text(entry, "resourceClaimName"):
+                    claim_names.add((kobj.namespace(p), kobj.text(entry, "resourceClaimName")))
+                elif kobj.text(entry, "resourceClaimTemplateName"):
+                    name = kobj.text(entry, "resourceClaimTemplateName")
+                    template_names.add((kobj.namespace(p), name))
         try:
-            lists = await asyncio.gather(
-                self.kube.list(DEVICE_CLASSES),
-                *(self.kube.list(RESOURCE_CLAIMS, ns) for ns in namespaces),
-                *(self.kube.list(CLAIM_TEMPLATES, ns) for ns in namespaces),
-            )
+            classes = await self._classes()
         except KubeNotFound:  # no resource.k8s.io/v1 (Kubernetes < 1.34): nothing to read
             return DraInputs(device_class_gres=self.device_class_gres)
-        classes, rest = lists[0], lists[1:]
-        claims = [o for lst in rest[: len(namespaces)] for o in lst.items]
-        templates = [o for lst in rest[len(namespaces) :] for o in lst.items]
+        claims, templates = await asyncio.gather(
+            asyncio.gather(*(self._claim(ns, n) for ns, n in sorted(claim_names))),
+            asyncio.gather(
+                *(self._read(CLAIM_TEMPLATES, ns, n) for ns, n in sorted(template_names))
+            ),
+        )
         # one namespace per group (pods of a group share it)
         return DraInputs(
-            classes=_by_name(classes.items),
-            claims=_by_name(claims),
-            templates=_by_name(templates),
+            classes=classes,
+            claims=_by_name([c for c in claims if c is not None]),
+            templates=_by_name([t for t in templates if t is not None]),
             device_class_gres=self.device_class_gres,
         )
+
+    async def _classes(self) -> dict[str, KubeObject]:
+        if DEVICE_CLASSES.plural in self.cache.synced:
+            return dict(self.cache.classes)
+        return _by_name((await self.kube.list(DEVICE_CLASSES)).items)
+
+    async def _read(self, res: Resource, namespace: str, name: str) -> KubeObject | None:
+        try:
+            return await self.kube.get(res, name, namespace)
+        except KubeNotFound:
+            return None
+
+    async def _claim(self, namespace: str, name: str) -> KubeObject | None:
+        cached = self.cache.claims.get((namespace, name))
+        return cached if cached is not None else await self._read(RESOURCE_CLAIMS, namespace, name)
+
+    async def _slices_on(self, node: str) -> list[KubeObject]:
+        if RESOURCE_SLICES.plural in self.cache.synced:
+            return self.cache.slices_on(node)
+        listed = await self.kube.list(RESOURCE_SLICES, field_selector=f"spec.nodeName={node}")
+        return list(listed.items)
+
+    async def _all_claims(self) -> dict[tuple[str, str], KubeObject]:
+        """Every claim by (namespace, name): the cache itself once synced (the claims
+        written here are kept in it), else a list."""
+        if RESOURCE_CLAIMS.plural in self.cache.synced:
+            return self.cache.claims
+        listed = await self.kube.list(RESOURCE_CLAIMS)
+        return {(kobj.namespace(c), kobj.name(c)): c for c in listed.items}
 
     async def allocate(
         self, job_id: int, plan: Sequence[tuple[KubeObject, str]], to_kube: Mapping[str, str]
@@ -146,15 +242,12 @@ class DraAllocator:
                 cores_per_socket=r.cores_per_socket,
             )
         nodes = sorted({n for _, n, _ in wanted})
-        slice_lists = await asyncio.gather(
-            *(self.kube.list(RESOURCE_SLICES, field_selector=f"spec.nodeName={n}") for n in nodes)
-        )
-        slices = {n: lst.items for n, lst in zip(nodes, slice_lists, strict=True)}
-        all_claims = (await self.kube.list(RESOURCE_CLAIMS)).items
-        taken = taken_devices(all_claims)
+        slice_lists = await asyncio.gather(*(self._slices_on(n) for n in nodes))
+        slices = dict(zip(nodes, slice_lists, strict=True))
         # claims by (namespace, name), kept current as they are written (a claim two pods
         # of the group share is allocated once, then only reserved for the second)
-        known = {(kobj.namespace(c), kobj.name(c)): c for c in all_claims}
+        known = await self._all_claims()
+        taken = taken_devices(list(known.values()))
         written = 0
         for pod, node, devices in wanted:
             written += await self._allocate_pod(
@@ -202,7 +295,7 @@ class DraAllocator:
                 claim = await self.kube.get(RESOURCE_CLAIMS, name, ns)
             todo.append((claim, str(entry.get("name")), devices.of_claim(str(entry.get("name")))))
         if devices.extended:
-            todo.append((self._extended_claim(pod, known.values()), None, devices.extended))
+            todo.append((self._extended_claim(pod, list(known.values())), None, devices.extended))
         # what must be picked: requests of claims not allocated yet
         pick: list[DeviceRequest] = []
         for i, (claim, entry, reqs) in enumerate(todo):
@@ -217,6 +310,9 @@ class DraAllocator:
         for claim, entry, reqs in todo:
             if claim is None:
                 claim = await self._create_extended(pod, reqs)
+                # kept at once: a retry after a failed status write finds it (never a
+                # second one), whether or not the watch has brought it yet
+                known[(ns, kobj.name(claim))] = claim
             elif DELETE_PROTECTION not in (kobj.get(claim, "metadata", "finalizers") or []):
                 claim = await self.kube.add_finalizer(
                     RESOURCE_CLAIMS, kobj.name(claim), DELETE_PROTECTION, ns
@@ -225,7 +321,8 @@ class DraAllocator:
             if updated is not None:
                 claim = updated
                 written += 1
-            known[(ns, kobj.name(claim))] = claim
+            if _newer(claim, known.get((ns, kobj.name(claim)))):
+                known[(ns, kobj.name(claim))] = claim
             if entry is None:
                 extended = claim
         if extended is not None:

@@ -3,7 +3,7 @@
 Each tick asks slurmrestd ONE compact question: ``GET /jobs/state/?job_id=..`` for the
 jobs the scheduler is waiting on (pending or just submitted), one request per
 :data:`~bridge.slurm.client.STATE_IDS_PER_URL` ids (never every job's state: that list
-includes the finished jobs and took slurmrestd ~10 s at 68,000 jobs). Only jobs whose
+includes the finished jobs, and its cost grows with them: docs/benchmarks.md). Only jobs whose
 state changed are read in full (``GET /job/{id}``: node list, reason), concurrently
 (:data:`READ_CONCURRENCY`), and their groups are queued. Jobs whose pending reason Slurm
 has not evaluated yet (``None``) are re-read from their 2nd, 4th and 8th tick
@@ -22,7 +22,7 @@ after the jobs whose state changed, which are always read (an allocation is neve
 behind reason refreshes). Full reads run ``READ_CONCURRENCY`` at a time.
 
 Why not ``GET /jobs/?update_time=T``: Slurm's update_time is global, so any change
-anywhere returns every job in the cluster (upstream's 30 MB per cycle).
+anywhere returns every job in the cluster (upstream's cost: docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ class JobPoller:
         refresh: list[Watched] = []
         seen: set[int] = set()
         # The listed ids, STATE_IDS_PER_URL a request: never every job's state (finished
-        # ones too: ~10 s of slurmrestd at 68,000 jobs).
+        # ones too, see the module docstring).
         self._requests = state_requests(len(ids))
         self.calls += self._requests
         states = await self._slurm.list_job_states(ids)

@@ -34,7 +34,7 @@ import aiohttp
 import structlog
 
 from bridge import fastjson
-from bridge.clock import Clock, SystemClock, capped_backoff
+from bridge.clock import Clock, SystemClock, backoff_delay
 from bridge.errors import KubeError, KubeGone, KubeUnavailable
 from bridge.kube.client import KubeClient, error_for_status
 from bridge.kube.resources import KubeObject, Resource, object_key, resource_version, uid
@@ -64,7 +64,7 @@ class Backoff:
     maximum: float = 30.0
 
     def delay(self, failures: int, rng: random.Random) -> float:
-        raw = capped_backoff(self.base, failures - 1, self.maximum)
+        raw = backoff_delay(self.base, max(failures - 1, 0), self.maximum)
         return float(raw * rng.uniform(0.5, 1.0))
 
 

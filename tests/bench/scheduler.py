@@ -62,7 +62,7 @@ from bridge.slurm.models import Allocated
 from bridge.wellknown import LABEL_JOB_ID, LABEL_POD_GROUP, SLURMJOB_PREFIX
 from sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
 from scheduler.app import run_scheduler
-from scheduler.core import Scheduler
+from scheduler.cycle import Scheduler
 from tests.bench.slurm_cpu import daemon_cpu_seconds, per_pod_ms
 from tests.integration.conftest import (
     SlurmSandbox,

@@ -49,7 +49,7 @@ from bridge.slurm.client import SlurmClient
 from bridge.wellknown import ANNOTATION_KUEUE_REQUIRED_TOPOLOGY, LABEL_JOB_ID, LABEL_POD_GROUP
 from sandbox.kubeapi import SandboxApiServer
 from scheduler.app import run_scheduler
-from scheduler.core import Scheduler
+from scheduler.cycle import Scheduler
 from tests.bench.scheduler import CountingSlurmClient
 from tests.integration.conftest import SlurmSandbox, load_sandbox, make_client, sandbox_config_data
 from tests.topology_sandbox import leaf_of, topology_sandbox

@@ -24,7 +24,7 @@ from bridge.wellknown import LABEL_JOB_ID, LABEL_POD_GROUP
 from controller.runtime import Controller
 from sandbox.kubeapi.server import SANDBOX_TOKEN, SandboxApiServer
 from scheduler.app import run_scheduler
-from scheduler.core import Scheduler
+from scheduler.cycle import Scheduler
 from tests.integration.conftest import SlurmSandbox, make_client, sandbox_config_data
 from tests.integration.controller_harness import running_controller, unique_mcs
 from tests.integration.sched_proc import jobs_by_group_uid

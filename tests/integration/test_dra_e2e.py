@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -245,6 +246,46 @@ async def test_pod_with_a_user_claim_template_is_allocated(
         assert reserved_for(claim) == ["t"]
         (res,) = await b.slurm.get_job_resources(job_of(await b.get_pod("t")))
         assert [(g.name, g.count) for g in res.gres] == [("gpu", 1)]
+
+
+DRA_PLURALS = ("deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates")
+NAMED_READ = re.compile(rf"/({'|'.join(DRA_PLURALS)})/[^/]+$")
+
+
+async def test_a_dra_group_is_scheduled_without_listing_any_dra_object(
+    sandbox: SlurmSandbox, tmp_path: Path
+) -> None:
+    """Counted at the API server: the claims and templates a group's pods name are read by
+    name, DeviceClasses, ResourceSlices and ResourceClaims come from the scheduler's
+    watch-fed copies, so neither the cycles nor the binds list resource.k8s.io objects."""
+    async with dra_bridge(sandbox, tmp_path) as b:
+        copies = b.sched.dra.cache
+
+        async def synced() -> bool:
+            return {"deviceclasses", "resourceslices", "resourceclaims"} <= copies.synced
+
+        await b.wait_for("the scheduler's DRA copies listed", synced)
+        await b.kube.create(
+            CLAIM_TEMPLATES, {"metadata": {"name": "counted"}, "spec": {"spec": ONE_GPU}}, NS
+        )
+        log = b.api.request_log
+        log.clear()
+        p = pod("by-name", annotations={slurmjob_annotation("exclusive"): "false"})
+        p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "counted"}]
+        p["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+        await b.kube.create(PODS_RES, p, NS)
+        await b.kube.create(PODS_RES, dra_pod("extended", requests={GPU: "1"}), NS)
+        for name in ("by-name", "extended"):
+            await b.bound(name)
+
+        reads = [
+            e
+            for e in log.entries(method="GET", path=r"/apis/resource\.k8s\.io/")
+            if "watch" not in e.query
+        ]
+        lists = [f"{e.path}?{e.query}" for e in reads if not NAMED_READ.search(e.path)]
+        assert lists == []
+        assert any(e.path.endswith("/resourceclaimtemplates/counted") for e in reads)
 
 
 async def test_dra_cpu_claim_names_exactly_the_cpus_of_slurms_core_bitmap(

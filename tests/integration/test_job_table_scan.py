@@ -19,7 +19,7 @@ from bridge.slurm import client as client_module
 from bridge.slurm.client import SlurmClient, state_requests
 from bridge.translate.identity import admin_comment
 from controller.runtime import Controller
-from scheduler.core import Scheduler
+from scheduler.cycle import Scheduler
 from tests.bench.scheduler import CountingSlurmClient
 from tests.bench.slurm_fill import fill_finished_jobs
 from tests.integration.bridge_harness import Bridge, running_bridge

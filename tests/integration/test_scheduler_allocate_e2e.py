@@ -16,7 +16,7 @@ from bridge.clock import SystemClock
 from bridge.slurm.models import ALLOCATE_MARK, SlurmJob
 from bridge.wellknown import CONDITION_SLURM_JOB_ENDED, LABEL_JOB_ID
 from controller import dangling
-from scheduler.core import Scheduler
+from scheduler.cycle import Scheduler
 from tests.integration.bridge_harness import Bridge, job_of, running_bridge
 from tests.integration.conftest import SlurmSandbox, blocker_spec
 from tests.integration.sched_proc import jobs_by_group_uid
@@ -95,7 +95,7 @@ async def test_refused_try_queues_the_group_and_its_failed_record_is_never_its_j
     fresh = Scheduler(bridge.cfg, bridge.kube, bridge.sched.slurm, SystemClock())
     await fresh.sweep()
     await fresh.on_pod_event("ADDED", await bridge.get_pod("refused"))
-    key = fresh.pod_group["slurm-bridge/refused"]
+    key = fresh.state.pod_group["slurm-bridge/refused"]
     fresh.groups[key].uncertain_submit = True
     await fresh.process(key)
     adopted = fresh.groups[key].job

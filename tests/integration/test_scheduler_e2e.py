@@ -18,7 +18,7 @@ from bridge.clock import SystemClock
 from bridge.kube.resources import EVENTS, PODGROUPS
 from bridge.slurm.models import SlurmJob
 from bridge.wellknown import ANNOTATION_SLURM_NODE, ANNOTATION_SPEC_HASH, FINALIZER, LABEL_JOB_ID
-from scheduler.core import Scheduler
+from scheduler.cycle import Scheduler
 from tests.integration.bridge_harness import (
     NS,
     Bridge,
@@ -183,7 +183,7 @@ async def test_restarted_scheduler_makes_no_duplicate_job_and_binds_once(
     await fresh.sweep()
     pod = await bridge.get_pod("restart-me")
     await fresh.on_pod_event("ADDED", pod)
-    key = fresh.pod_group["slurm-bridge/restart-me"]
+    key = fresh.state.pod_group["slurm-bridge/restart-me"]
     await fresh.process(key)
     assert fresh.groups[key].job is not None
     assert fresh.groups[key].job.job_id == job_id  # found, not resubmitted
@@ -214,14 +214,17 @@ async def test_restarted_scheduler_confirms_a_pending_job_from_its_pods_without_
     reads: list[int] = []
 
     def count_reads(sched: Scheduler) -> None:
-        get_job = sched.slurm.get_job
+        # a copy of the scheduler's client, counting job reads, for every part that reads
+        counting = copy.copy(sched.slurm)
+        get_job = counting.get_job
 
         async def counted(jid: int) -> SlurmJob:
             reads.append(jid)
             return await get_job(jid)
 
-        sched.slurm = sched.poller._slurm = copy.copy(sched.slurm)
-        sched.slurm.get_job = counted  # type: ignore[method-assign]
+        counting.get_job = counted  # type: ignore[method-assign]
+        sched.slurm = sched.jobs.slurm = sched.starter.slurm = counting
+        sched.poller._slurm = counting
 
     await bridge.start_scheduler(count_reads)
     key = "Pod/slurm-bridge/kept"
@@ -249,13 +252,13 @@ async def test_new_pod_is_bound_during_the_start_up_sweep_but_listed_ones_wait_f
     release = asyncio.Event()
 
     def slow_sweep(sched: Scheduler) -> None:
-        sweep_once = sched.sweep_once
+        sweep_once = sched.jobs.sweep_once
 
         async def held(lists_done: asyncio.Event | None = None) -> None:
             await release.wait()
             await sweep_once(lists_done)
 
-        sched.sweep_once = held  # type: ignore[method-assign]
+        sched.jobs.sweep_once = held  # type: ignore[method-assign]
 
     await bridge.start_scheduler(slow_sweep)
     await bridge.create_pod("new")
@@ -264,7 +267,8 @@ async def test_new_pod_is_bound_during_the_start_up_sweep_but_listed_ones_wait_f
     for name in ("listed", "late-0"):
         assert not has_job(await bridge.get_pod(name))
     assert not bridge.sched.swept
-    assert {"Pod/slurm-bridge/listed", "PodGroup/slurm-bridge/late"} <= bridge.sched._after_sweep
+    waiting = bridge.sched.jobs.after_sweep
+    assert {"Pod/slurm-bridge/listed", "PodGroup/slurm-bridge/late"} <= waiting
 
     release.set()
     for name in ("listed", "late-0"):

@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
-from bridge.clock import FakeClock, capped_backoff, idle_backoff
+from bridge.clock import FakeClock, backoff_delay, idle_backoff
 from bridge.errors import InvalidInput
 from bridge.kube.watch import Backoff
 from bridge.slurm.stream import ArrayStream
 from bridge.translate import TranslateSettings, translate_group
 from bridge.translate.annotations import parse_slurmjob_annotations
 from bridge.wellknown import FINALIZER, LABEL_JOB_ID, slurmjob_annotation
-from scheduler.core import unlink_patch
+from scheduler.bind import unlink_patch
 from scheduler.owners import OwnerCache
 from tests.workloads import expand, load_example
 
@@ -31,7 +31,7 @@ S = TranslateSettings()
 
 @pytest.mark.parametrize("failures", [0, 1, 10, 1023, 1024, 1025, 10**6])
 def test_every_backoff_is_finite_and_capped_after_any_number_of_failures(failures: int) -> None:
-    assert capped_backoff(0.5, failures, 30.0) <= 30.0
+    assert backoff_delay(0.5, failures, 30.0) <= 30.0
     assert 0 < Backoff(0.5, 30.0).delay(failures, random.Random(1)) <= 30.0
     assert idle_backoff(0.25, failures, 1.0) <= 1.0
 

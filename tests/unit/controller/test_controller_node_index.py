@@ -30,11 +30,14 @@ def node(name: str) -> dict[str, Any]:
     return {"metadata": {"name": name}, "status": {}}
 
 
-def drain(ctl: Controller) -> list[tuple[str, str]]:
+async def drain(ctl: Controller) -> list[tuple[str, str]]:
+    """The keys queued, in order, each taken and marked done as a worker would."""
     out = []
     while len(ctl.queue):
-        out.append(ctl.queue._queue.popleft())
-    ctl.queue._dirty.clear()
+        key = await ctl.queue.get()
+        assert key is not None
+        ctl.queue.done(key)
+        out.append(key)
     return out
 
 
@@ -42,16 +45,16 @@ async def test_a_node_event_queues_the_jobs_of_the_pods_on_that_node_only() -> N
     ctl = Controller(parse_config({}), cast(SlurmClient, None), cast(KubeClient, None))
     for ev in (pod("a", 1, "n1"), pod("b", 2, "n2"), pod("c", 3)):
         await ctl.on_pod(WatchEvent("ADDED", ev))
-    drain(ctl)
+    await drain(ctl)
 
     await ctl.on_node(WatchEvent("MODIFIED", node("n1")))
-    assert drain(ctl) == [("node", "n1"), ("job", "1")]
+    assert await drain(ctl) == [("node", "n1"), ("job", "1")]
 
     await ctl.on_pod(WatchEvent("MODIFIED", pod("b", 2, "n1")))  # moved (re-created) to n1
     await ctl.on_pod(WatchEvent("DELETED", pod("a", 1, "n1")))
-    drain(ctl)
+    await drain(ctl)
     await ctl.on_node(WatchEvent("MODIFIED", node("n1")))
-    assert drain(ctl) == [("node", "n1"), ("job", "2")]
+    assert await drain(ctl) == [("node", "n1"), ("job", "2")]
     await ctl.on_node(WatchEvent("MODIFIED", node("n2")))
-    assert drain(ctl) == [("node", "n2")]
+    assert await drain(ctl) == [("node", "n2")]
     assert ctl.by_node == {"n1": {"ns/b"}}

@@ -5,6 +5,7 @@ import pytest
 from bridge.errors import InvalidInput
 from bridge.models import GroupId, JobSpec
 from scheduler.decide import (
+    AwaitSweep,
     Bind,
     Cancel,
     Decision,
@@ -13,10 +14,13 @@ from scheduler.decide import (
     JobView,
     Pending,
     PodView,
+    ReadJob,
     Reject,
     Submit,
+    Unreachable,
     Update,
     Wait,
+    bind,
     decide,
     spec_hash,
 )
@@ -93,6 +97,58 @@ CASES = [
         "CONFIGURING",
         id="transient-state-waits",
     ),
+    pytest.param(
+        snap(job=JobView(7, "PENDING", "Resources", spec_hash=H), job_unread=True),
+        Pending,
+        "Slurm job 7 is pending: Resources",
+        id="restored-pending-job-is-left-alone-unread",
+    ),
+    pytest.param(
+        snap(pods=PODS[:1], job=JobView(7, "PENDING", "Resources", spec_hash=H), job_unread=True),
+        ReadJob,
+        "",
+        id="restored-job-is-read-before-a-member-loss-cancels-it",
+    ),
+    pytest.param(
+        snap(job=JobView(7, "PENDING", "Priority", spec_hash=spec_hash(SPEC2)), job_unread=True),
+        ReadJob,
+        "",
+        id="restored-job-is-read-before-a-new-spec-updates-it",
+    ),
+    pytest.param(snap(may_create=False), AwaitSweep, "", id="new-job-waits-for-the-sweep"),
+    pytest.param(
+        snap(may_create=False, job=JobView(7, "RUNNING", nodes=("n1", "n2"))),
+        Bind,
+        "",
+        id="binding-does-not-wait-for-the-sweep",
+    ),
+    pytest.param(
+        snap(slurm_unreachable="Slurm REST API unreachable: x"),
+        Unreachable,
+        "unreachable",
+        id="no-blind-submit-while-slurm-is-unreachable",
+    ),
+    pytest.param(
+        snap(
+            slurm_unreachable="Slurm REST API unreachable: x",
+            job=JobView(7, "PENDING", "Resources", spec_hash=H),
+        ),
+        Unreachable,
+        "unreachable",
+        id="pending-pods-say-slurm-is-unreachable-not-a-stale-reason",
+    ),
+    pytest.param(
+        snap(slurm_unreachable="x", job=JobView(7, "RUNNING", nodes=("n1", "n2"))),
+        Bind,
+        "",
+        id="an-allocated-job-binds-during-an-outage",
+    ),
+    pytest.param(
+        snap(slurm_unreachable="x", pods=PODS[:1], job=None),
+        Wait,
+        "1 of 2 pods",
+        id="an-incomplete-group-still-waits-during-an-outage",
+    ),
 ]
 
 
@@ -107,3 +163,26 @@ def test_decide(s: GroupSnapshot, kind: type[Decision], text: str) -> None:
 def test_spec_hash_ignores_the_comment_but_not_the_request() -> None:
     assert spec_hash(SPEC) == spec_hash(SPEC.model_copy(update={"comment": "x"}))
     assert spec_hash(SPEC) != spec_hash(SPEC2)
+
+
+def test_an_exclusive_job_binds_one_pod_per_node() -> None:
+    d = bind(JobView(7, "RUNNING", nodes=("n1", "n2")), PODS)
+    assert d.tasks_per_node is None
+
+
+def test_a_shared_job_without_cpu_counts_spreads_pods_as_slurm_blocks_them() -> None:
+    three = (*PODS, PodView("default/c", "uc"))
+    d = bind(JobView(7, "RUNNING", nodes=("n1", "n2"), shared=True), three)
+    assert d.tasks_per_node == (("n1", 2), ("n2", 1))
+
+
+def test_a_shared_job_puts_as_many_pods_on_a_node_as_its_cpus_hold_tasks() -> None:
+    job = JobView(
+        7, "RUNNING", nodes=("n1", "n2"), shared=True, cpus=(("n1", 4), ("n2", 2)), cpus_per_task=2
+    )
+    assert bind(job, PODS).tasks_per_node == (("n1", 2), ("n2", 1))
+
+
+def test_fewer_nodes_than_pods_binds_several_per_node_even_when_exclusive() -> None:
+    d = bind(JobView(7, "RUNNING", nodes=("n1",)), PODS)
+    assert d.tasks_per_node == (("n1", 2),)

@@ -10,8 +10,8 @@ import pytest
 
 from bridge.models import JobSpec
 from bridge.wellknown import ANNOTATION_SPEC_HASH, CONDITION_POD_SCHEDULED, LABEL_JOB_ID
-from scheduler.core import SPEC_MARK, _spec_hash_of, restored_job
 from scheduler.decide import JobView, pending_message, pending_reason
+from scheduler.jobs import SPEC_MARK, restored_job, spec_hash_of
 
 
 def pod(
@@ -55,7 +55,7 @@ def test_pods_that_record_job_hash_and_reason_restore_a_pending_job() -> None:
     assert (job.job_id, job.state.primary, job.state_reason) == (42, "PENDING", "Priority")
     assert job.partition == "part"
     assert job.comment == f"{SPEC_MARK}abc123"
-    assert _spec_hash_of(job) == "abc123"
+    assert spec_hash_of(job) == "abc123"
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bridge.models import JobSpec
-from scheduler.decide import ALLOCATE, QUEUE, PartitionView, Shape, shape_of, start_how
+from scheduler.decide import ALLOCATE, SUBMIT, PartitionView, Shape, shape_of, start_how
 
 ONE = Shape(nodes=1, cpus_per_node=1, memory_per_node_mib=100)
 BIG = Shape(nodes=2, cpus_per_node=8, memory_per_node_mib=1000)
@@ -17,15 +17,15 @@ SIZED = PartitionView(nodes=3, max_node_cpus=8, max_node_memory_mib=16000)
     [
         pytest.param("auto", ONE, PartitionView(), ALLOCATE, id="nothing-known-tries"),
         pytest.param("auto", ONE, SIZED, ALLOCATE, id="fits-the-partition"),
-        pytest.param("never", ONE, SIZED, QUEUE, id="never"),
-        pytest.param("auto", Shape(1, 1, held=True), SIZED, QUEUE, id="held-priority-0"),
-        pytest.param("auto", ONE, PartitionView(pending=1), QUEUE, id="pending-job-goes-first"),
-        pytest.param("auto", Shape(4, 1), SIZED, QUEUE, id="more-nodes-than-partition"),
-        pytest.param("auto", Shape(1, 9), SIZED, QUEUE, id="more-cpus-than-largest-node"),
+        pytest.param("never", ONE, SIZED, SUBMIT, id="never"),
+        pytest.param("auto", Shape(1, 1, held=True), SIZED, SUBMIT, id="held-priority-0"),
+        pytest.param("auto", ONE, PartitionView(pending=1), SUBMIT, id="pending-job-goes-first"),
+        pytest.param("auto", Shape(4, 1), SIZED, SUBMIT, id="more-nodes-than-partition"),
+        pytest.param("auto", Shape(1, 9), SIZED, SUBMIT, id="more-cpus-than-largest-node"),
         pytest.param("auto", Shape(1, 9, exclusive=True), SIZED, ALLOCATE, id="whole-node"),
-        pytest.param("auto", Shape(1, 1, 20000), SIZED, QUEUE, id="more-memory-than-any-node"),
-        pytest.param("auto", BIG, PartitionView(refused=(ONE,)), QUEUE, id="bigger-than-refused"),
-        pytest.param("auto", ONE, PartitionView(refused=(ONE,)), QUEUE, id="same-as-refused"),
+        pytest.param("auto", Shape(1, 1, 20000), SIZED, SUBMIT, id="more-memory-than-any-node"),
+        pytest.param("auto", BIG, PartitionView(refused=(ONE,)), SUBMIT, id="bigger-than-refused"),
+        pytest.param("auto", ONE, PartitionView(refused=(ONE,)), SUBMIT, id="same-as-refused"),
         pytest.param("auto", ONE, PartitionView(refused=(BIG,)), ALLOCATE, id="smaller-tries"),
         pytest.param(
             "auto",

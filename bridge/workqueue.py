@@ -1,9 +1,11 @@
 """A keyed work queue: one sequential worker per key, different keys in parallel.
 
+The scheduler (keys: groups) and the controller (keys: jobs and nodes) share it.
 Semantics (as client-go's workqueue): a key is queued at most once; a key being processed
 is never handed to a second worker; a key added while it is processed is queued again
-when the worker calls :meth:`WorkQueue.done`. Delayed adds and per-key exponential
-backoff run on the injected clock, so tests drive them without sleeping.
+when the worker calls :meth:`WorkQueue.done`, so the last change is always seen, and never
+by two workers at once. Delayed adds and the per-key exponential backoff run on the
+injected clock (:meth:`WorkQueue.run_timers`), so tests drive them without sleeping.
 """
 
 from __future__ import annotations
@@ -12,23 +14,27 @@ import asyncio
 import heapq
 import itertools
 from collections import deque
+from collections.abc import Hashable
+from typing import Generic, TypeVar
 
-from bridge.clock import Clock
+from bridge.clock import Clock, backoff_delay
+
+K = TypeVar("K", bound=Hashable)
 
 
-class WorkQueue:
+class WorkQueue(Generic[K]):
     def __init__(
         self, clock: Clock, *, base_backoff: float = 0.05, max_backoff: float = 300.0
     ) -> None:
         self._clock = clock
         self._base = base_backoff
         self._max = max_backoff
-        self._ready: deque[str] = deque()
-        self._queued: set[str] = set()
-        self._processing: set[str] = set()
-        self._dirty: set[str] = set()  # re-added while processing
-        self._failures: dict[str, int] = {}
-        self._delayed: list[tuple[float, int, str]] = []
+        self._ready: deque[K] = deque()
+        self._queued: set[K] = set()
+        self._processing: set[K] = set()
+        self._dirty: set[K] = set()  # re-added while processing
+        self._failures: dict[K, int] = {}
+        self._delayed: list[tuple[float, int, K]] = []
         self._seq = itertools.count()
         self._wakeup = asyncio.Event()
         self._timer_wakeup = asyncio.Event()
@@ -37,7 +43,7 @@ class WorkQueue:
     def __len__(self) -> int:
         return len(self._queued)
 
-    def add(self, key: str) -> None:
+    def add(self, key: K) -> None:
         """Queue ``key`` now (a no-op if it is already queued)."""
         if self._closed:
             return
@@ -49,7 +55,7 @@ class WorkQueue:
             self._ready.append(key)
             self._wakeup.set()
 
-    def add_after(self, key: str, delay: float) -> None:
+    def add_after(self, key: K, delay: float) -> None:
         """Queue ``key`` once ``delay`` seconds have passed on the clock."""
         if delay <= 0:
             self.add(key)
@@ -57,23 +63,26 @@ class WorkQueue:
         heapq.heappush(self._delayed, (self._clock.monotonic() + delay, next(self._seq), key))
         self._timer_wakeup.set()
 
-    def add_rate_limited(self, key: str) -> float:
-        """Queue ``key`` after its next backoff step; returns the delay used."""
+    def add_rate_limited(self, key: K, *, base: float | None = None) -> float:
+        """Queue ``key`` after its next backoff step (``base`` doubled per failure since
+        the last :meth:`forget`, at most ``max_backoff``); returns the delay used. ``base``
+        defaults to the queue's; a caller with a slower first step (a rejected group)
+        passes its own, and the key's failures count either way."""
         n = self._failures.get(key, 0)
         self._failures[key] = n + 1
-        delay = float(min(self._base * (2**n), self._max))
+        delay = backoff_delay(self._base if base is None else base, n, self._max)
         self.add_after(key, delay)
         return delay
 
-    def forget(self, key: str) -> None:
-        """Reset ``key``'s backoff (call after a success)."""
+    def forget(self, key: K) -> None:
+        """Reset ``key``'s backoff (after a success, or when the key is gone for good)."""
         self._failures.pop(key, None)
 
-    def failures(self, key: str) -> int:
+    def failures(self, key: K) -> int:
         return self._failures.get(key, 0)
 
-    async def get(self) -> str | None:
-        """The next key to process, or None once the queue is closed and drained."""
+    async def get(self) -> K | None:
+        """The next key to process, or None once the queue is closed."""
         while True:
             self._promote_due()
             if self._ready:
@@ -86,14 +95,19 @@ class WorkQueue:
             self._wakeup.clear()
             await self._wakeup.wait()
 
-    def done(self, key: str) -> None:
+    def done(self, key: K) -> None:
         """Mark ``key`` processed; if it was re-added meanwhile, queue it again."""
         self._processing.discard(key)
         if key in self._dirty:
             self._dirty.discard(key)
             self.add(key)
 
+    def idle(self) -> bool:
+        """Nothing queued and nothing being processed (delayed keys do not count)."""
+        return not self._queued and not self._processing
+
     def close(self) -> None:
+        """Stop: waiting workers get None, timers end, later adds are dropped."""
         self._closed = True
         self._wakeup.set()
         self._timer_wakeup.set()
@@ -112,9 +126,11 @@ class WorkQueue:
                 wait = max(self._delayed[0][0] - self._clock.monotonic(), 0.0)
                 sleeper = asyncio.ensure_future(self._clock.sleep(wait))
                 waker = asyncio.ensure_future(self._timer_wakeup.wait())
-                await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
-                for t in (sleeper, waker):
-                    t.cancel()
+                try:
+                    await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for t in (sleeper, waker):
+                        t.cancel()
             else:
                 await self._timer_wakeup.wait()
             self._timer_wakeup.clear()

@@ -1,0 +1,212 @@
+"""Binding a running job's pods, as the Bind decision says: each pod's node (pods in
+group order to Slurm's nodes in Slurm's order, :mod:`scheduler.assign`), then in order:
+
+1. every pod carries its job and node (one patch: job-id label, finalizer, managed-node
+   toleration, node annotation) before any is bound, so an interrupted bind resumes
+   exactly;
+2. the pods' DRA claims are allocated to the devices Slurm picked (:mod:`scheduler.dra`);
+3. the Bindings;
+4. the Scheduled events, in the background.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Any
+
+import structlog
+
+from bridge.config import BridgeConfig
+from bridge.errors import DeviceAllocationError, InvalidInput, KubeNotFound
+from bridge.kube.client import KubeClient
+from bridge.kube.resources import PODS, KubeObject
+from bridge.translate import kobj
+from bridge.wellknown import (
+    ANNOTATION_SLURM_NODE,
+    ANNOTATION_SPEC_HASH,
+    FINALIZER,
+    LABEL_JOB_ID,
+    MANAGED_NODE_TAINT,
+)
+from bridge.workqueue import WorkQueue
+from scheduler.assign import AssignmentError, assign, network_order
+from scheduler.decide import REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE, Bind
+from scheduler.dra import ClaimsNotReady, DraAllocator
+from scheduler.metrics import SchedulerMetrics
+from scheduler.report import Reporter
+from scheduler.state import GroupState, KubeState
+
+log = structlog.get_logger("scheduler")
+
+# A pod's claim from a template does not exist yet: looked at again this soon.
+CLAIMS_NOT_READY_RETRY_SECONDS = 0.5
+
+
+def unlink_patch(pod: KubeObject) -> KubeObject | None:
+    """The merge patch taking a pod off a cancelled job: no job-id label, no finalizer of
+    the bridge's (None: nothing to change)."""
+    meta = kobj.mapping(pod, "metadata")
+    patch: dict[str, Any] = {}
+    if LABEL_JOB_ID in (meta.get("labels") or {}):
+        patch["labels"] = {LABEL_JOB_ID: None}
+    finalizers = list(meta.get("finalizers") or [])
+    if FINALIZER in finalizers:
+        patch["finalizers"] = [f for f in finalizers if f != FINALIZER]
+    return {"metadata": patch} if patch else None
+
+
+class Binder:
+    def __init__(
+        self,
+        cfg: BridgeConfig,
+        kube: KubeClient,
+        dra: DraAllocator,
+        state: KubeState,
+        report: Reporter,
+        queue: WorkQueue[str],
+        metrics: SchedulerMetrics,
+    ) -> None:
+        self.cfg = cfg
+        self.kube = kube
+        self.dra = dra
+        self.state = state
+        self.report = report
+        self.queue = queue
+        self.metrics = metrics
+
+    async def bind(self, g: GroupState, d: Bind, pods: list[KubeObject]) -> None:
+        """Bind the pods ``d`` names (``pods`` are their objects) to ``d.job``'s nodes."""
+        by_key = {kobj.pod_key(p): p for p in pods}
+        already = {v.key: v.assigned_node for v in d.pods if v.assigned_node}
+        try:
+            # the job's nodes, network neighbours together (docs/topology.md)
+            ranked = network_order(
+                d.job.nodes,
+                self.state.node_set.topology_of(d.job.nodes, self.state.settings.topology),
+            )
+            plan = assign(
+                [v.key for v in d.pods],
+                ranked,
+                to_kube=self.state.node_set.to_kube(),
+                tasks_per_node=dict(d.tasks_per_node) if d.tasks_per_node is not None else None,
+                already=already,
+            )
+        except AssignmentError as e:
+            await self.report.unschedulable(pods, REASON_SCHEDULER_ERROR, str(e), warning=True)
+            self._rejected(g)
+            return
+        job_id = d.job.job_id
+        t0 = time.monotonic()
+        # 1. every pod carries its node before any is bound (restart-safe)
+        await asyncio.gather(*(self.link_pod_to_job(by_key[a.pod], job_id, a.node) for a in plan))
+        # 2. DRA claims allocated to the devices Slurm picked (restart-safe)
+        if not await self._allocate_claims(g, job_id, [(by_key[a.pod], a.node) for a in plan]):
+            return
+        t1 = time.monotonic()
+        # 3. the Bindings
+        results = await asyncio.gather(
+            *(self._bind_one(by_key[a.pod], a.node, g) for a in plan), return_exceptions=True
+        )
+        # 4. the Scheduled events, off the bind path
+        bound = [(by_key[a.pod], a.node) for a, r in zip(plan, results, strict=True) if r is None]
+        self.report.scheduled_later(bound)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            log.warning("bind_failed", job_id=job_id, errors=len(errors), first=str(errors[0]))
+            self.queue.add_rate_limited(g.ref.key)
+        else:
+            self.queue.forget(g.ref.key)
+            log.info(
+                "group_bound",
+                job_id=job_id,
+                pods=len(plan),
+                link_s=round(t1 - t0, 4),
+                bind_s=round(time.monotonic() - t1, 4),
+            )
+
+    def _rejected(self, g: GroupState) -> None:
+        self.queue.add_rate_limited(g.ref.key, base=self.cfg.scheduler.reject_backoff_seconds)
+
+    async def _allocate_claims(
+        self, g: GroupState, job_id: int, plan: list[tuple[KubeObject, str]]
+    ) -> bool:
+        """The pods' ResourceClaims allocated before binding; False (said and requeued)
+        when they cannot be yet."""
+        pods = [p for p, _ in plan]
+        t0 = time.monotonic()
+        try:
+            n = await self.dra.allocate(job_id, plan, self.state.node_set.to_kube())
+        except ClaimsNotReady as e:
+            await self.report.unschedulable(pods, REASON_UNSCHEDULABLE, str(e))
+            self.queue.add_after(g.ref.key, CLAIMS_NOT_READY_RETRY_SECONDS)
+            return False
+        except (DeviceAllocationError, InvalidInput) as e:
+            await self.report.unschedulable(pods, REASON_SCHEDULER_ERROR, f"DRA: {e}", warning=True)
+            self._rejected(g)
+            return False
+        if n:
+            seconds = round(time.monotonic() - t0, 4)
+            log.info("claims_allocated", job_id=job_id, claims=n, seconds=seconds)
+        return True
+
+    async def _bind_one(self, pod: KubeObject, node: str, g: GroupState) -> None:
+        await self.kube.bind_pod(kobj.namespace(pod), kobj.name(pod), kobj.uid(pod), node)
+        # Bound: it leaves this scheduler now, not when the watch says so (no second bind);
+        # the group is processed once more and dropped when none of its pods is left.
+        self.state.bound(pod)
+        started = g.first_seen.pop(kobj.pod_key(pod), None)
+        if started is not None:
+            self.metrics.bind_seconds.observe(time.monotonic() - started)
+        self.metrics.pods_bound.inc()
+
+    async def link_pod_to_job(
+        self, pod: KubeObject, job_id: int, node: str | None, spec_hash: str | None = None
+    ) -> None:
+        """One patch: job-id label, finalizer, managed-node toleration, node annotation,
+        the job's spec hash (see :func:`scheduler.jobs.restored_job`); none when the pod
+        carries them all."""
+        labels = kobj.labels(pod)
+        annotations = kobj.annotations(pod)
+        tolerations = list(kobj.sequence(pod, "spec", "tolerations"))
+        need: dict[str, Any] = {}
+        if labels.get(LABEL_JOB_ID) != str(job_id):
+            need.setdefault("metadata", {})["labels"] = {LABEL_JOB_ID: str(job_id)}
+        if FINALIZER not in kobj.sequence(pod, "metadata", "finalizers"):
+            need.setdefault("metadata", {})["finalizers"] = [FINALIZER]
+        notes: dict[str, str] = {}
+        if node is not None and annotations.get(ANNOTATION_SLURM_NODE) != node:
+            notes[ANNOTATION_SLURM_NODE] = node
+        if spec_hash is not None and annotations.get(ANNOTATION_SPEC_HASH) != spec_hash:
+            notes[ANNOTATION_SPEC_HASH] = spec_hash
+        if notes:
+            need.setdefault("metadata", {})["annotations"] = notes
+        if not any(t.get("key") == MANAGED_NODE_TAINT for t in tolerations):
+            toleration = {
+                "key": MANAGED_NODE_TAINT,
+                "operator": "Equal",
+                "value": self.cfg.scheduler_name,
+                "effect": "NoExecute",
+            }
+            need["spec"] = {"tolerations": [*tolerations, toleration]}
+        if not need:
+            return
+        if "metadata" in need:
+            need["metadata"]["resourceVersion"] = kobj.get(pod, "metadata", "resourceVersion")
+        updated = await self.kube.patch_pod(
+            kobj.namespace(pod), kobj.name(pod), need, patch_type="strategic"
+        )
+        self.state.written(updated)
+
+    async def unlink(self, pod: KubeObject) -> None:
+        """The pod no longer names a job (its job was cancelled before it started): its
+        job-id label and the bridge's finalizer go (the controller follows labelled pods
+        only, so a finalizer left here would keep the pod Terminating forever once
+        deleted; a new job's link adds both again)."""
+        if unlink_patch(pod) is None:
+            return
+        with contextlib.suppress(KubeNotFound):
+            await self.kube.modify(
+                PODS, kobj.name(pod), unlink_patch, namespace=kobj.namespace(pod)
+            )

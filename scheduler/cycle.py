@@ -1,0 +1,296 @@
+"""The scheduling cycle: pending pods -> one Slurm placeholder job per group -> bound pods.
+
+One sequential worker per group (:mod:`bridge.workqueue`); :meth:`Scheduler.process` is
+one group's cycle, in numbered steps, one call each:
+
+1. the group's unbound pods, from the watch-fed cache (:mod:`scheduler.state`); a group
+   with none left is dropped;
+2. snapshot: its Kubernetes facts, translated, and its Slurm facts (:mod:`scheduler.jobs`);
+3. decide, once, purely (:mod:`scheduler.decide`);
+4. act on what the decision says and nothing else: start a job (:mod:`scheduler.start`),
+   bind (:mod:`scheduler.bind`), update or cancel in Slurm, tell the pods why they wait
+   (:mod:`scheduler.report`), and requeue.
+
+The worker requeues a group whose cycle failed, with backoff. The parts are objects the
+Scheduler holds, each with one job; it wires them and runs the loops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import structlog
+
+from bridge.clock import Clock
+from bridge.config import BridgeConfig
+from bridge.errors import BridgeError, KubeError, SlurmError, SlurmUnavailable
+from bridge.kube.client import KubeClient
+from bridge.kube.events import EventRecorder
+from bridge.kube.resources import KubeObject
+from bridge.slurm.client import SlurmClient
+from bridge.slurm.models import SlurmJob
+from bridge.translate import TranslateSettings
+from bridge.workqueue import WorkQueue
+from scheduler.bind import Binder
+from scheduler.decide import (
+    REASON_UNSCHEDULABLE,
+    AwaitSweep,
+    Bind,
+    Cancel,
+    Decision,
+    Ended,
+    Pending,
+    ReadJob,
+    Reject,
+    Submit,
+    Unreachable,
+    Update,
+    Wait,
+    decide,
+)
+from scheduler.dra import DraAllocator
+from scheduler.jobs import SlurmJobs, Snapshot, spec_hash_of
+from scheduler.metrics import SchedulerMetrics
+from scheduler.outage import SlurmReachability
+from scheduler.report import Reporter
+from scheduler.start import Starter, with_hash_in_comment
+from scheduler.state import GroupState, KubeState
+
+log = structlog.get_logger("scheduler")
+
+# A failed cycle is retried after 0.05 s, doubling up to scheduler.rejectBackoffMaxSeconds.
+RETRY_BASE_SECONDS = 0.05
+
+
+class Scheduler:
+    def __init__(
+        self,
+        cfg: BridgeConfig,
+        kube: KubeClient,
+        slurm: SlurmClient,
+        clock: Clock,
+        *,
+        metrics: SchedulerMetrics | None = None,
+        events: EventRecorder | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.kube = kube
+        self.slurm = slurm
+        self.clock = clock
+        self.metrics = metrics or SchedulerMetrics()
+        self.queue: WorkQueue[str] = WorkQueue(
+            clock,
+            base_backoff=RETRY_BASE_SECONDS,
+            max_backoff=cfg.scheduler.reject_backoff_max_seconds,
+        )
+        self.slurm_outage = SlurmReachability()
+        self.state = KubeState(
+            cfg, kube, TranslateSettings.from_config(cfg), self.queue, clock=clock
+        )
+        self.dra = DraAllocator(
+            kube,
+            slurm,
+            device_class_gres=cfg.scheduler.device_class_gres,
+            gres_mapping=cfg.scheduler.gres_mapping,
+        )
+        self.jobs = SlurmJobs(
+            kube, slurm, clock, self.state, self.dra, self.slurm_outage, self.queue
+        )
+        self.poller = self.jobs.poller
+        self.report = Reporter(
+            kube,
+            events or EventRecorder(kube, cfg.scheduler_name),
+            self.state,
+            self.metrics,
+            clock,
+            self.queue,
+        )
+        self.jobs.on_foreign_label = self.report.foreign_label
+        self.starter = Starter(cfg, slurm, clock, self.jobs, self.report, self.queue, self.metrics)
+        self.binder = Binder(cfg, kube, self.dra, self.state, self.report, self.queue, self.metrics)
+
+    # ------------------------------------------------------------------ entry points
+    @property
+    def groups(self) -> dict[str, GroupState]:
+        return self.state.groups
+
+    @property
+    def swept(self) -> bool:
+        return self.jobs.swept
+
+    @property
+    def jobs_by_group_uid(self) -> dict[str, SlurmJob]:
+        return self.jobs.jobs_by_group_uid
+
+    async def on_pod_event(self, kind: str, pod: KubeObject) -> None:
+        await self.state.on_pod_event(kind, pod)
+
+    def initial_pods_listed(self) -> None:
+        self.state.initial_pods_listed()
+
+    def on_node_event(self, kind: str, node: KubeObject) -> None:
+        self.state.on_node_event(kind, node)
+
+    def on_namespace_event(self, kind: str, ns: KubeObject) -> None:
+        self.state.on_namespace_event(kind, ns)
+
+    async def sweep(self, lists_done: asyncio.Event | None = None) -> None:
+        await self.jobs.sweep(lists_done)
+
+    async def refresh_slurm_nodes(self) -> None:
+        await self.jobs.refresh_slurm_nodes()
+
+    def update_gauges(self) -> None:
+        self.report.update_gauges()
+
+    # ------------------------------------------------------------------ one group
+    async def process(self, gkey: str) -> None:
+        """One cycle of the group ``gkey``."""
+        g = self.state.groups.get(gkey)
+        if g is None:
+            return
+        # 1. the group's unbound pods
+        pods = self.state.pods_of(g)
+        if not pods:
+            self._drop(g)
+            return
+        # 2. snapshot: Kubernetes and Slurm facts
+        snap = await self.jobs.snapshot(g, pods)
+        # 3. decide
+        decision = decide(snap.group)
+        # 4. act
+        if not isinstance(decision, AwaitSweep):
+            self.metrics.attempts.labels(type(decision).__name__.lower()).inc()
+        with structlog.contextvars.bound_contextvars(group=gkey):
+            await self._act(g, decision, snap)
+
+    def _drop(self, g: GroupState) -> None:
+        """No pod of the group is left: forget it (and its job, no longer followed)."""
+        if g.job is not None:
+            self.jobs.unwatch(g.job.job_id)
+        self.state.drop_group(g.ref.key)
+
+    async def _act(self, g: GroupState, d: Decision, snap: Snapshot) -> None:
+        pods, key = snap.pods, g.ref.key
+        match d:
+            case Wait(reason=reason, message=message):
+                await self.report.waiting(g, pods, reason, message)
+            case Reject(message=message):
+                await self.report.unschedulable(pods, REASON_UNSCHEDULABLE, message, warning=True)
+                self.queue.add_rate_limited(key, base=self.cfg.scheduler.reject_backoff_seconds)
+            case Submit():
+                started = await self.starter.start(g, d, pods, snap.group.pods)
+                if started is not None:
+                    await self.binder.bind(g, started, pods)
+            case Update(job_id=job_id, spec=spec, spec_hash=h):
+                await self.slurm.update_job(job_id, with_hash_in_comment(spec, h))
+                log.info("job_updated", job_id=job_id)
+                g.job = await self.slurm.get_job(job_id)
+                self.queue.add(key)
+            case Cancel(job_id=job_id, message=message):
+                await self.slurm.cancel(job_id)
+                self.jobs.unwatch(job_id)
+                log.info("job_cancelled", job_id=job_id, why=message)
+                g.job = None
+                await asyncio.gather(*(self.binder.unlink(p) for p in pods))
+                await self.report.unschedulable(pods, REASON_UNSCHEDULABLE, message)
+            case Pending(job_id=job_id, message=message):
+                # Until Slurm has looked at a new job (its reason is still "None"), the
+                # pods are left alone: most jobs start at that first scheduling pass,
+                # and their pods are then linked and bound in one go (a restart in
+                # between finds the job by its admin_comment). A job that stays
+                # pending gets its pods linked and Slurm's reason shown.
+                if not self.poller.awaits_reason(job_id):
+                    made_from = spec_hash_of(g.job) if g.job is not None else None
+                    await asyncio.gather(
+                        *(self.binder.link_pod_to_job(p, job_id, None, made_from) for p in pods)
+                    )
+                    await self.report.unschedulable(pods, REASON_UNSCHEDULABLE, message)
+            case Ended(job_id=job_id, message=message):
+                self.jobs.unwatch(job_id)
+                await self.report.unschedulable(pods, REASON_UNSCHEDULABLE, message, warning=True)
+            case Bind():
+                await self.binder.bind(g, d, pods)
+            case ReadJob(job_id=job_id):
+                await self.jobs.read_job(g, job_id)
+                self.queue.add(key)
+            case AwaitSweep():
+                self.jobs.after_sweep.add(key)
+            case Unreachable(message=message):
+                await self.report.unschedulable(pods, REASON_UNSCHEDULABLE, message, warning=True)
+
+    # ------------------------------------------------------------------ loops
+    async def worker(self) -> None:
+        while True:
+            key = await self.queue.get()
+            if key is None:
+                return
+            try:
+                await self.process(key)
+            except (BridgeError, AssertionError) as e:
+                if isinstance(e, SlurmError):
+                    self.metrics.rest_errors.labels(e.endpoint or "?", str(e.status or 0)).inc()
+                    if isinstance(e, SlurmUnavailable):
+                        await self._slurm_unreachable(e, key)
+                elif isinstance(e, KubeError):
+                    self.metrics.kube_errors.labels("process", e.reason or str(e.status)).inc()
+                log.warning("cycle_failed", group=key, error=str(e), kind=type(e).__name__)
+                self.queue.add_rate_limited(key)
+            except Exception:
+                log.exception("cycle_crashed", group=key)
+                self.queue.add_rate_limited(key)
+            finally:
+                self.queue.done(key)
+
+    async def _slurm_unreachable(self, error: SlurmUnavailable, gkey: str | None) -> None:
+        """A Slurm call found slurmrestd (or slurmctld) unreachable."""
+        if self.slurm_outage.failed(error):
+            log.warning("slurm_unreachable", error=str(error))
+            for key in list(self.state.groups):
+                self.queue.add(key)  # every pending pod learns of the outage
+        g = self.state.groups.get(gkey) if gkey else None
+        if g is not None:
+            await self.report.unschedulable(
+                self.state.pods_of(g),
+                REASON_UNSCHEDULABLE,
+                self.slurm_outage.message,
+                warning=True,
+            )
+
+    async def _probe_slurm(self) -> None:
+        """During an outage: one cheap call per tick; when slurmctld answers again every
+        group is processed at once, its backoff forgotten."""
+        pings = await self.slurm.ping()
+        if not any(p.responding for p in pings):
+            return
+        if self.slurm_outage.answered():
+            log.info("slurm_reachable_again", groups=len(self.state.groups))
+            for key in list(self.state.groups):
+                self.queue.forget(key)
+                self.queue.add(key)
+
+    async def poll_forever(self) -> None:
+        last_resync = self.clock.monotonic()
+        base = self.cfg.slurm_poll_interval_seconds
+        while True:
+            try:
+                if self.slurm_outage.down is not None:
+                    await self._probe_slurm()
+                await self.poller.run_once()
+                if self.clock.monotonic() - last_resync >= self.cfg.slurm_resync_interval_seconds:
+                    last_resync = self.clock.monotonic()
+                    await self.jobs.refresh_slurm_nodes()
+            except SlurmError as e:
+                self.metrics.rest_errors.labels(e.endpoint or "?", str(e.status or 0)).inc()
+                # One warning per outage (slurm_unreachable), not one per tick.
+                quiet = self.slurm_outage.down is not None and isinstance(e, SlurmUnavailable)
+                (log.debug if quiet else log.warning)("poll_failed", error=str(e))
+                if isinstance(e, SlurmUnavailable):
+                    await self._slurm_unreachable(e, None)
+            # Idle back-off (see JobPoller), cut short when a job is newly watched.
+            interval, slept = self.poller.next_interval(base), 0.0
+            while True:
+                await self.clock.sleep(base)
+                slept += base
+                if slept >= interval or self.poller.has_news:
+                    break

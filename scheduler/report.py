@@ -1,0 +1,130 @@
+"""What the scheduler tells: each waiting pod's PodScheduled=False condition and its
+event, the Scheduled events of bound pods, and the pending-pods gauge."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any
+
+from bridge.clock import Clock
+from bridge.kube.client import KubeClient
+from bridge.kube.events import EventRecorder
+from bridge.kube.resources import KubeObject
+from bridge.translate import foreign_label_message, kobj
+from bridge.wellknown import REASON_FOREIGN_JOB_LABEL
+from bridge.workqueue import WorkQueue
+from scheduler.metrics import SchedulerMetrics
+from scheduler.state import GroupState, KubeState, scheduled_condition
+
+# An incomplete group's count ("k of n pods exist") is refreshed on its members at most
+# this often.
+WAITING_REFRESH_SECONDS = 1.0
+# An incomplete group is told it waits only once it has waited this long: a gang whose
+# members arrive in one burst (a controller creating them) is then complete before any
+# "k of n" write, and its binding does not queue behind 2n status writes and events.
+WAITING_GRACE_SECONDS = 1.0
+
+
+class Reporter:
+    def __init__(
+        self,
+        kube: KubeClient,
+        events: EventRecorder,
+        state: KubeState,
+        metrics: SchedulerMetrics,
+        clock: Clock,
+        queue: WorkQueue[str],
+    ) -> None:
+        self.kube = kube
+        self.events = events
+        self.state = state
+        self.metrics = metrics
+        self.clock = clock
+        self.queue = queue
+        self._background: set[asyncio.Task[Any]] = set()
+
+    async def foreign_label(self, pods: list[KubeObject], job_id: int) -> None:
+        """A Warning on each pod whose job-id label names a job that is not its own."""
+        for pod in pods:
+            await self.events.record(
+                pod, "Warning", REASON_FOREIGN_JOB_LABEL, foreign_label_message(job_id)
+            )
+
+    async def unschedulable(
+        self, pods: list[KubeObject], reason: str, message: str, *, warning: bool = False
+    ) -> None:
+        """PodScheduled=False with ``message`` on each pod; an event only when it changed
+        (a Warning ``FailedScheduling`` when ``warning``, else a Normal ``Pending``)."""
+
+        async def one(pod: KubeObject) -> None:
+            cond = scheduled_condition(pod)
+            if cond and cond.get("reason") == reason and cond.get("message") == message:
+                return
+            updated = await self.kube.set_pod_unschedulable(
+                kobj.namespace(pod), kobj.name(pod), reason=reason, message=message, pod=pod
+            )
+            self.state.written(updated)
+            await self.events.record(
+                pod,
+                "Warning" if warning else "Normal",
+                "FailedScheduling" if warning else "Pending",
+                message,
+            )
+
+        await asyncio.gather(*(one(p) for p in pods), return_exceptions=True)
+
+    async def waiting(
+        self, g: GroupState, pods: list[KubeObject], reason: str, message: str
+    ) -> None:
+        """An incomplete group's condition ("k of n pods exist"). New members are told at
+        once; the count on the others is refreshed at most every WAITING_REFRESH_SECONDS,
+        so a gang of n arriving pod by pod costs O(n) writes, not O(n^2); and nothing is
+        said before the group has waited WAITING_GRACE_SECONDS."""
+        now = self.clock.monotonic()
+        if g.waiting_since is None:
+            g.waiting_since = now
+        if now - g.waiting_since < WAITING_GRACE_SECONDS:
+            self.queue.add_after(g.ref.key, WAITING_GRACE_SECONDS - (now - g.waiting_since))
+            return
+        if g.waiting_said_at is None or now - g.waiting_said_at >= WAITING_REFRESH_SECONDS:
+            g.waiting_said_at = now
+            await self.unschedulable(pods, reason, message)
+            return
+        fresh = [p for p in pods if scheduled_condition(p) is None]
+        if fresh:
+            await self.unschedulable(fresh, reason, message)
+        self.queue.add_after(g.ref.key, WAITING_REFRESH_SECONDS - (now - g.waiting_said_at))
+
+    def scheduled_later(self, bound: list[tuple[KubeObject, str]]) -> None:
+        """The Scheduled events of pods just bound, in the background: a gang's bindings
+        never wait behind its own events at the API server."""
+        self._later(self._scheduled_events(bound))
+
+    async def _scheduled_events(self, bound: list[tuple[KubeObject, str]]) -> None:
+        async def one(pod: KubeObject, node: str) -> None:
+            msg = f"Successfully assigned {kobj.pod_key(pod)} to {node}"
+            await self.events.record(pod, "Normal", "Scheduled", msg)
+
+        await asyncio.gather(*(one(p, n) for p, n in bound))
+
+    def _later(self, work: Coroutine[Any, Any, None]) -> None:
+        """Best-effort work in the background (kept referenced until it ends)."""
+        task = asyncio.create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def update_gauges(self) -> None:
+        """``slurm_bridge_pending_pods{reason}``: Slurm's pending reason, else the
+        condition's reason, else New."""
+        counts: dict[str, int] = {}
+        for pod in self.state.pods.values():
+            cond = scheduled_condition(pod)
+            msg = str((cond or {}).get("message") or "")
+            reason = (
+                msg.rpartition(": ")[2] if "pending" in msg else (cond or {}).get("reason", "New")
+            )
+            counts[str(reason)] = counts.get(str(reason), 0) + 1
+        self.metrics.pending_pods.clear()
+        for r, n in counts.items():
+            self.metrics.pending_pods.labels(r).set(n)

@@ -1,0 +1,254 @@
+"""The scheduler's watch-fed view of Kubernetes: its unbound pods gathered into groups,
+the nodes, the namespaces' labels, and the owner objects grouping reads.
+
+Fed by the watches :mod:`scheduler.app` runs (pods, nodes, namespaces); each pod event
+queues its group. Nothing here talks to Slurm.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from bridge.clock import Clock, SystemClock
+from bridge.config import BridgeConfig
+from bridge.errors import KubeError, KubeNotFound
+from bridge.kube.client import KubeClient
+from bridge.kube.resources import (
+    JOBS,
+    JOBSETS,
+    LEADERWORKERSETS,
+    PODGROUPS,
+    KubeObject,
+    Resource,
+    slim,
+)
+from bridge.models import JobSpec
+from bridge.slurm.models import SlurmJob
+from bridge.translate import GroupRef, NodeSet, TranslateSettings, group_of, kobj
+from bridge.wellknown import CONDITION_POD_SCHEDULED
+from bridge.workqueue import WorkQueue
+from scheduler.owners import OwnerCache
+
+log = structlog.get_logger("scheduler")
+
+OWNER_KINDS: dict[str, Resource] = {
+    "Job": JOBS,
+    "JobSet": JOBSETS,
+    "LeaderWorkerSet": LEADERWORKERSETS,
+    "PodGroup": PODGROUPS,
+}
+
+
+@dataclass
+class GroupState:
+    """What the scheduler remembers of one group between its cycles."""
+
+    ref: GroupRef
+    pods: set[str] = field(default_factory=set)
+    job: SlurmJob | None = None
+    job_spec: JobSpec | None = None
+    # A submit whose answer was lost: look the job up by identity before submitting again.
+    uncertain_submit: bool = False
+    first_seen: dict[str, float] = field(default_factory=dict)
+    waiting_said_at: float | None = None  # last "waiting for group" write to every member
+    waiting_since: float | None = None  # when the group was first found incomplete
+    # ``job`` is what the pods record of it (restored, :func:`scheduler.jobs.restored_job`),
+    # not read from Slurm: only a Pending decision may act on it (a no-op); any other
+    # reads it first (the ReadJob decision).
+    unread: bool = False
+
+
+def scheduled_condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The pod's PodScheduled condition, if it has one."""
+    for c in kobj.sequence(pod, "status", "conditions"):
+        if c.get("type") == CONDITION_POD_SCHEDULED:
+            return dict(c)
+    return None
+
+
+class KubeState:
+    """The watch-fed caches. Pods leave when bound (:meth:`bound`), deleted or no longer
+    this scheduler's; a group whose last pod left is processed once more and dropped."""
+
+    def __init__(
+        self,
+        cfg: BridgeConfig,
+        kube: KubeClient,
+        settings: TranslateSettings,
+        queue: WorkQueue[str],
+        clock: Clock | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.kube = kube
+        self.settings = settings
+        self.queue = queue
+        self.pods: dict[str, KubeObject] = {}  # unbound managed pods, by ns/name
+        self.pod_group: dict[str, str] = {}  # pod key -> group key
+        self.groups: dict[str, GroupState] = {}
+        self.nodes: dict[str, KubeObject] = {}
+        # the same nodes, with excluded_nodes memoized per placement (no O(nodes) per group)
+        self.node_set = NodeSet()
+        self.namespace_labels: dict[str, dict[str, str]] = {}
+        # uid -> owner/group object: bounded, slim, re-read when older than a minute
+        self.owners = OwnerCache(clock or SystemClock())
+        self.pods_listed = False  # the pod watch's initial list was delivered
+        # uids of the pods in that initial list, kept until the start-up sweep ends
+        # (:meth:`created_after_list`)
+        self._listed_uids: set[str] = set()
+        self._keep_listed = True
+        # Pods this scheduler bound whose leaving the watch has not been seen yet: an event
+        # for one that still shows no node is older than the binding and is ignored.
+        self._bound_uids: set[str] = set()
+
+    # ------------------------------------------------------------------ watch events
+    def managed(self, pod: Mapping[str, Any]) -> bool:
+        ns = kobj.namespace(pod)
+        spec = kobj.mapping(pod, "spec")
+        return (
+            spec.get("schedulerName") == self.cfg.scheduler_name
+            and not spec.get("nodeName")
+            and self.cfg.namespace_is_managed(ns, self.namespace_labels.get(ns, {}))
+        )
+
+    async def on_pod_event(self, kind: str, pod: KubeObject) -> None:
+        """Apply one watch event (ADDED/MODIFIED/DELETED) of an unscheduled pod."""
+        key = kobj.pod_key(pod)
+        uid = kobj.uid(pod)
+        if (
+            kind == "DELETED"
+            or not self.managed(pod)
+            or kobj.get(pod, "metadata", "deletionTimestamp")
+        ):
+            self._bound_uids.discard(uid)
+            self.forget_pod(key)
+            return
+        if uid in self._bound_uids:
+            return  # older than our binding (e.g. our own label patch): it is bound
+        if not self.pods_listed and self._keep_listed:
+            self._listed_uids.add(uid)
+        first = key not in self.pods
+        self.pods[key] = pod
+        if first or key not in self.pod_group:
+            ref = await self._resolve_group(pod)
+            g = self.groups.get(ref.key)
+            if g is None:
+                g = self.groups[ref.key] = GroupState(ref)
+            g.ref = ref
+            g.pods.add(key)
+            g.first_seen.setdefault(key, time.monotonic())
+            self.pod_group[key] = ref.key
+        self.queue.add(self.pod_group[key])
+
+    def initial_pods_listed(self) -> None:
+        """The pod watch's initial list was delivered whole: a pod seen from now on and
+        not in it was created after it (see :meth:`created_after_list`)."""
+        self.pods_listed = True
+
+    def sweep_ended(self) -> None:
+        """The start-up sweep is done: the initial list's uids are no longer needed."""
+        self._keep_listed = False
+        self._listed_uids.clear()
+
+    def created_after_list(self, pods: list[KubeObject]) -> bool:
+        """Every one of ``pods`` was created after the pod watch's initial list."""
+        return self.pods_listed and all(kobj.uid(p) not in self._listed_uids for p in pods)
+
+    def on_node_event(self, kind: str, node: KubeObject) -> None:
+        name = kobj.name(node)
+        if kind == "DELETED":
+            self.nodes.pop(name, None)
+            self.node_set.remove(name)
+        else:
+            self.nodes[name] = node
+            self.node_set.put(node)
+
+    def on_namespace_event(self, kind: str, ns: KubeObject) -> None:
+        name = kobj.name(ns)
+        if kind == "DELETED":
+            self.namespace_labels.pop(name, None)
+        else:
+            self.namespace_labels[name] = kobj.labels(ns)
+
+    # ------------------------------------------------------------------ pods
+    def pods_of(self, g: GroupState) -> list[KubeObject]:
+        return [self.pods[k] for k in g.pods if k in self.pods]
+
+    def forget_pod(self, key: str) -> None:
+        """The pod is no longer this scheduler's (bound, deleted, unmanaged): its group is
+        processed again (and dropped once no pod of it is left)."""
+        self.pods.pop(key, None)
+        gkey = self.pod_group.pop(key, None)
+        if gkey and gkey in self.groups:
+            self.groups[gkey].pods.discard(key)
+            self.queue.add(gkey)
+
+    def bound(self, pod: KubeObject) -> None:
+        """This scheduler bound ``pod``: it leaves now, not when the watch says so (no
+        second bind)."""
+        self._bound_uids.add(kobj.uid(pod))
+        self.forget_pod(kobj.pod_key(pod))
+
+    def written(self, pod: KubeObject) -> None:
+        """Keep the answer of a write to a cached pod, as the watch keeps it."""
+        key = kobj.pod_key(pod)
+        if key in self.pods:
+            self.pods[key] = slim(pod)
+
+    def drop_group(self, gkey: str) -> None:
+        self.groups.pop(gkey, None)
+        self.queue.forget(gkey)
+
+    # ------------------------------------------------------------------ owners
+    async def _get_object(self, res: Resource, namespace: str, name: str) -> KubeObject | None:
+        try:
+            obj = await self.kube.get(res, name, namespace)
+        except KubeNotFound:
+            return None
+        self.owners.put(obj)
+        return obj
+
+    async def _resolve_group(self, pod: KubeObject) -> GroupRef:
+        """Walk the pod's controller chain, reading the owners grouping needs."""
+        ns = kobj.namespace(pod)
+        current: Mapping[str, Any] = pod
+        for _ in range(4):
+            ref = next(
+                (
+                    o
+                    for o in kobj.sequence(current, "metadata", "ownerReferences")
+                    if o.get("controller")
+                ),
+                None,
+            )
+            if ref is None or ref.get("kind") not in OWNER_KINDS:
+                break
+            owner = self.owners.fresh(str(ref.get("uid")))
+            if owner is None:
+                try:
+                    owner = await self._get_object(OWNER_KINDS[ref["kind"]], ns, ref["name"])
+                except KubeError as e:
+                    log.warning("owner_read_failed", pod=kobj.pod_key(pod), error=str(e))
+                    owner = None
+            if owner is None:
+                break
+            current = owner
+        return group_of(pod, self.owners, self.settings)
+
+    async def group_object(self, ref: GroupRef) -> KubeObject | None:
+        """The object the group is (a PodGroup, a Job ...), read again for a PodGroup
+        (its size may change), from the cache for the others."""
+        src = ref.source
+        if src is None:
+            return None
+        cached = self.owners.fresh(src.uid) if src.uid else None
+        if cached is not None and ref.kind != "PodGroup":
+            return cached
+        res = OWNER_KINDS.get(src.kind)
+        if res is None:
+            return None
+        return await self._get_object(res, src.namespace, src.name)

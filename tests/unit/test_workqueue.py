@@ -1,0 +1,102 @@
+"""The keyed work queue: dedup, one worker per key, requeue-after-done, capped backoff on
+the clock (the same capped formula as the watches' reconnects)."""
+
+import asyncio
+import random
+
+from bridge.clock import FakeClock, backoff_delay
+from bridge.kube.watch import Backoff
+from bridge.workqueue import WorkQueue
+
+
+async def test_a_key_is_queued_once_however_often_it_is_added() -> None:
+    q: WorkQueue[str] = WorkQueue(FakeClock())
+    for _ in range(3):
+        q.add("g1")
+    q.add("g2")
+    assert len(q) == 2
+    assert await q.get() == "g1"
+    assert await q.get() == "g2"
+
+
+async def test_a_key_added_while_processing_comes_back_only_after_done() -> None:
+    q: WorkQueue[str] = WorkQueue(FakeClock())
+    q.add("g1")
+    assert await q.get() == "g1"
+    q.add("g1")
+    assert len(q) == 0  # not handed to a second worker
+    assert not q.idle()
+    q.done("g1")
+    assert len(q) == 1
+    assert await q.get() == "g1"
+    q.done("g1")
+    assert q.idle()
+
+
+async def test_tuple_keys_work_as_the_controller_uses_them() -> None:
+    q: WorkQueue[tuple[str, str]] = WorkQueue(FakeClock())
+    q.add(("job", "1"))
+    q.add(("job", "1"))
+    q.add(("node", "n1"))
+    assert [await q.get(), await q.get()] == [("job", "1"), ("node", "n1")]
+
+
+async def test_backoff_doubles_on_the_injected_clock_and_forget_resets() -> None:
+    clock = FakeClock()
+    q: WorkQueue[str] = WorkQueue(clock, base_backoff=1.0, max_backoff=4.0)
+    timers = asyncio.create_task(q.run_timers())
+    assert [q.add_rate_limited("g") for _ in range(4)] == [1.0, 2.0, 4.0, 4.0]
+    q.forget("g")
+    assert q.add_rate_limited("g") == 1.0
+    getter = asyncio.create_task(q.get())
+    await asyncio.sleep(0)
+    assert not getter.done()
+    clock.advance(1.0)
+    assert await asyncio.wait_for(getter, 1) == "g"
+    q.close()
+    await timers
+
+
+async def test_a_caller_base_starts_slower_and_shares_the_keys_failure_count() -> None:
+    q: WorkQueue[str] = WorkQueue(FakeClock(), base_backoff=0.05, max_backoff=300.0)
+    assert q.add_rate_limited("g", base=5.0) == 5.0
+    assert q.add_rate_limited("g") == 0.1  # second failure of the key, queue's own base
+    assert q.add_rate_limited("g", base=5.0) == 20.0
+    assert q.failures("g") == 3
+
+
+async def test_ten_thousand_failures_stay_at_the_cap_and_never_overflow() -> None:
+    clock = FakeClock()
+    q: WorkQueue[str] = WorkQueue(clock, base_backoff=0.05, max_backoff=300.0)
+    timers = asyncio.create_task(q.run_timers())
+    delays = [q.add_rate_limited("g") for _ in range(10_000)]
+    assert delays[0] == 0.05
+    assert delays[-1] == 300.0
+    assert max(delays) == 300.0
+    assert q.failures("g") == 10_000
+    # the key still comes back once its (capped) delay has passed on the clock
+    getter = asyncio.create_task(q.get())
+    clock.advance(300.0)
+    assert await asyncio.wait_for(getter, 1) == "g"
+    q.close()
+    await timers
+
+
+def test_the_backoff_formula_is_defined_for_any_failure_count() -> None:
+    assert backoff_delay(0.5, 0, 30.0) == 0.5
+    assert backoff_delay(0.5, 3, 30.0) == 4.0
+    assert backoff_delay(0.5, 1_000_000, 30.0) == 30.0
+
+
+async def test_close_wakes_waiting_workers_with_none() -> None:
+    q: WorkQueue[str] = WorkQueue(FakeClock())
+    getter = asyncio.create_task(q.get())
+    await asyncio.sleep(0)
+    q.close()
+    assert await getter is None
+
+
+def test_a_watch_failing_thousands_of_times_in_a_row_waits_at_most_its_cap() -> None:
+    rng = random.Random(1)
+    backoff = Backoff(base=0.5, maximum=30.0)
+    assert backoff.delay(5_000, rng) <= 30.0
