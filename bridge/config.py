@@ -184,8 +184,9 @@ class ControllerSettings(_Section):
     # Also cordon a Kubernetes node whose Slurm node is DOWN, DRAIN or FAIL (marked with
     # an annotation; only such cordons are undone when Slurm resumes the node).
     cordon_on_slurm_drain: bool = False
-    # Pods stuck Terminating on a node that is gone or NotReady longer than this are
-    # force-cleaned (their finalizer removed after their job ended).
+    # A pod Terminating on a node that is gone or NotReady counts as stopped this long
+    # after its deletionTimestamp (no kubelet will say so): its Slurm job ends, then the
+    # pod is force-cleaned (its finalizer removed after the job ended).
     stuck_terminating_grace_seconds: float = Field(default=300.0, ge=0)
     workers: int = Field(default=8, ge=1, le=1024)
     # The Slurm-side job metrics (jobs by partition and state, pending by reason, the

@@ -102,6 +102,10 @@ LABEL_JOBSET_JOB_INDEX = "jobset.sigs.k8s.io/job-index"
 CONDITION_POD_SCHEDULED = "PodScheduled"
 # A condition type of our own, set when the Slurm job ended while the pod still ran.
 CONDITION_SLURM_JOB_ENDED = "slinky.slurm.net/SlurmJobEnded"
+# Kubernetes' own condition for "ended by something outside the workload" (kube-scheduler's
+# preemption, the taint manager, the Eviction API and PodGC set it): a Job's
+# podFailurePolicy ``onPodConditions`` can tell such pods from program failures.
+CONDITION_DISRUPTION_TARGET = "DisruptionTarget"
 # Node taint set when Slurm reports the node DOWN, DRAIN or FAIL.
 TAINT_SLURM_NODE_UNAVAILABLE = SLINKY + "slurm-node-unavailable"
 # Prefix of Slurm node reasons the bridge sets (only these drains are undone by uncordon).

@@ -19,6 +19,7 @@ from bridge.translate.dra import EXTENDED_CLAIM_ANNOTATION
 from bridge.wellknown import (
     ANNOTATION_CORDONED_BY_BRIDGE,
     CLAIM_DELETE_PROTECTION,
+    CONDITION_DISRUPTION_TARGET,
     CONDITION_SLURM_JOB_ENDED,
     EVENT_EXTERNAL_NODE_NO_GPUS,
     EVENT_EXTERNAL_NODE_PARTITION,
@@ -206,18 +207,28 @@ class Applier:
     async def _one(self, a: Action) -> None:
         match a:
             case FailPod():
-                cond = {
-                    "type": CONDITION_SLURM_JOB_ENDED,
-                    "status": "True",
-                    "reason": a.reason,
-                    "message": a.message,
-                }
+                types = [CONDITION_SLURM_JOB_ENDED]
+                if a.disruption:
+                    types.append(CONDITION_DISRUPTION_TARGET)
+                conds = [
+                    {"type": t, "status": "True", "reason": a.reason, "message": a.message}
+                    for t in types
+                ]
                 await self.kube.fail_pod(
-                    a.namespace, a.name, reason=a.reason, message=a.message, conditions=[cond]
+                    a.namespace, a.name, reason=a.reason, message=a.message, conditions=conds
                 )
                 await self._event(a.namespace, a.name, a.reason, a.message)
             case DeletePod():
                 await self._event(a.namespace, a.name, a.reason, a.message)
+                if a.disruption:  # as the taint manager: the condition, then the delete
+                    await self.kube.set_pod_condition(
+                        a.namespace,
+                        a.name,
+                        CONDITION_DISRUPTION_TARGET,
+                        True,
+                        reason=a.reason,
+                        message=a.message,
+                    )
                 if a.grace_period_seconds == 0:
                     # Force: no kubelet will ever confirm; the finalizer must go first.
                     await self.kube.remove_finalizer(PODS, a.name, FINALIZER, a.namespace)

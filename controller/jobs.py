@@ -4,7 +4,16 @@ A job that ended in Slurm (CANCELLED, TIMEOUT, PREEMPTED, NODE_FAIL, FAILED, COM
 BOOT_FAIL, DEADLINE, OUT_OF_MEMORY) or is definitely gone while its pods still run or
 wait: policy ``fail`` marks each pod Failed with reason ``SlurmJob<State>`` and a message
 naming the state and Slurm's reason; policy ``delete`` deletes them (upstream's way).
-A PodGroup's status phase follows (Failed; Finished when every pod Succeeded).
+A PodGroup's status phase follows (Failed; Finished when every pod Succeeded). A job
+Slurm selected for preemption (still RUNNING for its GraceTime: controller/preemption.py)
+is treated as PREEMPTED at once, so its pods stop while Slurm still holds the nodes.
+
+A job Slurm ended for a reason outside the workload (:data:`DISRUPTION_STATES`: preempted,
+node or boot failure, time limit, deadline, cancelled from outside, or gone) also gives
+its pods the condition ``DisruptionTarget=True`` (reason ``SlurmJob<State>``, the message
+naming the state), as kube-scheduler's preemption and the taint manager do: a Job's
+``podFailurePolicy`` can then ignore it. A program's own failure (FAILED, OUT_OF_MEMORY)
+or end (COMPLETED) is no disruption.
 """
 
 from __future__ import annotations
@@ -30,11 +39,30 @@ from controller.model import (
 
 Policy = Literal["fail", "delete"]
 
+# Slurm's end states that say "ended from outside the workload" (docs/controller.md).
+# CANCELLED counts: the bridge cancels a job only once its pods have all stopped, so a
+# job cancelled under running pods was cancelled by someone else (an operator's scancel).
+DISRUPTION_STATES = frozenset(
+    {"PREEMPTED", "NODE_FAIL", "BOOT_FAIL", "TIMEOUT", "DEADLINE", "CANCELLED"}
+)
+
+
+def is_disruption(view: JobView) -> bool:
+    """Slurm ended (or lost) the job, or is preempting it, for a reason outside the
+    workload."""
+    return (
+        view.preempted
+        or view.kind is JobKind.GONE
+        or (view.kind is JobKind.ENDED and view.state in DISRUPTION_STATES)
+    )
+
 
 def reason_for(view: JobView) -> str:
     """``SlurmJobCancelled``, ``SlurmJobNodeFail``, ``SlurmJobOutOfMemory``, ``SlurmJobGone``."""
     if view.kind is JobKind.GONE:
         return "SlurmJobGone"
+    if view.preempted:
+        return "SlurmJobPreempted"
     words = view.state.replace("-", "_").split("_")
     return "SlurmJob" + "".join(w.capitalize() for w in words if w)
 
@@ -42,6 +70,11 @@ def reason_for(view: JobView) -> str:
 def message_for(job_id: int, view: JobView) -> str:
     if view.kind is JobKind.GONE:
         return f"Slurm job {job_id} no longer exists in Slurm"
+    if view.preempted:
+        return (
+            f"Slurm job {job_id} was selected for preemption: it keeps its nodes only "
+            "for its partition's GraceTime"
+        )
     msg = f"Slurm job {job_id} ended with state {view.state}"
     if view.reason and view.reason != "None":
         msg += f" (reason: {view.reason})"
@@ -58,18 +91,19 @@ def _pod_groups(pods: Sequence[KubeObject]) -> set[tuple[str, str]]:
 
 
 def plan(job_id: int, pods: Sequence[KubeObject], view: JobView, policy: Policy) -> list[Action]:
-    if not view.finished:
+    if not (view.finished or view.preempted):
         return []
     reason, message = reason_for(view), message_for(job_id, view)
+    disruption = is_disruption(view)
     actions: list[Action] = []
     for pod in pods:
         if pod_done(pod):
             continue
         ns, name = pod_ns_name(pod)
         if policy == "delete":
-            actions.append(DeletePod(ns, name, reason, message))
+            actions.append(DeletePod(ns, name, reason, message, disruption=disruption))
         else:
-            actions.append(FailPod(ns, name, reason, message))
+            actions.append(FailPod(ns, name, reason, message, disruption=disruption))
     if actions:
         actions += [SetPodGroupPhase(ns, g, "Failed") for ns, g in sorted(_pod_groups(pods))]
     elif (

@@ -38,6 +38,9 @@ class JobView:
     kind: JobKind
     state: str = ""
     reason: str = ""
+    # ACTIVE (RUNNING) but selected for preemption: it keeps its nodes only for its
+    # partition's GraceTime (controller/preemption.py).
+    preempted: bool = False
 
     @property
     def finished(self) -> bool:
@@ -55,6 +58,8 @@ class FailPod:
     name: str
     reason: str
     message: str
+    # Slurm ended the job for a reason outside the workload: DisruptionTarget=True too.
+    disruption: bool = False
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,8 @@ class DeletePod:
     message: str
     # 0 = force (stuck Terminating on a dead node); None = the pod's own grace period.
     grace_period_seconds: int | None = None
+    # Slurm ended the job for a reason outside the workload: DisruptionTarget=True first.
+    disruption: bool = False
 
 
 @dataclass(frozen=True)
@@ -254,9 +261,11 @@ _POD_META = (
     "finalizers",
     "deletionTimestamp",
     "ownerReferences",  # the controller's kind and uid only (a job's back-link names it)
+    "deletionGracePeriodSeconds",
 )
 _POD_SPEC = ("nodeName", "resourceClaims")
 _POD_STATUS = ("phase", "resourceClaimStatuses", "extendedResourceClaimStatus")
+_CONTAINER_STATUSES = ("initContainerStatuses", "containerStatuses")
 
 
 def _pick(obj: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
@@ -280,6 +289,10 @@ def slim_pod(pod: Mapping[str, Any]) -> KubeObject:
         _pick(pod.get("spec") or {}, _POD_SPEC),
         _pick(pod.get("status") or {}, _POD_STATUS),
     )
+    # Of the containers, only which state each is in (running, waiting, terminated).
+    for key in _CONTAINER_STATUSES:
+        if cs := (pod.get("status") or {}).get(key):
+            status[key] = [{"state": {interned(k): {} for k in c.get("state") or {}}} for c in cs]
     if spec:
         out["spec"] = spec
     if status:
@@ -304,8 +317,37 @@ def pod_deleting(pod: Mapping[str, Any]) -> bool:
 
 
 def pod_done(pod: Mapping[str, Any]) -> bool:
-    """No longer needs its Slurm allocation: terminal, or being deleted."""
+    """Its workload is over: terminal, or being deleted. Its containers may still be
+    stopping (:func:`containers_stopped` says when they have)."""
     return pod_terminal(pod) or pod_deleting(pod)
+
+
+def containers_stopped(pod: Mapping[str, Any]) -> bool:
+    """Done (:func:`pod_done`), and no container of it runs any more, as the kubelet
+    says (the allocation invariant: docs/controller.md):
+
+    * never bound to a node (nothing ever ran it);
+    * the kubelet's final DELETE (``deletionGracePeriodSeconds: 0`` on a deleted pod; a
+      force delete says the same);
+    * every container status ``terminated`` (with none, a terminal phase: nothing ran).
+
+    A pod set ``Failed`` from outside while its containers run is not stopped until the
+    kubelet writes their terminated states.
+    """
+    if not pod_done(pod):
+        return False
+    if not kobj.get(pod, "spec", "nodeName"):
+        return True
+    if pod_deleting(pod) and kobj.get(pod, "metadata", "deletionGracePeriodSeconds") == 0:
+        return True
+    states = [
+        kobj.mapping(c, "state")
+        for key in _CONTAINER_STATUSES
+        for c in kobj.sequence(pod, "status", key)
+    ]
+    if states:
+        return all("terminated" in s for s in states)
+    return pod_terminal(pod)
 
 
 def has_finalizer(pod: Mapping[str, Any]) -> bool:

@@ -29,7 +29,7 @@ from bridge.kube.resources import NAMESPACES, NODES, PODS, KubeObject, slim
 from bridge.kube.watch import Watcher, WatchEvent
 from bridge.logging import get_logger
 from bridge.slurm.client import SlurmClient, state_requests
-from bridge.slurm.models import JobStateItem, SlurmJob, SlurmNode
+from bridge.slurm.models import JobState, JobStateItem, SlurmJob, SlurmNode
 from bridge.translate import (
     BackLink,
     TranslateSettings,
@@ -42,7 +42,7 @@ from bridge.translate import (
 )
 from bridge.wellknown import LABEL_JOB_ID, REASON_FOREIGN_JOB_LABEL
 from bridge.workqueue import WorkQueue
-from controller import claims, dangling, jobs, nodes, pods
+from controller import claims, dangling, jobs, nodes, pods, preemption
 from controller.apply import Applier
 from controller.model import (
     UNKNOWN,
@@ -98,6 +98,10 @@ class SlurmReadObserver(Protocol):
     def jobs_summarized(self, summary: JobsSummary) -> None: ...
 
     def nodes_listed(self, nodes: Iterable[SlurmNode]) -> None: ...
+
+
+def _running(state: JobState | None) -> bool:
+    return state is not None and state.primary == "RUNNING"
 
 
 def _node_of(pod: KubeObject) -> str:
@@ -163,6 +167,11 @@ class Controller:
         # proven against. Dropped with the job.
         self.departed: dict[int, dict[str, KubeObject]] = {}
         self._ns_labels: dict[str, tuple[float, dict[str, str]]] = {}
+        # Read RUNNING jobs' records for a preemption (a bridge partition has a GraceTime:
+        # controller/preemption.py); the last job id read, for the next poll's turn.
+        self.preempt_watch = False
+        self._preempt_cursor = 0
+        self._grace_warned: tuple[str, ...] = ()
 
     # ------------------------------------------------------------------ caches
     def _track(self, key: str, pod: KubeObject | None) -> None:
@@ -235,10 +244,12 @@ class Controller:
             return 0  # unknown is not gone: nothing changes
         self.slurm_ok = True
         self.slurm_failures = 0
+        preempted = await self._preempted(sorted(j for j in ids if _running(states.get(j))))
         for j in ids:
             st = states.get(j)
             if st is not None and st.active:
-                view = JobView(JobKind.ACTIVE, st.primary)
+                was = self.views.get(j, UNKNOWN).preempted and st.primary == "RUNNING"
+                view = JobView(JobKind.ACTIVE, st.primary, preempted=was or j in preempted)
             else:
                 # Ended, or not listed: one GET for Slurm's reason (or a definite 404).
                 try:
@@ -259,6 +270,41 @@ class Controller:
                 self.queue.add(("job", str(j)))
                 changed += 1
         return changed
+
+    async def _preempted(self, running: list[int]) -> set[int]:
+        """Which of the next few RUNNING jobs (in turn) Slurm selected for preemption;
+        none read while no bridge partition has a GraceTime."""
+        if not self.preempt_watch:
+            return set()
+        running = [j for j in running if not self.views.get(j, UNKNOWN).preempted]
+        batch, self._preempt_cursor = preemption.next_reads(running, self._preempt_cursor)
+        try:
+            read = await self.slurm.get_jobs(batch, concurrency=SWEEP_READ_CONCURRENCY)
+        except SlurmError as e:
+            log.warning("slurm_preempt_read_failed", error=str(e))
+            return set()
+        out = {job.job_id for job in read if preemption.selected_for_preemption(job)}
+        for j in out:
+            log.info("slurm_job_preempting", job_id=j)
+        return out
+
+    async def _check_grace(self) -> None:
+        """Whether to watch for preemption, and the grace contract's warnings (said once
+        per change)."""
+        try:
+            parts = await self.slurm.list_partitions()
+        except SlurmError as e:
+            log.warning("slurm_partitions_failed", error=str(e))
+            return
+        mine = nodes.bridge_partitions(self.cfg.partition, self.job_partitions, self.nodes.values())
+        self.preempt_watch = preemption.watch(parts, mine)
+        warnings = tuple(
+            preemption.grace_warnings(parts, mine, self.cfg.slurm_poll_interval_seconds)
+        )
+        if warnings != self._grace_warned:
+            self._grace_warned = warnings
+            for w in warnings:
+                log.warning("grace_contract_at_risk", message=w)
 
     # ------------------------------------------------------------------ sweeps
     @property
@@ -297,6 +343,7 @@ class Controller:
         except SlurmError as e:
             log.warning("slurm_sweep_failed", error=str(e))
         await self._job_metrics(states)
+        await self._check_grace()
         try:
             self.slurm_nodes = {n.name: n for n in await self.slurm.list_nodes()}
         except SlurmError as e:
@@ -479,6 +526,7 @@ class Controller:
             await self._warn_foreign(job_id, [p for p in job_pods if id(p) not in named])
             if mine or self._departed_named(job_id):
                 actions += self._job_actions(job_id, mine, view)
+        self._recheck_stuck(job_id, job_pods)
         await self.applier.apply(actions)
         # Remembered for pods that still exist (forgotten with them); a pod deleted
         # meanwhile is dropped here, after its one more (no-op) plan.
@@ -568,6 +616,16 @@ class Controller:
             cached = (now, kobj.labels(obj))
             self._ns_labels[ns] = cached
         return cfg.namespace_is_managed(ns, cached[1])
+
+    def _recheck_stuck(self, job_id: int, job_pods: list[KubeObject]) -> None:
+        """Look at the job again when a Terminating pod on a dead node comes due (its
+        grace period plus ``stuckTerminatingGraceSeconds``): no event would say so."""
+        grace = self.cfg.controller.stuck_terminating_grace_seconds
+        dues = [d for p in job_pods if (d := pods.release_due(p, self.nodes, grace)) is not None]
+        if dues:
+            wait = (min(dues) - self.clock.now()).total_seconds()
+            if wait > 0:
+                self.queue.add_after(("job", str(job_id)), wait)
 
     async def _worker(self) -> None:
         while True:

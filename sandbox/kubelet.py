@@ -1,6 +1,11 @@
 """A fake kubelet on every existing Node (except stopped ones): runs bound pods,
-finishes them on demand and removes terminating pods after their grace period.
-"Node gone" = stop its kubelet.
+finishes them on demand, and tears pods down as kubelet 1.36 does (pod_workers.go): a pod
+with a ``deletionTimestamp``, or whose API phase is terminal (Succeeded/Failed) while its
+containers still run, has its containers stopped. They stop on SIGTERM at once (pause
+does), unless the pod carries the sandbox-only annotation :data:`IGNORE_SIGTERM` ("true"):
+then they are killed when the grace period ends (exit 137). The kubelet then writes the
+terminal phase and the containers' terminated states, and, for a deleted pod, sends the
+final DELETE (grace 0, uid precondition). "Node gone" = stop its kubelet.
 
 It watches the store directly (no HTTP) and writes through the admission path
 (:class:`~sandbox.kubeapi.admission_chain.Writes`) as the node's kubelet (``system:node:<node>``,
@@ -13,10 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from bridge.fastjson import clone
+from sandbox.annotations import IGNORE_SIGTERM
 from sandbox.kubeapi import identity
 from sandbox.kubeapi.admission_chain import Writes
 from sandbox.kubeapi.errors import ApiError
@@ -24,6 +30,22 @@ from sandbox.kubeapi.store import Obj, ns_name
 from sandbox.kubeapi.verbs import NODE_KEY, POD_KEY, ObjectApi
 
 _TERMINAL = ("Succeeded", "Failed")
+DEFAULT_GRACE_SECONDS = 30
+SIGKILL_EXIT = 137  # 128 + 9: killed at the end of the grace period
+
+
+def containers_running(pod: Obj) -> bool:
+    """Some container of ``pod`` is not terminated (running, or waiting to run)."""
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return any("terminated" not in (c.get("state") or {}) for c in statuses)
+
+
+def tearing_down(pod: Obj) -> bool:
+    """The kubelet stops this pod's containers: it is being deleted, or its API phase is
+    terminal while some container still runs."""
+    if pod["metadata"].get("deletionTimestamp"):
+        return True
+    return (pod.get("status") or {}).get("phase") in _TERMINAL and containers_running(pod)
 
 
 class FakeKubelet:
@@ -36,7 +58,8 @@ class FakeKubelet:
         self._task: asyncio.Task[None] | None = None
         self._ip = 0
         self._wake = asyncio.Event()
-        self._terminating: set[tuple[str, str]] = set()  # pods in their grace period
+        self._terminating: set[tuple[str, str]] = set()  # pods being torn down
+        self._teardown_since: dict[str, datetime] = {}  # uid -> teardown began (no deletion)
 
     # --- control -----------------------------------------------------------------------
 
@@ -79,8 +102,20 @@ class FakeKubelet:
         now = self.api.now()
         phase = "Succeeded" if exit_code == 0 else "Failed"
         term_reason = reason or ("Completed" if exit_code == 0 else "Error")
+        self._terminated(pod, phase, exit_code, term_reason, now)
+        rd = self.api.resolve("", "v1", "pods")
+        md = pod["metadata"]
+        return self.api.update(rd, md["namespace"], md["name"], pod, subresource="status")
+
+    def _terminated(self, pod: Obj, phase: str, exit_code: int, reason: str, now: str) -> None:
+        """Write ``phase`` and every container terminated with ``exit_code``/``reason``
+        (``startedAt`` kept from the running state) into ``pod``'s status."""
         status = pod.setdefault("status", {})
         status["phase"] = phase
+        started = {
+            c.get("name"): ((c.get("state") or {}).get("running") or {}).get("startedAt")
+            for c in status.get("containerStatuses") or []
+        }
         status["containerStatuses"] = [
             {
                 "name": c["name"],
@@ -92,8 +127,8 @@ class FakeKubelet:
                 "state": {
                     "terminated": {
                         "exitCode": exit_code,
-                        "reason": term_reason,
-                        "startedAt": now,
+                        "reason": reason,
+                        "startedAt": started.get(c["name"]) or now,
                         "finishedAt": now,
                     }
                 },
@@ -102,9 +137,6 @@ class FakeKubelet:
         ]
         self._set_cond(status, "Ready", "False", now, "PodCompleted")
         self._set_cond(status, "ContainersReady", "False", now, "PodCompleted")
-        rd = self.api.resolve("", "v1", "pods")
-        md = pod["metadata"]
-        return self.api.update(rd, md["namespace"], md["name"], pod, subresource="status")
 
     @staticmethod
     def _set_cond(
@@ -167,17 +199,60 @@ class FakeKubelet:
             user=identity.node(pod["spec"]["nodeName"]),
         )
 
+    def _kill_due(self, pod: Obj, now: datetime) -> datetime:
+        """When a container that ignores SIGTERM is killed: the end of the grace period
+        (a deleted pod's ``deletionTimestamp``; else the pod's own grace from when its
+        teardown began)."""
+        md = pod["metadata"]
+        if md.get("deletionTimestamp"):
+            due = datetime.strptime(md["deletionTimestamp"], "%Y-%m-%dT%H:%M:%SZ")
+            return due.replace(tzinfo=now.tzinfo)
+        since = self._teardown_since.setdefault(md["uid"], now)
+        grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+        return since + timedelta(seconds=DEFAULT_GRACE_SECONDS if grace is None else grace)
+
+    async def _stop_containers(self, pod: Obj, *, killed: bool) -> Obj:
+        """The containers have exited (0 on SIGTERM, 137 when killed): write the terminal
+        phase (kept when the API already says one) and their terminated states."""
+        status = pod.get("status") or {}
+        phase = status.get("phase")
+        if phase not in _TERMINAL:
+            phase = "Failed" if killed else "Succeeded"
+        exit_code, reason = (SIGKILL_EXIT, "Error") if killed else (0, "Completed")
+        self._terminated(pod, str(phase), exit_code, reason, self.api.now())
+        md = pod["metadata"]
+        self._teardown_since.pop(md["uid"], None)
+        return await self.writes.update(
+            self.api.resolve("", "v1", "pods"),
+            md["namespace"],
+            md["name"],
+            pod,
+            subresource="status",
+            user=identity.node(pod["spec"]["nodeName"]),
+        )
+
+    async def _teardown(self, pod: Obj, now: datetime) -> None:
+        """Stop the containers (at once, or at the end of the grace period for a pod that
+        ignores SIGTERM), then, for a deleted pod, send the final DELETE."""
+        md = pod["metadata"]
+        if containers_running(pod):
+            stubborn = (md.get("annotations") or {}).get(IGNORE_SIGTERM) == "true"
+            if stubborn and now < self._kill_due(pod, now):
+                return  # the next pass looks again
+            pod = await self._stop_containers(pod, killed=stubborn)
+        if md.get("deletionTimestamp") and md.get("deletionGracePeriodSeconds") != 0:
+            await self._remove(pod)  # a finalizer may keep it; grace 0 says "stopped"
+
     async def sync_once(self, keys: set[tuple[str, str]] | None = None) -> None:
         """One pass over all pods, or only over ``keys`` (namespace, name) and the pods
-        waiting out a grace period (the loop's passes between events; tests may call it
-        directly). Only pods it acts on are copied: a running pod costs nothing."""
+        being torn down (the loop's passes between events; tests may call it directly).
+        Only pods it acts on are copied: a running pod costs nothing."""
         now = self.api.clock.now()
         nodes = self.api.store.names(NODE_KEY)
 
         def needs_kubelet(p: Obj) -> bool:
-            md = p["metadata"]
-            return (p.get("spec") or {}).get("nodeName") in nodes and bool(
-                md.get("deletionTimestamp") or (p.get("status") or {}).get("phase") == "Pending"
+            return (p.get("spec") or {}).get("nodeName") in nodes and (
+                (p.get("status") or {}).get("phase") == "Pending" or tearing_down(p)
             )
 
         if keys is None:
@@ -185,18 +260,17 @@ class FakeKubelet:
         else:
             stored = (self.api.store.peek(POD_KEY, *k) for k in sorted(keys | self._terminating))
             pods = [clone(p) for p in stored if p is not None and needs_kubelet(p)]
-        self._terminating = {ns_name(p) for p in pods if p["metadata"].get("deletionTimestamp")}
+        self._terminating = {ns_name(p) for p in pods if tearing_down(p)}
+        if keys is None:  # forget the teardowns of pods gone meanwhile
+            uids = {p["metadata"]["uid"] for p in pods}
+            self._teardown_since = {u: t for u, t in self._teardown_since.items() if u in uids}
         for pod in pods:
             node = pod["spec"]["nodeName"]
             if not self.node_running(node):
                 continue
-            md = pod["metadata"]
-            if md.get("deletionTimestamp"):
-                due = datetime.strptime(md["deletionTimestamp"], "%Y-%m-%dT%H:%M:%SZ")
-                sent = md.get("deletionGracePeriodSeconds") == 0  # waits on finalizers
-                if not sent and due.replace(tzinfo=now.tzinfo) <= now:
-                    with contextlib.suppress(ApiError):  # refused or raced: the next pass
-                        await self._remove(pod)
+            if tearing_down(pod):
+                with contextlib.suppress(ApiError):  # refused or raced: the next pass
+                    await self._teardown(pod, now)
                 continue
             phase = (pod.get("status") or {}).get("phase")
             if phase == "Pending":

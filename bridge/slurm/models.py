@@ -134,6 +134,11 @@ class SlurmJob(_Frozen):
     shared: tuple[str, ...] = ()
     batch: bool = False
     allocation: tuple[AllocatedNode, ...] = ()
+    # Set when Slurm selected the job for preemption; a RUNNING job keeps its nodes until
+    # ``end_time`` (preempt_time + the partition's GraceTime), then ends PREEMPTED or is
+    # requeued (PreemptMode REQUEUE: PENDING again, ``restart_count`` one more).
+    preempt_time: datetime | None = None
+    restart_count: int = 0
 
     @property
     def external(self) -> bool:
@@ -243,6 +248,8 @@ class SlurmPartition(_Frozen):
     state: tuple[str, ...] = ()
     flags: tuple[str, ...] = ()
     tres: str = ""
+    grace_time_seconds: int = 0  # GraceTime: how long a job selected for preemption keeps its nodes
+    priority_tier: int = 1  # PriorityTier (preempt/partition_prio: higher tiers preempt lower)
 
     @property
     def up(self) -> bool:

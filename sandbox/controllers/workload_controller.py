@@ -11,6 +11,14 @@ cluster. Each object is expanded once per run of the loop (by uid); pods that al
 exist are kept. Like the Job controller, it removes its ``batch.kubernetes.io/job-tracking``
 finalizer from pods that ended or are being deleted; like the garbage collector, when a
 Job, JobSet or LWS it acted on is deleted, it deletes the Jobs and pods it created for it.
+
+Like the Job controller, it handles a Job's failed pods before their job-tracking finalizer
+goes (that finalizer marks "not yet counted"): each is decided by the Job's
+``podFailurePolicy`` and ``backoffLimit`` (:mod:`sandbox.controllers.pod_failure_policy`),
+counted in ``status.failed`` unless ignored, and replaced by a new pod (same completion
+index); a Job that fails gets the ``FailureTarget`` and ``Failed`` conditions and its
+running pods are deleted. (A JobSet's Jobs are left to the JobSet's own failure policy:
+not handled.)
 """
 
 from __future__ import annotations
@@ -23,14 +31,14 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 import yaml
 
-from sandbox.controllers import workload_pods
+from sandbox.controllers import pod_failure_policy, workload_pods
 
 Obj = dict[str, Any]
 # kind -> the cluster-wide list path of the objects the stand-in acts on
@@ -41,6 +49,8 @@ LISTS = {
 }
 DEFAULT_INTERVAL = 0.5
 JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
+CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 PODS = "/api/v1/pods"
 
 
@@ -116,6 +126,25 @@ def _without_identity(obj: Obj) -> Obj:
     return body
 
 
+def _replacement(job: Obj, failed: Obj, n: int) -> Obj:
+    """A new pod for ``job`` in place of ``failed``: from the Job's template, with the same
+    completion index; named ``<job>-x<n>`` (``<job>-<index>-x<n>`` for an Indexed Job)."""
+    md = job["metadata"]
+    fresh = workload_pods.expand(
+        [{"apiVersion": "batch/v1", "kind": "Job", **job}], md["namespace"]
+    )
+    index = (failed["metadata"].get("labels") or {}).get(COMPLETION_INDEX)
+    same = [
+        p for p in fresh.pods if (p["metadata"].get("labels") or {}).get(COMPLETION_INDEX) == index
+    ]
+    template = (same or fresh.pods)[0]
+    body = _without_identity(template)
+    body["metadata"]["name"] = (
+        f"{md['name']}-{index}-x{n}" if index is not None else f"{md['name']}-x{n}"
+    )
+    return body
+
+
 def pods_for(obj: Obj) -> list[str]:
     """The names of the pods the stand-in creates for ``obj`` (pure)."""
     expanded = workload_pods.expand([obj], obj["metadata"]["namespace"])
@@ -150,11 +179,93 @@ class StandIn:
             names.append(p["metadata"]["name"])
         return names
 
-    def release_finalizers(self) -> None:
+    def settle_failures(self, jobs: list[Obj], pods: list[Obj]) -> set[str]:
+        """The Job controller's failure handling for the failed pods not yet counted
+        (those still holding the job-tracking finalizer): see the module docstring.
+        Returns the uids of the failed pods it could not settle (they keep the finalizer:
+        the next tick decides again)."""
+        unsettled: set[str] = set()
+        by_job: dict[str, list[Obj]] = {}
+        for p in pods:
+            if uid := (p["metadata"].get("labels") or {}).get(CONTROLLER_UID):
+                by_job.setdefault(uid, []).append(p)
+        for job in jobs:
+            md = job["metadata"]
+            if (
+                md.get("deletionTimestamp")
+                or _owned_by(job, "JobSet")
+                or pod_failure_policy.finished(job)
+            ):
+                continue
+            mine = by_job.get(md["uid"], [])
+            new = [
+                p
+                for p in mine
+                if (p.get("status") or {}).get("phase") == "Failed"
+                and JOB_TRACKING_FINALIZER in (p["metadata"].get("finalizers") or [])
+            ]
+            if not new:
+                continue
+            try:
+                self._settle(job, mine, new)
+            except ApiError as e:  # a conflict or a race
+                unsettled |= {p["metadata"]["uid"] for p in new}
+                print(
+                    f"failed pods of Job {md['name']} not settled: {e}", file=self.out, flush=True
+                )
+        return unsettled
+
+    def _settle(self, job: Obj, mine: list[Obj], new: list[Obj]) -> None:
+        md = job["metadata"]
+        failed = int((job.get("status") or {}).get("failed") or 0)
+        fail: tuple[str, str] | None = None
+        replace: list[Obj] = []
+        for p in new:
+            d = pod_failure_policy.decide(job, p)
+            if d.action != "Ignore":
+                failed += 1
+            if d.action in ("FailJob", "FailIndex"):
+                fail = fail or ("PodFailurePolicy", d.message)
+            else:
+                replace.append(p)
+            verb = "ignored" if d.action == "Ignore" else "counted"
+            print(
+                f"(controller stand-in) Job {md['namespace']}/{md['name']}: failed pod "
+                f"{p['metadata']['name']} {verb} ({d.message or 'no podFailurePolicy rule'})",
+                file=self.out,
+                flush=True,
+            )
+        if fail is None and failed > pod_failure_policy.backoff_limit(job):
+            fail = ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
+        status: Obj = {"failed": failed}
+        if fail is not None:
+            reason, message = fail
+            status["conditions"] = [
+                {"type": t, "status": "True", "reason": reason, "message": message}
+                for t in ("FailureTarget", "Failed")
+            ]
+        path = f"/apis/batch/v1/namespaces/{md['namespace']}/jobs/{md['name']}"
+        self.api.call("PATCH", path + "/status", {"status": status})
+        if fail is not None:
+            for p in mine:
+                if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                    pmd = p["metadata"]
+                    self.api.delete(f"/api/v1/namespaces/{pmd['namespace']}/pods/{pmd['name']}")
+            return
+        n = len(mine)
+        for p in replace:
+            body = _replacement(job, p, n)
+            n += 1
+            self.created.setdefault(md["uid"], []).append(self.api.create(body)[1])
+
+    def release_finalizers(self, keep: Collection[str] = ()) -> None:
         """The Job controller's part: pods that ended or are being deleted lose the
-        job-tracking finalizer (merge patch with the resourceVersion: a 409 waits a tick)."""
+        job-tracking finalizer (merge patch with the resourceVersion: a 409 waits a tick),
+        except those in ``keep`` (uids of failed pods not yet counted)."""
         for pod in self.api.call("GET", PODS).get("items") or []:
             meta = pod["metadata"]
+            if meta.get("uid") in keep:
+                continue
             finalizers = meta.get("finalizers") or []
             ended = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
             if JOB_TRACKING_FINALIZER not in finalizers:
@@ -175,8 +286,11 @@ class StandIn:
 
     def tick(self) -> None:
         seen: set[str] = set()
+        jobs: list[Obj] = []
         for kind, path in LISTS.items():
             listed = self.api.call("GET", path)
+            if kind == "Job":
+                jobs = list(listed.get("items") or [])
             seen.update(o["metadata"]["uid"] for o in listed.get("items") or [])
             for obj in listed.get("items") or []:
                 obj.setdefault("kind", kind)  # a list leaves them out of its items
@@ -202,7 +316,8 @@ class StandIn:
                     file=self.out,
                     flush=True,
                 )
-        self.release_finalizers()
+        unsettled = self.settle_failures(jobs, self.api.call("GET", PODS).get("items") or [])
+        self.release_finalizers(keep=unsettled)
         self.collect(seen)
 
     def run(self, interval: float, stop: Callable[[], bool]) -> None:

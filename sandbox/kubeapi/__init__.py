@@ -59,9 +59,12 @@ server ~60), ``watch_timeout`` (default when a watch has no timeoutSeconds),
 ``tls_key`` (serve https), ``clock``, ``install_crds`` (PodGroup, JobSet, LWS).
 
 The fake kubelet (one per existing Node object) moves bound pods on running nodes
-Pending -> Running (podIP, containerStatuses, Ready) and deletes terminating pods once
-their grace period is over. ``GET ...?watch=1&sendInitialEvents=true&...`` is a WatchList
-(initial ADDED events, one ``k8s.io/initial-events-end`` bookmark, then the watch).
+Pending -> Running (podIP, containerStatuses, Ready) and tears down deleted pods (and pods
+set terminal from outside) as a kubelet does: containers stopped on SIGTERM at once (or at
+the end of the grace period, with ``sandbox.slurm-bridge.dev/ignore-sigterm``), terminal
+status written, then the final DELETE (:mod:`sandbox.kubelet`).
+``GET ...?watch=1&sendInitialEvents=true&...`` is a WatchList (initial ADDED events, one
+``k8s.io/initial-events-end`` bookmark, then the watch).
 
 Out of process: ``slurm-bridge sandbox kube-api up|down|status`` (see ``cli``) and the
 same hooks over HTTP under ``/sandbox/``::

@@ -296,6 +296,11 @@ def render_slurm_conf(s: Settings) -> str:
         f"MaxNodeCount={s.nodes + s.external_nodes + 256}",
         # a busy site's job table (the scale benchmark holds 50,000+ jobs; default 10,000)
         "MaxJobCount=200000",
+        # preemption by partition PriorityTier: every partition here has tier 1, so nothing
+        # is preempted until a higher-tier partition shares nodes (the preemption tests
+        # create one at run time, and a GraceTime; docs/controller.md)
+        "PreemptType=preempt/partition_prio",
+        "PreemptMode=CANCEL",
     ]
     if s.accounting:
         lines += [

@@ -33,7 +33,10 @@ and was purged is still counted):
   job-id label; ``orphan_jobs_after_sweep``: the same after one sweep of the controller's
   dangling-job logic (controller.dangling) cancelled what it finds;
 * ``pods_bound_twice``: pods with more than one Binding the API server accepted (201);
-* ``pods_never_bound``: pods without a node at the end.
+* ``pods_never_bound``: pods without a node at the end;
+* ``jobs_ended_while_containers_ran``: jobs Slurm reported ended while, read after that, a
+  container of a pod labelled with them still ran (the allocation invariant:
+  :class:`tests.bench.invariant.InvariantMonitor`, sampling the whole run).
 
 Run: ``python -m tests.bench.sched_kill --pods 1000 --kills 10 [--seed S]``.
 The last line is one JSON object with the counts and the parameters.
@@ -64,6 +67,7 @@ from bridge.wellknown import LABEL_JOB_ID
 from controller import dangling
 from sandbox.kubeapi.faults import RequestLog
 from sandbox.kubeapi.server import SANDBOX_TOKEN, SandboxApiServer
+from tests.bench.invariant import InvariantMonitor
 from tests.bench.slurm_proxy import AllocateKillProxy
 from tests.integration.conftest import SlurmSandbox, load_sandbox, make_client
 from tests.integration.sched_proc import (
@@ -190,6 +194,7 @@ class Driver:
         self.changed = asyncio.Event()
         self.window = window
         self.created = 0  # groups[:created] exist
+        self.invariant = InvariantMonitor(lambda: api.store.list(POD_KEY, NS), slurm)
 
     async def feed(self) -> None:
         """Create the next groups while fewer than ``window`` pods are unfinished."""
@@ -284,7 +289,11 @@ class Driver:
 
     async def run(self, deadline: float) -> None:
         async with asyncio.TaskGroup() as tg:
-            bg = [tg.create_task(self.watch_pods()), tg.create_task(self.keep_ledger())]
+            bg = [
+                tg.create_task(self.watch_pods()),
+                tg.create_task(self.keep_ledger()),
+                tg.create_task(self.invariant.run()),
+            ]
             try:
                 await self._run(deadline)
             finally:
@@ -373,6 +382,7 @@ class Driver:
             "orphan_jobs_after_sweep": len(after),
             "pods_bound_twice": sum(1 for n in names if binds.get(n, 0) > 1),
             "pods_never_bound": len(unbound),
+            "jobs_ended_while_containers_ran": len(self.invariant.violations),
             "slurm_jobs_seen": sum(len(by_uid.get(u, [])) for u in uids),
         }
 

@@ -25,7 +25,12 @@ Phases:
    ``--pending`` pods whose jobs pend; once every one shows Slurm's reason, the
    scheduler's slurmrestd requests are counted for ``--window`` seconds.
    ``refused_allocations``: immediate allocations Slurm refused from the blocker's start
-   to the end of the window (each leaves a FAILED record).
+   to the end of the window (each leaves a FAILED record);
+5. wake-ups: the blocker ends, and Slurm starts queued jobs on its own; this process polls
+   their states every 20 ms to stamp each start, and ``queued_start_to_bound_p50_ms`` /
+   ``_p99_ms`` are Slurm's start (seen) -> the pods bound (at most ``--wake-sample`` jobs,
+   ``--wake-window`` s). The scheduler notices at its poller's next tick: the configured
+   ``slurmPollIntervalSeconds`` while jobs move, backing off to 1 s when idle.
 
 Run: ``python -m tests.bench.scheduler [--pods 1000] [--gang 256] [--pending 2000]`` with a
 sandbox big enough (e.g. ``slurm-bridge sandbox slurm up --external-nodes 64
@@ -490,7 +495,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     jobs |= job_ids_of(api)
                     await gang(args, api, kube, stamps, out)
                     jobs |= job_ids_of(api)
-                    await steady(args, api, kube, slurm, sb, sched, out, jobs)
+                    blocker = await steady(args, api, kube, slurm, sb, sched, out, jobs)
+                    await wakeups(args, api, slurm, stamps, blocker, out)
                     rss, peak = sched.rss_mb()
                     out["rss_mb"] = round(rss, 1)
                     out["rss_peak_mb"] = round(peak, 1)
@@ -514,6 +520,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "cpu_ms_per_pod",
         "immediate_share",
         "refused_allocations",
+        "queued_start_to_bound_p50_ms",
+        "queued_start_to_bound_p99_ms",
     ]
     keys = [k for k in keys if k in out]  # no gang / no paced pods: no such figure
     return {k: out[k] for k in keys} | {k: v for k, v in out.items() if k not in keys}
@@ -596,7 +604,8 @@ async def steady(
     sched: Child,
     out: dict[str, Any],
     jobs: set[int],
-) -> None:
+) -> int:
+    """Returns the blocker's job id."""
     out["pending_pods"] = args.pending
     await cancel_all(slurm, jobs)
     blocker = await slurm.submit(blocker_spec(sb, "bench-blocker"))
@@ -627,6 +636,41 @@ async def steady(
     out["steady_window_s"] = round(t1 - t0, 1)
     out["refused_allocations"] = int(sched.last.get("refused", 0.0) - refused0)
     out["scheduler_calls_by_endpoint"] = sched.last.get("calls", {})
+    return blocker
+
+
+async def wakeups(
+    args: argparse.Namespace,
+    api: SandboxApiServer,
+    slurm: SlurmClient,
+    stamps: Stamps,
+    blocker: int,
+    out: dict[str, Any],
+) -> None:
+    """Slurm starts queued jobs on its own once the blocker ends: its start (seen here by a
+    20 ms poll of their states) -> their pods bound."""
+    rd = api.api.resolve("", "v1", "pods")
+    by_job: dict[int, list[str]] = {}
+    for p in api.api.list(rd, NS).get("items", []):
+        label = (p["metadata"].get("labels") or {}).get(LABEL_JOB_ID)
+        if label and not (p.get("spec") or {}).get("nodeName"):
+            by_job.setdefault(int(label), []).append(p["metadata"]["name"])
+    await slurm.cancel(blocker)
+    started: dict[int, float] = {}
+    deadline = time.monotonic() + args.wake_window
+    while time.monotonic() < deadline and len(started) < min(args.wake_sample, len(by_job)):
+        states = await slurm.list_job_states(sorted(by_job.keys() - started.keys()))
+        seen = time.monotonic()
+        for st in states:
+            if st.state.primary == "RUNNING":
+                started.setdefault(st.job_id, seen)
+        await asyncio.sleep(0.02)
+    names = {n: started[j] for j in started for n in by_job[j]}
+    await until("the started jobs' pods bound", lambda: all(n in stamps.bound for n in names), 60)
+    lat = [(stamps.bound[n] - t) * 1000 for n, t in names.items()]
+    out["queued_started_jobs"] = len(started)
+    out["queued_start_to_bound_p50_ms"] = round(percentile(lat, 0.5), 1)
+    out["queued_start_to_bound_p99_ms"] = round(percentile(lat, 0.99), 1)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -641,6 +685,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--poll", type=float, default=0.25, help="slurmPollIntervalSeconds")
     ap.add_argument("--window", type=float, default=10.0, help="steady-state window (s)")
     ap.add_argument("--settle", type=float, default=3.0, help="wait before the window (s)")
+    ap.add_argument("--wake-sample", type=int, default=200, help="queued jobs whose start is timed")
+    ap.add_argument("--wake-window", type=float, default=30.0, help="wake-up phase at most (s)")
     ap.add_argument("--limit", type=float, default=600.0, help="give up after (s) per phase")
     ap.add_argument("--py-spy", type=Path, help="profile the scheduler in phase 2 into FILE")
     ap.add_argument("--role", choices=["main", "scheduler", "raw"], default="main")

@@ -30,6 +30,8 @@ KEYS = (
     "cpu_ms_per_pod",
     "immediate_share",
     "refused_allocations",
+    "queued_start_to_bound_p50_ms",
+    "queued_start_to_bound_p99_ms",
 )
 
 
@@ -64,3 +66,4 @@ async def test_scheduler_benchmark_reports_every_key_and_binds_every_pod(
     assert report["gang_bound"] == 4
     assert report["pending_pods"] == 3
     assert sum(report["pending_reasons"].values()) == 3
+    assert report["queued_started_jobs"] == 3  # the blocker ended: Slurm started them all

@@ -19,8 +19,9 @@ from bridge.kube.client import KubeClient
 from bridge.kube.resources import EVENTS, LEASES
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.token import TokenProvider
-from bridge.wellknown import CONDITION_SLURM_JOB_ENDED, FINALIZER
+from bridge.wellknown import CONDITION_DISRUPTION_TARGET, CONDITION_SLURM_JOB_ENDED, FINALIZER
 from controller.app import serve
+from sandbox.annotations import IGNORE_SIGTERM
 from tests.integration.conftest import SlurmSandbox
 from tests.integration.controller_harness import (
     NS,
@@ -39,7 +40,7 @@ async def _phase(kube: KubeClient, name: str) -> str:
     return str((await kube.get_pod(NS, name)).get("status", {}).get("phase"))
 
 
-async def test_scancel_fails_the_running_pods_naming_cancelled(
+async def test_scancel_fails_the_running_pods_naming_cancelled_as_a_disruption(
     sandbox: SlurmSandbox, slurm: SlurmClient, track_jobs: Callable[[int], int]
 ) -> None:
     mcs = unique_mcs()
@@ -59,6 +60,15 @@ async def test_scancel_fails_the_running_pods_naming_cancelled(
         assert str(job) in pod["status"]["message"]
         conds = {c["type"]: c for c in pod["status"]["conditions"]}
         assert conds[CONDITION_SLURM_JOB_ENDED]["status"] == "True"
+        disruption = conds[CONDITION_DISRUPTION_TARGET]
+        assert disruption["status"] == "True"
+        assert disruption["reason"] == "SlurmJobCancelled"
+        assert "CANCELLED" in disruption["message"]
+
+        async def stopped() -> bool:  # the kubelet tears down a pod whose phase is Failed
+            return not any([await _containers_run(kube, n) for n in ("a-0", "a-1")])
+
+        await wait_for(stopped, what="the kubelet to stop the failed pods' containers")
 
         async def finalizers_gone() -> bool:
             for n in ("a-0", "a-1"):
@@ -198,6 +208,47 @@ async def test_pod_stuck_terminating_on_a_dead_node_is_cleaned_after_its_job_end
 
         await wait_for(pod_gone, what="stuck pod force-deleted")
         assert not (await slurm.get_job(job)).state.active
+
+
+async def test_a_deleted_pod_keeps_its_slurm_job_until_its_containers_have_stopped(
+    sandbox: SlurmSandbox, slurm: SlurmClient, track_jobs: Callable[[int], int]
+) -> None:
+    """The allocation invariant: containers that ignore SIGTERM run out the pod's grace
+    period; Slurm's job stays RUNNING all that time and ends only after the kubelet says
+    they stopped."""
+    mcs = unique_mcs()
+    cfg = controller_config(sandbox, mcs)
+    node = sandbox.external_nodes[2]
+    async with sandbox_kube(sandbox) as (_srv, kube), running_controller(cfg, kube):
+        job = await place_group(kube, slurm, sandbox, mcs, ["g-0"], node, track_jobs)
+        await kube.patch_pod(
+            NS,
+            "g-0",
+            {"metadata": {"annotations": {IGNORE_SIGTERM: "true"}}},
+            patch_type="merge",
+        )
+        await wait_for(lambda: _is_running(kube, "g-0"), what="pod running")
+        await kube.delete_pod(NS, "g-0", grace_period_seconds=3)
+        seen: list[tuple[bool, bool]] = []  # (a container runs, the job is active)
+
+        async def job_ended() -> bool:
+            running = await _containers_run(kube, "g-0")  # read before Slurm
+            active = (await slurm.get_job(job)).state.active
+            seen.append((running, active))
+            return not active
+
+        await wait_for(job_ended, what="the job to end after the containers stopped")
+        assert (True, False) not in seen  # never ended while a container ran
+        assert (True, True) in seen  # it did hold the job while they ran
+
+
+async def _containers_run(kube: KubeClient, name: str) -> bool:
+    try:
+        pod = await kube.get_pod(NS, name)
+    except KubeNotFound:
+        return False
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return any("terminated" not in (c.get("state") or {}) for c in statuses)
 
 
 async def _is_running(kube: KubeClient, name: str) -> bool:

@@ -31,6 +31,7 @@ async def test_sigkilled_scheduler_leaves_no_duplicate_or_orphan_job_and_binds_e
             "orphan_jobs_after_sweep",
             "pods_bound_twice",
             "pods_never_bound",
+            "jobs_ended_while_containers_ran",
         )
     }
     assert counts == dict.fromkeys(counts, 0)

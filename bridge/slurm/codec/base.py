@@ -425,6 +425,8 @@ class Codec:
             shared=_strs(j.get("shared")),
             batch=bool(j.get("batch_flag", False)),
             allocation=self.decode_allocation(j.get("job_resources")),
+            preempt_time=timestamp(j.get("preempt_time")),
+            restart_count=num(j.get("restart_cnt")) or 0,
         )
 
     def decode_jobs(self, body: Any) -> JobList:
@@ -523,6 +525,7 @@ class Codec:
         cpus = p.get("cpus")
         part = p.get("partition")
         tres = p.get("tres")
+        prio = p.get("priority")
         configured = _s(nodes.get("configured")) if isinstance(nodes, Mapping) else ""
         return SlurmPartition(
             name=_s(p.get("name")),
@@ -532,6 +535,8 @@ class Codec:
             state=_strs(part.get("state")) if isinstance(part, Mapping) else (),
             flags=_strs(p.get("flags")),
             tres=_s(tres.get("configured")) if isinstance(tres, Mapping) else "",
+            grace_time_seconds=num(p.get("grace_time")) or 0,
+            priority_tier=(num(prio.get("tier")) or 1) if isinstance(prio, Mapping) else 1,
         )
 
     def decode_partitions(self, body: Any) -> tuple[SlurmPartition, ...]:

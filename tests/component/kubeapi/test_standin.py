@@ -108,3 +108,77 @@ async def test_ended_pods_lose_the_job_tracking_finalizer_and_a_deleted_job_take
         await tick(s)  # deletes the pods; the ones still tracked are terminating
         await tick(s)  # ... and lose the finalizer, so they go
         assert await pods(s) == {}
+
+
+async def _fail(srv: SandboxApiServer, name: str, *, disruption: bool) -> None:
+    """The pod Failed as the bridge fails it when Slurm preempted its job (or not)."""
+    status: dict[str, Any] = {"phase": "Failed"}
+    if disruption:
+        status["conditions"] = [
+            {"type": "DisruptionTarget", "status": "True", "reason": "SlurmJobPreempted"}
+        ]
+    rd = srv.api.resolve("", "v1", "pods")
+    srv.api.patch(
+        rd, NS, name, "application/merge-patch+json", {"status": status}, subresource="status"
+    )
+
+
+async def _job(s: workload_controller.StandIn, name: str) -> Any:
+    path = f"/apis/batch/v1/namespaces/{NS}/jobs/{name}"
+    return await asyncio.to_thread(s.api.call, "GET", path)
+
+
+async def test_pod_failure_policy_ignores_a_disruption_and_replaces_the_pod(
+    tmp_path: Path,
+) -> None:
+    async with SandboxApiServer(port=0) as srv:
+        s = stand_in(srv, tmp_path)
+        await create(s, "preemptible-job")
+        await tick(s)
+        await _fail(srv, "preemptible-1-x0", disruption=True)
+        await tick(s)
+        got = await pods(s)
+        assert sorted(got) == ["preemptible-1-x0", "preemptible-1-x1"]
+        assert workload_controller.JOB_TRACKING_FINALIZER not in (
+            got["preemptible-1-x0"]["metadata"].get("finalizers") or []
+        )  # counted (as ignored): the finalizer goes
+        job = await _job(s, "preemptible-1")
+        assert job["status"]["failed"] == 0  # backoffLimit 0 is not used up
+        assert not job["status"].get("conditions")
+        assert "failed pod preemptible-1-x0 ignored" in said(s)
+        (ref,) = got["preemptible-1-x1"]["metadata"]["ownerReferences"]
+        assert ref["uid"] == job["metadata"]["uid"]
+
+
+async def test_a_program_failure_counts_against_backoff_limit_and_fails_the_job(
+    tmp_path: Path,
+) -> None:
+    async with SandboxApiServer(port=0, nodes=["kube-node-0"], kubelet=True) as srv:
+        s = stand_in(srv, tmp_path)
+        await create(s, "preemptible-job")
+        await tick(s)
+        srv.finish_pod(NS, "preemptible-1-x0", exit_code=1)
+        await tick(s)
+        job = await _job(s, "preemptible-1")
+        assert job["status"]["failed"] == 1
+        conds = {c["type"]: c for c in job["status"]["conditions"]}
+        assert conds["Failed"]["reason"] == "BackoffLimitExceeded"
+        assert sorted(await pods(s)) == ["preemptible-1-x0"]  # no replacement
+
+
+async def test_an_exit_code_matching_a_fail_job_rule_fails_the_job_naming_the_rule(
+    tmp_path: Path,
+) -> None:
+    async with SandboxApiServer(port=0, nodes=["kube-node-0"], kubelet=True) as srv:
+        s = stand_in(srv, tmp_path)
+        await create(s, "preemptible-job")
+        await tick(s)
+        srv.finish_pod(NS, "preemptible-1-x0", exit_code=42)
+        await tick(s)
+        job = await _job(s, "preemptible-1")
+        failed = next(c for c in job["status"]["conditions"] if c["type"] == "Failed")
+        assert failed["reason"] == "PodFailurePolicy"
+        assert failed["message"] == (
+            f"Container main for pod {NS}/preemptible-1-x0 failed with exit code 42 "
+            "matching FailJob rule at index 1"
+        )

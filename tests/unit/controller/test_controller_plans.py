@@ -40,7 +40,11 @@ def pod(
     finalizer: bool = True,
     node: str = "n1",
     group: str | None = None,
+    containers: tuple[str, ...] = (),
+    final_delete: bool = False,
 ) -> dict[str, Any]:
+    """``containers``: each container's state kind (running, terminated, ...);
+    ``final_delete``: the kubelet's DELETE with grace 0 came."""
     labels = {LABEL_JOB_ID: "7"}
     if group:
         labels[LABEL_POD_GROUP] = group
@@ -49,7 +53,13 @@ def pod(
         meta["finalizers"] = [FINALIZER]
     if deleting:
         meta["deletionTimestamp"] = deleting
-    return {"metadata": meta, "spec": {"nodeName": node}, "status": {"phase": phase}}
+        meta["deletionGracePeriodSeconds"] = 0 if final_delete else 30
+    status: dict[str, Any] = {"phase": phase}
+    if containers:
+        status["containerStatuses"] = [
+            {"name": f"c{i}", "state": {k: {}}} for i, k in enumerate(containers)
+        ]
+    return {"metadata": meta, "spec": {"nodeName": node}, "status": status}
 
 
 def node(name: str = "n1", ready: bool = True, **spec: Any) -> dict[str, Any]:
@@ -61,6 +71,26 @@ READY = {"n1": node()}
 NOT_READY = {"n1": node(ready=False)}
 LONG_AGO = "2026-01-01T11:00:00Z"
 JUST_NOW = "2026-01-01T11:59:50Z"
+
+
+@pytest.mark.parametrize(
+    ("state", "disruption"),
+    [
+        ("PREEMPTED", True),
+        ("NODE_FAIL", True),
+        ("BOOT_FAIL", True),
+        ("TIMEOUT", True),
+        ("DEADLINE", True),
+        ("CANCELLED", True),
+        ("FAILED", False),
+        ("OUT_OF_MEMORY", False),
+        ("COMPLETED", False),
+    ],
+)
+def test_only_ends_from_outside_the_workload_are_disruptions(state: str, disruption: bool) -> None:
+    [action] = jobs.plan(7, [pod()], JobView(JobKind.ENDED, state), "fail")
+    assert isinstance(action, FailPod)
+    assert action.disruption is disruption
 
 
 @pytest.mark.parametrize(
@@ -78,9 +108,10 @@ JUST_NOW = "2026-01-01T11:59:50Z"
                     "p0",
                     "SlurmJobCancelled",
                     "Slurm job 7 ended with state CANCELLED",
+                    disruption=True,
                 )
             ],
-            id="cancelled-fails-running-pod",
+            id="cancelled-fails-running-pod-as-a-disruption",
         ),
         pytest.param(
             [pod(phase="Pending")],
@@ -92,6 +123,7 @@ JUST_NOW = "2026-01-01T11:59:50Z"
                     "p0",
                     "SlurmJobNodeFail",
                     "Slurm job 7 ended with state NODE_FAIL (reason: NodeDown)",
+                    disruption=True,
                 )
             ],
             id="node-fail-fails-pending-pod-with-reason",
@@ -100,7 +132,15 @@ JUST_NOW = "2026-01-01T11:59:50Z"
             [pod()],
             GONE,
             "delete",
-            [DeletePod("ns", "p0", "SlurmJobGone", "Slurm job 7 no longer exists in Slurm")],
+            [
+                DeletePod(
+                    "ns",
+                    "p0",
+                    "SlurmJobGone",
+                    "Slurm job 7 no longer exists in Slurm",
+                    disruption=True,
+                )
+            ],
             id="gone-with-delete-policy-deletes",
         ),
         pytest.param([pod(phase="Succeeded")], CANCELLED, "fail", [], id="terminal-pod-untouched"),
@@ -112,7 +152,13 @@ JUST_NOW = "2026-01-01T11:59:50Z"
             CANCELLED,
             "fail",
             [
-                FailPod("ns", "p0", "SlurmJobCancelled", "Slurm job 7 ended with state CANCELLED"),
+                FailPod(
+                    "ns",
+                    "p0",
+                    "SlurmJobCancelled",
+                    "Slurm job 7 ended with state CANCELLED",
+                    disruption=True,
+                ),
                 SetPodGroupPhase("ns", "pg", "Failed"),
             ],
             id="podgroup-failed-when-pods-failed",
@@ -141,25 +187,81 @@ def test_jobs_plan(pods_: list[dict[str, Any]], view: JobView, policy: Any, expe
             [pod(phase="Succeeded"), pod("p1", phase="Failed")],
             ACTIVE,
             READY,
-            [CancelJob(7, "all pods finished or deleted")],
+            [CancelJob(7, "all pods stopped")],
             id="all-terminal-cancels-job",
         ),
         pytest.param(
             [pod(phase="Succeeded"), pod("p1")], ACTIVE, READY, [], id="one-still-running-keeps-job"
         ),
         pytest.param(
-            [pod(deleting=JUST_NOW)],
+            [pod(deleting=JUST_NOW, containers=("running",))],
             ACTIVE,
             READY,
-            [CancelJob(7, "all pods finished or deleted")],
-            id="terminating-counts-as-done",
+            [],
+            id="deleted-pod-keeps-job-while-its-containers-run",
+        ),
+        pytest.param(
+            [pod(deleting=JUST_NOW, containers=("terminated", "running"))],
+            ACTIVE,
+            READY,
+            [],
+            id="deleted-pod-keeps-job-while-one-container-runs",
+        ),
+        pytest.param(
+            [pod(deleting=JUST_NOW, containers=("terminated", "terminated"))],
+            ACTIVE,
+            READY,
+            [CancelJob(7, "all pods stopped")],
+            id="deleted-pod-whose-containers-all-terminated-ends-job",
+        ),
+        pytest.param(
+            [pod(deleting=JUST_NOW, containers=("running",), final_delete=True)],
+            ACTIVE,
+            READY,
+            [CancelJob(7, "all pods stopped")],
+            id="kubelets-final-delete-ends-job",
+        ),
+        pytest.param(
+            [pod(deleting=JUST_NOW, node="")],
+            ACTIVE,
+            READY,
+            [CancelJob(7, "all pods stopped")],
+            id="deleted-unbound-pod-ends-job",
+        ),
+        pytest.param(
+            [pod(phase="Failed", containers=("running",))],
+            ACTIVE,
+            READY,
+            [],
+            id="pod-failed-from-outside-keeps-job-until-kubelet-stops-it",
+        ),
+        pytest.param(
+            [pod(phase="Failed", containers=("running",))],
+            ACTIVE,
+            {},
+            [CancelJob(7, "all pods stopped")],
+            id="terminal-pod-on-deleted-node-ends-job",
+        ),
+        pytest.param(
+            [pod(deleting=JUST_NOW, containers=("running",))],
+            ACTIVE,
+            NOT_READY,
+            [],
+            id="terminating-on-not-ready-node-keeps-job-within-grace",
+        ),
+        pytest.param(
+            [pod(phase="Succeeded"), pod("p1", deleting=JUST_NOW, containers=("running",))],
+            ACTIVE,
+            READY,
+            [],
+            id="gang-keeps-job-until-all-pods-stopped",
         ),
         pytest.param([], ACTIVE, READY, [CancelJob(7, "all pods deleted")], id="no-pods-cancels"),
         pytest.param(
             [pod(phase="Succeeded")],
             ACTIVE,
             READY,
-            [CancelJob(7, "all pods finished or deleted")],
+            [CancelJob(7, "all pods stopped")],
             id="finalizer-stays-while-job-active",
         ),
         pytest.param(
@@ -222,7 +324,7 @@ def test_jobs_plan(pods_: list[dict[str, Any]], view: JobView, policy: Any, expe
             [pod(deleting=LONG_AGO)],
             ACTIVE,
             {},
-            [CancelJob(7, "all pods finished or deleted")],
+            [CancelJob(7, "all pods stopped")],
             id="stuck-but-job-active-cancels-first",
         ),
     ],
@@ -278,3 +380,25 @@ def test_dangling_plan(job: SlurmJob, existing: dict[str, Any], expected: Any) -
     assert dangling.plan(named, {k: existing.get(k) for ks in named.values() for k in ks}) == (
         expected
     )
+
+
+@pytest.mark.parametrize(
+    ("pod_", "node_map", "expected"),
+    [
+        pytest.param(
+            pod(deleting=JUST_NOW, containers=("running",)),
+            NOT_READY,
+            datetime(2026, 1, 1, 12, 4, 50, tzinfo=UTC),
+            id="dead-node-due-at-deletion-plus-stuck-grace",
+        ),
+        pytest.param(pod(deleting=JUST_NOW, containers=("running",)), READY, None, id="ready"),
+        pytest.param(
+            pod(deleting=JUST_NOW, containers=("terminated",)), NOT_READY, None, id="stopped"
+        ),
+        pytest.param(pod(containers=("running",)), NOT_READY, None, id="not-deleted"),
+    ],
+)
+def test_release_due_times_the_recheck_of_a_pod_terminating_on_a_dead_node(
+    pod_: dict[str, Any], node_map: dict[str, Any], expected: datetime | None
+) -> None:
+    assert pods.release_due(pod_, node_map, 300.0) == expected

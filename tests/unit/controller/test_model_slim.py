@@ -74,8 +74,33 @@ def test_slim_pod_keeps_identity_labels_finalizers_node_phase_and_claims_only() 
         {"status__phase": "Failed"},
         {"metadata__deletionTimestamp": "2026-01-01T00:00:00Z"},
         {"metadata__finalizers": []},
+        {
+            "metadata__deletionTimestamp": "2026-01-01T00:00:00Z",
+            "metadata__deletionGracePeriodSeconds": 30,
+            "status__containerStatuses": [{"name": "c", "state": {"running": {"startedAt": "x"}}}],
+        },
+        {
+            "metadata__deletionTimestamp": "2026-01-01T00:00:00Z",
+            "metadata__deletionGracePeriodSeconds": 30,
+            "status__containerStatuses": [
+                {"name": "c", "state": {"terminated": {"exitCode": 0}}, "image": "x"}
+            ],
+        },
+        {
+            "metadata__deletionTimestamp": "2026-01-01T00:00:00Z",
+            "metadata__deletionGracePeriodSeconds": 0,
+        },
     ],
-    ids=["running", "succeeded", "failed", "deleting", "no-finalizer"],
+    ids=[
+        "running",
+        "succeeded",
+        "failed",
+        "deleting",
+        "no-finalizer",
+        "deleting-containers-run",
+        "deleting-containers-stopped",
+        "final-delete",
+    ],
 )
 @pytest.mark.parametrize(
     "view", [JobView(JobKind.ACTIVE, "RUNNING"), JobView(JobKind.ENDED, "CANCELLED")]

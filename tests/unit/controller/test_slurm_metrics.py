@@ -16,7 +16,7 @@ from bridge.config import parse_config
 from bridge.kube.client import KubeClient
 from bridge.models import GroupId
 from bridge.slurm.client import SlurmClient
-from bridge.slurm.models import JobState, JobStateItem, SlurmJob, SlurmNode
+from bridge.slurm.models import JobState, JobStateItem, SlurmJob, SlurmNode, SlurmPartition
 from bridge.translate import admin_comment
 from controller import runtime
 from controller.app import ControllerMetrics
@@ -319,6 +319,9 @@ class FakeSlurm:
         return [self.jobs[j] for j in ids if j in self.jobs]
 
     async def list_nodes(self) -> tuple[SlurmNode, ...]:
+        return ()
+
+    async def list_partitions(self) -> tuple[SlurmPartition, ...]:
         return ()
 
     async def scan_jobs(self, keep: Any) -> tuple[SlurmJob, ...]:
