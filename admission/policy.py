@@ -18,6 +18,7 @@ from typing import Any
 
 from bridge.config import BridgeConfig
 from bridge.errors import InvalidInput
+from bridge.translate.policy import ResolvedPolicy, resolve_policy
 
 DEFAULT_SCHEDULER = "default-scheduler"
 
@@ -39,16 +40,22 @@ class AdmissionContext:
 
     def needs_namespace_labels(self, namespace: str) -> bool:
         """True when only the namespace's labels can tell whether it is managed."""
-        sel = self.config.managed_namespace_selector
-        return (
-            bool(namespace)
-            and namespace not in self.config.managed_namespaces
+        cfg = self.config
+        sel = cfg.managed_namespace_selector
+        managed_by_selector = (
+            namespace not in cfg.managed_namespaces
             and sel is not None
             and bool(sel.match_labels or sel.match_expressions)
         )
+        policy_by_selector = any(p.namespace_selector is not None for p in cfg.namespace_policies)
+        return bool(namespace) and (managed_by_selector or policy_by_selector)
 
     def namespace_managed(self, namespace: str) -> bool:
         return self.config.namespace_is_managed(namespace, self.namespace_labels or {})
+
+    def namespace_policy(self, namespace: str) -> ResolvedPolicy:
+        """The Slurm identity policy of ``namespace`` (bridge/translate/policy.py)."""
+        return resolve_policy(self.config, namespace, self.namespace_labels or {})
 
     def is_bridge_user(self, username: str) -> bool:
         return username in self.config.admission.bridge_usernames

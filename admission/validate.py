@@ -12,7 +12,12 @@ LeaderWorkerSet, batch Job) in managed namespaces:
 * only the bridge (``admission.bridgeUsernames``) writes the pod label
   ``scheduler.slinky.slurm.net/slurm-jobid`` and the annotation ``slinky.slurm.net/slurm-node``,
   on CREATE and UPDATE alike;
-* once a pod is bound (``spec.nodeName`` set), its slurmjob annotations are immutable.
+* once a pod is bound (``spec.nodeName`` set), its slurmjob annotations are immutable;
+* the namespace's Slurm identity policy (``namespacePolicies``, the same pure function the
+  scheduler enforces before every submit: :mod:`bridge.translate.policy`): pod-chosen
+  ``user-id``, ``group-id`` and ``priority`` are denied unless allowed, and ``account``,
+  ``partition``, ``qos``, ``reservation`` must be among the allowed values. Each denial
+  names the key, the value and the rule.
 
 Every error is reported in ONE denial; each names its field and the reason.
 """
@@ -26,7 +31,8 @@ from admission.policy import AdmissionContext, mapping_at, pod_managed, schedule
 from admission.review import AdmissionRequest, AdmissionResponse, allow, deny, object_name
 from bridge import wellknown
 from bridge.errors import InvalidInput
-from bridge.translate.annotations import KUEUE_TOPOLOGY_KEYS, annotation_errors
+from bridge.translate.annotations import KUEUE_TOPOLOGY_KEYS, parse_annotations_all
+from bridge.translate.policy import policy_errors
 
 # (API group, kind) of the workload objects whose slurmjob annotations are checked.
 GROUP_KINDS = frozenset(
@@ -68,17 +74,20 @@ def _slurmjob_subset(annotations: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _annotation_problems(
-    new: Mapping[str, Any], old: Mapping[str, Any] | None, obj: str, ctx: AdmissionContext
+    new: Mapping[str, Any], old: Mapping[str, Any] | None, obj: str, ctx: AdmissionContext, ns: str
 ) -> list[InvalidInput]:
-    """Parse errors of the slurmjob annotations; on UPDATE only if any of them changed."""
+    """Parse errors of the slurmjob annotations, then what the namespace's policy denies;
+    on UPDATE only if any of them changed."""
     mine = _slurmjob_subset(new)
     if not mine or (old is not None and mine == _slurmjob_subset(old)):
         return []
+    opts, errors = parse_annotations_all(mine, obj=obj, levels=ctx.config.topology.levels)
+    errors += policy_errors(opts, ctx.namespace_policy(ns), obj=obj, partition=ctx.config.partition)
     return [
         InvalidInput(f"metadata.annotations[{e.field}]", e.reason, e.obj)
         if _is_slurmjob_key(e.field)
         else e
-        for e in annotation_errors(mine, obj=obj, levels=ctx.config.topology.levels)
+        for e in errors
     ]
 
 
@@ -130,7 +139,7 @@ def _validate_pod(req: AdmissionRequest, ctx: AdmissionContext) -> AdmissionResp
     old_ann: dict[str, Any] | None = None
     if old is not None:
         old_ann = mapping_at(old, "metadata.annotations", errors)
-    errors += _annotation_problems(annotations, old_ann, name, ctx)
+    errors += _annotation_problems(annotations, old_ann, name, ctx, req.namespace)
     if not ctx.is_bridge_user(req.user_info.username):
         errors += _bridge_key_problems(pod, old, errors)
     if old is not None and old_ann is not None:
@@ -163,7 +172,7 @@ def _validate_group(req: AdmissionRequest, ctx: AdmissionContext) -> AdmissionRe
     if not _slurmjob_subset(annotations) or not _group_managed(req, obj, ctx):
         return allow(req.uid)
     old_ann = mapping_at(old, "metadata.annotations", []) if old is not None else None
-    errors += _annotation_problems(annotations, old_ann, name, ctx)
+    errors += _annotation_problems(annotations, old_ann, name, ctx, req.namespace)
     return deny(req.uid, name, errors) if errors else allow(req.uid)
 
 

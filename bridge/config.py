@@ -80,6 +80,65 @@ class LabelSelector(_Section):
         return True
 
 
+class NamespacePolicy(_Section):
+    """The Slurm identity and limits of the jobs of some namespaces, set by cluster admins
+    (``namespacePolicies`` entries and ``defaultNamespacePolicy``; see docs/security.md).
+
+    It lives in the config file (the chart's values) on purpose: only whoever deploys the
+    bridge can change it, never a tenant who can write pods or objects in a namespace.
+    """
+
+    # Which namespaces: by name, or by namespace labels (either matches). Empty in
+    # defaultNamespacePolicy, which applies where no entry matches.
+    namespaces: tuple[str, ...] = ()
+    namespace_selector: LabelSelector | None = None
+    # The Slurm user and group the jobs run as (name or number), so sacct shows per-tenant
+    # usage. None: Slurm's default (the token's user, SlurmUser).
+    user: str | None = None
+    group: str | None = None
+    # Allowed values (empty: any) and the value used when a pod names none.
+    accounts: tuple[str, ...] = ()
+    default_account: str | None = None
+    partitions: tuple[str, ...] = ()
+    default_partition: str | None = None
+    qos: tuple[str, ...] = ()
+    default_qos: str | None = None
+    reservations: tuple[str, ...] = ()
+    default_reservation: str | None = None
+    # May pods choose these (slurmjob.slinky.slurm.net/user-id, group-id, priority)?
+    allow_pod_user_id: bool = False
+    allow_pod_group_id: bool = False
+    allow_pod_priority: bool = False
+
+    @field_validator("user", "group")
+    @classmethod
+    def _identity(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$", v):
+            raise ValueError("must be a Slurm user/group name or number")
+        return v
+
+    def model_post_init(self, _context: Any) -> None:
+        for allowed, default, key in (
+            (self.accounts, self.default_account, "defaultAccount"),
+            (self.partitions, self.default_partition, "defaultPartition"),
+            (self.qos, self.default_qos, "defaultQos"),
+            (self.reservations, self.default_reservation, "defaultReservation"),
+        ):
+            if allowed and default is not None and default not in allowed:
+                raise ValueError(f"{key} {default!r} is not among the allowed values")
+
+    def selects(self, namespace: str, labels: Mapping[str, str]) -> bool:
+        """This policy applies to ``namespace`` (a non-empty selector matching its labels)."""
+        if namespace in self.namespaces:
+            return True
+        sel = self.namespace_selector
+        return (
+            sel is not None
+            and bool(sel.match_labels or sel.match_expressions)
+            and sel.matches(labels)
+        )
+
+
 class SchedulerSettings(_Section):
     """``scheduler:`` section."""
 
@@ -253,6 +312,12 @@ class BridgeConfig(_Section):
     metrics_port: int = Field(default=8080, ge=0, le=65535)
     health_port: int = Field(default=8081, ge=0, le=65535)
 
+    # --- tenants: the Slurm identity per namespace (first matching entry wins) ---
+    namespace_policies: tuple[NamespacePolicy, ...] = ()
+    # Where no entry matches: today's behaviour, except that pods may not choose their
+    # Slurm user, group or priority unless this allows it.
+    default_namespace_policy: NamespacePolicy = Field(default_factory=NamespacePolicy)
+
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     controller: ControllerSettings = Field(default_factory=ControllerSettings)
     admission: AdmissionSettings = Field(default_factory=AdmissionSettings)
@@ -278,6 +343,40 @@ class BridgeConfig(_Section):
         if not v.strip():
             raise ValueError("must not be empty")
         return v
+
+    @field_validator("namespace_policies")
+    @classmethod
+    def _policies_select(cls, v: tuple[NamespacePolicy, ...]) -> tuple[NamespacePolicy, ...]:
+        for i, pol in enumerate(v):
+            sel = pol.namespace_selector
+            if not pol.namespaces and not (sel and (sel.match_labels or sel.match_expressions)):
+                raise ValueError(f"entry {i} names no namespaces and no namespaceSelector")
+        return v
+
+    @field_validator("default_namespace_policy")
+    @classmethod
+    def _default_selects_nothing(cls, v: NamespacePolicy) -> NamespacePolicy:
+        if v.namespaces or v.namespace_selector is not None:
+            raise ValueError("applies where no namespacePolicies entry does: no namespaces")
+        return v
+
+    def namespace_policy(
+        self, namespace: str, labels: Mapping[str, str]
+    ) -> tuple[str, NamespacePolicy]:
+        """The policy of ``namespace`` and its name in the config (for messages)."""
+        for i, pol in enumerate(self.namespace_policies):
+            if pol.selects(namespace, labels):
+                return f"namespacePolicies[{i}]", pol
+        return "defaultNamespacePolicy", self.default_namespace_policy
+
+    @property
+    def uses_namespace_labels(self) -> bool:
+        """A namespace selector is configured (managedNamespaceSelector or a policy's):
+        a namespace's labels may decide whether it is managed or which policy applies."""
+        sels = [self.managed_namespace_selector] + [
+            p.namespace_selector for p in self.namespace_policies
+        ]
+        return any(s is not None and bool(s.match_labels or s.match_expressions) for s in sels)
 
     def namespace_is_managed(self, namespace: str, labels: Mapping[str, str]) -> bool:
         """True when a namespace is allow-listed by name or by the namespace selector."""

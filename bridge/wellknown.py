@@ -110,6 +110,8 @@ CONDITION_DISRUPTION_TARGET = "DisruptionTarget"
 TAINT_SLURM_NODE_UNAVAILABLE = SLINKY + "slurm-node-unavailable"
 # Prefix of Slurm node reasons the bridge sets (only these drains are undone by uncordon).
 SLURM_REASON_PREFIX = "slurm-bridge: "
+# Event reason on a pod whose job-id label names a Slurm job that is not its own.
+REASON_FOREIGN_JOB_LABEL = "ForeignSlurmJobLabel"
 
 
 def slurmjob_annotation(key: str) -> str:

@@ -10,23 +10,22 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from bridge.slurm.models import SlurmJob
-from bridge.translate import parse_admin_comment, pod_belongs
+from bridge.translate import back_link, link_is_ours, pod_belongs
 from controller.model import Action, CancelJob, KubeObject
 
 
 def ours(job: SlurmJob, mcs_label: str) -> tuple[str, ...] | None:
     """The pods an active job of ours names, or None when it is not ours / not active.
 
-    A job whose mcs_label is set and differs from ours belongs to another bridge.
+    A job whose back-link (or, for older links, mcs_label) names another cluster's mcs
+    label belongs to another bridge.
     """
     if not job.state.active:
         return None
-    parsed = parse_admin_comment(job.admin_comment)
-    if parsed is None:
+    link = back_link(job.admin_comment)
+    if link is None or not link_is_ours(link, job.mcs_label, mcs_label):
         return None
-    if mcs_label and job.mcs_label and job.mcs_label != mcs_label:
-        return None
-    return parsed[1]
+    return link.pods
 
 
 def candidates(jobs: Sequence[SlurmJob], mcs_label: str) -> dict[int, tuple[str, ...]]:

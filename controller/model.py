@@ -260,6 +260,7 @@ _POD_META = (
     "labels",
     "finalizers",
     "deletionTimestamp",
+    "ownerReferences",  # the controller's kind and uid only (a job's back-link names it)
     "deletionGracePeriodSeconds",
 )
 _POD_SPEC = ("nodeName", "resourceClaims")
@@ -275,7 +276,15 @@ def slim_pod(pod: Mapping[str, Any]) -> KubeObject:
     """The parts of ``pod`` the controller's plans read (a Watcher's ``keep``): its
     identity, labels, finalizers, deletion, node, phase and claims."""
     m = pod.get("metadata") or {}
-    out: KubeObject = {"metadata": _pick(m, _POD_META)}
+    kept = _pick(m, _POD_META)
+    refs = [
+        {"kind": r.get("kind"), "uid": r.get("uid"), "controller": True}
+        for r in kept.pop("ownerReferences", None) or ()
+        if isinstance(r, Mapping) and r.get("controller")
+    ]
+    if refs:
+        kept["ownerReferences"] = refs
+    out: KubeObject = {"metadata": kept}
     spec, status = (
         _pick(pod.get("spec") or {}, _POD_SPEC),
         _pick(pod.get("status") or {}, _POD_STATUS),

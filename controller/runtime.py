@@ -4,6 +4,13 @@ and apply them; a periodic sweep handles dangling jobs (:mod:`controller.danglin
 
 Keys: ``("job", id)`` and ``("node", name)``. Caches are rebuilt by listing on start:
 nothing is lost by a restart (the pod label and the job's admin_comment are the links).
+
+Only pods of the bridge's ``schedulerName`` are watched, and a pod's job-id label is never
+believed on its own: before a job is cancelled or its pods failed or finalized, the job is
+read once and its admin_comment must name this cluster and the pod
+(:func:`bridge.translate.job_names_pod`). A pod whose label names a job that is not its
+own is ignored (a Warning Event where its namespace is managed). Pods of namespaces that
+left the managed set are still the bridge's when their jobs say so, and are ended.
 """
 
 from __future__ import annotations
@@ -18,18 +25,28 @@ from bridge.config import BridgeConfig
 from bridge.errors import BridgeError, KubeNotFound, SlurmError, SlurmNotFound
 from bridge.kube.client import KubeClient
 from bridge.kube.events import EventRecorder
-from bridge.kube.resources import NODES, PODS, KubeObject, slim
+from bridge.kube.resources import NAMESPACES, NODES, PODS, KubeObject, slim
 from bridge.kube.watch import Watcher, WatchEvent
 from bridge.logging import get_logger
 from bridge.slurm.client import SlurmClient, state_requests
 from bridge.slurm.models import JobState, JobStateItem, SlurmJob, SlurmNode
-from bridge.translate import TranslateSettings, kobj, pod_job_id
-from bridge.wellknown import LABEL_JOB_ID
+from bridge.translate import (
+    BackLink,
+    TranslateSettings,
+    back_link,
+    foreign_label_message,
+    job_names_pod,
+    kobj,
+    link_is_ours,
+    pod_job_id,
+)
+from bridge.wellknown import LABEL_JOB_ID, REASON_FOREIGN_JOB_LABEL
 from bridge.workqueue import WorkQueue
 from controller import claims, dangling, jobs, nodes, pods, preemption
 from controller.apply import Applier
 from controller.model import (
     UNKNOWN,
+    Action,
     CancelJob,
     DeleteClaim,
     DeleteSlurmNode,
@@ -42,6 +59,8 @@ from controller.model import (
     ReleaseClaim,
     ResumeSlurmNode,
     SetNodeTopology,
+    pod_done,
+    pod_ns_name,
     slim_pod,
 )
 from controller.slurm_metrics import JobFactsTable, JobsSummary, JobTally
@@ -58,6 +77,9 @@ METRIC_READS_MAX = 8
 SWEEP_READ_CONCURRENCY = 8
 RETRY_BASE_SECONDS = 0.5
 RETRY_MAX_SECONDS = 30.0
+# How long a namespace's labels are trusted (managedNamespaceSelector, for the Warning on
+# a forged label and the pods of a job Slurm no longer knows).
+NAMESPACE_CACHE_SECONDS = 30.0
 # Actions after which the controller reads the Slurm node again (not waiting for a sweep).
 SLURM_NODE_CHANGES = (
     DrainSlurmNode,
@@ -138,6 +160,13 @@ class Controller:
         # What those reads (and the poller's) said, for the job metrics ("polled" mode):
         # kept while Slurm lists the job, ended or not (controller/slurm_metrics.py).
         self.job_facts = JobFactsTable(cfg.mcs_label)
+        # job id -> its back-link when it is ours (None: read, and not ours). Read once,
+        # the first time an action on the job's pods is planned.
+        self.links: dict[int, BackLink | None] = {}
+        # job id -> the labelled pods that left (deleted): what "all pods deleted" is
+        # proven against. Dropped with the job.
+        self.departed: dict[int, dict[str, KubeObject]] = {}
+        self._ns_labels: dict[str, tuple[float, dict[str, str]]] = {}
         # Read RUNNING jobs' records for a preemption (a bridge partition has a GraceTime:
         # controller/preemption.py); the last job id read, for the next poll's turn.
         self.preempt_watch = False
@@ -149,6 +178,8 @@ class Controller:
         old = self.pods.pop(key, None)
         if old is not None and (j := pod_job_id(old)) is not None:
             self.by_job.get(j, set()).discard(key)
+            if pod is None or pod_job_id(pod) != j:
+                self.departed.setdefault(j, {})[key] = old
             self.queue.add(("job", str(j)))
         if old is not None and (node := _node_of(old)):
             keys = self.by_node.get(node)
@@ -230,6 +261,7 @@ class Controller:
                     continue
                 else:
                     self._remember(job)
+                    self.links[j] = self._link_of(job)
                     kind = JobKind.ACTIVE if job.state.active else JobKind.ENDED
                     view = JobView(kind, job.state.primary, job.state_reason)
             if self.views.get(j) != view:
@@ -480,15 +512,20 @@ class Controller:
         gone = dict(self.deleted.get(job_id, {}))
         # Claims first; a failed release never holds up the rest (the key is retried).
         actions = claims.plan(job_pods, list(gone.values()), self.released)
-        actions += jobs.plan(job_id, job_pods, view, self.cfg.controller.job_ended_pod_policy)
-        actions += pods.plan(
-            job_id,
-            job_pods,
-            view,
-            self.nodes,
-            self.clock.now(),
-            self.cfg.controller.stuck_terminating_grace_seconds,
-        )
+        if view.kind is not JobKind.UNKNOWN and (
+            job_id in self.links
+            or self.departed.get(job_id)
+            or any(pod_done(p) for p in job_pods)
+            or self._job_actions(job_id, job_pods, view)
+        ):
+            # Something is, or soon may be, done on the pods' label's word (a pod ended or
+            # left: a forged pod that runs must not keep the job alive either): only the
+            # pods the job's admin_comment names count (none when the job is not ours).
+            mine = await self._named_pods(job_id, job_pods, view)
+            named = {id(p) for p in mine}
+            await self._warn_foreign(job_id, [p for p in job_pods if id(p) not in named])
+            if mine or self._departed_named(job_id):
+                actions += self._job_actions(job_id, mine, view)
         self._recheck_stuck(job_id, job_pods)
         await self.applier.apply(actions)
         # Remembered for pods that still exist (forgotten with them); a pod deleted
@@ -500,10 +537,85 @@ class Controller:
             left.pop(k, None)
         if not left:
             self.deleted.pop(job_id, None)
-        if not job_pods and view.finished:
-            # Nothing left to watch for this job.
+        if not job_pods and (view.finished or (job_id in self.links and not self.links[job_id])):
+            # Nothing left to watch for this job (ended, or not ours and no pod names it).
             self.by_job.pop(job_id, None)
             self.views.pop(job_id, None)
+            self.links.pop(job_id, None)
+            self.departed.pop(job_id, None)
+
+    # ------------------------------------------------------------------ ownership
+    def _job_actions(self, job_id: int, job_pods: list[KubeObject], view: JobView) -> list[Action]:
+        """What the job and pod reconcilers would do with ``job_pods`` (pure)."""
+        c = self.cfg.controller
+        return [
+            *jobs.plan(job_id, job_pods, view, c.job_ended_pod_policy),
+            *pods.plan(
+                job_id,
+                job_pods,
+                view,
+                self.nodes,
+                self.clock.now(),
+                c.stuck_terminating_grace_seconds,
+            ),
+        ]
+
+    def _link_of(self, job: SlurmJob) -> BackLink | None:
+        link = back_link(job.admin_comment)
+        return (
+            link
+            if link is not None and link_is_ours(link, job.mcs_label, self.cfg.mcs_label)
+            else None
+        )
+
+    async def _named_pods(
+        self, job_id: int, job_pods: list[KubeObject], view: JobView
+    ) -> list[KubeObject]:
+        """The pods of ``job_pods`` the job's back-link names. A job Slurm no longer knows
+        (GONE) and was never read cannot be proven: only pods of managed namespaces count
+        then (the webhook keeps their job-id label to the bridge), and nothing is
+        cancelled for them (the job is gone)."""
+        if job_id not in self.links and view.kind is JobKind.GONE:
+            return [p for p in job_pods if await self._namespace_managed(pod_ns_name(p)[0])]
+        if job_id not in self.links:
+            try:
+                self.links[job_id] = self._link_of(await self.slurm.get_job(job_id))
+            except SlurmNotFound:
+                return []  # the poller will call it GONE
+        link = self.links[job_id]
+        return [p for p in job_pods if link is not None and job_names_pod(link, p)]
+
+    def _departed_named(self, job_id: int) -> bool:
+        """A pod the job's back-link names was labelled with it and is gone."""
+        link = self.links.get(job_id)
+        left = self.departed.get(job_id, {})
+        return link is not None and any(job_names_pod(link, p) for p in left.values())
+
+    async def _warn_foreign(self, job_id: int, strangers: list[KubeObject]) -> None:
+        for pod in strangers:
+            ns, name = pod_ns_name(pod)
+            log.warning("foreign_job_label_ignored", pod=f"{ns}/{name}", job_id=job_id)
+            if self.events is not None and await self._namespace_managed(ns):
+                await self.events.record_change(
+                    pod, "Warning", REASON_FOREIGN_JOB_LABEL, foreign_label_message(job_id)
+                )
+
+    async def _namespace_managed(self, ns: str) -> bool:
+        cfg = self.cfg
+        if ns in cfg.managed_namespaces:
+            return True
+        if cfg.managed_namespace_selector is None:
+            return False
+        now = self.clock.monotonic()
+        cached = self._ns_labels.get(ns)
+        if cached is None or now - cached[0] > NAMESPACE_CACHE_SECONDS:
+            try:
+                obj = await self.kube.get(NAMESPACES, ns)
+            except KubeNotFound:
+                obj = {}
+            cached = (now, kobj.labels(obj))
+            self._ns_labels[ns] = cached
+        return cfg.namespace_is_managed(ns, cached[1])
 
     def _recheck_stuck(self, job_id: int, job_pods: list[KubeObject]) -> None:
         """Look at the job again when a Terminating pod on a dead node comes due (its
@@ -576,7 +688,12 @@ class Controller:
     async def run(self) -> None:
         """Run until cancelled."""
         pod_watch = Watcher(
-            self.kube, PODS, label_selector=LABEL_JOB_ID, clock=self.clock, keep=slim_pod
+            self.kube,
+            PODS,
+            label_selector=LABEL_JOB_ID,
+            field_selector=f"spec.schedulerName={self.cfg.scheduler_name}",
+            clock=self.clock,
+            keep=slim_pod,
         )
         node_watch = Watcher(self.kube, NODES, clock=self.clock, keep=slim)
         tasks = [

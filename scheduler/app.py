@@ -126,7 +126,7 @@ async def run_scheduler(
                 nodes_synced,
             )
         )
-        if cfg.managed_namespace_selector is not None:
+        if cfg.managed_namespace_selector is not None or cfg.uses_namespace_labels:
             tg.create_task(
                 _feed(
                     Watcher(kube, NAMESPACES, clock=clock),

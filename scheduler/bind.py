@@ -16,6 +16,7 @@ job back to Slurm.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Any
 
@@ -23,9 +24,9 @@ import structlog
 
 from bridge.clock import Clock
 from bridge.config import BridgeConfig
-from bridge.errors import DeviceAllocationError, InvalidInput, KubeError
+from bridge.errors import DeviceAllocationError, InvalidInput, KubeError, KubeNotFound
 from bridge.kube.client import KubeClient
-from bridge.kube.resources import KubeObject
+from bridge.kube.resources import PODS, KubeObject
 from bridge.translate import kobj
 from bridge.wellknown import (
     ANNOTATION_SLURM_NODE,
@@ -47,6 +48,21 @@ log = structlog.get_logger("scheduler")
 
 # A pod's claim from a template does not exist yet: looked at again this soon.
 CLAIMS_NOT_READY_RETRY_SECONDS = 0.5
+
+
+def unlink_patch(pod: KubeObject) -> KubeObject | None:
+    """The merge patch taking a pod off a cancelled job: no job-id label, no node of it,
+    no finalizer of the bridge's (None: nothing to change)."""
+    meta = kobj.mapping(pod, "metadata")
+    patch: dict[str, Any] = {}
+    if LABEL_JOB_ID in (meta.get("labels") or {}):
+        patch["labels"] = {LABEL_JOB_ID: None}
+    if ANNOTATION_SLURM_NODE in (meta.get("annotations") or {}):
+        patch["annotations"] = {ANNOTATION_SLURM_NODE: None}
+    finalizers = list(meta.get("finalizers") or [])
+    if FINALIZER in finalizers:
+        patch["finalizers"] = [f for f in finalizers if f != FINALIZER]
+    return {"metadata": patch} if patch else None
 
 
 class Binder:
@@ -231,14 +247,13 @@ class Binder:
         self.state.written(updated)
 
     async def unlink(self, pod: KubeObject) -> None:
-        """The pod no longer names a job, nor a node of it (its job was cancelled)."""
-        patch: dict[str, Any] = {}
-        if LABEL_JOB_ID in kobj.labels(pod):
-            patch["labels"] = {LABEL_JOB_ID: None}
-        if ANNOTATION_SLURM_NODE in kobj.annotations(pod):
-            patch["annotations"] = {ANNOTATION_SLURM_NODE: None}
-        if not patch:
+        """The pod no longer names a job (its job was cancelled): its job-id label,
+        its node annotation and the bridge's finalizer go (the controller follows labelled pods
+        only, so a finalizer left here would keep the pod Terminating forever once
+        deleted; a new job's link adds both again)."""
+        if unlink_patch(pod) is None:
             return
-        await self.kube.patch_pod(
-            kobj.namespace(pod), kobj.name(pod), {"metadata": patch}, patch_type="merge"
-        )
+        with contextlib.suppress(KubeNotFound):
+            await self.kube.modify(
+                PODS, kobj.name(pod), unlink_patch, namespace=kobj.namespace(pod)
+            )

@@ -84,7 +84,9 @@ class Scheduler:
             max_backoff=cfg.scheduler.reject_backoff_max_seconds,
         )
         self.slurm_outage = SlurmReachability()
-        self.state = KubeState(cfg, kube, TranslateSettings.from_config(cfg), self.queue)
+        self.state = KubeState(
+            cfg, kube, TranslateSettings.from_config(cfg), self.queue, clock=clock
+        )
         self.dra = DraAllocator(
             kube,
             slurm,
@@ -103,6 +105,7 @@ class Scheduler:
             clock,
             self.queue,
         )
+        self.jobs.on_foreign_label = self.report.foreign_label
         self.starter = Starter(cfg, slurm, clock, self.jobs, self.report, self.queue, self.metrics)
         self.binder = Binder(
             cfg, kube, self.dra, self.state, self.report, self.queue, self.metrics, clock

@@ -12,7 +12,7 @@ seen may get a new job.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,11 +29,13 @@ from bridge.translate import (
     Waiting,
     expected_size,
     kobj,
+    names_any_pod,
     order_pods,
     parse_admin_comment,
     pod_job_id,
     translate_group,
 )
+from bridge.translate.policy import resolve_policy
 from bridge.wellknown import ANNOTATION_SLURM_NODE, ANNOTATION_SPEC_HASH, LABEL_JOB_ID
 from bridge.workqueue import WorkQueue
 from scheduler.decide import GroupSnapshot, JobView, PartitionView, PodView, pending_reason
@@ -170,6 +172,8 @@ class SlurmJobs:
         self._job_partition: dict[int, str] = {}
         self.slurm_nodes: frozenset[str] = frozenset()
         self.partition_size: dict[str, PartitionView] = {}  # from Slurm's node list
+        # Told of pods whose job-id label names a job that is not theirs (a Warning).
+        self.on_foreign_label: Callable[[list[KubeObject], int], Awaitable[None]] | None = None
 
     # ------------------------------------------------------------------ following
     def watch(self, g: GroupState, job: SlurmJob) -> None:
@@ -288,7 +292,11 @@ class SlurmJobs:
     async def _labelled_jobs(self) -> set[int]:
         """Job ids the pods' job-id labels name (every namespace, a page at a time)."""
         out: set[int] = set()
-        async for page, _ in self.kube.pages(PODS, label_selector=LABEL_JOB_ID):
+        async for page, _ in self.kube.pages(
+            PODS,
+            label_selector=LABEL_JOB_ID,
+            field_selector=f"spec.schedulerName={self.state.cfg.scheduler_name}",
+        ):
             out.update(j for j in map(pod_job_id, page) if j is not None)
         return out
 
@@ -309,6 +317,18 @@ class SlurmJobs:
         except SlurmNotFound:
             g.job = None  # purged after MinJobAge: the pods never ran, submit anew
             self.gone.add(job_id)
+            return
+        pods = [self.state.pods[k] for k in sorted(g.pods) if k in self.state.pods]
+        mcs = self.state.cfg.mcs_label
+        if not names_any_pod(g.job.admin_comment, g.job.mcs_label, pods, mcs):
+            # A label names a job that is not this group's (forged, or stale): never act
+            # on it (no update, no cancel, no binding); the group gets its own job.
+            self.gone.add(job_id)
+            g.job = None
+            log.warning("foreign_job_label_ignored", job_id=job_id, group=g.ref.key)
+            if self.on_foreign_label is not None:
+                await self.on_foreign_label(pods, job_id)
+            return
         if g.job is not None and g.job.state.primary == "PENDING":
             self.watch(g, g.job)
 
@@ -377,6 +397,11 @@ class SlurmJobs:
                     self.state.settings,
                     owners=self.state.owners,
                     dra=await self.dra.inputs(pods),
+                    policy=resolve_policy(
+                        self.state.cfg,
+                        g.ref.namespace,
+                        self.state.namespace_labels.get(g.ref.namespace, {}),
+                    ),
                 )
             )
             if isinstance(result, Waiting):

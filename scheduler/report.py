@@ -11,7 +11,8 @@ from bridge.clock import Clock
 from bridge.kube.client import KubeClient
 from bridge.kube.events import EventRecorder
 from bridge.kube.resources import KubeObject
-from bridge.translate import kobj
+from bridge.translate import foreign_label_message, kobj
+from bridge.wellknown import REASON_FOREIGN_JOB_LABEL
 from bridge.workqueue import WorkQueue
 from scheduler.metrics import SchedulerMetrics
 from scheduler.state import GroupState, KubeState, scheduled_condition
@@ -42,6 +43,13 @@ class Reporter:
         self.clock = clock
         self.queue = queue
         self._background: set[asyncio.Task[Any]] = set()
+
+    async def foreign_label(self, pods: list[KubeObject], job_id: int) -> None:
+        """A Warning on each pod whose job-id label names a job that is not its own."""
+        for pod in pods:
+            await self.events.record(
+                pod, "Warning", REASON_FOREIGN_JOB_LABEL, foreign_label_message(job_id)
+            )
 
     async def unschedulable(
         self, pods: list[KubeObject], reason: str, message: str, *, warning: bool = False

@@ -114,7 +114,10 @@ class Starter:
         part, shape = d.spec.partition or "", shape_of(d.spec)
         mode = self.cfg.scheduler.immediate_allocation
         how, why = start_how(mode, shape, self.partition_view(part))
-        if how == ALLOCATE and d.spec.external:
+        # job/allocate (Slurm 26.05) runs the job as the token's user whatever user_id
+        # and group_id say: a job with an identity (namespacePolicies) is always queued.
+        spec = d.spec
+        if how == ALLOCATE and spec.external and spec.user_id is None and spec.group_id is None:
             window = self._windows.setdefault(part, AllocationWindow())
             async with window.cond:
                 if window.in_flight == 0 and (

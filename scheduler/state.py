@@ -14,6 +14,7 @@ from typing import Any
 
 import structlog
 
+from bridge.clock import Clock, SystemClock
 from bridge.config import BridgeConfig
 from bridge.errors import KubeError, KubeNotFound
 from bridge.kube.client import KubeClient
@@ -31,6 +32,7 @@ from bridge.slurm.models import SlurmJob
 from bridge.translate import GroupRef, NodeSet, TranslateSettings, group_of, kobj
 from bridge.wellknown import CONDITION_POD_SCHEDULED
 from bridge.workqueue import WorkQueue
+from scheduler.owners import OwnerCache
 
 log = structlog.get_logger("scheduler")
 
@@ -79,6 +81,7 @@ class KubeState:
         kube: KubeClient,
         settings: TranslateSettings,
         queue: WorkQueue[str],
+        clock: Clock | None = None,
     ) -> None:
         self.cfg = cfg
         self.kube = kube
@@ -91,7 +94,8 @@ class KubeState:
         # the same nodes, with excluded_nodes memoized per placement (no O(nodes) per group)
         self.node_set = NodeSet()
         self.namespace_labels: dict[str, dict[str, str]] = {}
-        self.owners: dict[str, KubeObject] = {}  # uid -> owner/group object
+        # uid -> owner/group object: bounded, slim, re-read when older than a minute
+        self.owners = OwnerCache(clock or SystemClock())
         self.pods_listed = False  # the pod watch's initial list was delivered
         # uids of the pods in that initial list, kept until the start-up sweep ends
         # (:meth:`created_after_list`)
@@ -205,9 +209,7 @@ class KubeState:
             obj = await self.kube.get(res, name, namespace)
         except KubeNotFound:
             return None
-        uid = kobj.uid(obj)
-        if uid:
-            self.owners[uid] = obj
+        self.owners.put(obj)
         return obj
 
     async def _resolve_group(self, pod: KubeObject) -> GroupRef:
@@ -225,7 +227,7 @@ class KubeState:
             )
             if ref is None or ref.get("kind") not in OWNER_KINDS:
                 break
-            owner = self.owners.get(str(ref.get("uid")))
+            owner = self.owners.fresh(str(ref.get("uid")))
             if owner is None:
                 try:
                     owner = await self._get_object(OWNER_KINDS[ref["kind"]], ns, ref["name"])
@@ -243,7 +245,7 @@ class KubeState:
         src = ref.source
         if src is None:
             return None
-        cached = self.owners.get(src.uid or "") if src.uid else None
+        cached = self.owners.fresh(src.uid) if src.uid else None
         if cached is not None and ref.kind != "PodGroup":
             return cached
         res = OWNER_KINDS.get(src.kind)

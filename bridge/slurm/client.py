@@ -49,6 +49,7 @@ from bridge.clock import Clock, SystemClock
 from bridge.config import BridgeConfig
 from bridge.errors import (
     ConfigError,
+    InvalidInput,
     SlurmBusy,
     SlurmError,
     SlurmNotFound,
@@ -188,6 +189,13 @@ class _Response:
         self.body = body
 
 
+def _not_json(endpoint: str, error: ValueError) -> InvalidInput:
+    """A 2xx answer that is not JSON (not UTF-8, nested deeper than the decoder goes,
+    truncated): named, never a bare decode error or a retry loop on ``None``."""
+    reason = str(error).split("\n")[0][:120] or type(error).__name__
+    return InvalidInput(f"{endpoint} response", f"slurmrestd's answer is not JSON: {reason}")
+
+
 class SlurmClient:
     """slurmrestd client. Not thread-safe; safe to share between tasks of one loop."""
 
@@ -317,8 +325,10 @@ class SlurmClient:
         if streamed is None:
             try:
                 parsed = fastjson.loads(raw) if raw else None
-            except ValueError:
+            except ValueError as e:
                 text = raw.decode("utf-8", "replace").strip()[:200]
+                if status < 400:
+                    raise _not_json(endpoint, e) from None
         _log.debug(
             "slurm_request",
             endpoint=endpoint,

@@ -112,6 +112,7 @@ class SlurmJob(_Frozen):
     mcs_label: str = ""
     user: str = ""
     user_id: int | None = None
+    group_id: int | None = None
     submit_time: datetime | None = None
     eligible_time: datetime | None = None
     start_time: datetime | None = None

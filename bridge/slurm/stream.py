@@ -45,12 +45,12 @@ class ArrayStream:
         self.rest: dict[str, Any] = {}
 
     def feed(self, chunk: bytes) -> list[Any]:
-        self._buf = self._buf[self._pos :] + self._text.decode(chunk)
+        self._buf = self._buf[self._pos :] + self._decode(chunk, final=False)
         self._pos = 0
         return self._run(final=False)
 
     def close(self) -> list[Any]:
-        self._buf = self._buf[self._pos :] + self._text.decode(b"", final=True)
+        self._buf = self._buf[self._pos :] + self._decode(b"", final=True)
         self._pos = 0
         items = self._run(final=True)
         if self._state != _DONE:
@@ -60,6 +60,12 @@ class ArrayStream:
         return items
 
     # ------------------------------------------------------------------ internals
+    def _decode(self, chunk: bytes, *, final: bool) -> str:
+        try:
+            return self._text.decode(chunk, final=final)
+        except UnicodeDecodeError as e:
+            raise InvalidInput("response", f"not UTF-8: {e.reason} in the answer") from None
+
     def _skip_ws(self) -> bool:
         """Skip whitespace; True when a character follows in the buffer."""
         m = _WS.match(self._buf, self._pos)
@@ -74,6 +80,10 @@ class ArrayStream:
             if final:
                 raise InvalidInput("response", f"not valid JSON: {e.msg} at {e.pos}") from None
             return False, None
+        except RecursionError:
+            raise InvalidInput(
+                "response", f"a value nested deeper than the decoder goes at {self._pos}"
+            ) from None
         # A number (or literal) at the very end of the buffer may continue in the next chunk.
         if end == len(self._buf) and not final and not isinstance(value, (dict, list, str)):
             return False, None

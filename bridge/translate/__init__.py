@@ -17,8 +17,14 @@ from bridge.translate.grouping import (
     order_pods,
 )
 from bridge.translate.identity import (
+    BackLink,
     admin_comment,
+    back_link,
+    foreign_label_message,
     human_comment,
+    job_names_pod,
+    link_is_ours,
+    names_any_pod,
     parse_admin_comment,
     pod_belongs,
     pod_job_id,
@@ -35,6 +41,7 @@ from bridge.translate.resources import PodResources, pod_resources
 from bridge.translate.settings import TranslateSettings
 
 __all__ = [
+    "BackLink",
     "GroupRef",
     "NodeSet",
     "ObjectRef",
@@ -44,11 +51,16 @@ __all__ = [
     "Waiting",
     "admin_comment",
     "annotation_errors",
+    "back_link",
     "excluded_nodes",
     "expected_size",
+    "foreign_label_message",
     "group_of",
     "human_comment",
     "is_complete",
+    "job_names_pod",
+    "link_is_ours",
+    "names_any_pod",
     "order_pods",
     "parse_admin_comment",
     "parse_quantity",

@@ -13,6 +13,7 @@ the prefix is an error (a typo would otherwise be silently ignored), and so is t
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -41,6 +42,11 @@ from bridge.wellknown import (
 _MAX_INT = 2**31 - 1
 _INT = re.compile(r"^\+?\d{1,10}$")
 _TEXT_MAX = 1024
+# Unicode categories refused in text that reaches Slurm: controls (C0, C1 such as U+0085),
+# format characters (bidi overrides such as U+202E, zero-width U+200B..U+200D, U+FEFF),
+# line and paragraph separators (U+2028, U+2029), unassigned and private-use code points,
+# and lone surrogates (not UTF-8 at all).
+_HIDDEN = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 
 
 class SlurmJobOptions(BaseModel):
@@ -92,8 +98,14 @@ def _text(value: str, field: str, obj: str | None) -> str:
         raise InvalidInput(field, "must not be empty", obj)
     if len(text) > _TEXT_MAX:
         raise InvalidInput(field, f"longer than {_TEXT_MAX} characters", obj)
-    if any(ord(c) < 32 or ord(c) == 127 for c in text):
-        raise InvalidInput(field, "must not contain control characters", obj)
+    bad = next((i for i, c in enumerate(text) if unicodedata.category(c) in _HIDDEN), None)
+    if bad is not None:
+        raise InvalidInput(
+            field,
+            f"must not contain control or format characters (U+{ord(text[bad]):04X} at "
+            f"position {bad}): they hide or reorder what squeue and sacct show",
+            obj,
+        )
     return text
 
 
@@ -252,16 +264,24 @@ def _legacy_job_name(
     return []
 
 
+def parse_annotations_all(
+    annotations: Mapping[str, str], *, obj: str, levels: Mapping[str, str] | None = None
+) -> tuple[SlurmJobOptions, list[InvalidInput]]:
+    """The options that parsed, and every problem (the admission webhook checks both).
+    ``levels``: the config's ``topology.levels``, to check a Kueue level against (None:
+    not checked)."""
+    options, errors = _parse(annotations, obj)
+    if levels is not None:
+        errors += level_problems(options.required_topology, options.preferred_topology, levels, obj)
+    return options, errors
+
+
 def annotation_errors(
     annotations: Mapping[str, str], *, obj: str, levels: Mapping[str, str] | None = None
 ) -> list[InvalidInput]:
     """Every problem with the slurmjob (and Kueue topology) annotations of one object
-    (empty: all good). ``levels``: the config's ``topology.levels``, to check a Kueue
-    level against (None: not checked)."""
-    options, errors = _parse(annotations, obj)
-    if levels is not None:
-        errors += level_problems(options.required_topology, options.preferred_topology, levels, obj)
-    return errors
+    (empty: all good); ``levels`` as in :func:`parse_annotations_all`."""
+    return parse_annotations_all(annotations, obj=obj, levels=levels)[1]
 
 
 def parse_slurmjob_annotations(annotations: Mapping[str, str], *, obj: str) -> SlurmJobOptions:

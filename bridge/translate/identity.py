@@ -3,17 +3,24 @@
 ``admin_comment`` is compact JSON::
 
     {"group":{"kind":"PodGroup","namespace":"default","name":"pg-1","uid":"..."},
-     "pods":["default/pg-1-a","default/pg-1-b"]}
+     "pods":["default/pg-1-a","default/pg-1-b"],"mcs":"kubernetes"}
 
 ``pods`` is upstream's key (upstream writes only ``{"pods": [...]}``), so jobs written by
 upstream are still recognised: :func:`parse_admin_comment` returns their pods with a
-``None`` group. Only users with admin rights can change ``admin_comment`` in Slurm.
+``None`` group. ``mcs`` is the cluster's ``mcsLabel`` (Slurm without an MCS plugin does
+not keep the job's own ``mcs_label``, so the back-link carries it).
+
+Only Slurm administrators (and SlurmUser, whose token the bridge holds) can set
+``admin_comment``, so it is the proof that a job is the bridge's: a pod's job-id label is
+only believed when the job's back-link names this cluster and that pod
+(:func:`job_names_pod`). A label alone never is: anyone who can create a pod can write one.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -23,10 +30,23 @@ from bridge.translate import kobj
 from bridge.wellknown import LABEL_JOB_ID
 
 
-def admin_comment(group: GroupId, pods: Sequence[str]) -> str:
-    """The compact JSON back-link: group identity and the pods in group order."""
-    body = {"group": group.model_dump(), "pods": list(pods)}
+def admin_comment(group: GroupId, pods: Sequence[str], mcs_label: str | None = None) -> str:
+    """The compact JSON back-link: group identity, the pods in group order, and the
+    cluster's mcs label (when it has one)."""
+    body: dict[str, Any] = {"group": group.model_dump(), "pods": list(pods)}
+    if mcs_label:
+        body["mcs"] = mcs_label
     return json.dumps(body, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class BackLink:
+    """What a job's admin_comment says: the group, its pods, the cluster's mcs label
+    (None: not written, by upstream or an older bridge)."""
+
+    group: GroupId | None
+    pods: tuple[str, ...]
+    mcs: str | None = None
 
 
 def parse_admin_comment(text: Any) -> tuple[GroupId | None, tuple[str, ...]] | None:
@@ -35,6 +55,12 @@ def parse_admin_comment(text: Any) -> tuple[GroupId | None, tuple[str, ...]] | N
     Never raises: Slurm jobs not made by the bridge carry anything in this field.
     ``group`` is None for upstream's ``{"pods": [...]}`` form.
     """
+    link = back_link(text)
+    return None if link is None else (link.group, link.pods)
+
+
+def back_link(text: Any) -> BackLink | None:
+    """The :class:`BackLink` of an admin_comment, or None when it is not one (never raises)."""
     if not isinstance(text, str) or not text.startswith("{"):
         return None
     try:
@@ -52,7 +78,46 @@ def parse_admin_comment(text: Any) -> tuple[GroupId | None, tuple[str, ...]] | N
             group = GroupId.model_validate(body["group"])
         except ValidationError:
             return None
-    return group, tuple(pods)
+    mcs = body.get("mcs")
+    if mcs is not None and not isinstance(mcs, str):
+        return None
+    return BackLink(group, tuple(pods), mcs)
+
+
+def link_is_ours(link: BackLink, job_mcs_label: str, mcs_label: str | None) -> bool:
+    """The back-link was written by a bridge of this cluster (``mcs_label``, from config).
+
+    A link that names its mcs label must name ours; one that does not (upstream, older
+    bridges) is ours unless the job's own ``mcs_label`` names another cluster.
+    """
+    ours = mcs_label or ""
+    if link.mcs is not None:
+        return link.mcs == ours
+    return not (ours and job_mcs_label and job_mcs_label != ours)
+
+
+def job_names_pod(link: BackLink, pod: Mapping[str, Any]) -> bool:
+    """The job's back-link names this very pod: its ``namespace/name`` is listed, it is in
+    the group's namespace, and where the link records a uid, the pod is that object (a
+    plain pod) or is controlled by it (a Job's pod). A pod made later under a listed name,
+    or in another namespace, is not named."""
+    key = kobj.pod_key(pod)
+    if key not in link.pods:
+        return False
+    group = link.group
+    if group is None:
+        return True
+    if group.namespace != kobj.namespace(pod):
+        return False
+    if not group.uid:
+        return True
+    if group.kind == "Pod":
+        return kobj.uid(pod) == group.uid
+    refs = kobj.get(pod, "metadata", "ownerReferences")
+    for ref in refs if isinstance(refs, list) else ():
+        if isinstance(ref, Mapping) and ref.get("controller") and ref.get("kind") == group.kind:
+            return ref.get("uid") == group.uid
+    return True
 
 
 def human_comment(group: GroupId, pod_count: int) -> str:
@@ -73,3 +138,26 @@ def pod_belongs(job_id: int, pod: kobj.Obj | None) -> bool:
         return False
     labelled = pod_job_id(pod)
     return labelled is None or labelled == job_id
+
+
+def names_any_pod(
+    admin_comment_text: Any,
+    job_mcs_label: str,
+    pods: Sequence[Mapping[str, Any]],
+    mcs_label: str | None,
+) -> bool:
+    """A job (its admin_comment and mcs_label) is this cluster's and names one of ``pods``."""
+    link = back_link(admin_comment_text)
+    return (
+        link is not None
+        and link_is_ours(link, job_mcs_label, mcs_label)
+        and any(job_names_pod(link, p) for p in pods)
+    )
+
+
+def foreign_label_message(job_id: int) -> str:
+    """The Warning said on a pod whose job-id label names a job that is not its own."""
+    return (
+        f"label {LABEL_JOB_ID}={job_id} ignored: Slurm job {job_id} is not this pod's "
+        "(its admin_comment does not name this cluster and pod)"
+    )

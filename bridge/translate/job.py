@@ -23,6 +23,7 @@ from bridge.translate.dra import DraInputs, pod_devices
 from bridge.translate.grouping import GroupRef, expected_size, group_of, order_pods
 from bridge.translate.identity import admin_comment, human_comment
 from bridge.translate.placement import NodeSet, excluded_nodes
+from bridge.translate.policy import ResolvedPolicy, enforce_policy
 from bridge.translate.resources import PodResources, pod_resources, tres_string
 from bridge.translate.settings import TranslateSettings
 from bridge.translate.topology import topology_request
@@ -163,6 +164,7 @@ def translate_group(
     *,
     owners: Mapping[str, Obj] | None = None,
     dra: DraInputs | None = None,
+    policy: ResolvedPolicy | None = None,
 ) -> JobSpec | Waiting:
     """One Slurm placeholder job for a group of pods, or :class:`Waiting` when the group
     is not complete. Raises InvalidInput naming the object, field and reason.
@@ -172,7 +174,9 @@ def translate_group(
     :class:`~bridge.translate.placement.NodeSet` memoizes them per placement);
     ``owners`` (uid -> object) any further owner objects the caller has read; ``dra``
     the DeviceClasses, claims and templates a pod's DRA requests name (see
-    :mod:`bridge.translate.dra`): their CPUs and GRES join the pod's own.
+    :mod:`bridge.translate.dra`): their CPUs and GRES join the pod's own; ``policy`` the
+    namespace's Slurm identity and limits (:mod:`bridge.translate.policy`), enforced on
+    the merged annotations (None: none, for tools and tests).
     """
     if not pods:
         raise InvalidInput("pods", "a group needs at least one pod")
@@ -183,10 +187,15 @@ def translate_group(
     group = ref.group_id(group_object)
     where = f"{ref.kind} {ref.namespace}/{ref.name}"
     size = expected_size(ref, group_object, pods)
+    if size is not None and size < 1:
+        field = "spec.leaderWorkerTemplate.size" if ref.kind == "LeaderWorkerSet" else "size"
+        raise InvalidInput(field, f"a group needs at least 1 pod, got size {size}", where)
     if size is None or len(pods) < size:
         return Waiting(group=group, have=len(pods), want=size)
     ordered = order_pods(ref, group_object, pods)
     opts = _options(ordered, group_object)
+    if policy is not None:
+        opts = enforce_policy(opts, policy, obj=where, partition=settings.partition)
     need = _max_resources(
         with_devices(p, pod_resources(p, settings.gres_mapping), dra) for p in ordered
     )
@@ -276,6 +285,6 @@ def translate_group(
         required_switches=topology.required_switches,
         wait_for_switch_seconds=topology.wait_for_switch_seconds,
         comment=human_comment(group, count),
-        admin_comment=admin_comment(group, [kobj.pod_key(p) for p in ordered]),
+        admin_comment=admin_comment(group, [kobj.pod_key(p) for p in ordered], settings.mcs_label),
         **placement,
     )

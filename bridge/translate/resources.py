@@ -20,8 +20,15 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from bridge.errors import InvalidInput
 from bridge.translate import kobj
 from bridge.translate.quantity import MIB, ceil_int, parse_non_negative, whole_count
+
+# What Slurm can count (uint32 CPUs and GRES, special values near the top; memory in
+# MiB, far below the 2**63 of JSON integers): larger totals are InvalidInput, not a job.
+MAX_CPUS = 2**31 - 1
+MAX_MEMORY_MIB = 2**40  # 1 EiB
+MAX_GRES = 2**31 - 1
 
 # Extended resources that are always GPUs, whatever the configured mapping says.
 BUILTIN_GRES = {"nvidia.com/gpu": "gpu", "amd.com/gpu": "gpu"}
@@ -103,11 +110,34 @@ def pod_resources(pod: kobj.Obj, gres_mapping: Mapping[str, str]) -> PodResource
         n = int(amounts.get(resource, Decimal(0)))
         if n:
             gres[slurm_name] = gres.get(slurm_name, 0) + n
+    obj = kobj.describe(pod, "Pod")
+    for name, n in gres.items():
+        _bounded(n, MAX_GRES, "spec.containers[*].resources", f"GRES {name}", obj)
     return PodResources(
-        cpus=ceil_int(amounts.get("cpu", Decimal(0))),
-        memory_mib=ceil_int(amounts.get("memory", Decimal(0)) / MIB),
+        cpus=_bounded(
+            ceil_int(amounts.get("cpu", Decimal(0))),
+            MAX_CPUS,
+            "spec.containers[*].resources.requests.cpu",
+            "CPUs",
+            obj,
+        ),
+        memory_mib=_bounded(
+            ceil_int(amounts.get("memory", Decimal(0)) / MIB),
+            MAX_MEMORY_MIB,
+            "spec.containers[*].resources.requests.memory",
+            "MiB of memory",
+            obj,
+        ),
         gres=gres,
     )
+
+
+def _bounded(n: int, limit: int, field: str, what: str, obj: str) -> int:
+    if n > limit:
+        raise InvalidInput(
+            field, f"the pod's total of {n} {what} is more than Slurm can count ({limit})", obj
+        )
+    return n
 
 
 def tres_string(gres: Mapping[str, int]) -> str | None:

@@ -382,6 +382,8 @@ def scheduler_config(
         slurmRequestTimeoutSeconds=60,
         logLevel="warning",
         scheduler={"workers": workers},
+        # the scale bench holds jobs with the priority annotation (tests/bench/scale.py)
+        defaultNamespacePolicy={"allowPodPriority": True},
     )
 
 

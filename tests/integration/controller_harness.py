@@ -71,7 +71,11 @@ async def place_group(
             },
         }
         uids.append((await kube.create(PODS, pod, NS))["metadata"]["uid"])
-    group = GroupId(kind="Pod", namespace=NS, name=names[0], uid=uids[0])
+    group = (
+        GroupId(kind="Pod", namespace=NS, name=names[0], uid=uids[0])
+        if len(names) == 1
+        else GroupId(kind="PodGroup", namespace=NS, name=names[0], uid="pg-" + uids[0])
+    )
     spec = JobSpec(
         name=f"ctl-{names[0]}",
         partition=sb.partition,
@@ -79,7 +83,7 @@ async def place_group(
         tasks=len(names),
         exclusive=False,
         mcs_label=mcs,
-        admin_comment=admin_comment(group, [f"{NS}/{n}" for n in names]),
+        admin_comment=admin_comment(group, [f"{NS}/{n}" for n in names], mcs),
         **spec_fields,
     )
     job_id = track(await slurm.submit(spec))

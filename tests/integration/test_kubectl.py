@@ -247,7 +247,11 @@ async def test_kubectl_wait_for_ready_and_delete_with_default_wait_return(
     await k("apply", "-f", k.file("pod.yaml", BOUND_POD))
     out = await k("wait", "--for=condition=Ready", "pod/web", "--timeout=30s")
     assert "pod/web condition met" in out
+    watches = len(srv.watch_tasks)
     waiter = asyncio.create_task(k("wait", "--for=delete", "pod/web", "--timeout=30s"))
+    # the kubelet stand-in ends the pod at once (its container exits on SIGTERM), so the
+    # delete must come after the waiter's watch is open, or it finds no pod and says nothing
+    await eventually(lambda: len(srv.watch_tasks) > watches, what="kubectl wait's watch")
     out = await k("delete", "pod", "web")  # default --wait=true: returns once it is gone
     assert 'pod "web" deleted' in out
     assert "pod/web condition met" in await waiter

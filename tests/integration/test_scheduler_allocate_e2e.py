@@ -27,7 +27,11 @@ Track = Callable[[int], int]
 
 @pytest.fixture
 async def bridge(sandbox: SlurmSandbox, tmp_path: Path) -> AsyncIterator[Bridge]:
-    async with running_bridge(sandbox, tmp_path, controller=True) as b:
+    # Some tests hold their job with the priority annotation: this site lets pods choose it.
+    allow_hold = {"allowPodPriority": True}
+    async with running_bridge(
+        sandbox, tmp_path, controller=True, defaultNamespacePolicy=allow_hold
+    ) as b:
         yield b
 
 

@@ -1,4 +1,5 @@
-"""A real admission webhook over HTTPS (trustme certificates), started per test."""
+"""A real admission webhook over HTTPS (trustme certificates), started per test; and the
+real Slurm sandbox fixtures of tests/integration (forged labels, impersonation)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ import trustme
 
 from admission.app import AdmissionServer
 from bridge.config import parse_config
+from tests.integration.conftest import sandbox, slurm, track_jobs
+
+__all__ = ["sandbox", "slurm", "start_webhook", "track_jobs", "webhook"]
 
 
 class Webhook:

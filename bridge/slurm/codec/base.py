@@ -405,6 +405,7 @@ class Codec:
             mcs_label=_s(j.get("mcs_label")),
             user=_s(j.get("user_name")),
             user_id=num(j.get("user_id")),
+            group_id=num(j.get("group_id")),
             submit_time=timestamp(j.get("submit_time")),
             eligible_time=timestamp(j.get("eligible_time")),
             start_time=timestamp(j.get("start_time")),
