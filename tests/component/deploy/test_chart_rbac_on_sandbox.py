@@ -42,8 +42,8 @@ async def admin() -> AsyncIterator[KubeClient]:
         yield kube
 
 
-async def as_component(admin: KubeClient, helm: Helm, component: str) -> KubeClient:
-    ids = chart_rbac.render(helm=helm.binary)
+async def as_component(admin: KubeClient, helm: Helm, component: str, *sets: str) -> KubeClient:
+    ids = chart_rbac.render(helm=helm.binary, sets=sets)
     await chart_rbac.apply(admin, ids)
     token = await chart_rbac.service_account_token(admin, *ids.service_accounts[component])
     return KubeClient.for_host(str(admin.configuration.host), request_timeout=5, token=token)
@@ -80,3 +80,23 @@ async def test_the_charts_admission_webhook_may_only_get_namespaces(
             await adm.list(NAMESPACES)
         with pytest.raises(KubeForbidden, match='cannot list resource "pods"'):
             await adm.list(PODS, NS)
+
+
+async def test_the_charts_controller_may_not_read_namespaces_without_a_selector(
+    admin: KubeClient, helm: Helm
+) -> None:
+    async with await as_component(admin, helm, "controller") as ctl:
+        with pytest.raises(KubeForbidden, match='cannot get resource "namespaces"'):
+            await ctl.get(NAMESPACES, NS)
+
+
+async def test_the_charts_controller_gets_a_namespace_with_a_selector(
+    admin: KubeClient, helm: Helm
+) -> None:
+    """With managedNamespaceSelector, the controller GETs a pod's namespace before it
+    believes the pod's job-id label (controller.runtime): get, and nothing more."""
+    selector = "config.managedNamespaceSelector.matchLabels.tenant=team"
+    async with await as_component(admin, helm, "controller", selector) as ctl:
+        assert (await ctl.get(NAMESPACES, NS))["metadata"]["name"] == NS
+        with pytest.raises(KubeForbidden, match='cannot list resource "namespaces"'):
+            await ctl.list(NAMESPACES)
