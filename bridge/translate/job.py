@@ -7,7 +7,7 @@ All pods of a group must carry the same slurmjob annotations.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +45,25 @@ class Waiting:
         if self.want is None:
             return f"waiting for {self.group.kind} {self.group.namespace}/{self.group.name}"
         return f"waiting for pods: {self.have} of {self.want}"
+
+
+class _OneMore(Mapping[str, Obj]):
+    """``rest`` with ``key`` -> ``value`` on top, without copying ``rest``: the scheduler
+    passes its whole owner cache (thousands of entries; copying it cost a Python call per
+    entry) for every group it translates."""
+
+    def __init__(self, key: str, value: Obj, rest: Mapping[str, Obj]) -> None:
+        self._key, self._value, self._rest = key, value, rest
+
+    def __getitem__(self, key: str) -> Obj:
+        return self._value if key == self._key else self._rest[key]
+
+    def __iter__(self) -> Iterator[str]:
+        yield self._key
+        yield from (k for k in self._rest if k != self._key)
+
+    def __len__(self) -> int:
+        return len(self._rest) + (self._key not in self._rest)
 
 
 def _group_of_all(pods: Sequence[Obj], owners: Mapping[str, Obj], s: TranslateSettings) -> GroupRef:
@@ -180,9 +199,9 @@ def translate_group(
     """
     if not pods:
         raise InvalidInput("pods", "a group needs at least one pod")
-    lookup: dict[str, Obj] = dict(owners or {})
+    lookup: Mapping[str, Obj] = owners if owners is not None else {}
     if group_object is not None and kobj.uid(group_object):
-        lookup[kobj.uid(group_object)] = group_object
+        lookup = _OneMore(kobj.uid(group_object), group_object, lookup)
     ref = _group_of_all(pods, lookup, settings)
     group = ref.group_id(group_object)
     where = f"{ref.kind} {ref.namespace}/{ref.name}"

@@ -4,6 +4,7 @@ and the admin_comment back-link."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -143,6 +144,33 @@ def test_pod_order_is_deterministic_per_kind() -> None:
         parsed = parse_admin_comment(forward.admin_comment)
         assert parsed is not None
         assert parsed[1][0] == first
+
+
+class _NoCopyOwners(Mapping[str, Any]):
+    """An owner mapping that fails when copied or iterated (the scheduler's owner cache
+    holds thousands of objects: translation only looks owners up)."""
+
+    def __init__(self, objects: Mapping[str, Any]) -> None:
+        self._objects = objects
+
+    def __getitem__(self, uid: str) -> Any:
+        return self._objects[uid]
+
+    def __iter__(self) -> Iterator[str]:
+        raise AssertionError("the owners were copied or iterated")
+
+    def __len__(self) -> int:
+        raise AssertionError("the owners were copied or sized")
+
+
+def test_owners_are_looked_up_not_copied_per_group() -> None:
+    for example in ("lws", "indexed-job", "jobset"):
+        c = cluster(example)
+        ref = group_of(c.pods[0], c.objects, S)
+        obj = c.find(ref.source.kind, "slurm-bridge", ref.source.name) if ref.source else None
+        copied = translate_group(c.pods, obj, [], S, owners=dict(c.objects))
+        looked_up = translate_group(c.pods, obj, [], S, owners=_NoCopyOwners(c.objects))
+        assert looked_up == copied
 
 
 @pytest.mark.parametrize(
