@@ -16,7 +16,6 @@ from typing import Any
 from aiohttp import web
 
 from admission.metrics import AdmissionMetrics
-from admission.namespaces import CachedNamespaceLabels, NamespaceLabelSource, kube_namespace_fetch
 from admission.policy import AdmissionContext
 from admission.server import WebhookDeps, build_webhook_app
 from admission.tls import CertReloader
@@ -24,6 +23,7 @@ from bridge.clock import Clock, SystemClock
 from bridge.config import BridgeConfig, load_config
 from bridge.errors import ConfigError
 from bridge.kube.client import KubeClient
+from bridge.kube.namespaces import CachedNamespaceLabels, NamespaceLabelSource, kube_namespace_fetch
 from bridge.logging import configure_logging, get_logger
 from bridge.ops import OpsServer, readiness
 

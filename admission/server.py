@@ -30,11 +30,11 @@ from aiohttp import web
 
 from admission.metrics import AdmissionMetrics
 from admission.mutate import mutate
-from admission.namespaces import NamespaceLabelSource
 from admission.policy import AdmissionContext
 from admission.review import AdmissionRequest, AdmissionResponse, clip, decode_review
 from admission.validate import validate
 from bridge.errors import InvalidInput, KubeError
+from bridge.kube.namespaces import NamespaceLabelSource
 from bridge.logging import get_logger
 from bridge.ops import add_health_routes, readiness
 

@@ -25,7 +25,8 @@ from bridge.config import BridgeConfig
 from bridge.errors import BridgeError, KubeNotFound, SlurmError, SlurmNotFound
 from bridge.kube.client import KubeClient
 from bridge.kube.events import EventRecorder
-from bridge.kube.resources import NAMESPACES, NODES, PODS, KubeObject, slim
+from bridge.kube.namespaces import CachedNamespaceLabels, kube_namespace_fetch
+from bridge.kube.resources import NODES, PODS, KubeObject, slim
 from bridge.kube.watch import Watcher, WatchEvent
 from bridge.logging import get_logger
 from bridge.slurm.client import SlurmClient, state_requests
@@ -166,7 +167,10 @@ class Controller:
         # job id -> the labelled pods that left (deleted): what "all pods deleted" is
         # proven against. Dropped with the job.
         self.departed: dict[int, dict[str, KubeObject]] = {}
-        self._ns_labels: dict[str, tuple[float, dict[str, str]]] = {}
+        # managedNamespaceSelector: the labels of the namespaces of labelled pods
+        self._namespaces = CachedNamespaceLabels(
+            kube_namespace_fetch(kube), self.clock, NAMESPACE_CACHE_SECONDS
+        )
         # Read RUNNING jobs' records for a preemption (a bridge partition has a GraceTime:
         # controller/preemption.py); the last job id read, for the next poll's turn.
         self.preempt_watch = False
@@ -606,16 +610,7 @@ class Controller:
             return True
         if cfg.managed_namespace_selector is None:
             return False
-        now = self.clock.monotonic()
-        cached = self._ns_labels.get(ns)
-        if cached is None or now - cached[0] > NAMESPACE_CACHE_SECONDS:
-            try:
-                obj = await self.kube.get(NAMESPACES, ns)
-            except KubeNotFound:
-                obj = {}
-            cached = (now, kobj.labels(obj))
-            self._ns_labels[ns] = cached
-        return cfg.namespace_is_managed(ns, cached[1])
+        return cfg.namespace_is_managed(ns, await self._namespaces.labels(ns))
 
     def _recheck_stuck(self, job_id: int, job_pods: list[KubeObject]) -> None:
         """Look at the job again when a Terminating pod on a dead node comes due (its

@@ -19,7 +19,6 @@ import trustme
 from aiohttp import web
 
 from admission.app import AdmissionServer
-from admission.namespaces import CachedNamespaceLabels, kube_namespace_fetch
 from admission.policy import AdmissionContext
 from admission.review import AdmissionRequest, AdmissionResponse
 from admission.server import WebhookDeps
@@ -27,6 +26,7 @@ from bridge import wellknown
 from bridge.clock import FakeClock
 from bridge.config import BridgeConfig, parse_config
 from bridge.kube.client import KubeClient
+from bridge.kube.namespaces import CachedNamespaceLabels, kube_namespace_fetch
 from tests.admission_helpers import apply_json_patch, decode_patch, make_pod, make_review
 from tests.waiting import eventually
 

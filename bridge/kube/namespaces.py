@@ -1,9 +1,10 @@
-"""Namespace labels for ``managedNamespaceSelector``: a small TTL cache over a fetch function.
+"""Namespace labels for ``managedNamespaceSelector``: a small TTL cache over a fetch function,
+shared by the admission webhook and the controller.
 
 Only consulted when the selector is set and the namespace is not listed by name, so a plain
-``managedNamespaces`` setup never talks to the API server from the webhook. Concurrent
-requests for the same namespace share one lookup. A failed lookup raises (a KubeError) and
-the server applies ``admission.failurePolicy``; it is not cached.
+``managedNamespaces`` setup never reads namespaces. Concurrent lookups of the same namespace
+share one request. A failed lookup raises (a KubeError) and is not cached: the webhook
+applies ``admission.failurePolicy``, the controller retries its key.
 """
 
 from __future__ import annotations
