@@ -111,7 +111,7 @@ async def run_scheduler(
         # then the sweep (every job's state: long at a busy site, docs/benchmarks.md, and it
         # slowed the node list asked beside it as much). The sweep runs beside the initial
         # lists and the workers; until it ends only groups that cannot have a job yet are
-        # submitted (scheduler.jobs.SlurmJobs.may_create), the others wait for it.
+        # submitted (scheduler.slurm_state.SlurmState.may_create), the others wait for it.
         nodes_read = tg.create_task(sched.refresh_slurm_nodes())
 
         async def sweep_after_nodes() -> None:

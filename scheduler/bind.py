@@ -8,9 +8,10 @@ group order to Slurm's nodes in Slurm's order, :mod:`scheduler.assign`), then in
 3. the Bindings;
 4. the Scheduled events, in the background.
 
-A step that keeps failing is counted (:mod:`scheduler.giveback`): past the bound,
-:meth:`Binder.bind` answers a :class:`~scheduler.giveback.GiveBack` and the cycle gives the
-job back to Slurm.
+:meth:`Binder.bind_group` answers what came of it (:class:`Bound`); it never requeues. A
+step that keeps failing is counted (:mod:`scheduler.giveback`): past the bound, the answer
+carries a :class:`~scheduler.giveback.GiveBack` and the cycle gives the job back to Slurm
+(:meth:`scheduler.cycle.Scheduler.release`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -35,12 +37,12 @@ from bridge.wellknown import (
     LABEL_JOB_ID,
     MANAGED_NODE_TAINT,
 )
-from bridge.workqueue import WorkQueue
 from scheduler.assign import AssignmentError, assign, network_order
 from scheduler.decide import REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE, Bind
 from scheduler.dra import ClaimsNotReady, DraAllocator
 from scheduler.giveback import BindFailures, GiveBack, Step
 from scheduler.metrics import SchedulerMetrics
+from scheduler.outcome import NOTHING, REFUSED, Outcome, Requeue, after, failed
 from scheduler.report import Reporter
 from scheduler.state import GroupState, KubeState
 
@@ -48,6 +50,15 @@ log = structlog.get_logger("scheduler")
 
 # A pod's claim from a template does not exist yet: looked at again this soon.
 CLAIMS_NOT_READY_RETRY_SECONDS = 0.5
+
+
+@dataclass(frozen=True)
+class Bound:
+    """What binding a running job's pods came to: the outcome for the cycle, and a
+    give-back when a step has failed past the bound (nothing said to the pods yet)."""
+
+    outcome: Outcome
+    give_back: GiveBack | None = None
 
 
 def unlink_patch(pod: KubeObject) -> KubeObject | None:
@@ -73,7 +84,6 @@ class Binder:
         dra: DraAllocator,
         state: KubeState,
         report: Reporter,
-        queue: WorkQueue[str],
         metrics: SchedulerMetrics,
         clock: Clock,
     ) -> None:
@@ -82,7 +92,6 @@ class Binder:
         self.dra = dra
         self.state = state
         self.report = report
-        self.queue = queue
         self.metrics = metrics
         self.clock = clock
         # binding steps failing per running job: given back to Slurm past the bound
@@ -90,9 +99,8 @@ class Binder:
             cfg.scheduler.bind_give_up_attempts, cfg.scheduler.bind_give_up_seconds
         )
 
-    async def bind(self, g: GroupState, d: Bind, pods: list[KubeObject]) -> GiveBack | None:
-        """Bind the pods ``d`` names (``pods`` are their objects) to ``d.job``'s nodes; a
-        :class:`GiveBack` when a step has failed past the bound (nothing said yet)."""
+    async def bind_group(self, g: GroupState, d: Bind, pods: list[KubeObject]) -> Bound:
+        """Bind the pods ``d`` names (``pods`` are their objects) to ``d.job``'s nodes."""
         by_key = {kobj.pod_key(p): p for p in pods}
         already = {v.key: v.assigned_node for v in d.pods if v.assigned_node}
         try:
@@ -111,10 +119,9 @@ class Binder:
         except AssignmentError as e:
             give = self._failed(d.job.job_id, "assign", str(e))
             if give is not None:
-                return give
+                return Bound(NOTHING, give)
             await self.report.unschedulable(pods, REASON_SCHEDULER_ERROR, str(e), warning=True)
-            self._rejected(g)
-            return None
+            return Bound(REFUSED)
         job_id = d.job.job_id
         t0 = time.monotonic()
         step: Step = "link"
@@ -125,18 +132,16 @@ class Binder:
             )
             # 2. DRA claims allocated to the devices Slurm picked (restart-safe)
             step = "claims"
-            claims = await self._allocate_claims(g, job_id, [(by_key[a.pod], a.node) for a in plan])
+            claims = await self._allocate_claims(job_id, [(by_key[a.pod], a.node) for a in plan])
         except KubeError as e:
             give = self._failed(job_id, step, str(e))
-            if give is None:
-                raise
-            return give
-        if claims is not True:
-            return claims or None
+            return Bound(failed(e)) if give is None else Bound(NOTHING, give)
+        if claims is not None:
+            return claims
         t1 = time.monotonic()
         # 3. the Bindings
         results = await asyncio.gather(
-            *(self._bind_one(by_key[a.pod], a.node, g) for a in plan), return_exceptions=True
+            *(self._post_binding(by_key[a.pod], a.node, g) for a in plan), return_exceptions=True
         )
         # 4. the Scheduled events, off the bind path
         bound = [(by_key[a.pod], a.node) for a, r in zip(plan, results, strict=True) if r is None]
@@ -145,20 +150,16 @@ class Binder:
         if errors:
             log.warning("bind_failed", job_id=job_id, errors=len(errors), first=str(errors[0]))
             give = self._failed(job_id, "bind", str(errors[0]))
-            if give is not None:
-                return give
-            self.queue.add_rate_limited(g.ref.key)
-        else:
-            self.failures.succeeded(job_id)
-            self.queue.forget(g.ref.key)
-            log.info(
-                "group_bound",
-                job_id=job_id,
-                pods=len(plan),
-                link_s=round(t1 - t0, 4),
-                bind_s=round(time.monotonic() - t1, 4),
-            )
-        return None
+            return Bound(Outcome(Requeue.RETRY, pods_bound=bool(bound)), give)
+        self.failures.succeeded(job_id)
+        log.info(
+            "group_bound",
+            job_id=job_id,
+            pods=len(plan),
+            link_s=round(t1 - t0, 4),
+            bind_s=round(time.monotonic() - t1, 4),
+        )
+        return Bound(Outcome(forget=True, pods_bound=True))
 
     def _failed(
         self, job_id: int, step: Step, error: str, *, counts: bool = True
@@ -166,14 +167,11 @@ class Binder:
         """Count a failed step of the running job (scheduler.bindGiveUp*)."""
         return self.failures.failed(job_id, step, error, self.clock.monotonic(), counts=counts)
 
-    def _rejected(self, g: GroupState) -> None:
-        self.queue.add_rate_limited(g.ref.key, base=self.cfg.scheduler.reject_backoff_seconds)
-
     async def _allocate_claims(
-        self, g: GroupState, job_id: int, plan: list[tuple[KubeObject, str]]
-    ) -> bool | GiveBack:
-        """The pods' ResourceClaims allocated before binding: True; False (said and
-        requeued) when they cannot be yet; a GiveBack past the bound."""
+        self, job_id: int, plan: list[tuple[KubeObject, str]]
+    ) -> Bound | None:
+        """The pods' ResourceClaims allocated before binding: None; else (they cannot be
+        yet: said to the pods) what came of it, a give-back past the bound."""
         pods = [p for p, _ in plan]
         t0 = time.monotonic()
         try:
@@ -182,26 +180,26 @@ class Binder:
             # waiting on kube-controller-manager: counts toward the time bound only
             give = self._failed(job_id, "claims", str(e), counts=False)
             if give is not None:
-                return give
+                return Bound(NOTHING, give)
             await self.report.unschedulable(pods, REASON_UNSCHEDULABLE, str(e))
-            self.queue.add_after(g.ref.key, CLAIMS_NOT_READY_RETRY_SECONDS)
-            return False
+            return Bound(after(CLAIMS_NOT_READY_RETRY_SECONDS))
         except (DeviceAllocationError, InvalidInput) as e:
             give = self._failed(job_id, "claims", f"DRA: {e}")
             if give is not None:
-                return give
+                return Bound(NOTHING, give)
             await self.report.unschedulable(pods, REASON_SCHEDULER_ERROR, f"DRA: {e}", warning=True)
-            self._rejected(g)
-            return False
+            return Bound(REFUSED)
         if n:
             seconds = round(time.monotonic() - t0, 4)
             log.info("claims_allocated", job_id=job_id, claims=n, seconds=seconds)
-        return True
+        return None
 
-    async def _bind_one(self, pod: KubeObject, node: str, g: GroupState) -> None:
+    async def _post_binding(self, pod: KubeObject, node: str, g: GroupState) -> None:
+        """POST the pod's Binding to ``node``."""
         await self.kube.bind_pod(kobj.namespace(pod), kobj.name(pod), kobj.uid(pod), node)
         # Bound: it leaves this scheduler now, not when the watch says so (no second bind);
-        # the group is processed once more and dropped when none of its pods is left.
+        # the group is processed once more (Outcome.pods_bound) and dropped when none of
+        # its pods is left.
         self.state.bound(pod)
         started = g.first_seen.pop(kobj.pod_key(pod), None)
         if started is not None:
@@ -212,7 +210,7 @@ class Binder:
         self, pod: KubeObject, job_id: int, node: str | None, spec_hash: str | None = None
     ) -> None:
         """One patch: job-id label, finalizer, managed-node toleration, node annotation,
-        the job's spec hash (see :func:`scheduler.jobs.restored_job`); none when the pod
+        the job's spec hash (see :func:`scheduler.snapshot.restored_job`); none when the pod
         carries them all."""
         labels = kobj.labels(pod)
         annotations = kobj.annotations(pod)

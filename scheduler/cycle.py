@@ -1,23 +1,34 @@
 """The scheduling cycle: pending pods -> one Slurm placeholder job per group -> bound pods.
 
-One sequential worker per group (:mod:`bridge.workqueue`); :meth:`Scheduler.process` is
-one group's cycle, in numbered steps, one call each:
+A group is processed by one worker at a time; ``scheduler.workers`` workers process
+different groups at once (:mod:`bridge.workqueue`). :meth:`Scheduler.process` is one
+group's cycle, in numbered steps, one call each, as kueue's ``schedule()``:
 
 1. the group's unbound pods, from the watch-fed cache (:mod:`scheduler.state`); a group
    with none left is dropped;
-2. snapshot: its Kubernetes facts, translated, and its Slurm facts (:mod:`scheduler.jobs`);
-3. decide, once, purely (:mod:`scheduler.decide`);
-4. act on what the decision says and nothing else: start a job (:mod:`scheduler.start`),
-   bind (:mod:`scheduler.bind`), update or cancel in Slurm, tell the pods why they wait
-   (:mod:`scheduler.report`), and requeue.
+2. snapshot: its Kubernetes facts, translated, and its Slurm facts (:mod:`scheduler.snapshot`,
+   which only reads); what a lookup found (the group's job) becomes the group's;
+3. decide, purely (:mod:`scheduler.decide`);
+4. act on the decision: start a job (:mod:`scheduler.start`), bind (:mod:`scheduler.bind`),
+   update it in Slurm or end the group's hold on it (:meth:`Scheduler.release`), tell the
+   pods why they wait (:mod:`scheduler.report`). Each act answers an
+   :class:`~scheduler.outcome.Outcome`; none touches the work queue;
+5. requeue the group, once, from the outcome (:meth:`Scheduler._requeue`); a failed cycle
+   is retried with backoff from the same place.
 
-The worker requeues a group whose cycle failed, with backoff. The parts are objects the
-Scheduler holds, each with one job; it wires them and runs the loops.
+The group's hold on its Slurm job (``GroupState.job``) is written here only: kept from the
+snapshot's lookup or the Starter's answer (:meth:`Scheduler._hold`), updated from the
+poller's news, ended by :meth:`Scheduler.release`. Besides the cycle's requeue, groups are
+woken here by events: a pod's (:meth:`Scheduler.on_pod_event`), the poller's, the end of
+the start-up sweep, Slurm going away and coming back. The parts are objects the Scheduler
+holds, each with one job; it wires them and runs the loops.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
+from dataclasses import replace
 
 import structlog
 
@@ -33,6 +44,7 @@ from bridge.translate import TranslateSettings
 from bridge.workqueue import WorkQueue
 from scheduler.bind import Binder
 from scheduler.decide import (
+    ALLOCATE,
     REASON_UNSCHEDULABLE,
     AwaitSweep,
     Bind,
@@ -49,11 +61,14 @@ from scheduler.decide import (
     decide,
 )
 from scheduler.dra import DraAllocator
-from scheduler.jobs import SlurmJobs, Snapshot, spec_hash_of
 from scheduler.metrics import SchedulerMetrics
 from scheduler.outage import SlurmReachability
+from scheduler.outcome import NOTHING, NOW, REFUSED, Outcome, Requeue, failed
+from scheduler.poller import JobPoller
 from scheduler.report import Reporter
-from scheduler.start import Starter, with_hash_in_comment
+from scheduler.slurm_state import SlurmState
+from scheduler.snapshot import JobLookup, Snapshot, Snapshots, job_view
+from scheduler.start import Started, Starter, with_hash_in_comment
 from scheduler.state import GroupState, KubeState
 
 log = structlog.get_logger("scheduler")
@@ -84,32 +99,27 @@ class Scheduler:
             max_backoff=cfg.scheduler.reject_backoff_max_seconds,
         )
         self.slurm_outage = SlurmReachability()
-        self.state = KubeState(
-            cfg, kube, TranslateSettings.from_config(cfg), self.queue, clock=clock
-        )
+        self.state = KubeState(cfg, kube, TranslateSettings.from_config(cfg), clock=clock)
         self.dra = DraAllocator(
             kube,
             slurm,
             device_class_gres=cfg.scheduler.device_class_gres,
             gres_mapping=cfg.scheduler.gres_mapping,
         )
-        self.jobs = SlurmJobs(
-            kube, slurm, clock, self.state, self.dra, self.slurm_outage, self.queue
+        self.poller = JobPoller(slurm, self._job_changed, self._job_vanished)
+        self.slurm_state = SlurmState(kube, slurm, clock, self.state, self.poller)
+        self.snapshots = Snapshots(
+            cfg, slurm, self.state, self.slurm_state, self.dra, self.slurm_outage
         )
-        self.poller = self.jobs.poller
         self.report = Reporter(
             kube,
             events or EventRecorder(kube, cfg.scheduler_name),
             self.state,
             self.metrics,
             clock,
-            self.queue,
         )
-        self.jobs.on_foreign_label = self.report.foreign_label
-        self.starter = Starter(cfg, slurm, clock, self.jobs, self.report, self.queue, self.metrics)
-        self.binder = Binder(
-            cfg, kube, self.dra, self.state, self.report, self.queue, self.metrics, clock
-        )
+        self.starter = Starter(cfg, slurm, clock, self.slurm_state, self.report, self.metrics)
+        self.binder = Binder(cfg, kube, self.dra, self.state, self.report, self.metrics, clock)
 
     # ------------------------------------------------------------------ entry points
     @property
@@ -118,14 +128,14 @@ class Scheduler:
 
     @property
     def swept(self) -> bool:
-        return self.jobs.swept
+        return self.slurm_state.swept
 
     @property
     def jobs_by_group_uid(self) -> dict[str, SlurmJob]:
-        return self.jobs.jobs_by_group_uid
+        return self.slurm_state.jobs_by_group_uid
 
     async def on_pod_event(self, kind: str, pod: KubeObject) -> None:
-        await self.state.on_pod_event(kind, pod)
+        self._wake([await self.state.on_pod_event(kind, pod)])
 
     def initial_pods_listed(self) -> None:
         self.state.initial_pods_listed()
@@ -137,105 +147,250 @@ class Scheduler:
         self.state.on_namespace_event(kind, ns)
 
     async def sweep(self, lists_done: asyncio.Event | None = None) -> None:
-        await self.jobs.sweep(lists_done)
+        """The start-up sweep (:meth:`SlurmState.sweep`); then the groups that waited for
+        it are processed."""
+        await self.slurm_state.sweep(lists_done)
+        self._wake(self.slurm_state.waited_for_sweep())
 
     async def refresh_slurm_nodes(self) -> None:
-        await self.jobs.refresh_slurm_nodes()
+        await self.slurm_state.refresh_slurm_nodes()
 
     def update_gauges(self) -> None:
         self.report.update_gauges()
 
+    def _wake(self, keys: Iterable[str | None]) -> None:
+        """Process these groups again: something they wait on changed."""
+        for key in keys:
+            if key is not None:
+                self.queue.add(key)
+
     # ------------------------------------------------------------------ one group
     async def process(self, gkey: str) -> None:
-        """One cycle of the group ``gkey``."""
+        """One cycle of the group ``gkey``, requeued at its end from its outcome."""
+        try:
+            outcome = await self._cycle(gkey)
+        except Exception as e:  # anything a step raised: the group is retried
+            outcome = failed(e)
+        if outcome.error is not None:
+            await self._failed(gkey, outcome.error)
+        self._requeue(gkey, outcome)
+
+    async def _cycle(self, gkey: str) -> Outcome:
         g = self.state.groups.get(gkey)
         if g is None:
-            return
+            return NOTHING
         # 1. the group's unbound pods
         pods = self.state.pods_of(g)
         if not pods:
             self._drop(g)
-            return
-        # 2. snapshot: Kubernetes and Slurm facts
-        snap = await self.jobs.snapshot(g, pods)
+            return NOTHING
+        # 2. snapshot: Kubernetes and Slurm facts; what it found becomes the group's
+        snap = await self.snapshots.take(g, pods)
+        if snap.lookup is not None:
+            self._keep(g, snap.lookup)
         # 3. decide
         decision = decide(snap.group)
         # 4. act
         if not isinstance(decision, AwaitSweep):
             self.metrics.attempts.labels(type(decision).__name__.lower()).inc()
         with structlog.contextvars.bound_contextvars(group=gkey):
-            await self._act(g, decision, snap)
+            if snap.lookup is not None and snap.lookup.foreign:
+                assert snap.lookup.not_ours is not None
+                await self.report.foreign_label(snap.pods, snap.lookup.not_ours)
+            return await self._act(g, decision, snap)
+
+    def _requeue(self, gkey: str, outcome: Outcome) -> None:
+        """5. The one place a cycle requeues its group, from the act step's outcome."""
+        if gkey not in self.state.groups:
+            return  # dropped
+        if outcome.forget:
+            self.queue.forget(gkey)
+        if outcome.pods_bound:
+            self.queue.add(gkey)
+        match outcome.requeue:
+            case Requeue.NOW:
+                self.queue.add(gkey)
+            case Requeue.AFTER:
+                self.queue.add_after(gkey, outcome.after)
+            case Requeue.RETRY:
+                self.queue.add_rate_limited(gkey)
+            case Requeue.REFUSED:
+                self.queue.add_rate_limited(gkey, base=self.cfg.scheduler.reject_backoff_seconds)
+            case Requeue.AFTER_SWEEP:
+                self.slurm_state.after_sweep.add(gkey)
+            case Requeue.NONE:
+                pass
+
+    async def _failed(self, gkey: str, error: Exception) -> None:
+        """A cycle step failed: counted, logged, and an unreachable Slurm noted."""
+        if not isinstance(error, BridgeError | AssertionError):
+            log.error("cycle_crashed", group=gkey, exc_info=error)
+            return
+        if isinstance(error, SlurmError):
+            self.metrics.rest_errors.labels(error.endpoint or "?", str(error.status or 0)).inc()
+            if isinstance(error, SlurmUnavailable):
+                await self._slurm_unreachable(error, gkey)
+        elif isinstance(error, KubeError):
+            self.metrics.kube_errors.labels("process", error.reason or str(error.status)).inc()
+        log.warning("cycle_failed", group=gkey, error=str(error), kind=type(error).__name__)
 
     def _drop(self, g: GroupState) -> None:
         """No pod of the group is left: forget it (and its job, no longer followed)."""
         if g.job is not None:
-            self.jobs.unwatch(g.job.job_id)
+            self.slurm_state.unwatch(g.job.job_id)
         self.state.drop_group(g.ref.key)
+        self.queue.forget(g.ref.key)
 
-    async def _bind(self, g: GroupState, d: Bind, pods: list[KubeObject]) -> None:
-        """Bind; a job whose pods cannot be bound is given back to Slurm past the bound
-        (scheduler.bindGiveUp*, :mod:`scheduler.giveback`): cancelled, taken off the pods
-        (PodScheduled reason naming the failed step, a Warning event), the group queued
-        afresh after the reject backoff."""
-        give = await self.binder.bind(g, d, pods)
-        if give is None:
-            return
-        await self.slurm.cancel(give.job_id)
-        self.jobs.unwatch(give.job_id)
+    # ------------------------------------------------------------------ the group's job
+    def _hold(
+        self,
+        g: GroupState,
+        job: SlurmJob | None,
+        *,
+        unread: bool = False,
+        made: Started | None = None,
+    ) -> None:
+        """``job`` is the group's now (None: it has none), followed while it is pending."""
+        g.job, g.unread = job, unread
+        if made is not None and made.spec is not None:
+            g.job_spec = made.spec
+        if job is not None and job.state.primary == "PENDING":
+            self.slurm_state.watch(g, job)
+
+    def _keep(self, g: GroupState, found: JobLookup) -> None:
+        """What the snapshot's lookup found becomes the group's."""
+        if found.from_sweep is not None:
+            self.slurm_state.jobs_by_group_uid.pop(found.from_sweep, None)
+        if found.not_ours is not None:
+            self.slurm_state.gone.add(found.not_ours)
+        if found.identity_checked:
+            g.uncertain_submit = False
+        self._hold(g, found.job, unread=found.unread)
+
+    def _job_changed(self, job: SlurmJob) -> None:
+        """The poller read a followed job (its state changed, or a reason came)."""
+        gkey = self.slurm_state.changed(job)
+        g = self.state.groups.get(gkey) if gkey is not None else None
+        if g is not None and g.job is not None and g.job.job_id == job.job_id:
+            g.job, g.unread = job, False
+            self._wake([g.ref.key])
+
+    def _job_vanished(self, job_id: int) -> None:
+        """Slurm no longer knows a followed job (purged): its group gets a new one."""
+        gkey = self.slurm_state.vanished(job_id)
+        g = self.state.groups.get(gkey) if gkey is not None else None
+        if g is not None and g.job is not None and g.job.job_id == job_id:
+            g.job, g.unread = None, False
+            self._wake([g.ref.key])
+
+    async def release(
+        self,
+        g: GroupState,
+        job_id: int,
+        pods: list[KubeObject],
+        *,
+        reason: str,
+        message: str,
+        warning: bool,
+    ) -> None:
+        """End the group's hold on ``job_id`` before its pods run, on every path (a member
+        lost before allocation, a job given back after failed binds): cancelled in Slurm,
+        no longer followed, no longer the group's, taken off the pods (job-id label, node
+        annotation, finalizer), and the pods told why (``reason``, ``message``)."""
+        await self.slurm.cancel(job_id)
+        self.slurm_state.unwatch(job_id)
         g.job = None
-        log.warning("job_given_back", job_id=give.job_id, step=give.step)
-        await asyncio.gather(*(self.binder.unlink(p) for p in pods), return_exceptions=True)
-        await self.report.unschedulable(pods, give.reason, give.message, warning=True)
-        self.queue.add_rate_limited(g.ref.key, base=self.cfg.scheduler.reject_backoff_seconds)
+        (log.warning if warning else log.info)("job_released", job_id=job_id, why=message)
+        unlinked = await asyncio.gather(
+            *(self.binder.unlink(p) for p in pods), return_exceptions=True
+        )
+        errors = [r for r in unlinked if isinstance(r, BaseException)]
+        if errors:
+            log.warning("unlink_failed", job_id=job_id, pods=len(errors), first=str(errors[0]))
+        await self.report.unschedulable(pods, reason, message, warning=warning)
 
-    async def _act(self, g: GroupState, d: Decision, snap: Snapshot) -> None:
-        pods, key = snap.pods, g.ref.key
+    # ------------------------------------------------------------------ 4. act
+    async def _act(self, g: GroupState, d: Decision, snap: Snapshot) -> Outcome:
+        pods = snap.pods
         match d:
             case Wait(reason=reason, message=message):
-                await self.report.waiting(g, pods, reason, message)
+                return await self.report.waiting(g, pods, reason, message)
             case Reject(message=message):
                 await self.report.unschedulable(pods, REASON_UNSCHEDULABLE, message, warning=True)
-                self.queue.add_rate_limited(key, base=self.cfg.scheduler.reject_backoff_seconds)
+                return REFUSED
             case Submit():
-                started = await self.starter.start(g, d, pods, snap.group.pods)
-                if started is not None:
-                    await self._bind(g, started, pods)
+                return await self._start(g, d, snap)
             case Update(job_id=job_id, spec=spec, spec_hash=h):
                 await self.slurm.update_job(job_id, with_hash_in_comment(spec, h))
                 log.info("job_updated", job_id=job_id)
                 g.job = await self.slurm.get_job(job_id)
-                self.queue.add(key)
+                return NOW
             case Cancel(job_id=job_id, message=message):
-                await self.slurm.cancel(job_id)
-                self.jobs.unwatch(job_id)
-                log.info("job_cancelled", job_id=job_id, why=message)
-                g.job = None
-                await asyncio.gather(*(self.binder.unlink(p) for p in pods))
-                await self.report.unschedulable(pods, REASON_UNSCHEDULABLE, message)
-            case Pending(job_id=job_id, message=message):
-                # Until Slurm has looked at a new job (its reason is still "None"), the
-                # pods are left alone: most jobs start at that first scheduling pass,
-                # and their pods are then linked and bound in one go (a restart in
-                # between finds the job by its admin_comment). A job that stays
-                # pending gets its pods linked and Slurm's reason shown.
-                if not self.poller.awaits_reason(job_id):
-                    made_from = spec_hash_of(g.job) if g.job is not None else None
+                await self.release(
+                    g, job_id, pods, reason=REASON_UNSCHEDULABLE, message=message, warning=False
+                )
+                return NOTHING
+            case Pending(job_id=job_id, message=message, spec_hash=made_from, quiet=quiet):
+                # Quiet until Slurm has looked at a new job (a restart in between finds
+                # it by its admin_comment); a job that stays pending gets its pods linked
+                # and Slurm's reason shown.
+                if not quiet:
                     await asyncio.gather(
                         *(self.binder.link_pod_to_job(p, job_id, None, made_from) for p in pods)
                     )
                     await self.report.unschedulable(pods, REASON_UNSCHEDULABLE, message)
+                return NOTHING
             case Ended(job_id=job_id, message=message):
-                self.jobs.unwatch(job_id)
+                self.slurm_state.unwatch(job_id)
                 await self.report.unschedulable(pods, REASON_UNSCHEDULABLE, message, warning=True)
+                return NOTHING
             case Bind():
-                await self._bind(g, d, pods)
+                bound = await self.binder.bind_group(g, d, pods)
+                if bound.give_back is None:
+                    return bound.outcome
+                give = bound.give_back
+                await self.release(
+                    g, give.job_id, pods, reason=give.reason, message=give.message, warning=True
+                )
+                return bound.outcome.then(REFUSED)
             case ReadJob(job_id=job_id):
-                await self.jobs.read_job(g, job_id)
-                self.queue.add(key)
+                found = await self.snapshots.read_job(g, job_id)
+                self._keep(g, found)
+                if found.foreign:
+                    await self.report.foreign_label(pods, job_id)
+                return NOW
             case AwaitSweep():
-                self.jobs.after_sweep.add(key)
+                return Outcome(Requeue.AFTER_SWEEP)
             case Unreachable(message=message):
                 await self.report.unschedulable(pods, REASON_UNSCHEDULABLE, message, warning=True)
+                return NOTHING
+
+    async def _start(self, g: GroupState, d: Submit, snap: Snapshot) -> Outcome:
+        """A new job for the group, started as ``d`` says; bound in this same cycle when
+        Slurm started it at once."""
+        started: Started | None = None
+        if d.start == ALLOCATE:
+            part = d.spec.partition or ""
+            async with self.starter.allocation_turn(part) as turn:
+                # Decided again on the partition as it is now: a try that ended while this
+                # one waited for its turn may have been refused.
+                again = decide(replace(snap.group, partition=self.slurm_state.partition_view(part)))
+                assert isinstance(again, Submit)
+                d = again
+                if d.start == ALLOCATE:
+                    started = await self.starter.allocate(d, snap.pods, turn)
+        if started is None:  # queued, or refused at once: queued
+            started = await self.starter.submit(d, snap.pods)
+        if started.uncertain:
+            g.uncertain_submit = True
+        if started.job is not None:
+            self._hold(g, started.job, made=started)
+        if not started.running or started.outcome.error is not None:
+            return started.outcome
+        # Slurm started it at once: decided again on the job as it runs (a Bind)
+        assert started.job is not None
+        running = decide(replace(snap.group, job=job_view(started.job)))
+        return started.outcome.then(await self._act(g, running, snap))
 
     # ------------------------------------------------------------------ loops
     async def worker(self) -> None:
@@ -245,27 +400,14 @@ class Scheduler:
                 return
             try:
                 await self.process(key)
-            except (BridgeError, AssertionError) as e:
-                if isinstance(e, SlurmError):
-                    self.metrics.rest_errors.labels(e.endpoint or "?", str(e.status or 0)).inc()
-                    if isinstance(e, SlurmUnavailable):
-                        await self._slurm_unreachable(e, key)
-                elif isinstance(e, KubeError):
-                    self.metrics.kube_errors.labels("process", e.reason or str(e.status)).inc()
-                log.warning("cycle_failed", group=key, error=str(e), kind=type(e).__name__)
-                self.queue.add_rate_limited(key)
-            except Exception:
-                log.exception("cycle_crashed", group=key)
-                self.queue.add_rate_limited(key)
             finally:
                 self.queue.done(key)
 
     async def _slurm_unreachable(self, error: SlurmUnavailable, gkey: str | None) -> None:
         """A Slurm call found slurmrestd (or slurmctld) unreachable."""
         if self.slurm_outage.failed(error):
-            log.warning("slurm_unreachable", error=str(error))
-            for key in list(self.state.groups):
-                self.queue.add(key)  # every pending pod learns of the outage
+            log.warning("slurm_unreachable", error=str(error), outage=self.slurm_outage.outages)
+            self._wake(list(self.state.groups))  # every pending pod learns of the outage
         g = self.state.groups.get(gkey) if gkey else None
         if g is not None:
             await self.report.unschedulable(
@@ -285,7 +427,7 @@ class Scheduler:
             log.info("slurm_reachable_again", groups=len(self.state.groups))
             for key in list(self.state.groups):
                 self.queue.forget(key)
-                self.queue.add(key)
+            self._wake(list(self.state.groups))
 
     async def poll_forever(self) -> None:
         last_resync = self.clock.monotonic()
@@ -297,7 +439,7 @@ class Scheduler:
                 await self.poller.run_once()
                 if self.clock.monotonic() - last_resync >= self.cfg.slurm_resync_interval_seconds:
                     last_resync = self.clock.monotonic()
-                    await self.jobs.refresh_slurm_nodes()
+                    await self.slurm_state.refresh_slurm_nodes()
             except SlurmError as e:
                 self.metrics.rest_errors.labels(e.endpoint or "?", str(e.status or 0)).inc()
                 # One warning per outage (slurm_unreachable), not one per tick.

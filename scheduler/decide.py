@@ -2,9 +2,15 @@
 
 Given everything known about one group at one moment (its pods, whether it is complete,
 its translated JobSpec or the reason it cannot be translated, the Slurm job that already
-exists for it, and whether Slurm answers), return what to do next. No I/O, no clock: the
-cycle (:mod:`scheduler.cycle`) acts on the returned decision and on nothing else, and
-tests/unit/scheduler/test_decide.py checks it as plain tables.
+exists for it, whether Slurm answers, and what the bridge knows of the partition a new
+job would go to), return what to do next: one :data:`Decision`. No I/O, no clock: the
+cycle (:mod:`scheduler.cycle`) acts on the returned decision, and
+tests/unit/scheduler/test_decide.py checks it as plain tables. Choices made here travel in
+the decision (how a new job is started: :attr:`Submit.start`; how many pods go on each
+node: :attr:`Bind.tasks_per_node`), so the acting step only carries them out.
+
+The pods' pending message is written and read back here only (:func:`pending_message`,
+:func:`parse_pending`).
 """
 
 from __future__ import annotations
@@ -14,22 +20,9 @@ from dataclasses import dataclass, field
 
 from bridge.errors import InvalidInput
 from bridge.models import GroupId, JobSpec
+from bridge.slurm.models import JOB_ENDED_STATES
 from scheduler.assign import tasks_per_node_even
 
-# Slurm base states after which a job holds no allocation any more.
-ENDED_STATES = frozenset(
-    {
-        "BOOT_FAIL",
-        "CANCELLED",
-        "COMPLETED",
-        "DEADLINE",
-        "FAILED",
-        "NODE_FAIL",
-        "OUT_OF_MEMORY",
-        "PREEMPTED",
-        "TIMEOUT",
-    }
-)
 # Reasons written on pods (PodScheduled=False). "Unschedulable" is what kube-scheduler
 # uses, so generic tooling (kubectl describe, cluster autoscalers) reads it right; the
 # message carries Slurm's own reason.
@@ -46,7 +39,9 @@ class PodView:
 
 
 @dataclass(frozen=True)
-class JobView:
+class SlurmJobView:
+    """What the decide step knows of the group's Slurm job."""
+
     job_id: int
     state: str  # Slurm base state: PENDING, RUNNING, CANCELLED ...
     reason: str | None = None  # Slurm's state_reason ("Resources", "Priority" ...)
@@ -64,14 +59,20 @@ class GroupSnapshot:
     expected: int  # members the group needs before it is submitted
     spec: JobSpec | None = None
     invalid: InvalidInput | None = None
-    job: JobView | None = None
+    job: SlurmJobView | None = None
     # ``job`` is what the pods record of it, not read from Slurm: enough to leave a pending
     # job alone, never to act on it
     job_unread: bool = False
+    # Slurm has not given the new job a pending reason yet, and the poller still asks
+    job_reason_awaited: bool = False
     # a new job may be made now (False until the start-up sweep ends, but for groups no
     # earlier scheduler can have seen)
     may_create: bool = True
     slurm_unreachable: str = ""  # what failed, while Slurm cannot be reached
+    # how a new job may be started (scheduler.immediateAllocation: "auto" or "never"), and
+    # what the bridge knows of the partition it would go to (the start rule's inputs)
+    immediate_allocation: str = "auto"
+    partition: PartitionView | None = None
 
 
 # --- decisions --------------------------------------------------------------------------
@@ -92,8 +93,13 @@ class Reject:
 
 @dataclass(frozen=True)
 class Submit:
+    """No job yet: make one, started as ``start`` says (:func:`start_how`): ``ALLOCATE``
+    (at once, ``job/allocate``) or ``SUBMIT`` (queued, ``job/submit``), ``why`` in words."""
+
     spec: JobSpec
     spec_hash: str
+    start: str = "submit"
+    why: str = ""
 
 
 @dataclass(frozen=True)
@@ -114,17 +120,22 @@ class Bind:
     """The job runs: put ``pods`` on its nodes, ``tasks_per_node`` pods on each Slurm
     node (None: one each, the job has a node per pod)."""
 
-    job: JobView
+    job: SlurmJobView
     pods: tuple[PodView, ...] = field(default=())
     tasks_per_node: tuple[tuple[str, int], ...] | None = None
 
 
 @dataclass(frozen=True)
 class Pending:
-    """The job waits in Slurm: show Slurm's reason on every pod."""
+    """The job waits in Slurm: link every pod to it (noting ``spec_hash``, the spec it was
+    made from) and show Slurm's reason; unless ``quiet``: Slurm has not looked at the new
+    job yet, and most jobs start at that first scheduling pass, their pods then linked
+    and bound in one go."""
 
     job_id: int
     message: str
+    spec_hash: str | None = None
+    quiet: bool = False
 
 
 @dataclass(frozen=True)
@@ -208,19 +219,34 @@ def topology_note(spec: JobSpec | None) -> str:
     return TOPOLOGY_NOTE + " and ".join(parts) if parts else ""
 
 
-def pending_message(job: JobView, spec: JobSpec | None = None) -> str:
+_JOB_PREFIX = "Slurm job "
+_IS_PENDING = " is pending: "
+
+
+def pending_message(job: SlurmJobView, spec: JobSpec | None = None) -> str:
+    """What a pod of a pending job says: Slurm's reason, then the topology note if any
+    (read back by :func:`parse_pending`)."""
     reason = job.reason or "None"
-    return f"Slurm job {job.job_id} is pending: {reason}{topology_note(spec)}"
+    return f"{_JOB_PREFIX}{job.job_id}{_IS_PENDING}{reason}{topology_note(spec)}"
+
+
+def parse_pending(message: str) -> tuple[int, str] | None:
+    """(job id, Slurm's reason) from a message :func:`pending_message` wrote, without the
+    topology note (the reason may be empty); None for any other message."""
+    head, sep, rest = message.partition(_IS_PENDING)
+    job_id = head[len(_JOB_PREFIX) :] if head.startswith(_JOB_PREFIX) else ""
+    if not sep or not job_id.isdigit():
+        return None
+    return int(job_id), rest.partition(TOPOLOGY_NOTE)[0]
 
 
 def pending_reason(message: str, job_id: int) -> str | None:
     """The reason :func:`pending_message` put in ``message`` for ``job_id``, else None."""
-    prefix = f"Slurm job {job_id} is pending: "
-    reason = message[len(prefix) :] if message.startswith(prefix) else ""
-    return reason.partition(TOPOLOGY_NOTE)[0] or None
+    parsed = parse_pending(message)
+    return (parsed[1] or None) if parsed is not None and parsed[0] == job_id else None
 
 
-def bind(job: JobView, pods: tuple[PodView, ...]) -> Bind:
+def _bind(job: SlurmJobView, pods: tuple[PodView, ...]) -> Bind:
     """Bind ``pods`` to the running ``job``: one pod per node, unless the job shares its
     nodes or has fewer nodes than pods; then as many per node as Slurm's CPUs there hold
     tasks, or (CPUs unknown) spread evenly as Slurm's block distribution does."""
@@ -242,14 +268,28 @@ def decide(snap: GroupSnapshot) -> Decision:
         return AwaitSweep()
     if snap.slurm_unreachable and isinstance(d, Submit | Update | Cancel | Pending):
         return Unreachable(snap.slurm_unreachable)
+    if isinstance(d, Submit):
+        how, why = _start_of(d.spec, snap.immediate_allocation, snap.partition)
+        return Submit(d.spec, d.spec_hash, how, why)
     return d
+
+
+def _start_of(spec: JobSpec, mode: str, part: PartitionView | None) -> tuple[str, str]:
+    """How a new job of ``spec`` is started (:func:`start_how`, and what it cannot see)."""
+    if not spec.external:
+        return SUBMIT, "not an external job"
+    if spec.user_id is not None or spec.group_id is not None:
+        # job/allocate (Slurm 26.05) runs the job as the token's user whatever user_id and
+        # group_id say: a job with an identity (namespacePolicies) is always queued.
+        return SUBMIT, "a job with a user or group identity is queued"
+    return start_how(mode, shape_of(spec), part or PartitionView())
 
 
 def _next_step(snap: GroupSnapshot) -> Decision:
     """What the group's pods and job call for, Slurm's reachability aside."""
     have, want = len(snap.pods), snap.expected
     job = snap.job
-    if job is not None and job.state in ENDED_STATES:
+    if job is not None and job.state in JOB_ENDED_STATES:
         return Ended(
             job.job_id,
             f"Slurm job {job.job_id} ended before allocation: {job.state}"
@@ -270,7 +310,7 @@ def _next_step(snap: GroupSnapshot) -> Decision:
         # Allocated: bind what is unbound. Members missing from the snapshot were bound
         # already (a restart mid-bind), and then the group translates as incomplete, with
         # no spec: binding the rest must not depend on it.
-        return bind(job, snap.pods)
+        return _bind(job, snap.pods)
     if snap.invalid is not None:
         return Reject(str(snap.invalid))
     if snap.spec is None:
@@ -278,12 +318,13 @@ def _next_step(snap: GroupSnapshot) -> Decision:
     h = spec_hash(snap.spec)
     if job is None:
         return Submit(snap.spec, h)
+    quiet = snap.job_reason_awaited
     if job.state == "PENDING":
         if job.spec_hash is not None and job.spec_hash != h:
             return Update(job.job_id, snap.spec, h)
-        return Pending(job.job_id, pending_message(job, snap.spec))
+        return Pending(job.job_id, pending_message(job, snap.spec), job.spec_hash, quiet)
     # CONFIGURING, SUSPENDED, REQUEUED ...: wait for Slurm to settle.
-    return Pending(job.job_id, f"Slurm job {job.job_id} is {job.state}")
+    return Pending(job.job_id, f"Slurm job {job.job_id} is {job.state}", job.spec_hash, quiet)
 
 
 # --- how a new job is started -----------------------------------------------------------

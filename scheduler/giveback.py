@@ -1,13 +1,14 @@
 """An allocation is never held for pods that cannot be bound.
 
-Once Slurm has started a group's job, binding its pods takes four steps (``scheduler.bind``
-``Binder.bind``): assign the pods to the job's nodes, link each pod to its node, write the DRA
-claims' allocation, bind. When a step keeps failing (a claim write refused by RBAC, a
-pod deleted, a node gone), Slurm would otherwise hold the allocation for nothing. After
-``scheduler.bindGiveUpAttempts`` failures or ``scheduler.bindGiveUpSeconds`` since the
-first one, whichever comes first, the scheduler gives the job back: it cancels it, takes
-the job off the pods, says why (PodScheduled reason naming the step, a Warning event) and
-queues the group afresh (with the reject backoff).
+Once Slurm has started a group's job, binding its pods takes four steps
+(:meth:`scheduler.bind.Binder.bind_group`): assign the pods to the job's nodes, link each pod
+to its node, write the DRA claims' allocation, post the Bindings. When a step keeps failing
+(a claim write refused by RBAC, a pod deleted, a node gone), Slurm would otherwise hold the
+allocation for nothing. After ``scheduler.bindGiveUpAttempts`` failures or
+``scheduler.bindGiveUpSeconds`` since the first one, whichever comes first, the scheduler
+gives the job back (:meth:`scheduler.cycle.Scheduler.release`): it cancels it, takes the job
+off the pods, says why (PodScheduled reason naming the step, a Warning event) and queues
+the group afresh (with the reject backoff).
 
 :class:`BindFailures` is the pure bookkeeping: it never talks to Slurm or Kubernetes and
 takes the time as an argument. Its state is in memory: a restarted scheduler starts

@@ -5,9 +5,11 @@ whose answer could be lost); pending pods say so instead of showing a stale Slur
 ``PodScheduled=False``, message ``Slurm REST API unreachable: <what failed>``. The text is
 the error's own (endpoint, HTTP status, the exception type: never a credential).
 
-Transitions are what the caller acts on: going down re-queues every group (so each pending
-pod learns of the outage), coming back re-queues every group with its backoff forgotten
-(so recovery does not wait for a long retry delay built up during the outage).
+This class only records; the cycle (:mod:`scheduler.cycle`) acts on the transitions it
+reports: going down re-queues every group (so each pending pod learns of the outage),
+coming back (a ``GET /ping/`` per poll tick while down) re-queues every group with its
+backoff forgotten (so recovery does not wait for a long retry delay built up during the
+outage). The decide step reads :attr:`SlurmReachability.message` from the snapshot.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ OUTAGE_PREFIX = "Slurm REST API unreachable: "
 @dataclass
 class SlurmReachability:
     down: SlurmUnavailable | None = None
-    outages: int = 0  # how many times Slurm went away (tests, logs)
+    outages: int = 0  # how many times Slurm went away (logged with each new outage)
 
     @property
     def message(self) -> str:

@@ -1,5 +1,6 @@
 """What the scheduler tells: each waiting pod's PodScheduled=False condition and its
-event, the Scheduled events of bound pods, and the pending-pods gauge."""
+event, the Scheduled events of bound pods, Warnings on pods whose label names another
+group's job, and the pending-pods gauge."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from bridge.kube.events import EventRecorder
 from bridge.kube.resources import KubeObject
 from bridge.translate import foreign_label_message, kobj
 from bridge.wellknown import REASON_FOREIGN_JOB_LABEL
-from bridge.workqueue import WorkQueue
+from scheduler.decide import parse_pending
 from scheduler.metrics import SchedulerMetrics
+from scheduler.outcome import NOTHING, Outcome, after
 from scheduler.state import GroupState, KubeState, scheduled_condition
 
 # An incomplete group's count ("k of n pods exist") is refreshed on its members at most
@@ -34,14 +36,12 @@ class Reporter:
         state: KubeState,
         metrics: SchedulerMetrics,
         clock: Clock,
-        queue: WorkQueue[str],
     ) -> None:
         self.kube = kube
         self.events = events
         self.state = state
         self.metrics = metrics
         self.clock = clock
-        self.queue = queue
         self._background: set[asyncio.Task[Any]] = set()
 
     async def foreign_label(self, pods: list[KubeObject], job_id: int) -> None:
@@ -76,25 +76,25 @@ class Reporter:
 
     async def waiting(
         self, g: GroupState, pods: list[KubeObject], reason: str, message: str
-    ) -> None:
+    ) -> Outcome:
         """An incomplete group's condition ("k of n pods exist"). New members are told at
         once; the count on the others is refreshed at most every WAITING_REFRESH_SECONDS,
         so a gang of n arriving pod by pod costs O(n) writes, not O(n^2); and nothing is
-        said before the group has waited WAITING_GRACE_SECONDS."""
+        said before the group has waited WAITING_GRACE_SECONDS. The outcome says when the
+        group is to be looked at again for that."""
         now = self.clock.monotonic()
         if g.waiting_since is None:
             g.waiting_since = now
         if now - g.waiting_since < WAITING_GRACE_SECONDS:
-            self.queue.add_after(g.ref.key, WAITING_GRACE_SECONDS - (now - g.waiting_since))
-            return
+            return after(WAITING_GRACE_SECONDS - (now - g.waiting_since))
         if g.waiting_said_at is None or now - g.waiting_said_at >= WAITING_REFRESH_SECONDS:
             g.waiting_said_at = now
             await self.unschedulable(pods, reason, message)
-            return
+            return NOTHING
         fresh = [p for p in pods if scheduled_condition(p) is None]
         if fresh:
             await self.unschedulable(fresh, reason, message)
-        self.queue.add_after(g.ref.key, WAITING_REFRESH_SECONDS - (now - g.waiting_said_at))
+        return after(WAITING_REFRESH_SECONDS - (now - g.waiting_said_at))
 
     def scheduled_later(self, bound: list[tuple[KubeObject, str]]) -> None:
         """The Scheduled events of pods just bound, in the background: a gang's bindings
@@ -115,16 +115,14 @@ class Reporter:
         task.add_done_callback(self._background.discard)
 
     def update_gauges(self) -> None:
-        """``slurm_bridge_pending_pods{reason}``: Slurm's pending reason, else the
-        condition's reason, else New."""
+        """``slurm_bridge_pending_pods{reason}``: Slurm's pending reason (without a
+        topology note), else the condition's reason, else New."""
         counts: dict[str, int] = {}
         for pod in self.state.pods.values():
-            cond = scheduled_condition(pod)
-            msg = str((cond or {}).get("message") or "")
-            reason = (
-                msg.rpartition(": ")[2] if "pending" in msg else (cond or {}).get("reason", "New")
-            )
-            counts[str(reason)] = counts.get(str(reason), 0) + 1
+            cond = scheduled_condition(pod) or {}
+            pending = parse_pending(str(cond.get("message") or ""))
+            reason = str(pending[1] if pending is not None else cond.get("reason", "New"))
+            counts[reason] = counts.get(reason, 0) + 1
         self.metrics.pending_pods.clear()
         for r, n in counts.items():
             self.metrics.pending_pods.labels(r).set(n)

@@ -1,7 +1,9 @@
-"""Starting a group's job: at once (``job/allocate``, immediate) when the start rule
-(:func:`scheduler.decide.start_how`) says Slurm can, else (or when Slurm refuses) queued
-(``job/submit``). Immediate tries per partition go through an allocation window, so a
-burst on a full partition costs ONE refused try, not one per worker.
+"""Starting a group's job as the Submit decision says (:attr:`scheduler.decide.Submit.start`):
+at once (``job/allocate``, immediate) or queued (``job/submit``), and queued too when Slurm
+refuses to start it at once. Immediate tries per partition go through an allocation window
+(:meth:`Starter.allocation_turn`), so a burst on a full partition costs ONE refused try, not
+one per worker. The Starter decides nothing: it carries the decision out and answers what
+came of it (:class:`Started`); the cycle keeps the job and requeues.
 
 Figures behind these choices (start latency, refused tries, read costs):
 docs/benchmarks.md, "The scheduler's measured choices".
@@ -10,7 +12,9 @@ docs/benchmarks.md, "The scheduler's measured choices".
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import structlog
@@ -22,29 +26,15 @@ from bridge.kube.resources import KubeObject
 from bridge.models import JobSpec
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import ALLOCATE_MARK, Allocated, JobState, SlurmJob
-from bridge.workqueue import WorkQueue
-from scheduler.decide import (
-    ALLOCATE,
-    REASON_UNSCHEDULABLE,
-    Bind,
-    PartitionView,
-    PodView,
-    Shape,
-    Submit,
-    bind,
-    shape_of,
-    start_how,
-)
-from scheduler.jobs import SPEC_MARK, SlurmJobs, job_view
+from scheduler.decide import REASON_UNSCHEDULABLE, Submit, shape_of
 from scheduler.metrics import SchedulerMetrics
+from scheduler.outcome import NOW, REFUSED, Outcome, failed
 from scheduler.report import Reporter
-from scheduler.state import GroupState
+from scheduler.slurm_state import SlurmState
+from scheduler.snapshot import SPEC_MARK
 
 log = structlog.get_logger("scheduler")
 
-# A shape Slurm refused to start at once is not tried again in its partition for this
-# long (a group refused now is queued, and then its pending job holds the others back).
-REFUSED_MEMORY_SECONDS = 2.0
 # An allocation window falls back to one try in flight (a probe) after this long without
 # a try: the partition may have filled meanwhile.
 PROBE_AFTER_IDLE_SECONDS = 1.0
@@ -62,6 +52,32 @@ class AllocationWindow:
     last: float = float("-inf")
 
 
+@dataclass
+class AllocationTurn:
+    """One try's turn in its partition's window; ``started`` (True: Slurm started it or
+    said why not; False: refused) sizes the window when the turn ends (None: unchanged)."""
+
+    started: bool | None = None
+
+
+@dataclass(frozen=True)
+class Started:
+    """What starting a group's job came to: the job Slurm gave it (``job``: as it is known
+    now, pending until read; None: none was made), made from ``spec``; ``uncertain``: the
+    answer was lost, so the job may exist (looked up by identity before any new submit);
+    ``outcome``: what the cycle does next."""
+
+    outcome: Outcome
+    job: SlurmJob | None = None
+    spec: JobSpec | None = None
+    uncertain: bool = False
+
+    @property
+    def running(self) -> bool:
+        """Slurm started it at once and its nodes are known: it is bound in this cycle."""
+        return self.job is not None and self.job.state.primary == "RUNNING" and bool(self.job.nodes)
+
+
 def with_hash_in_comment(spec: JobSpec, spec_hash: str, *, started_now: bool = False) -> JobSpec:
     """``spec`` whose comment ends with ``spec=<hash>`` (and ``start=now`` for a job
     started at once): how a restarted scheduler tells whether the job is still current."""
@@ -75,85 +91,47 @@ class Starter:
         cfg: BridgeConfig,
         slurm: SlurmClient,
         clock: Clock,
-        jobs: SlurmJobs,
+        slurm_state: SlurmState,
         report: Reporter,
-        queue: WorkQueue[str],
         metrics: SchedulerMetrics,
     ) -> None:
         self.cfg = cfg
         self.slurm = slurm
         self.clock = clock
-        self.jobs = jobs
+        self.slurm_state = slurm_state
         self.report = report
-        self.queue = queue
         self.metrics = metrics
-        self._refused: dict[str, list[tuple[float, Shape]]] = {}  # partition -> (when, shape)
         self._windows: dict[str, AllocationWindow] = {}
 
-    def partition_view(self, part: str) -> PartitionView:
-        """What the start rule knows of ``part``: the bridge's jobs pending there, shapes
-        refused lately, its size."""
-        now = self.clock.monotonic()
-        refused = self._refused.get(part)
-        if refused:
-            refused[:] = [(t, sh) for t, sh in refused if now - t < REFUSED_MEMORY_SECONDS]
-        size = self.jobs.partition_size.get(part, PartitionView())
-        return PartitionView(
-            pending=len(self.jobs.pending_in.get(part, ())),
-            refused=tuple(sh for _, sh in refused or ()),
-            nodes=size.nodes,
-            max_node_cpus=size.max_node_cpus,
-            max_node_memory_mib=size.max_node_memory_mib,
-        )
-
-    async def start(
-        self, g: GroupState, d: Submit, pods: list[KubeObject], views: tuple[PodView, ...]
-    ) -> Bind | None:
-        """A new job for the group; a Bind when Slurm started it at once (the cycle binds
-        it now), else None (queued, or failed and said to the pods)."""
-        part, shape = d.spec.partition or "", shape_of(d.spec)
-        mode = self.cfg.scheduler.immediate_allocation
-        how, why = start_how(mode, shape, self.partition_view(part))
-        # job/allocate (Slurm 26.05) runs the job as the token's user whatever user_id
-        # and group_id say: a job with an identity (namespacePolicies) is always queued.
-        spec = d.spec
-        if how == ALLOCATE and spec.external and spec.user_id is None and spec.group_id is None:
-            window = self._windows.setdefault(part, AllocationWindow())
+    @contextlib.asynccontextmanager
+    async def allocation_turn(self, partition: str) -> AsyncIterator[AllocationTurn]:
+        """Wait for a turn to try ``job/allocate`` in ``partition`` (the window's size of
+        tries in flight at once)."""
+        window = self._windows.setdefault(partition, AllocationWindow())
+        async with window.cond:
+            if window.in_flight == 0 and (
+                self.clock.monotonic() - window.last > PROBE_AFTER_IDLE_SECONDS
+            ):
+                window.size = 1
+            await window.cond.wait_for(lambda: window.in_flight < window.size)
+            window.in_flight += 1
+        turn = AllocationTurn()
+        try:
+            yield turn
+        finally:
             async with window.cond:
-                if window.in_flight == 0 and (
-                    self.clock.monotonic() - window.last > PROBE_AFTER_IDLE_SECONDS
-                ):
-                    window.size = 1
-                await window.cond.wait_for(lambda: window.in_flight < window.size)
-                window.in_flight += 1
-            # True: started (or failed, said to the pods); False: refused or rejected,
-            # so it is queued and job/submit gives Slurm's verdict.
-            started: bool | None = None
-            running: Bind | None = None
-            try:
-                # Decided again: a try that ended while this one waited may have been refused.
-                how, why = start_how(mode, shape, self.partition_view(part))
-                if how == ALLOCATE:
-                    started, running = await self._allocate(g, d, pods, views)
-            finally:
-                async with window.cond:
-                    window.in_flight -= 1
-                    window.last = self.clock.monotonic()
-                    if started is not None:
-                        cap = self.cfg.scheduler.workers
-                        window.size = min(window.size * 2, cap) if started else 1
-                    window.cond.notify_all()
-            if started:
-                return running
-        log.debug("job_queued", why=why)
-        await self._submit(g, d, pods)
-        return None
+                window.in_flight -= 1
+                window.last = self.clock.monotonic()
+                if turn.started is not None:
+                    cap = self.cfg.scheduler.workers
+                    window.size = min(window.size * 2, cap) if turn.started else 1
+                window.cond.notify_all()
 
-    async def _allocate(
-        self, g: GroupState, d: Submit, pods: list[KubeObject], views: tuple[PodView, ...]
-    ) -> tuple[bool, Bind | None]:
-        """Try to start the job now: (False, None) when Slurm refused or rejected it (queue
-        it instead); (True, a Bind) when it runs; (True, None) when it is known otherwise."""
+    async def allocate(
+        self, d: Submit, pods: list[KubeObject], turn: AllocationTurn
+    ) -> Started | None:
+        """Try to start the job now (in ``turn``): None when Slurm refused or rejected it
+        (queue it instead: :meth:`submit`)."""
         t0 = time.monotonic()
         stamped = with_hash_in_comment(d.spec, d.spec_hash, started_now=True)
         try:
@@ -162,35 +140,31 @@ class Starter:
             # Refused for a reason the rule does not know (a hold, a dependency, licenses):
             # queue it, and job/submit gives Slurm's verdict on the job itself.
             log.info("allocation_rejected", error=str(e))
-            return False, None
+            turn.started = False
+            return None
         except SlurmError as e:
-            await self._submit_failed(g, e, pods)
-            return True, None
+            started = await self._failed(e, pods)
+            turn.started = None if started.uncertain else True
+            return started
         if not isinstance(outcome, Allocated):
             # Refused: a FAILED record stays in Slurm (never taken for the group's job,
             # SlurmJob.refused_allocation); the same shape is not tried again for a while.
             self.metrics.allocations_refused.inc()
-            self._refused.setdefault(d.spec.partition or "", []).append(
-                (self.clock.monotonic(), shape_of(d.spec))
-            )
+            self.slurm_state.refused(d.spec.partition or "", shape_of(d.spec))
             log.info("allocation_refused", error=outcome.error_number, why=outcome.message)
-            return False, None
+            turn.started = False
+            return None
         self.metrics.jobs_allocated.inc()
         # RUNNING already: one read for its nodes, then bound in this same cycle. Should
         # the read fail, the job is known by id and the poller reads it.
-        known = self._created(g, d.spec, stamped, outcome.job_id, t0)
+        known = self._created(d.spec, stamped, outcome.job_id, t0)
         try:
-            g.job = await self._allocated_job(known, len(pods))
-        except SlurmError:
-            self.jobs.watch(g, known)
-            raise
-        log.info("job_allocated", job_id=outcome.job_id, pods=len(pods), nodes=len(g.job.nodes))
-        if g.job.state.primary == "RUNNING" and g.job.nodes:
-            return True, bind(job_view(g.job), views)
-        if g.job.state.primary == "PENDING":
-            self.jobs.watch(g, g.job)
-        self.queue.add(g.ref.key)
-        return True, None
+            job = await self._allocated_job(known, len(pods))
+        except SlurmError as e:
+            return Started(failed(e, forget=True), known, d.spec)
+        log.info("job_allocated", job_id=outcome.job_id, pods=len(pods), nodes=len(job.nodes))
+        turn.started = True
+        return Started(Outcome(NOW.requeue, forget=True), job, d.spec)
 
     async def _allocated_job(self, known: SlurmJob, pods: int) -> SlurmJob:
         """The job Slurm just started at once, as binding needs it. One pod: only its node,
@@ -204,41 +178,40 @@ class Starter:
                 return known.model_copy(update={"state": running, "nodes": nodes})
         return await self.slurm.get_job(known.job_id)
 
-    async def _submit_failed(self, g: GroupState, e: SlurmError, pods: list[KubeObject]) -> None:
+    async def _failed(self, e: SlurmError, pods: list[KubeObject]) -> Started:
+        """Slurm did not take the job: unreachable (the answer may be lost: the job may
+        exist, so it is looked up by identity before a new submit, see docs/scheduler.md,
+        "Restart safety"), or refused it (said to the pods, retried after the reject
+        backoff)."""
         if isinstance(e, SlurmUnavailable):
-            # The job may exist: never submit blindly again (see DESIGN: known traps).
-            g.uncertain_submit = True
-            raise e
+            return Started(failed(e), uncertain=True)
         await self.report.unschedulable(
             pods, REASON_UNSCHEDULABLE, f"Slurm rejected the job: {e}", warning=True
         )
-        self.queue.add_rate_limited(g.ref.key, base=self.cfg.scheduler.reject_backoff_seconds)
+        return Started(REFUSED)
 
-    async def _submit(self, g: GroupState, d: Submit, pods: list[KubeObject]) -> None:
+    async def submit(self, d: Submit, pods: list[KubeObject]) -> Started:
+        """Queue the job (``job/submit``)."""
+        log.debug("job_queued", why=d.why)
         t0 = time.monotonic()
         stamped = with_hash_in_comment(d.spec, d.spec_hash)
         try:
             job_id = await self.slurm.submit(stamped)
         except SlurmError as e:
-            await self._submit_failed(g, e, pods)
-            return
+            return await self._failed(e, pods)
         self.metrics.jobs_submitted.inc()
         log.info("job_submitted", job_id=job_id, pods=len(pods))
         # No GET here: slurmctld starts an external job at its next scheduling pass, never
         # in the submit RPC (docs/benchmarks.md), so the job is pending now. The poller's
         # next tick sees it start (one GET then) or reads its reason.
-        self.jobs.watch(g, self._created(g, d.spec, stamped, job_id, t0))
-        self.queue.add(g.ref.key)
+        job = self._created(d.spec, stamped, job_id, t0)
+        return Started(Outcome(NOW.requeue, forget=True), job, d.spec)
 
-    def _created(
-        self, g: GroupState, spec: JobSpec, stamped: JobSpec, job_id: int, t0: float
-    ) -> SlurmJob:
-        """Slurm gave ``g`` the job ``job_id`` (submitted or allocated): known by id and
-        taken as pending until it is read. Returns that job, now ``g.job``."""
+    def _created(self, spec: JobSpec, stamped: JobSpec, job_id: int, t0: float) -> SlurmJob:
+        """Slurm gave the group the job ``job_id`` (submitted or allocated): known by id
+        and taken as pending until it is read."""
         self.metrics.submit_seconds.observe(time.monotonic() - t0)
-        g.job_spec = spec
-        self.queue.forget(g.ref.key)
-        g.job = SlurmJob(
+        return SlurmJob(
             job_id=job_id,
             name=spec.name,
             state=JobState(primary="PENDING"),
@@ -246,4 +219,3 @@ class Starter:
             comment=stamped.comment,
             admin_comment=spec.admin_comment,
         )
-        return g.job

@@ -1,8 +1,9 @@
 """The scheduler's watch-fed view of Kubernetes: its unbound pods gathered into groups,
 the nodes, the namespaces' labels, and the owner objects grouping reads.
 
-Fed by the watches :mod:`scheduler.app` runs (pods, nodes, namespaces); each pod event
-queues its group. Nothing here talks to Slurm.
+Fed by the watches :mod:`scheduler.app` runs (pods, nodes, namespaces); a pod event
+answers the key of the group it changed, which the cycle queues. Nothing here talks to
+Slurm or touches the work queue.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from bridge.models import JobSpec
 from bridge.slurm.models import SlurmJob
 from bridge.translate import GroupRef, NodeSet, TranslateSettings, group_of, kobj
 from bridge.wellknown import CONDITION_POD_SCHEDULED
-from bridge.workqueue import WorkQueue
 from scheduler.owners import OwnerCache
 
 log = structlog.get_logger("scheduler")
@@ -57,7 +57,7 @@ class GroupState:
     first_seen: dict[str, float] = field(default_factory=dict)
     waiting_said_at: float | None = None  # last "waiting for group" write to every member
     waiting_since: float | None = None  # when the group was first found incomplete
-    # ``job`` is what the pods record of it (restored, :func:`scheduler.jobs.restored_job`),
+    # ``job`` is what the pods record of it (restored, :func:`scheduler.snapshot.restored_job`),
     # not read from Slurm: only a Pending decision may act on it (a no-op); any other
     # reads it first (the ReadJob decision).
     unread: bool = False
@@ -80,13 +80,11 @@ class KubeState:
         cfg: BridgeConfig,
         kube: KubeClient,
         settings: TranslateSettings,
-        queue: WorkQueue[str],
         clock: Clock | None = None,
     ) -> None:
         self.cfg = cfg
         self.kube = kube
         self.settings = settings
-        self.queue = queue
         self.pods: dict[str, KubeObject] = {}  # unbound managed pods, by ns/name
         self.pod_group: dict[str, str] = {}  # pod key -> group key
         self.groups: dict[str, GroupState] = {}
@@ -115,8 +113,9 @@ class KubeState:
             and self.cfg.namespace_is_managed(ns, self.namespace_labels.get(ns, {}))
         )
 
-    async def on_pod_event(self, kind: str, pod: KubeObject) -> None:
-        """Apply one watch event (ADDED/MODIFIED/DELETED) of an unscheduled pod."""
+    async def on_pod_event(self, kind: str, pod: KubeObject) -> str | None:
+        """Apply one watch event (ADDED/MODIFIED/DELETED) of an unscheduled pod: the key
+        of the group it changed, if any."""
         key = kobj.pod_key(pod)
         uid = kobj.uid(pod)
         if (
@@ -125,10 +124,9 @@ class KubeState:
             or kobj.get(pod, "metadata", "deletionTimestamp")
         ):
             self._bound_uids.discard(uid)
-            self.forget_pod(key)
-            return
+            return self.forget_pod(key)
         if uid in self._bound_uids:
-            return  # older than our binding (e.g. our own label patch): it is bound
+            return None  # older than our binding (e.g. our own label patch): it is bound
         if not self.pods_listed and self._keep_listed:
             self._listed_uids.add(uid)
         first = key not in self.pods
@@ -142,7 +140,7 @@ class KubeState:
             g.pods.add(key)
             g.first_seen.setdefault(key, time.monotonic())
             self.pod_group[key] = ref.key
-        self.queue.add(self.pod_group[key])
+        return self.pod_group[key]
 
     def initial_pods_listed(self) -> None:
         """The pod watch's initial list was delivered whole: a pod seen from now on and
@@ -178,18 +176,20 @@ class KubeState:
     def pods_of(self, g: GroupState) -> list[KubeObject]:
         return [self.pods[k] for k in g.pods if k in self.pods]
 
-    def forget_pod(self, key: str) -> None:
-        """The pod is no longer this scheduler's (bound, deleted, unmanaged): its group is
-        processed again (and dropped once no pod of it is left)."""
+    def forget_pod(self, key: str) -> str | None:
+        """The pod is no longer this scheduler's (bound, deleted, unmanaged): the key of
+        its group, to be processed again (and dropped once no pod of it is left)."""
         self.pods.pop(key, None)
         gkey = self.pod_group.pop(key, None)
         if gkey and gkey in self.groups:
             self.groups[gkey].pods.discard(key)
-            self.queue.add(gkey)
+            return gkey
+        return None
 
     def bound(self, pod: KubeObject) -> None:
         """This scheduler bound ``pod``: it leaves now, not when the watch says so (no
-        second bind)."""
+        second bind); the cycle processes its group again
+        (:attr:`scheduler.outcome.Outcome.pods_bound`)."""
         self._bound_uids.add(kobj.uid(pod))
         self.forget_pod(kobj.pod_key(pod))
 
@@ -201,7 +201,6 @@ class KubeState:
 
     def drop_group(self, gkey: str) -> None:
         self.groups.pop(gkey, None)
-        self.queue.forget(gkey)
 
     # ------------------------------------------------------------------ owners
     async def _get_object(self, res: Resource, namespace: str, name: str) -> KubeObject | None:

@@ -29,6 +29,8 @@ JOB_BASE_STATES = frozenset(
     }
 )
 JOB_ACTIVE_STATES = frozenset({"PENDING", "RUNNING", "SUSPENDED"})
+# Base states after which a job holds no allocation any more.
+JOB_ENDED_STATES = JOB_BASE_STATES - JOB_ACTIVE_STATES
 # Base node states; the rest of a node's ``state`` list are flags (DRAIN, EXTERNAL, ...).
 NODE_BASE_STATES = frozenset(
     {"UNKNOWN", "DOWN", "IDLE", "ALLOCATED", "ERROR", "MIXED", "FUTURE", "INVALID"}

@@ -35,6 +35,8 @@ from bridge.wellknown import CONDITION_POD_SCHEDULED
 Output = Literal["table", "wide", "json"]
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 NONE = "-"
+# Slurm's state_reason of a job that has none.
+SLURM_NO_REASON = "None"
 # Shown instead of a state when the link names a job Slurm no longer lists.
 GONE = "gone"
 # Shown instead of a state when Slurm could not be read.
@@ -98,11 +100,20 @@ class Report:
         """camelCase keys, as Kubernetes tools write JSON."""
         return {
             "namespace": None if self.all_namespaces else self.namespace,
-            "groups": [_camel(asdict(g) | {"group": g.group}) for g in self.groups],
+            "groups": [
+                _camel(asdict(g) | {"group": g.group, "reason": _reason_or_null(g.reason)})
+                for g in self.groups
+            ],
             "orphanJobs": [_camel(asdict(j)) for j in self.orphan_jobs],
             "strayPods": [_camel(asdict(p)) for p in self.stray_pods],
             "errors": list(self.errors),
         }
+
+
+def _reason_or_null(reason: str) -> str | None:
+    """A row's reason for JSON: null where there is none (Slurm's "None", or the table's
+    placeholder), never a string a script must know to compare against."""
+    return None if reason in (NONE, SLURM_NO_REASON) else reason
 
 
 def _camel(d: Mapping[str, Any]) -> dict[str, Any]:

@@ -226,7 +226,7 @@ async def test_restarted_scheduler_confirms_a_pending_job_from_its_pods_without_
             return await get_job(jid)
 
         counting.get_job = counted  # type: ignore[method-assign]
-        sched.slurm = sched.jobs.slurm = sched.starter.slurm = counting
+        sched.slurm = sched.snapshots.slurm = sched.starter.slurm = counting
         sched.poller._slurm = counting
 
     await bridge.start_scheduler(count_reads)
@@ -255,13 +255,13 @@ async def test_new_pod_is_bound_during_the_start_up_sweep_but_listed_ones_wait_f
     release = asyncio.Event()
 
     def slow_sweep(sched: Scheduler) -> None:
-        sweep_once = sched.jobs.sweep_once
+        sweep_once = sched.slurm_state.sweep_once
 
         async def held(lists_done: asyncio.Event | None = None) -> None:
             await release.wait()
             await sweep_once(lists_done)
 
-        sched.jobs.sweep_once = held  # type: ignore[method-assign]
+        sched.slurm_state.sweep_once = held  # type: ignore[method-assign]
 
     await bridge.start_scheduler(slow_sweep)
     await bridge.create_pod("new")
@@ -270,7 +270,7 @@ async def test_new_pod_is_bound_during_the_start_up_sweep_but_listed_ones_wait_f
     for name in ("listed", "late-0"):
         assert not has_job(await bridge.get_pod(name))
     assert not bridge.sched.swept
-    waiting = bridge.sched.jobs.after_sweep
+    waiting = bridge.sched.slurm_state.after_sweep
     assert {"Pod/slurm-bridge/listed", "PodGroup/slurm-bridge/late"} <= waiting
 
     release.set()

@@ -332,6 +332,19 @@ def test_json_carries_rows_mismatches_and_errors() -> None:
     assert doc["errors"] == ["Kubernetes: x"]
 
 
+def test_json_says_null_for_a_job_without_a_reason_and_a_group_without_a_message() -> None:
+    report = build(
+        [pod("pg-0", group="pg", job=7, node="n0"), pod("solo")],
+        [job(7, pods=("pg-0",), nodes=("n0",))],
+        now=NOW,
+        namespace=NS,
+    )
+    assert sorted(g.reason for g in report.groups) == [NONE, "None"]  # the table's words
+    rows = {g["group"]: g for g in json.loads(render(report, "json"))["groups"]}
+    assert rows["PodGroup/pg"]["reason"] is None  # Slurm's "None"
+    assert rows["Pod/solo"]["reason"] is None
+
+
 def test_empty_scope_says_so() -> None:
     assert (
         render(build([], [], now=NOW, namespace=NS))

@@ -10,14 +10,14 @@ import pytest
 
 from bridge.models import JobSpec
 from bridge.wellknown import ANNOTATION_SPEC_HASH, CONDITION_POD_SCHEDULED, LABEL_JOB_ID
-from scheduler.decide import JobView, pending_message, pending_reason
-from scheduler.jobs import SPEC_MARK, restored_job, spec_hash_of
+from scheduler.decide import SlurmJobView, parse_pending, pending_message, pending_reason
+from scheduler.snapshot import SPEC_MARK, restored_job, spec_hash_of
 
 
 def pod(
     job_id: str | None = "42", spec_hash: str | None = "abc123", message: str | None = None
 ) -> dict[str, Any]:
-    said = pending_message(JobView(42, "PENDING", "Priority")) if message is None else message
+    said = pending_message(SlurmJobView(42, "PENDING", "Priority")) if message is None else message
     return {
         "metadata": {
             "name": "p",
@@ -46,6 +46,28 @@ def test_pending_reason_reads_back_only_pending_message_of_that_job(
     message: str, job_id: int, reason: str | None
 ) -> None:
     assert pending_reason(message, job_id) == reason
+
+
+@pytest.mark.parametrize(
+    ("message", "parsed"),
+    [
+        ("Slurm job 42 is pending: Priority", (42, "Priority")),
+        (
+            "Slurm job 42 is pending: Resources; topology request: at most 1 leaf switch, "
+            "waiting up to 600 s",
+            (42, "Resources"),
+        ),
+        ("Slurm job 42 is pending: ", (42, "")),
+        ("Slurm job x is pending: Priority", None),
+        ("Slurm job 42 is CONFIGURING", None),
+        ("Slurm rejected the job: pending: no", None),
+        ("waiting for group ns/g: 1 of 2 pods exist", None),
+    ],
+)
+def test_the_one_parser_of_the_pending_message_reads_back_only_what_pending_message_wrote(
+    message: str, parsed: tuple[int, str] | None
+) -> None:
+    assert parse_pending(message) == parsed
 
 
 def test_pods_that_record_job_hash_and_reason_restore_a_pending_job() -> None:

@@ -1,0 +1,256 @@
+"""What the scheduler knows of Slurm between cycles (:class:`SlurmState`, the Slurm-side
+counterpart of :class:`scheduler.state.KubeState`): the start-up sweep's index of the
+bridge's active jobs by group uid, the pending jobs it follows (with the poller, and per
+partition for the start rule), the shapes Slurm refused to start at once lately, Slurm's
+nodes and partitions, and the jobs Slurm no longer knows.
+
+Restart safety: the pod<->job link is written on both sides (pod label + Slurm
+admin_comment); until the start-up sweep ends only a group no earlier scheduler can have
+seen may get a new job (:meth:`SlurmState.may_create`).
+
+Nothing here touches a group's state or the work queue: the poller's news comes back to
+the cycle as the key of the group it concerns (:meth:`SlurmState.changed`,
+:meth:`SlurmState.vanished`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+
+import structlog
+
+from bridge.clock import Clock
+from bridge.errors import BridgeError
+from bridge.kube.client import KubeClient
+from bridge.kube.resources import PODS, KubeObject
+from bridge.slurm.client import SlurmClient
+from bridge.slurm.models import SlurmJob, SlurmNode
+from bridge.translate import parse_admin_comment, pod_job_id
+from bridge.wellknown import LABEL_JOB_ID
+from scheduler.decide import PartitionView, Shape
+from scheduler.poller import JobPoller
+from scheduler.state import GroupState, KubeState
+
+log = structlog.get_logger("scheduler")
+
+# Slurm's reasons of a job held at priority 0 (by its user, by an admin).
+HELD_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin"})
+# The start-up sweep reads the active jobs no pod names by id up to this many, else it
+# streams Slurm's job table once.
+SWEEP_READS_MAX = 1000
+SWEEP_READ_CONCURRENCY = 16
+# A shape Slurm refused to start at once is not tried again in its partition for this
+# long (a group refused now is queued, and then its pending job holds the others back).
+REFUSED_MEMORY_SECONDS = 2.0
+
+
+def _group_uid_of_active(job: SlurmJob) -> str | None:
+    """The group uid an ACTIVE job of the bridge names in its admin_comment, else None."""
+    if not job.state.active:
+        return None
+    parsed = parse_admin_comment(job.admin_comment)
+    return parsed[0].uid if parsed is not None and parsed[0] is not None else None
+
+
+def partition_sizes(nodes: tuple[SlurmNode, ...]) -> dict[str, PartitionView]:
+    """Per partition: how many nodes, and the largest node's CPUs and memory."""
+    members: dict[str, list[SlurmNode]] = {}
+    for n in nodes:
+        for p in n.partitions:
+            members.setdefault(p, []).append(n)
+    return {
+        p: PartitionView(
+            nodes=len(ns),
+            max_node_cpus=max(n.cpus for n in ns) or None,
+            max_node_memory_mib=max(n.real_memory_mib for n in ns) or None,
+        )
+        for p, ns in members.items()
+    }
+
+
+class SlurmState:
+    def __init__(
+        self,
+        kube: KubeClient,
+        slurm: SlurmClient,
+        clock: Clock,
+        state: KubeState,
+        poller: JobPoller,
+    ) -> None:
+        self.kube = kube
+        self.slurm = slurm
+        self.clock = clock
+        self.state = state
+        self.poller = poller
+        self.jobs_by_group_uid: dict[str, SlurmJob] = {}  # from the start-up sweep
+        self.swept = False
+        # Groups that waited for the sweep (:class:`scheduler.decide.AwaitSweep`): processed
+        # again once it ends.
+        self.after_sweep: set[str] = set()
+        self.gone: set[int] = set()  # job ids Slurm no longer knows (labels may name them)
+        self._job_group: dict[int, str] = {}  # followed job id -> group key
+        # The bridge's jobs pending per partition ("" = the default), for the start rule.
+        self.pending_in: dict[str, set[int]] = {}
+        self._job_partition: dict[int, str] = {}
+        self._refused: dict[str, list[tuple[float, Shape]]] = {}  # partition -> (when, shape)
+        self.slurm_nodes: frozenset[str] = frozenset()
+        self.partition_size: dict[str, PartitionView] = {}  # from Slurm's node list
+
+    # ------------------------------------------------------------------ following
+    def watch(self, g: GroupState, job: SlurmJob) -> None:
+        """Let the poller follow ``job`` (pending) for group ``g``."""
+        self._job_group[job.job_id] = g.ref.key
+        self._job_partition.setdefault(job.job_id, job.partition)
+        held = g.job_spec is not None and g.job_spec.priority == 0
+        self._count_pending(job, held=held)
+        self.poller.watch(job)
+
+    def _count_pending(self, job: SlurmJob, *, held: bool = False) -> None:
+        """Count a followed pending job as holding its partition back, unless it is held:
+        Slurm starts an immediate job ahead of a held one (on 26.05 a job at priority 0,
+        JobHeldUser, did not stop job/allocate in its partition)."""
+        part = self._job_partition.get(job.job_id)
+        if part is None:
+            return
+        if held or job.state_reason in HELD_REASONS:
+            self.pending_in.get(part, set()).discard(job.job_id)
+        else:
+            self.pending_in.setdefault(part, set()).add(job.job_id)
+
+    def _not_pending(self, job_id: int) -> None:
+        part = self._job_partition.pop(job_id, None)
+        if part is not None:
+            self.pending_in.get(part, set()).discard(job_id)
+
+    def unwatch(self, job_id: int) -> None:
+        self._job_group.pop(job_id, None)
+        self._not_pending(job_id)
+        self.poller.unwatch(job_id)
+
+    def changed(self, job: SlurmJob) -> str | None:
+        """The poller read ``job`` (its state changed, or a reason came): the key of the
+        group following it, if any."""
+        gkey = self._job_group.get(job.job_id)
+        if job.state.primary != "PENDING":
+            self._job_group.pop(job.job_id, None)  # the poller no longer follows it
+            self._not_pending(job.job_id)
+        else:
+            self._count_pending(job)  # held, or released from its hold
+        return gkey
+
+    def vanished(self, job_id: int) -> str | None:
+        """Slurm no longer knows a followed job (purged): the key of its group, if any."""
+        self.gone.add(job_id)
+        gkey = self._job_group.pop(job_id, None)
+        self._not_pending(job_id)
+        return gkey
+
+    # ------------------------------------------------------------------ the start rule's view
+    def refused(self, partition: str, shape: Shape) -> None:
+        """Slurm refused to start a job of ``shape`` at once in ``partition`` just now."""
+        self._refused.setdefault(partition, []).append((self.clock.monotonic(), shape))
+
+    def partition_view(self, part: str) -> PartitionView:
+        """What the start rule knows of ``part``: the bridge's jobs pending there, shapes
+        refused lately, its size."""
+        now = self.clock.monotonic()
+        refused = self._refused.get(part)
+        if refused:
+            refused[:] = [(t, sh) for t, sh in refused if now - t < REFUSED_MEMORY_SECONDS]
+        size = self.partition_size.get(part, PartitionView())
+        return PartitionView(
+            pending=len(self.pending_in.get(part, ())),
+            refused=tuple(sh for _, sh in refused or ()),
+            nodes=size.nodes,
+            max_node_cpus=size.max_node_cpus,
+            max_node_memory_mib=size.max_node_memory_mib,
+        )
+
+    # ------------------------------------------------------------------ start-up
+    async def sweep(self, lists_done: asyncio.Event | None = None) -> None:
+        """:meth:`sweep_once` until it succeeds (the workers run meanwhile: a failed sweep
+        is retried, never the end of the scheduler), backing off to 30 s."""
+        delay = 1.0
+        while True:
+            try:
+                await self.sweep_once(lists_done)
+                return
+            except BridgeError as e:
+                log.warning("slurm_sweep_failed", error=str(e), retry_in=delay)
+                await self.clock.sleep(delay)
+                delay = min(delay * 2, 30.0)
+
+    async def sweep_once(self, lists_done: asyncio.Event | None = None) -> None:
+        """Index the bridge's active jobs by group uid, once, at start, so a restarted
+        scheduler never submits a duplicate.
+
+        Only the jobs no pod names yet can matter (a pod's job-id label leads to its job):
+        Slurm's compact state list gives the active ids, a paged list of the labelled pods
+        the ids to skip, and the rest are read by id (:data:`SWEEP_READS_MAX`), or, when
+        more are unknown, in one streamed ``GET /jobs/`` keeping only the bridge's. Slurm's
+        whole table is never held, nor read at all in the usual case. The labelled pods
+        are paged once ``lists_done`` is set (the watches' initial lists first: they
+        gate every binding, the sweep only the groups that may have a job)."""
+        started = self.clock.monotonic()
+
+        async def labelled_after_lists() -> set[int]:
+            if lists_done is not None:
+                await lists_done.wait()
+            return await self._labelled_jobs()
+
+        states, labelled = await asyncio.gather(
+            self.slurm.scan_job_states(lambda s: s.state.active), labelled_after_lists()
+        )
+        active = {s.job_id for s in states}
+        unknown = active - labelled
+        if len(unknown) > SWEEP_READS_MAX:
+            jobs: Iterable[SlurmJob] = await self.slurm.scan_jobs(
+                lambda j: j.job_id in unknown and _group_uid_of_active(j) is not None
+            )
+        else:
+            jobs = await self.slurm.get_jobs(sorted(unknown), concurrency=SWEEP_READ_CONCURRENCY)
+        for job in jobs:
+            uid = _group_uid_of_active(job)
+            if uid is not None:
+                self.jobs_by_group_uid[uid] = job
+        self.swept = True
+        self.state.sweep_ended()
+        log.info(
+            "slurm_sweep_done",
+            active=len(active),
+            read=len(unknown),
+            bridge_jobs=len(self.jobs_by_group_uid),
+            seconds=round(self.clock.monotonic() - started, 2),
+        )
+
+    def waited_for_sweep(self) -> set[str]:
+        """The groups that waited for the sweep (taken: the caller processes them)."""
+        waited, self.after_sweep = self.after_sweep, set()
+        return waited
+
+    async def _labelled_jobs(self) -> set[int]:
+        """Job ids the pods' job-id labels name (every namespace, a page at a time)."""
+        out: set[int] = set()
+        async for page, _ in self.kube.pages(
+            PODS,
+            label_selector=LABEL_JOB_ID,
+            field_selector=f"spec.schedulerName={self.state.cfg.scheduler_name}",
+        ):
+            out.update(j for j in map(pod_job_id, page) if j is not None)
+        return out
+
+    async def refresh_slurm_nodes(self) -> None:
+        """Slurm's node names: ``excluded_nodes`` may only name nodes Slurm knows (an
+        unknown name fails the submit with 2018), and Kubernetes has nodes Slurm lacks."""
+        listed = await self.slurm.list_nodes()
+        self.slurm_nodes = frozenset(n.name for n in listed)
+        self.partition_size = partition_sizes(listed)
+
+    def may_create(self, g: GroupState, pods: list[KubeObject]) -> bool:
+        """A new job may be made for ``g`` now: the start-up sweep is done, or the group
+        is a single pod created after the initial pod list, which no earlier scheduler
+        can have seen (a group whose uid outlives its pods, a PodGroup or a Job, waits)."""
+        if self.swept:
+            return True
+        return g.ref.kind == "Pod" and self.state.created_after_list(pods)

@@ -1,0 +1,259 @@
+"""Step 2 of a cycle, the snapshot: one group's facts for the pure decide step, read and
+never acted on.
+
+Its Kubernetes facts: the group object, its pods in group order, their translation to one
+JobSpec (or the reason there is none). Its Slurm facts: the group's job as the scheduler
+holds it, or as looked up now (:class:`JobLookup`: the start-up sweep's index, the pods'
+record of a pending job, the job a pod's label names read by id and checked to be the
+group's, the job of a lost submit found by identity); whether a new job may be made yet;
+whether Slurm answers; what the start rule knows of the partition.
+
+Nothing here writes: no group state, no following, no event. What a lookup found
+travels in the snapshot, and the cycle keeps it (:meth:`scheduler.cycle.Scheduler.process`)
+and the act step says what needs saying (a label naming another group's job).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import structlog
+
+from bridge.config import BridgeConfig
+from bridge.errors import InvalidInput, SlurmNotFound
+from bridge.kube.resources import KubeObject
+from bridge.models import GroupId, JobSpec
+from bridge.slurm.client import SlurmClient
+from bridge.slurm.models import JobState, SlurmJob
+from bridge.translate import (
+    Waiting,
+    expected_size,
+    kobj,
+    names_any_pod,
+    order_pods,
+    parse_admin_comment,
+    pod_job_id,
+    translate_group,
+)
+from bridge.translate.policy import resolve_policy
+from bridge.wellknown import ANNOTATION_SLURM_NODE, ANNOTATION_SPEC_HASH
+from scheduler.decide import GroupSnapshot, PodView, SlurmJobView, pending_reason
+from scheduler.dra import DraAllocator
+from scheduler.outage import SlurmReachability
+from scheduler.slurm_state import SlurmState
+from scheduler.state import GroupState, KubeState, scheduled_condition
+
+log = structlog.get_logger("scheduler")
+
+SPEC_MARK = " spec="
+
+
+def spec_hash_of(job: SlurmJob) -> str | None:
+    """The spec hash the job's comment carries (``spec=<hash>``), if any."""
+    _, sep, rest = job.comment.rpartition(SPEC_MARK)
+    return rest.split()[0] if sep and rest else None
+
+
+def job_view(job: SlurmJob) -> SlurmJobView:
+    return SlurmJobView(
+        job_id=job.job_id,
+        state=job.state.primary,
+        reason=job.state_reason or None,
+        nodes=job.nodes,
+        spec_hash=spec_hash_of(job),
+        shared=bool(job.shared) and "none" not in job.shared,
+        cpus=tuple((a.name, a.cpus or 0) for a in job.allocation),
+        cpus_per_task=job.cpus_per_task,
+    )
+
+
+def pod_view(pod: Mapping[str, Any]) -> PodView:
+    return PodView(
+        kobj.pod_key(pod),
+        kobj.uid(pod),
+        pod_job_id(pod),
+        kobj.annotations(pod).get(ANNOTATION_SLURM_NODE),
+    )
+
+
+def restored_job(pods: Iterable[Mapping[str, Any]], spec: JobSpec | None) -> SlurmJob | None:
+    """The pending job a group's pods record, without asking Slurm: a pod labelled with
+    the job's id, annotated with its spec hash, and showing Slurm's pending reason for
+    that job (written by a scheduler before a restart). None when no pod records all
+    three (the job is then read by id)."""
+    for pod in pods:
+        job_id = pod_job_id(pod)
+        h = kobj.annotations(pod).get(ANNOTATION_SPEC_HASH)
+        cond = scheduled_condition(pod)
+        if job_id is None or not h or cond is None:
+            continue
+        reason = pending_reason(str(cond.get("message") or ""), job_id)
+        if reason is None:
+            continue
+        return SlurmJob(
+            job_id=job_id,
+            name="",
+            state=JobState(primary="PENDING"),
+            state_reason=reason,
+            partition=(spec.partition or "") if spec is not None else "",
+            comment=f"{SPEC_MARK}{h}",
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class JobLookup:
+    """What looking for a group's job found in one cycle (the cycle keeps it)."""
+
+    job: SlurmJob | None = None  # the group's job (None: it has none)
+    unread: bool = False  # ``job`` is the pods' record of it, not read from Slurm
+    from_sweep: str | None = None  # found in the start-up sweep's index, under this uid
+    # a job id the pods name that is not the group's job: Slurm no longer knows it, or
+    # (``foreign``) it is another's (a forged or stale label: never acted on, the pods are
+    # warned)
+    not_ours: int | None = None
+    foreign: bool = False
+    identity_checked: bool = False  # a lost submit's job was looked up by identity
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One cycle's facts of one group: what decide reads, the pods (in group order once
+    the group is complete) the act step writes to, and what a lookup found (None: the
+    group held its job already)."""
+
+    group: GroupSnapshot
+    pods: list[KubeObject]
+    lookup: JobLookup | None = None
+
+
+class Snapshots:
+    def __init__(
+        self,
+        cfg: BridgeConfig,
+        slurm: SlurmClient,
+        state: KubeState,
+        slurm_state: SlurmState,
+        dra: DraAllocator,
+        outage: SlurmReachability,
+    ) -> None:
+        self.cfg = cfg
+        self.slurm = slurm
+        self.state = state
+        self.slurm_state = slurm_state
+        self.dra = dra
+        self.outage = outage
+
+    async def take(self, g: GroupState, pods: list[KubeObject]) -> Snapshot:
+        """The group's Kubernetes facts (its object, its pods in group order, translated
+        to a JobSpec or the reason it cannot be) and Slurm facts (its job, looked up if
+        not held yet; whether a job may be made; whether Slurm answers)."""
+        gobj = await self.state.group_object(g.ref)
+        # A gang still filling is processed on each new member: it is known to wait without
+        # translating every member each time (O(n) per arrival, O(n^2) per gang).
+        want = expected_size(g.ref, gobj, pods)
+        filling = want is not None and len(pods) < want
+        if not filling:
+            pods = [dict(p) for p in order_pods(g.ref, gobj, pods)]
+        spec: JobSpec | None = None
+        invalid: InvalidInput | None = None
+        expected = len(pods)
+        gid: GroupId | None = None
+        try:
+            result = (
+                Waiting(group=g.ref.group_id(gobj), have=len(pods), want=want)
+                if filling
+                else translate_group(
+                    pods,
+                    gobj,
+                    self.state.node_set,
+                    self.state.settings,
+                    owners=self.state.owners,
+                    dra=await self.dra.inputs(pods),
+                    policy=resolve_policy(
+                        self.cfg,
+                        g.ref.namespace,
+                        self.state.namespace_labels.get(g.ref.namespace, {}),
+                    ),
+                )
+            )
+            if isinstance(result, Waiting):
+                gid = result.group
+                expected = result.want if result.want is not None else len(pods) + 1
+            else:
+                known = self.slurm_state.slurm_nodes
+                excluded = tuple(n for n in result.excluded_nodes if n in known)
+                spec = result.model_copy(update={"excluded_nodes": excluded})
+        except InvalidInput as e:
+            invalid = e
+        if gid is None and g.ref.uid:
+            gid = g.ref.group_id(gobj)
+        elif gid is None and spec is not None:
+            parsed = parse_admin_comment(spec.admin_comment)
+            gid = parsed[0] if parsed else None
+        lookup = await self._find(g, gid, pods, spec) if g.job is None else None
+        job, unread = (lookup.job, lookup.unread) if lookup is not None else (g.job, g.unread)
+        snap = GroupSnapshot(
+            group=gid
+            or GroupId(kind=g.ref.kind, namespace=g.ref.namespace, name=g.ref.name, uid=""),
+            pods=tuple(pod_view(p) for p in pods),
+            expected=expected,
+            spec=spec,
+            invalid=invalid,
+            job=job_view(job) if job is not None else None,
+            job_unread=unread,
+            job_reason_awaited=job is not None
+            and self.slurm_state.poller.awaits_reason(job.job_id),
+            may_create=self.slurm_state.may_create(g, pods),
+            slurm_unreachable=self.outage.message,
+            immediate_allocation=self.cfg.scheduler.immediate_allocation,
+            partition=(
+                self.slurm_state.partition_view(spec.partition or "")
+                if spec is not None and job is None
+                else None
+            ),
+        )
+        return Snapshot(snap, pods, lookup)
+
+    async def _find(
+        self, g: GroupState, gid: GroupId | None, pods: list[KubeObject], spec: JobSpec | None
+    ) -> JobLookup:
+        """Look for the job of a group that holds none."""
+        swept = self.slurm_state.jobs_by_group_uid
+        if gid is not None and gid.uid in swept:
+            return JobLookup(swept[gid.uid], from_sweep=gid.uid)
+        found = JobLookup()
+        label = next(
+            (j for j in map(pod_job_id, pods) if j is not None and j not in self.slurm_state.gone),
+            None,
+        )
+        restored = restored_job(pods, spec) if label is not None else None
+        if restored is not None and restored.job_id == label:
+            # No read: the poller's state list says whether it is still pending (the usual
+            # case) and reads it if it started or ended.
+            return JobLookup(restored, unread=True)
+        if label is not None:
+            found = await self.read_job(g, label)
+            if found.job is not None:
+                return found
+        if g.uncertain_submit and gid is not None:
+            jobs = await self.slurm.find_jobs_by_admin_comment(f'"uid":"{gid.uid}"')
+            found = replace(found, job=jobs[0] if jobs else None, identity_checked=True)
+        return found
+
+    async def read_job(self, g: GroupState, job_id: int) -> JobLookup:
+        """The job ``job_id`` read from Slurm, when it is the group's (``job`` None: Slurm
+        no longer knows it, or it is another group's)."""
+        try:
+            job = await self.slurm.get_job(job_id)
+        except SlurmNotFound:
+            return JobLookup(not_ours=job_id)  # purged after MinJobAge: submit anew
+        pods = [self.state.pods[k] for k in sorted(g.pods) if k in self.state.pods]
+        if not names_any_pod(job.admin_comment, job.mcs_label, pods, self.cfg.mcs_label):
+            # A label names a job that is not this group's (forged, or stale): never act
+            # on it (no update, no cancel, no binding); the group gets its own job.
+            log.warning("foreign_job_label_ignored", job_id=job_id, group=g.ref.key)
+            return JobLookup(not_ours=job_id, foreign=True)
+        return JobLookup(job)
