@@ -5,7 +5,8 @@ jobs the scheduler is waiting on (pending or just submitted), one request per
 :data:`~bridge.slurm.client.STATE_IDS_PER_URL` ids (never every job's state: that list
 includes the finished jobs, and its cost grows with them: docs/benchmarks.md). Only jobs whose
 state changed are read in full (``GET /job/{id}``: node list, reason), concurrently
-(:data:`READ_CONCURRENCY`), and their groups are queued. Jobs whose pending reason Slurm
+(:data:`READ_CONCURRENCY`), and handed to ``on_change`` (the cycle keeps them and queues
+their groups). Jobs whose pending reason Slurm
 has not evaluated yet (``None``) are re-read from their 2nd, 4th and 8th tick
 (:data:`REASON_REFRESH_AT`), so pods show Slurm's real reason (Resources, Priority ...)
 within a second or two. With nothing pending the poller asks nothing.
