@@ -39,8 +39,8 @@ class PodView:
 
 
 @dataclass(frozen=True)
-class SlurmJobView:
-    """What the decide step knows of the group's Slurm job."""
+class JobSnapshot:
+    """The group's Slurm job, as the decide step knows it (the job part of a snapshot)."""
 
     job_id: int
     state: str  # Slurm base state: PENDING, RUNNING, CANCELLED ...
@@ -59,7 +59,7 @@ class GroupSnapshot:
     expected: int  # members the group needs before it is submitted
     spec: JobSpec | None = None
     invalid: InvalidInput | None = None
-    job: SlurmJobView | None = None
+    job: JobSnapshot | None = None
     # ``job`` is what the pods record of it, not read from Slurm: enough to leave a pending
     # job alone, never to act on it
     job_unread: bool = False
@@ -120,7 +120,7 @@ class Bind:
     """The job runs: put ``pods`` on its nodes, ``tasks_per_node`` pods on each Slurm
     node (None: one each, the job has a node per pod)."""
 
-    job: SlurmJobView
+    job: JobSnapshot
     pods: tuple[PodView, ...] = field(default=())
     tasks_per_node: tuple[tuple[str, int], ...] | None = None
 
@@ -223,7 +223,7 @@ _JOB_PREFIX = "Slurm job "
 _IS_PENDING = " is pending: "
 
 
-def pending_message(job: SlurmJobView, spec: JobSpec | None = None) -> str:
+def pending_message(job: JobSnapshot, spec: JobSpec | None = None) -> str:
     """What a pod of a pending job says: Slurm's reason, then the topology note if any
     (read back by :func:`parse_pending`)."""
     reason = job.reason or "None"
@@ -246,7 +246,7 @@ def pending_reason(message: str, job_id: int) -> str | None:
     return (parsed[1] or None) if parsed is not None and parsed[0] == job_id else None
 
 
-def _bind(job: SlurmJobView, pods: tuple[PodView, ...]) -> Bind:
+def _bind(job: JobSnapshot, pods: tuple[PodView, ...]) -> Bind:
     """Bind ``pods`` to the running ``job``: one pod per node, unless the job shares its
     nodes or has fewer nodes than pods; then as many per node as Slurm's CPUs there hold
     tasks, or (CPUs unknown) spread evenly as Slurm's block distribution does."""

@@ -39,7 +39,7 @@ from bridge.translate import (
 )
 from bridge.translate.policy import resolve_policy
 from bridge.wellknown import ANNOTATION_SLURM_NODE, ANNOTATION_SPEC_HASH
-from scheduler.decide import GroupSnapshot, PodView, SlurmJobView, pending_reason
+from scheduler.decide import GroupSnapshot, JobSnapshot, PodView, pending_reason
 from scheduler.dra import DraAllocator
 from scheduler.outage import SlurmReachability
 from scheduler.slurm_state import SlurmState
@@ -56,8 +56,8 @@ def spec_hash_of(job: SlurmJob) -> str | None:
     return rest.split()[0] if sep and rest else None
 
 
-def job_view(job: SlurmJob) -> SlurmJobView:
-    return SlurmJobView(
+def job_view(job: SlurmJob) -> JobSnapshot:
+    return JobSnapshot(
         job_id=job.job_id,
         state=job.state.primary,
         reason=job.state_reason or None,

@@ -13,12 +13,12 @@ from scheduler.decide import (
     Decision,
     Ended,
     GroupSnapshot,
+    JobSnapshot,
     PartitionView,
     Pending,
     PodView,
     ReadJob,
     Reject,
-    SlurmJobView,
     Submit,
     Unreachable,
     Update,
@@ -52,62 +52,62 @@ CASES = [
         id="invalid-group-is-rejected-naming-the-field",
     ),
     pytest.param(
-        snap(job=SlurmJobView(7, "PENDING", "Resources", spec_hash=H)),
+        snap(job=JobSnapshot(7, "PENDING", "Resources", spec_hash=H)),
         Pending,
         "Slurm job 7 is pending: Resources",
         id="pending-job-shows-slurm-reason",
     ),
     pytest.param(
-        snap(job=SlurmJobView(7, "PENDING", "Priority", spec_hash=spec_hash(SPEC2))),
+        snap(job=JobSnapshot(7, "PENDING", "Priority", spec_hash=spec_hash(SPEC2))),
         Update,
         "",
         id="pending-job-with-changed-spec-is-updated",
     ),
     pytest.param(
-        snap(pods=PODS[:1], job=SlurmJobView(7, "PENDING", "Resources", spec_hash=H)),
+        snap(pods=PODS[:1], job=JobSnapshot(7, "PENDING", "Resources", spec_hash=H)),
         Cancel,
         "lost members",
         id="gang-losing-members-before-allocation-cancels",
     ),
     pytest.param(
-        snap(job=SlurmJobView(7, "RUNNING", nodes=("n1", "n2"))),
+        snap(job=JobSnapshot(7, "RUNNING", nodes=("n1", "n2"))),
         Bind,
         "",
         id="running-job-binds",
     ),
     pytest.param(
-        snap(pods=PODS[:1], job=SlurmJobView(7, "RUNNING", nodes=("n1", "n2"))),
+        snap(pods=PODS[:1], job=JobSnapshot(7, "RUNNING", nodes=("n1", "n2"))),
         Bind,
         "",
         id="running-job-binds-the-rest-after-a-restart",
     ),
     pytest.param(
-        snap(pods=PODS[:1], spec=None, job=SlurmJobView(7, "RUNNING", nodes=("n1", "n2"))),
+        snap(pods=PODS[:1], spec=None, job=JobSnapshot(7, "RUNNING", nodes=("n1", "n2"))),
         Bind,
         "",
         id="running-job-binds-the-rest-when-bound-members-make-the-group-look-incomplete",
     ),
     pytest.param(
-        snap(job=SlurmJobView(7, "CANCELLED", "None")),
+        snap(job=JobSnapshot(7, "CANCELLED", "None")),
         Ended,
         "CANCELLED",
         id="job-cancelled-before-allocation-ends",
     ),
     pytest.param(
-        snap(job=SlurmJobView(7, "CONFIGURING")),
+        snap(job=JobSnapshot(7, "CONFIGURING")),
         Pending,
         "CONFIGURING",
         id="transient-state-waits",
     ),
     pytest.param(
-        snap(job=SlurmJobView(7, "PENDING", "Resources", spec_hash=H), job_unread=True),
+        snap(job=JobSnapshot(7, "PENDING", "Resources", spec_hash=H), job_unread=True),
         Pending,
         "Slurm job 7 is pending: Resources",
         id="restored-pending-job-is-left-alone-unread",
     ),
     pytest.param(
         snap(
-            pods=PODS[:1], job=SlurmJobView(7, "PENDING", "Resources", spec_hash=H), job_unread=True
+            pods=PODS[:1], job=JobSnapshot(7, "PENDING", "Resources", spec_hash=H), job_unread=True
         ),
         ReadJob,
         "",
@@ -115,7 +115,7 @@ CASES = [
     ),
     pytest.param(
         snap(
-            job=SlurmJobView(7, "PENDING", "Priority", spec_hash=spec_hash(SPEC2)), job_unread=True
+            job=JobSnapshot(7, "PENDING", "Priority", spec_hash=spec_hash(SPEC2)), job_unread=True
         ),
         ReadJob,
         "",
@@ -123,7 +123,7 @@ CASES = [
     ),
     pytest.param(snap(may_create=False), AwaitSweep, "", id="new-job-waits-for-the-sweep"),
     pytest.param(
-        snap(may_create=False, job=SlurmJobView(7, "RUNNING", nodes=("n1", "n2"))),
+        snap(may_create=False, job=JobSnapshot(7, "RUNNING", nodes=("n1", "n2"))),
         Bind,
         "",
         id="binding-does-not-wait-for-the-sweep",
@@ -137,14 +137,14 @@ CASES = [
     pytest.param(
         snap(
             slurm_unreachable="Slurm REST API unreachable: x",
-            job=SlurmJobView(7, "PENDING", "Resources", spec_hash=H),
+            job=JobSnapshot(7, "PENDING", "Resources", spec_hash=H),
         ),
         Unreachable,
         "unreachable",
         id="pending-pods-say-slurm-is-unreachable-not-a-stale-reason",
     ),
     pytest.param(
-        snap(slurm_unreachable="x", job=SlurmJobView(7, "RUNNING", nodes=("n1", "n2"))),
+        snap(slurm_unreachable="x", job=JobSnapshot(7, "RUNNING", nodes=("n1", "n2"))),
         Bind,
         "",
         id="an-allocated-job-binds-during-an-outage",
@@ -171,32 +171,32 @@ def test_spec_hash_ignores_the_comment_but_not_the_request() -> None:
     assert spec_hash(SPEC) != spec_hash(SPEC2)
 
 
-def bind(job: SlurmJobView, pods: tuple[PodView, ...]) -> Bind:
+def bind(job: JobSnapshot, pods: tuple[PodView, ...]) -> Bind:
     d = decide(snap(job=job, pods=pods, expected=len(pods)))
     assert isinstance(d, Bind)
     return d
 
 
 def test_an_exclusive_job_binds_one_pod_per_node() -> None:
-    d = bind(SlurmJobView(7, "RUNNING", nodes=("n1", "n2")), PODS)
+    d = bind(JobSnapshot(7, "RUNNING", nodes=("n1", "n2")), PODS)
     assert d.tasks_per_node is None
 
 
 def test_a_shared_job_without_cpu_counts_spreads_pods_as_slurm_blocks_them() -> None:
     three = (*PODS, PodView("default/c", "uc"))
-    d = bind(SlurmJobView(7, "RUNNING", nodes=("n1", "n2"), shared=True), three)
+    d = bind(JobSnapshot(7, "RUNNING", nodes=("n1", "n2"), shared=True), three)
     assert d.tasks_per_node == (("n1", 2), ("n2", 1))
 
 
 def test_a_shared_job_puts_as_many_pods_on_a_node_as_its_cpus_hold_tasks() -> None:
-    job = SlurmJobView(
+    job = JobSnapshot(
         7, "RUNNING", nodes=("n1", "n2"), shared=True, cpus=(("n1", 4), ("n2", 2)), cpus_per_task=2
     )
     assert bind(job, PODS).tasks_per_node == (("n1", 2), ("n2", 1))
 
 
 def test_fewer_nodes_than_pods_binds_several_per_node_even_when_exclusive() -> None:
-    d = bind(SlurmJobView(7, "RUNNING", nodes=("n1",)), PODS)
+    d = bind(JobSnapshot(7, "RUNNING", nodes=("n1",)), PODS)
     assert d.tasks_per_node == (("n1", 2),)
 
 
@@ -221,7 +221,7 @@ def test_the_submit_decision_carries_how_the_job_is_started(s: GroupSnapshot, st
 
 
 def test_a_pending_job_slurm_has_not_looked_at_yet_is_left_quiet() -> None:
-    job = SlurmJobView(7, "PENDING", spec_hash=H)
+    job = JobSnapshot(7, "PENDING", spec_hash=H)
     assert decide(snap(job=job, job_reason_awaited=True)) == Pending(
         7, "Slurm job 7 is pending: None", H, quiet=True
     )

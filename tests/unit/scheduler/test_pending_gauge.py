@@ -12,7 +12,7 @@ from bridge.kube.events import EventRecorder
 from bridge.models import JobSpec
 from bridge.translate import TranslateSettings
 from bridge.wellknown import CONDITION_POD_SCHEDULED
-from scheduler.decide import SlurmJobView, pending_message
+from scheduler.decide import JobSnapshot, pending_message
 from scheduler.metrics import SchedulerMetrics
 from scheduler.report import Reporter
 from scheduler.state import KubeState
@@ -36,11 +36,11 @@ def test_the_gauge_counts_pods_by_slurms_reason_whatever_note_follows_it() -> No
     report = Reporter(kube, EventRecorder(kube, "s"), state, metrics, clock)
     topology = JobSpec(name="g", min_nodes=4, tasks=4, segment_size=4)
     state.pods = {
-        "ns/a": pod("a", "Unschedulable", pending_message(SlurmJobView(7, "PENDING", "Resources"))),
+        "ns/a": pod("a", "Unschedulable", pending_message(JobSnapshot(7, "PENDING", "Resources"))),
         "ns/b": pod(
             "b",
             "Unschedulable",
-            pending_message(SlurmJobView(8, "PENDING", "Resources"), topology),
+            pending_message(JobSnapshot(8, "PENDING", "Resources"), topology),
         ),
         "ns/c": pod("c", "Unschedulable", "waiting for group ns/g: 1 of 2 pods exist"),
         "ns/d": pod("d", None),

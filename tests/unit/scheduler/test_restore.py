@@ -10,14 +10,14 @@ import pytest
 
 from bridge.models import JobSpec
 from bridge.wellknown import ANNOTATION_SPEC_HASH, CONDITION_POD_SCHEDULED, LABEL_JOB_ID
-from scheduler.decide import SlurmJobView, parse_pending, pending_message, pending_reason
+from scheduler.decide import JobSnapshot, parse_pending, pending_message, pending_reason
 from scheduler.snapshot import SPEC_MARK, restored_job, spec_hash_of
 
 
 def pod(
     job_id: str | None = "42", spec_hash: str | None = "abc123", message: str | None = None
 ) -> dict[str, Any]:
-    said = pending_message(SlurmJobView(42, "PENDING", "Priority")) if message is None else message
+    said = pending_message(JobSnapshot(42, "PENDING", "Priority")) if message is None else message
     return {
         "metadata": {
             "name": "p",

@@ -8,9 +8,9 @@ import pytest
 from bridge.models import GroupId, JobSpec
 from scheduler.decide import (
     GroupSnapshot,
+    JobSnapshot,
     Pending,
     PodView,
-    SlurmJobView,
     decide,
     pending_message,
     pending_reason,
@@ -51,14 +51,14 @@ def test_pending_message_names_the_topology_request(
         pods=tuple(PodView(key=f"ns/p{i}", uid=f"u{i}") for i in range(4)),
         expected=4,
         spec=spec,
-        job=SlurmJobView(7, "PENDING", "Resources", spec_hash=spec_hash(spec)),
+        job=JobSnapshot(7, "PENDING", "Resources", spec_hash=spec_hash(spec)),
     )
     assert decide(snap) == Pending(7, message, spec_hash(spec))
     assert pending_reason(message, 7) == "Resources"
 
 
 def test_slurms_topology_reason_is_shown_as_slurm_words_it() -> None:
-    job = SlurmJobView(7, "PENDING", "No suitable topology unit found")
+    job = JobSnapshot(7, "PENDING", "No suitable topology unit found")
     msg = pending_message(job, BASE.model_copy(update={"segment_size": 4}))
     assert msg.startswith("Slurm job 7 is pending: No suitable topology unit found; ")
     assert pending_reason(msg, 7) == "No suitable topology unit found"
