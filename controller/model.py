@@ -318,7 +318,7 @@ def pod_ns_name(pod: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def pod_phase(pod: Mapping[str, Any]) -> str:
-    return str((pod.get("status") or {}).get("phase") or "Pending")
+    return kobj.text(pod, "status", "phase") or "Pending"
 
 
 def pod_terminal(pod: Mapping[str, Any]) -> bool:
@@ -370,9 +370,9 @@ def has_finalizer(pod: Mapping[str, Any]) -> bool:
 def node_ready(node: Mapping[str, Any] | None) -> bool:
     if node is None:
         return False
-    for c in (node.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "Ready":
-            return bool(c.get("status") == "True")
+    for c in kobj.sequence(node, "status", "conditions"):
+        if kobj.get(c, "type") == "Ready":
+            return kobj.text(c, "status") == "True"
     return False
 
 
