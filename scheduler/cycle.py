@@ -41,7 +41,7 @@ from bridge.kube.resources import KubeObject
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import SlurmJob
 from bridge.translate import TranslateSettings
-from bridge.workqueue import WorkQueue
+from bridge.workqueue import WorkQueue, run_worker
 from scheduler.bind import Binder
 from scheduler.decide import (
     ALLOCATE,
@@ -224,7 +224,7 @@ class Scheduler:
     async def _failed(self, gkey: str, error: Exception) -> None:
         """A cycle step failed: counted, logged, and an unreachable Slurm noted."""
         if not isinstance(error, BridgeError | AssertionError):
-            log.error("cycle_crashed", group=gkey, exc_info=error)
+            log.exception("cycle_crashed", group=gkey, exc_info=error)
             return
         if isinstance(error, SlurmError):
             self.metrics.rest_errors.labels(error.endpoint or "?", str(error.status or 0)).inc()
@@ -394,14 +394,8 @@ class Scheduler:
 
     # ------------------------------------------------------------------ loops
     async def worker(self) -> None:
-        while True:
-            key = await self.queue.get()
-            if key is None:
-                return
-            try:
-                await self.process(key)
-            finally:
-                self.queue.done(key)
+        # process() never raises: a failed step is an outcome, requeued by _requeue
+        await run_worker(self.queue, self.process)
 
     async def _slurm_unreachable(self, error: SlurmUnavailable, gkey: str | None) -> None:
         """A Slurm call found slurmrestd (or slurmctld) unreachable."""

@@ -4,9 +4,11 @@ the clock (the same capped formula as the watches' reconnects)."""
 import asyncio
 import random
 
+import pytest
+
 from bridge.clock import FakeClock, backoff_delay
 from bridge.kube.watch import Backoff
-from bridge.workqueue import WorkQueue
+from bridge.workqueue import WorkQueue, run_worker
 
 
 async def test_a_key_is_queued_once_however_often_it_is_added() -> None:
@@ -100,3 +102,23 @@ def test_a_watch_failing_thousands_of_times_in_a_row_waits_at_most_its_cap() -> 
     rng = random.Random(1)
     backoff = Backoff(base=0.5, maximum=30.0)
     assert backoff.delay(5_000, rng) <= 30.0
+
+
+async def test_a_worker_without_failed_leaves_requeueing_to_process_and_ends_on_a_raise() -> None:
+    """The scheduler's cycle requeues its own failures (its outcome): the shared worker
+    loop neither requeues nor swallows what such a process raises."""
+    q: WorkQueue[str] = WorkQueue(FakeClock())
+    seen: list[str] = []
+
+    async def process(key: str) -> None:
+        seen.append(key)
+        if key == "bad":
+            raise RuntimeError("a bug")
+
+    q.add("ok")
+    q.add("bad")
+    with pytest.raises(RuntimeError):
+        await run_worker(q, process)
+    assert seen == ["ok", "bad"]
+    assert q.failures("bad") == 0  # not requeued by the worker
+    assert q.idle()  # both marked done
