@@ -13,6 +13,8 @@ LeaderWorkerSet, batch Job) in managed namespaces:
   ``scheduler.slinky.slurm.net/slurm-jobid`` and the annotation ``slinky.slurm.net/slurm-node``,
   on CREATE and UPDATE alike;
 * once a pod is bound (``spec.nodeName`` set), its slurmjob annotations are immutable;
+* an ownerReference's ``name`` and ``uid`` (they reach Slurm as the job name, comment and
+  admin_comment) follow the text rules of :mod:`bridge.text`, as annotation text does;
 * the namespace's Slurm identity policy (``namespacePolicies``, the same pure function the
   scheduler enforces before every submit: :mod:`bridge.translate.policy`): pod-chosen
   ``user-id``, ``group-id`` and ``priority`` are denied unless allowed, and ``account``,
@@ -31,6 +33,7 @@ from admission.policy import AdmissionContext, mapping_at, pod_managed, schedule
 from admission.review import AdmissionRequest, AdmissionResponse, allow, deny, object_name
 from bridge import wellknown
 from bridge.errors import InvalidInput
+from bridge.text import text_problem
 from bridge.translate.annotations import KUEUE_TOPOLOGY_KEYS, parse_annotations_all
 from bridge.translate.policy import policy_errors
 
@@ -105,6 +108,28 @@ def _bridge_key_problems(
     return out
 
 
+def _owner_problems(
+    new_obj: Mapping[str, Any], old_obj: Mapping[str, Any] | None
+) -> list[InvalidInput]:
+    """An ownerReference's name and uid reach Slurm (a Job's name becomes the job name and
+    comment, its uid the admin_comment), and Kubernetes checks only that they are not
+    empty: the text rules of :mod:`bridge.text`, as the scheduler applies them. On UPDATE
+    only when the references changed."""
+    refs = mapping_at(new_obj, "metadata", []).get("ownerReferences")
+    if old_obj is not None and refs == mapping_at(old_obj, "metadata", []).get("ownerReferences"):
+        return []
+    out: list[InvalidInput] = []
+    for i, ref in enumerate(refs if isinstance(refs, list) else ()):
+        if not isinstance(ref, Mapping):
+            continue
+        for key in ("name", "uid"):
+            value = ref.get(key)
+            problem = text_problem(value) if isinstance(value, str) else None
+            if problem is not None:
+                out.append(InvalidInput(f"metadata.ownerReferences[{i}].{key}", problem))
+    return out
+
+
 def _bound_immutability(
     new_ann: Mapping[str, Any], old_ann: Mapping[str, Any], node: str
 ) -> list[InvalidInput]:
@@ -140,6 +165,7 @@ def _validate_pod(req: AdmissionRequest, ctx: AdmissionContext) -> AdmissionResp
     if old is not None:
         old_ann = mapping_at(old, "metadata.annotations", errors)
     errors += _annotation_problems(annotations, old_ann, name, ctx, req.namespace)
+    errors += _owner_problems(pod, old)
     if not ctx.is_bridge_user(req.user_info.username):
         errors += _bridge_key_problems(pod, old, errors)
     if old is not None and old_ann is not None:

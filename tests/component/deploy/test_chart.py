@@ -666,3 +666,6 @@ def test_notes_tell_how_to_check_the_install(helm: Helm) -> None:
     notes = proc.stdout.split("NOTES:", 1)[1]
     assert f"kubectl -n {NAMESPACE} get pods" in notes
     assert "squeue" in notes
+    # a finite token, rotated by running the command again (issue 30, finding 13)
+    assert "lifespan=604800" in notes
+    assert "lifespan=infinite" not in notes
