@@ -13,6 +13,9 @@ LeaderWorkerSet, batch Job) in managed namespaces:
   ``scheduler.slinky.slurm.net/slurm-jobid`` and the annotation ``slinky.slurm.net/slurm-node``,
   on CREATE and UPDATE alike;
 * once a pod is bound (``spec.nodeName`` set), its slurmjob annotations are immutable;
+* a new pod may not carry ``spec.topologySpreadConstraints`` (Slurm cannot honour them),
+  and a bound pod may not be resized in place (``pods/resize``: its Slurm job's allocation
+  is fixed);
 * an ownerReference's ``name`` and ``uid`` (they reach Slurm as the job name, comment and
   admin_comment) follow the text rules of :mod:`bridge.text`, as annotation text does;
 * the namespace's Slurm identity policy (``namespacePolicies``, the same pure function the
@@ -144,6 +147,49 @@ def _bound_immutability(
     ]
 
 
+def _resized_containers(new: Mapping[str, Any], old: Mapping[str, Any]) -> list[str]:
+    """``spec.containers[i].resources`` of each container whose resources differ."""
+    olds = {
+        c.get("name"): c.get("resources")
+        for c in mapping_at(old, "spec", []).get("containers") or []
+        if isinstance(c, Mapping)
+    }
+    return [
+        f"spec.containers[{i}].resources"
+        for i, c in enumerate(mapping_at(new, "spec", []).get("containers") or [])
+        if isinstance(c, Mapping) and c.get("resources") != olds.get(c.get("name"))
+    ]
+
+
+def _validate_pod_resize(req: AdmissionRequest, ctx: AdmissionContext) -> AdmissionResponse:
+    """``pods/resize``: a bound managed pod's resources are its Slurm job's allocation,
+    fixed while the job runs (Slurm cannot grow a running job's CPUs or memory), so an
+    in-place resize is refused, naming each resized container. An unbound pod may be
+    resized: its group is translated again and a pending job is updated (docs/admission.md)."""
+    pod, old = req.object, req.old_object
+    name = object_name(req)
+    if pod is None or old is None:
+        return deny(req.uid, name, [InvalidInput("request.oldObject", "missing on a resize")])
+    errors: list[InvalidInput] = []
+    sched = scheduler_name_of(mapping_at(old, "spec", errors), "spec.schedulerName", errors)
+    node = mapping_at(old, "spec", errors).get("nodeName")
+    if errors:
+        return deny(req.uid, name, errors)
+    if not node or not pod_managed(sched, req.namespace, ctx):
+        return allow(req.uid)
+    reason = (
+        f"a pod bound by slurm-bridge (spec.nodeName={node}) cannot be resized in place: its "
+        "Slurm job holds a fixed allocation; delete the pod and create it with the new "
+        "resources"
+    )
+    resized = _resized_containers(pod, old)
+    return (
+        deny(req.uid, name, [InvalidInput(f, reason) for f in resized])
+        if resized
+        else allow(req.uid)
+    )
+
+
 def _validate_pod(req: AdmissionRequest, ctx: AdmissionContext) -> AdmissionResponse:
     pod, old = req.object, req.old_object
     name = object_name(req)
@@ -166,6 +212,14 @@ def _validate_pod(req: AdmissionRequest, ctx: AdmissionContext) -> AdmissionResp
         old_ann = mapping_at(old, "metadata.annotations", errors)
     errors += _annotation_problems(annotations, old_ann, name, ctx, req.namespace)
     errors += _owner_problems(pod, old)
+    if old is None and spec.get("topologySpreadConstraints"):
+        errors.append(
+            InvalidInput(
+                "spec.topologySpreadConstraints",
+                "not supported by slurm-bridge: Slurm places a job's nodes and has no spread "
+                "constraint over topology domains; remove it (docs/admission.md)",
+            )
+        )
     if not ctx.is_bridge_user(req.user_info.username):
         errors += _bridge_key_problems(pod, old, errors)
     if old is not None and old_ann is not None:
@@ -207,6 +261,8 @@ def validate(req: AdmissionRequest, ctx: AdmissionContext) -> AdmissionResponse:
     if req.operation not in ("CREATE", "UPDATE"):
         return allow(req.uid)
     if req.kind.group == "" and req.kind.kind == "Pod":
+        if req.sub_resource == "resize":
+            return _validate_pod_resize(req, ctx)
         return _validate_pod(req, ctx)
     if (req.kind.group, req.kind.kind) in GROUP_KINDS:
         return _validate_group(req, ctx)

@@ -483,6 +483,7 @@ def test_webhook_entries_are_complete_and_configurable(helm: Helm, values: tuple
     }
     assert validated == {
         ("", "pods", ("CREATE", "UPDATE")),
+        ("", "pods/resize", ("CREATE", "UPDATE")),  # a bound pod's resize is refused
         ("scheduling.x-k8s.io", "podgroups", ("CREATE", "UPDATE")),
         ("scheduling.k8s.io", "podgroups", ("CREATE", "UPDATE")),
         ("jobset.x-k8s.io", "jobsets", ("CREATE", "UPDATE")),
