@@ -19,9 +19,12 @@ import pytest
 from bridge.cli import main
 from bridge.config import parse_config
 from bridge.errors import ConfigError
+from bridge.kube.resources import PODS
 from bridge.models import JobSpec
 from bridge.translate import TranslateSettings, translate_group
 from bridge.translate.policy import resolve_policy
+from tests.integration.bridge_harness import NS, job_of, pod, running_bridge
+from tests.integration.conftest import SlurmSandbox
 from tests.security.test_namespace_policy import plain_pod
 
 HIGH = 2_000_000_000  # system-cluster-critical's value
@@ -128,3 +131,29 @@ def test_without_a_policy_check_the_priority_class_still_maps_for_tools() -> Non
     spec = translate_group([pod], None, [], TranslateSettings(priority_from_priority_class=True))
     assert isinstance(spec, JobSpec)
     assert spec.priority == 7
+
+
+@pytest.mark.slurm
+@pytest.mark.e2e
+async def test_against_slurm_a_critical_priority_class_does_not_reach_the_job(
+    sandbox: SlurmSandbox, tmp_path: Path
+) -> None:
+    """The bug as observed: ``priorityFromPriorityClass`` on, ``allowPodPriority`` off, a
+    pod of priority 2,000,000,000; Slurm's own priority must apply, not the pod's."""
+    policy = {"namespaces": [NS], "accounts": ["default"], "defaultAccount": "default"}
+    scheduler = {"rejectBackoffSeconds": 0.5, "workers": 4, "priorityFromPriorityClass": True}
+    async with running_bridge(
+        sandbox, tmp_path, namespacePolicies=[policy], scheduler=scheduler
+    ) as b:
+        try:
+            body = pod("critical")
+            body["spec"]["priorityClassName"] = "system-cluster-critical"
+            body["spec"]["priority"] = HIGH
+            await b.kube.create(PODS, body, NS)
+            await b.bound("critical")
+            job_id = job_of(await b.get_pod("critical"))
+            shown = sandbox.cli("exec", "--", "squeue", "-h", "-j", str(job_id), "-o", "%Q")
+            assert shown.returncode == 0, shown.stderr
+            assert int(shown.stdout.split()[-1]) != HIGH
+        finally:
+            await b.cancel_jobs()
