@@ -173,8 +173,8 @@ Decision = (
 
 
 # JobSpec fields newer than the hashes pending jobs carry: left out while unset, so a job
-# without a topology request keeps its hash across the upgrade (no Update of every
-# pending job).
+# without a topology request (or a plain job: no het_components) keeps its hash across
+# the upgrade (no Update of every pending job).
 _HASHED_WHEN_SET = ("segment_size", "required_switches", "wait_for_switch_seconds")
 
 
@@ -182,6 +182,8 @@ def spec_hash(spec: JobSpec) -> str:
     """A short stable hash of everything Slurm-relevant in ``spec`` (not the comment,
     which carries the hash itself)."""
     unset = {f for f in _HASHED_WHEN_SET if getattr(spec, f) is None}
+    if not spec.het_components:
+        unset.add("het_components")
     data = spec.model_dump_json(exclude={"comment", *unset})
     return hashlib.sha256(data.encode()).hexdigest()[:12]
 

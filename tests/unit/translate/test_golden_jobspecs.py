@@ -47,6 +47,12 @@ def _specs(example: str, settings: TranslateSettings) -> dict[str, JobSpec]:
         pytest.param("jobset", TranslateSettings(), "jobset", id="jobset-one-gang"),
         pytest.param(
             "jobset",
+            TranslateSettings(gang_sizing="hetjob"),
+            "jobset-hetjob",
+            id="jobset-driver-and-workers-one-hetjob",
+        ),
+        pytest.param(
+            "jobset",
             TranslateSettings(jobset_grouping="replicatedJob"),
             "jobset-per-replicated-job",
             id="jobset-per-replicated-job",
