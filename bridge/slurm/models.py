@@ -139,6 +139,21 @@ class SlurmJob(_Frozen):
     # requeued (PreemptMode REQUEUE: PENDING again, ``restart_count`` one more).
     preempt_time: datetime | None = None
     restart_count: int = 0
+    # A heterogeneous job (docs/hetjob.md): ``het_job_id`` is the leader's id (component
+    # 0's), ``het_job_offset`` this component's offset; both None for a plain job. The
+    # leader read by id (``GET /job/{leader}``) carries components 1..n here.
+    het_job_id: int | None = None
+    het_job_offset: int | None = None
+    het_components: tuple[SlurmJob, ...] = ()
+
+    @property
+    def components(self) -> tuple[SlurmJob, ...]:
+        """Every component in offset order: ``(self,)`` for a plain job."""
+        return (self, *self.het_components)
+
+    @property
+    def heterogeneous(self) -> bool:
+        return self.het_job_id is not None
 
     @property
     def external(self) -> bool:
