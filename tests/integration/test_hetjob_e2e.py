@@ -1,0 +1,153 @@
+"""Gangs of several shapes end to end (docs/hetjob.md): real slurmrestd 26.05 with its GPU
+external nodes plus a CPU-only external node made for the test, the sandbox Kubernetes
+API server, and the scheduler (with ``scheduler.gangSizing: hetjob``) in this loop.
+
+Each gang becomes ONE Slurm hetjob: its pods carry the hetjob's id, the pods of
+component k run on component k's nodes, and Slurm holds exactly the GPUs the pods ask.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import secrets
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bridge.kube.resources import PODGROUPS, PODS
+from bridge.slurm.client import SlurmClient
+from bridge.slurm.models import SlurmJob
+from bridge.wellknown import LABEL_POD_GROUP
+from tests.integration.bridge_harness import NS, Bridge, job_of, pod, running_bridge
+from tests.integration.conftest import SlurmSandbox
+from tests.workloads import load_example
+
+pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
+HET = {"rejectBackoffSeconds": 0.5, "workers": 4, "gangSizing": "hetjob"}
+
+
+@contextlib.asynccontextmanager
+async def cpu_only_node(slurm: SlurmClient, sandbox: SlurmSandbox) -> AsyncIterator[str]:
+    """A CPU-only external node in the bridge's partition for the test's length."""
+    name = "kube-cpu-" + secrets.token_hex(3)
+    await slurm.create_external_node(name, cpus=sandbox.node_cpus, memory_mib=sandbox.node_mem_mb)
+    try:
+        assert await slurm.add_node_to_partition(sandbox.partition, name)
+        yield name
+    finally:
+        with contextlib.suppress(Exception):
+            await slurm.delete_node(name)
+
+
+@pytest.fixture
+async def bridge(sandbox: SlurmSandbox, tmp_path: Path) -> AsyncIterator[Bridge]:
+    async with running_bridge(sandbox, tmp_path, scheduler=HET) as b:
+        yield b
+
+
+def gpu_pod(name: str, cpu: str, gpus: int, **kw: Any) -> dict[str, Any]:
+    p = pod(name, cpu=cpu, **kw)
+    if gpus:
+        p["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": str(gpus)}
+    return p
+
+
+async def hetjob_of(b: Bridge, names: list[str]) -> SlurmJob:
+    """The one Slurm job every pod names, read by its id (a hetjob: with its components)."""
+    ids = {job_of(await b.get_pod(n)) for n in names}
+    assert len(ids) == 1, f"the gang's pods name {len(ids)} Slurm jobs: {ids}"
+    return await b.slurm.get_job(ids.pop())
+
+
+async def component_nodes(b: Bridge, job: SlurmJob) -> list[tuple[str, ...]]:
+    return [c.nodes for c in job.components]
+
+
+async def assert_each_pod_on_its_components_nodes(
+    b: Bridge, job: SlurmJob, parts: list[list[str]]
+) -> None:
+    assert len(job.components) == len(parts)
+    for comp, names in zip(job.components, parts, strict=True):
+        assert (comp.het_job_id, comp.het_job_offset) == (
+            job.job_id,
+            job.components.index(comp),
+        )
+        for n in names:
+            assert await b.bound(n) in comp.nodes, (n, comp.nodes)
+        assert f"{NS}/{names[0]}" in comp.admin_comment  # each component back-links its pods
+
+
+async def test_podgroup_of_a_cpu_driver_and_gpu_workers_is_one_hetjob_holding_only_asked_gpus(
+    bridge: Bridge, sandbox: SlurmSandbox
+) -> None:
+    async with cpu_only_node(bridge.slurm, sandbox) as cpu_node:
+        bridge.api.set_node_ready(cpu_node)
+        await bridge.kube.create(
+            PODGROUPS,
+            {
+                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {"name": "mixed"},
+                "spec": {"minMember": 3},
+            },
+            NS,
+        )
+        labels = {LABEL_POD_GROUP: "mixed"}
+        gpus = sandbox.node_gpus
+        await bridge.kube.create(PODS, gpu_pod("mixed-driver", "1", 0, labels=labels), NS)
+        workers = ["mixed-w0", "mixed-w1"]
+        for n in workers:
+            await bridge.kube.create(PODS, gpu_pod(n, "2", gpus, labels=labels), NS)
+        for n in ["mixed-driver", *workers]:
+            await bridge.bound(n)
+        job = await hetjob_of(bridge, ["mixed-driver", *workers])
+        await assert_each_pod_on_its_components_nodes(bridge, job, [["mixed-driver"], workers])
+        driver, gpu_workers = job.components
+        # exactly the GPUs the pods asked: none for the driver, every one for each worker
+        assert driver.gres_detail == ()
+        assert gpu_workers.gres_detail == (f"gpu(CNT:{gpus})",) * 2
+        assert not driver.tres_per_node
+        # the job's pods are one unit in Slurm: cancelling the hetjob ends every component
+        await bridge.slurm.cancel(job.job_id)
+        ended = await bridge.slurm.get_job(job.job_id)
+        assert {c.state.primary for c in ended.components} <= {"CANCELLED", "COMPLETED"}
+
+
+async def test_jobset_driver_and_gpu_workers_are_the_hetjobs_components(
+    bridge: Bridge, sandbox: SlurmSandbox
+) -> None:
+    [js] = copy.deepcopy(load_example("jobset"))
+    js["metadata"]["name"] = "het-js"
+    workers = js["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]
+    workers["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": str(sandbox.node_gpus)}
+    names = await bridge.create_workload([js])
+    for n in names:
+        await bridge.bound(n)
+    job = await hetjob_of(bridge, names)
+    driver = [n for n in names if "-driver-" in n]
+    rest = [n for n in names if n not in driver]
+    await assert_each_pod_on_its_components_nodes(bridge, job, [driver, rest])
+    assert job.het_components[0].gres_detail == (f"gpu(CNT:{sandbox.node_gpus})",) * 2
+
+
+async def test_lws_with_a_cpu_leader_and_gpu_workers_is_one_hetjob_leader_first(
+    bridge: Bridge, sandbox: SlurmSandbox
+) -> None:
+    [lws] = copy.deepcopy(load_example("lws"))
+    lws["metadata"]["name"] = "het-lws"
+    lwt = lws["spec"]["leaderWorkerTemplate"]
+    lwt["leaderTemplate"] = copy.deepcopy(lwt["workerTemplate"])
+    worker = lwt["workerTemplate"]["spec"]["containers"][0]
+    worker["resources"]["limits"] = {"nvidia.com/gpu": "1"}
+    names = await bridge.create_workload([lws])
+    for n in names:
+        await bridge.bound(n)
+    job = await hetjob_of(bridge, names)
+    leader = [n for n in names if n == "het-lws-0"]
+    await assert_each_pod_on_its_components_nodes(
+        bridge, job, [leader, [n for n in names if n not in leader]]
+    )
+    assert job.components[0].gres_detail == ()
