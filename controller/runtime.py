@@ -101,6 +101,25 @@ class SlurmReadObserver(Protocol):
     def nodes_listed(self, nodes: Iterable[SlurmNode]) -> None: ...
 
 
+def _het_state(
+    job_id: int, states: dict[int, JobState], het: dict[int, tuple[int, ...] | None]
+) -> JobState | None:
+    """A job's state in a poll; for a hetjob leader, the first of its components' that
+    is not active (None while its components are not known yet, or one is not listed:
+    the job is then read)."""
+    state = states.get(job_id)
+    if job_id not in het:
+        return state
+    comps = het[job_id]
+    if comps is None:
+        return None
+    for c in (job_id, *comps):
+        s = states.get(c)
+        if s is None or not s.active:
+            return s
+    return state
+
+
 def _running(state: JobState | None) -> bool:
     return state is not None and state.primary == "RUNNING"
 
@@ -164,6 +183,8 @@ class Controller:
         # job id -> its back-link when it is ours (None: read, and not ours). Read once,
         # the first time an action on the job's pods is planned.
         self.links: dict[int, BackLink | None] = {}
+        # hetjob leaders our pods name -> their other components' ids (None: not read yet)
+        self.het: dict[int, tuple[int, ...] | None] = {}
         # job id -> the labelled pods that left (deleted): what "all pods deleted" is
         # proven against. Dropped with the job.
         self.departed: dict[int, dict[str, KubeObject]] = {}
@@ -240,7 +261,8 @@ class Controller:
             return 0
         changed = 0
         try:
-            states = {s.job_id: s.state for s in await self.slurm.list_job_states(ids)}
+            rows = await self.slurm.list_job_states(ids)
+            states = {s.job_id: s.state for s in rows}
         except SlurmError as e:
             self.slurm_ok = False
             self.slurm_failures += 1
@@ -248,9 +270,12 @@ class Controller:
             return 0  # unknown is not gone: nothing changes
         self.slurm_ok = True
         self.slurm_failures = 0
+        for s in rows:
+            if s.het_offset == 0 and s.job_id not in self.het:
+                self.het[s.job_id] = None  # a hetjob leader: its components read below
         preempted = await self._preempted(sorted(j for j in ids if _running(states.get(j))))
         for j in ids:
-            st = states.get(j)
+            st = _het_state(j, states, self.het)
             if st is not None and st.active:
                 was = self.views.get(j, UNKNOWN).preempted and st.primary == "RUNNING"
                 view = JobView(JobKind.ACTIVE, st.primary, preempted=was or j in preempted)
@@ -266,14 +291,34 @@ class Controller:
                 else:
                     self._remember(job)
                     self.links[j] = self._link_of(job)
-                    kind = JobKind.ACTIVE if job.state.active else JobKind.ENDED
-                    view = JobView(kind, job.state.primary, job.state_reason)
+                    view = self._view_of(job)
             if self.views.get(j) != view:
                 log.info("slurm_job_state", job_id=j, state=view.state, kind=view.kind.value)
                 self.views[j] = view
                 self.queue.add(("job", str(j)))
                 changed += 1
         return changed
+
+    def _view_of(self, job: SlurmJob) -> JobView:
+        """The job as the reconcilers see it; a hetjob (read by its leader's id) as one
+        unit: its first component that is no longer active ends it (docs/hetjob.md)."""
+        if job.het_components:
+            self.het[job.job_id] = tuple(c.job_id for c in job.het_components)
+            for offset, c in enumerate(job.components):
+                if not c.state.active:
+                    where = f"{job.job_id}+{offset}"
+                    if any(x.state.active for x in job.components):
+                        # the rest still holds nodes: ended once every pod has stopped
+                        return JobView(
+                            JobKind.ACTIVE,
+                            c.state.primary,
+                            c.state_reason,
+                            component=where,
+                            component_ended=True,
+                        )
+                    return JobView(JobKind.ENDED, c.state.primary, c.state_reason, component=where)
+        kind = JobKind.ACTIVE if job.state.active else JobKind.ENDED
+        return JobView(kind, job.state.primary, job.state_reason)
 
     async def _preempted(self, running: list[int]) -> set[int]:
         """Which of the next few RUNNING jobs (in turn) Slurm selected for preemption;
@@ -287,7 +332,11 @@ class Controller:
         except SlurmError as e:
             log.warning("slurm_preempt_read_failed", error=str(e))
             return set()
-        out = {job.job_id for job in read if preemption.selected_for_preemption(job)}
+        out = {
+            job.job_id
+            for job in read
+            if any(preemption.selected_for_preemption(c) for c in job.components)
+        }
         for j in out:
             log.info("slurm_job_preempting", job_id=j)
         return out
@@ -546,6 +595,7 @@ class Controller:
             self.by_job.pop(job_id, None)
             self.views.pop(job_id, None)
             self.links.pop(job_id, None)
+            self.het.pop(job_id, None)
             self.departed.pop(job_id, None)
 
     # ------------------------------------------------------------------ ownership
@@ -565,12 +615,19 @@ class Controller:
         ]
 
     def _link_of(self, job: SlurmJob) -> BackLink | None:
-        link = back_link(job.admin_comment)
-        return (
-            link
-            if link is not None and link_is_ours(link, job.mcs_label, self.cfg.mcs_label)
-            else None
-        )
+        """The job's back-link when it is ours; a hetjob's names the pods of every
+        component (each component's admin_comment names its own), and every component
+        must be ours."""
+        links = [back_link(c.admin_comment) for c in job.components]
+        if any(
+            link is None or not link_is_ours(link, c.mcs_label, self.cfg.mcs_label)
+            for link, c in zip(links, job.components, strict=True)
+        ):
+            return None
+        first = links[0]
+        if first is None or len(links) == 1:
+            return first
+        return BackLink(first.group, tuple(p for x in links if x for p in x.pods), first.mcs)
 
     async def _named_pods(
         self, job_id: int, job_pods: list[KubeObject], view: JobView

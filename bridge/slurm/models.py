@@ -205,6 +205,8 @@ class JobStateItem(_Frozen):
 
     job_id: int
     state: JobState
+    # a hetjob component's offset (the row reads ``"<id>+<offset>"``); None: a plain job
+    het_offset: int | None = None
 
 
 class SlurmNode(_Frozen):

@@ -20,7 +20,7 @@ import pytest
 from bridge.kube.resources import PODGROUPS, PODS
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import SlurmJob
-from bridge.wellknown import LABEL_POD_GROUP
+from bridge.wellknown import CONDITION_DISRUPTION_TARGET, LABEL_POD_GROUP
 from tests.integration.bridge_harness import NS, Bridge, job_of, pod, running_bridge
 from tests.integration.conftest import SlurmSandbox
 from tests.workloads import load_example
@@ -151,3 +151,92 @@ async def test_lws_with_a_cpu_leader_and_gpu_workers_is_one_hetjob_leader_first(
         bridge, job, [leader, [n for n in names if n not in leader]]
     )
     assert job.components[0].gres_detail == ()
+
+
+@contextlib.asynccontextmanager
+async def bridge_with_controller(sandbox: SlurmSandbox, tmp_path: Path) -> AsyncIterator[Bridge]:
+    async with running_bridge(sandbox, tmp_path, controller=True, scheduler=HET) as b:
+        yield b
+
+
+async def mixed_gang(b: Bridge, name: str, gpus: int) -> tuple[list[str], SlurmJob]:
+    """A PodGroup of a CPU driver and two GPU workers, bound: its pods and its hetjob."""
+    await b.kube.create(
+        PODGROUPS,
+        {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": name},
+            "spec": {"minMember": 3},
+        },
+        NS,
+    )
+    labels = {LABEL_POD_GROUP: name}
+    names = [f"{name}-driver", f"{name}-w0", f"{name}-w1"]
+    await b.kube.create(PODS, gpu_pod(names[0], "1", 0, labels=labels), NS)
+    for n in names[1:]:
+        await b.kube.create(PODS, gpu_pod(n, "2", gpus, labels=labels), NS)
+    for n in names:
+        await b.bound(n)
+    job = await hetjob_of(b, names)
+    assert len(job.components) == 2
+    return names, job
+
+
+async def phase(b: Bridge, name: str) -> str:
+    return str(((await b.get_pod(name)).get("status") or {}).get("phase") or "")
+
+
+async def test_one_component_cancelled_fails_every_pod_of_the_gang_as_a_disruption(
+    sandbox: SlurmSandbox, tmp_path: Path
+) -> None:
+    async with bridge_with_controller(sandbox, tmp_path) as b:
+        names, job = await mixed_gang(b, "cut", sandbox.node_gpus)
+        workers = job.het_components[0]
+        await b.slurm.cancel(workers.job_id)  # only component 1, as `scancel 33` would
+
+        async def all_failed() -> bool:
+            return all([await phase(b, n) == "Failed" for n in names])
+
+        await b.wait_for("every pod of the gang Failed", all_failed)
+        driver = await b.get_pod(names[0])  # the driver's own component still ran
+        assert driver["status"]["reason"] == "SlurmJobCancelled"
+        assert f"hetjob component {job.job_id}+1" in driver["status"]["message"]
+        conds = {c["type"]: c for c in driver["status"]["conditions"]}
+        assert conds[CONDITION_DISRUPTION_TARGET]["status"] == "True"
+
+        async def whole_job_ended() -> bool:
+            j = await b.slurm.get_job(job.job_id)
+            return not any(c.state.active for c in j.components)
+
+        # every pod stopped: the controller ends what is left of the hetjob
+        await b.wait_for("the leader ended too", whole_job_ended)
+
+
+async def test_the_hetjob_ends_only_when_every_pod_of_every_component_has_stopped(
+    sandbox: SlurmSandbox, tmp_path: Path
+) -> None:
+    async with bridge_with_controller(sandbox, tmp_path) as b:
+        names, job = await mixed_gang(b, "fin", sandbox.node_gpus)
+        assert b.ctl is not None
+        # the dangling sweep takes a component for the hetjob's, never for a stray job
+        await b.ctl.sweep_once()
+        await b.ctl.sweep_once()
+        b.api.finish_pod(NS, names[0], exit_code=0)  # the driver (component 0) finishes
+
+        async def driver_done() -> bool:
+            return await phase(b, names[0]) == "Succeeded"
+
+        await b.wait_for("the driver Succeeded", driver_done)
+        await b.ctl.sweep_once()
+        still = await b.slurm.get_job(job.job_id)
+        assert [c.state.primary for c in still.components] == ["RUNNING", "RUNNING"]
+        for n in names[1:]:
+            b.api.finish_pod(NS, n, exit_code=0)
+
+        async def ended() -> list[str]:
+            j = await b.slurm.get_job(job.job_id)
+            states = [c.state.primary for c in j.components]
+            return states if not any(c.state.active for c in j.components) else []
+
+        assert set(await b.wait_for("every component ended", ended)) <= {"CANCELLED", "COMPLETED"}

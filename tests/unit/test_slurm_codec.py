@@ -443,6 +443,8 @@ def test_plain_job_has_no_hetjob_fields(version: str) -> None:
 def test_job_state_rows_of_hetjob_components_and_array_tasks_decode(raw: Any, job_id: int) -> None:
     rows = codec_for("v0.0.45").decode_job_states({"jobs": [{"job_id": raw, "state": ["RUNNING"]}]})
     assert [r.job_id for r in rows] == [job_id]
+    offset = int(raw.partition("+")[2]) if isinstance(raw, str) and "+" in raw else None
+    assert rows[0].het_offset == offset
 
 
 def test_v045_real_hetjob_state_rows_decode() -> None:

@@ -116,15 +116,21 @@ def _strs(value: Any) -> tuple[str, ...]:
     return ()
 
 
-def _state_row_id(value: Any) -> int | None:
-    """A ``jobs/state`` row's job id: ``"123"``, or ``"124+1"`` for a hetjob component
-    (its own id, then its offset; measured on 26.05), or ``"123_4"`` for an array task
-    (the array's id: the bridge makes no arrays, so such a row is never one of its jobs
-    but must not stop the scan)."""
+def _state_row_id(value: Any) -> tuple[int | None, int | None]:
+    """A ``jobs/state`` row's (job id, hetjob offset): ``"123"``; ``"124+1"`` for a hetjob
+    component (its own id, then its offset; measured on 26.05); ``"123_4"`` for an array
+    task (the array's id: the bridge makes no arrays, so such a row is never one of its
+    jobs, but it must not stop the scan)."""
     if isinstance(value, str):
-        head = value.split("+", 1)[0].split("_", 1)[0]
-        return int(head) if head.isdigit() else None
-    return num(value)
+        if value.isdigit():  # the usual row, first
+            return int(value), None
+        head, plus, offset = value.partition("+")
+        head = head.partition("_")[0]
+        return (
+            int(head) if head.isdigit() else None,
+            int(offset) if plus and offset.isdigit() else None,
+        )
+    return num(value), None
 
 
 def _require_mapping(body: Any, what: str) -> Mapping[str, Any]:
@@ -497,14 +503,14 @@ class Codec:
         few distinct states across rows."""
         if not isinstance(j, Mapping):
             return None
-        job_id = _state_row_id(j.get("job_id"))
+        job_id, offset = _state_row_id(j.get("job_id"))
         if job_id is None:
             raise InvalidInput("job_id", "missing in a jobs/state row")
         raw = _strs(j.get("state"))
         state = states.get(raw)
         if state is None:
             state = states[raw] = JobState.from_list(raw)
-        return JobStateItem.model_construct(job_id=job_id, state=state)
+        return JobStateItem.model_construct(job_id=job_id, state=state, het_offset=offset)
 
     def decode_cancel(self, body: Any) -> tuple[CancelStatus, ...]:
         """A DELETE's ``status[]``: failures arrive here with HTTP 200."""
