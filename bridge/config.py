@@ -150,7 +150,7 @@ class SchedulerSettings(_Section):
     # A gang whose members differ in shape (a CPU driver and GPU workers): "hetjob": one
     # heterogeneous Slurm job, a component per shape, each member sized as it asks
     # (docs/hetjob.md); "largest": one plain job, every member sized like the largest.
-    gang_sizing: Literal["hetjob", "largest"] = "largest"
+    gang_sizing: Literal["hetjob", "largest"] = "hetjob"
     # Extended resource name -> Slurm GRES name, on top of nvidia.com/gpu and amd.com/gpu.
     gres_mapping: dict[str, str] = Field(default_factory=dict)
     # DRA: DeviceClass name -> Slurm GRES name, for the extended-resource form

@@ -20,7 +20,7 @@ class TranslateSettings(BaseModel):
     gres_mapping: dict[str, str] = Field(default_factory=dict)
     gang_batch_jobs: bool = True
     jobset_grouping: Literal["jobset", "replicatedJob"] = "jobset"
-    gang_sizing: Literal["hetjob", "largest"] = "largest"
+    gang_sizing: Literal["hetjob", "largest"] = "hetjob"
     priority_from_priority_class: bool = False
     topology: TopologyPolicy = Field(default_factory=TopologyPolicy)
 
