@@ -7,6 +7,7 @@ says "not set" (``set: false`` or 0).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
@@ -176,6 +177,31 @@ class SlurmJob(_Frozen):
     def tres_alloc(self) -> dict[str, str]:
         """``tres_alloc_str`` as a mapping: ``{"cpu": "16", "mem": "16000M", ...}``."""
         return _parse_tres(self.tres_alloc_str)
+
+
+def fold_hetjobs(jobs: Iterable[SlurmJob]) -> list[SlurmJob]:
+    """A flat job list (``GET /jobs/`` lists every hetjob component as a job of its own)
+    with each hetjob as one entry: its leader, carrying its other components in offset
+    order. Components whose leader is not in the list are kept as they are."""
+    listed = list(jobs)
+    leaders = {j.job_id for j in listed if j.het_job_id == j.job_id}
+    rest: dict[int, list[SlurmJob]] = {}
+    out: list[SlurmJob] = []
+    for j in listed:
+        if j.het_job_id is not None and j.het_job_id != j.job_id and j.het_job_id in leaders:
+            rest.setdefault(j.het_job_id, []).append(j)
+        else:
+            out.append(j)
+    return [
+        j.model_copy(
+            update={
+                "het_components": tuple(sorted(rest[j.job_id], key=lambda c: c.het_job_offset or 0))
+            }
+        )
+        if j.job_id in rest and not j.het_components
+        else j
+        for j in out
+    ]
 
 
 def _parse_tres(s: str) -> dict[str, str]:
