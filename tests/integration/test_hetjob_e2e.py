@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from bridge.kube.resources import PODGROUPS, PODS
+from bridge.kube.resources import PODGROUPS, PODS, Resource
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import SlurmJob
 from bridge.wellknown import CONDITION_DISRUPTION_TARGET, LABEL_POD_GROUP
@@ -240,3 +240,34 @@ async def test_the_hetjob_ends_only_when_every_pod_of_every_component_has_stoppe
             return states if not any(c.state.active for c in j.components) else []
 
         assert set(await b.wait_for("every component ended", ended)) <= {"CANCELLED", "COMPLETED"}
+
+
+BUILTIN_PODGROUPS = Resource("scheduling.k8s.io", "v1alpha2", "podgroups", "PodGroup", True)
+
+
+async def test_builtin_podgroup_of_mixed_shapes_read_at_the_served_version_is_one_hetjob(
+    bridge: Bridge, sandbox: SlurmSandbox
+) -> None:
+    """The scheduler finds the built-in PodGroup's version by discovery (1.36 serves
+    scheduling.k8s.io/v1alpha2; no version is pinned)."""
+    served = await bridge.kube.served_versions("scheduling.k8s.io")
+    assert "v1alpha2" in served
+    await bridge.kube.create(
+        BUILTIN_PODGROUPS,
+        {
+            "apiVersion": "scheduling.k8s.io/v1alpha2",
+            "kind": "PodGroup",
+            "metadata": {"name": "wl"},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}},
+        },
+        NS,
+    )
+    names = ["wl-driver", "wl-w0", "wl-w1"]
+    for n, (cpu, gpus) in zip(names, [("1", 0), ("2", 1), ("2", 1)], strict=True):
+        body = gpu_pod(n, cpu, gpus)
+        body["spec"]["schedulingGroup"] = {"podGroupName": "wl"}
+        await bridge.kube.create(PODS, body, NS)
+    for n in names:
+        await bridge.bound(n)
+    job = await hetjob_of(bridge, names)
+    await assert_each_pod_on_its_components_nodes(bridge, job, [names[:1], names[1:]])
