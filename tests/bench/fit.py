@@ -41,7 +41,6 @@ import argparse
 import asyncio
 import contextlib
 import copy
-import json
 import os
 import random
 import re
@@ -53,22 +52,16 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-from bridge.clock import SystemClock
-from bridge.config import parse_config
 from bridge.errors import SlurmError
-from bridge.kube.client import KubeClient
 from bridge.kube.resources import PODGROUPS, PODS
-from bridge.logging import configure_logging
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import SlurmJob
 from bridge.wellknown import LABEL_JOB_ID, LABEL_POD_GROUP, slurmjob_annotation
 from sandbox.kubeapi import SandboxApiServer
 from sandbox.slurm.launcher import ENV_FILE
-from scheduler.app import run_scheduler
-from scheduler.cycle import Scheduler
-from tests.bench.scheduler import CountingSlurmClient
+from tests.bench.topology import cli, scheduler_for
 from tests.integration.bridge_harness import Sandboxes
-from tests.integration.conftest import SlurmSandbox, load_sandbox, make_client, sandbox_config_data
+from tests.integration.conftest import SlurmSandbox, load_sandbox, make_client
 from tests.topology_sandbox import own_sandbox
 from tests.waiting import eventually
 
@@ -237,36 +230,6 @@ class Run:
             self.held["cpu"] += c.cpus or 0
 
 
-@contextlib.asynccontextmanager
-async def scheduler_for(
-    sb: SlurmSandbox, api: SandboxApiServer, tmp: Path, mode: str
-) -> AsyncIterator[tuple[KubeClient, CountingSlurmClient]]:
-    sizing = mode.split("_")[0]
-    cfg = parse_config(
-        sandbox_config_data(
-            sb,
-            kubeconfig=str(api.write_kubeconfig(tmp / f"kubeconfig-{mode}")),
-            slurmPollIntervalSeconds=0.25,
-            scheduler={"gangSizing": sizing, "workers": 8},
-        ),
-        env={},
-    )
-    async with (
-        await KubeClient.from_config(cfg) as kube,
-        CountingSlurmClient.from_config(cfg) as slurm,
-    ):
-        sched = Scheduler(cfg, kube, slurm, SystemClock())
-        ready = asyncio.Event()
-        task = asyncio.create_task(run_scheduler(cfg, kube, slurm, ready=ready, scheduler=sched))
-        try:
-            await asyncio.wait_for(ready.wait(), 30)
-            yield kube, slurm
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-
-
 def _pct(values: list[float], q: float) -> float:
     if not values:
         return 0.0
@@ -280,7 +243,9 @@ async def run_mode(
     with tempfile.TemporaryDirectory() as tmp:
         async with (
             SandboxApiServer(nodes=[*sb.external_nodes, *cpu_only], kubelet=True) as api,
-            scheduler_for(sb, api, Path(tmp), mode) as (kube, counting),
+            scheduler_for(
+                sb, api, Path(tmp), mode, scheduler={"gangSizing": mode.split("_")[0], "workers": 8}
+            ) as (kube, counting),
             make_client(sb) as slurm,
         ):
             run = Run(Sandboxes(kube, slurm, api), mode, sb.node_gpus)
@@ -359,10 +324,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    configure_logging("warning", "console")
-    print(json.dumps(asyncio.run(run(args))))
-    return 0
+    return cli(parser(), run, argv)
 
 
 if __name__ == "__main__":
