@@ -2,7 +2,7 @@
 
 Each poll asks ``GET /jobs/state/`` for the jobs not known to be over (one request per
 :data:`~bridge.slurm.client.STATE_IDS_PER_URL` ids) and keeps one
-:class:`~controller.model.SlurmJobView` per job; a job that changed is queued. A job that
+:class:`~controller.model.SlurmJobStatus` per job; a job that changed is queued. A job that
 ended, or that the list leaves out, is read once (``GET /job/{id}``) for Slurm's reason,
 or a definite 404 (GONE). Unknown is not gone: a failed poll changes nothing.
 
@@ -29,7 +29,7 @@ from bridge.slurm.models import JobState, SlurmJob
 from bridge.workqueue import WorkQueue
 from controller import preemption
 from controller.caches import WatchCaches
-from controller.model import UNKNOWN, JobKind, Key, SlurmJobView, job_key
+from controller.model import UNKNOWN, JobKind, Key, SlurmJobStatus, job_key
 from controller.ownership import Ownership
 from controller.slurm_metrics import JobFactsTable
 
@@ -63,7 +63,7 @@ def _het_state(
     return state
 
 
-def job_view(job: SlurmJob) -> SlurmJobView:
+def job_view(job: SlurmJob) -> SlurmJobStatus:
     """A job read by id as the reconcilers see it; a hetjob (read by its leader's id:
     every component) as one unit (docs/hetjob.md): its first component no longer active
     ends every pod of the gang; while others still hold nodes the job stays ACTIVE
@@ -72,16 +72,16 @@ def job_view(job: SlurmJob) -> SlurmJobView:
         if not c.state.active:
             where = f"{job.job_id}+{offset}"
             if any(x.state.active for x in job.components):
-                return SlurmJobView(
+                return SlurmJobStatus(
                     JobKind.ACTIVE,
                     c.state.primary,
                     c.state_reason,
                     component=where,
                     component_ended=True,
                 )
-            return SlurmJobView(JobKind.ENDED, c.state.primary, c.state_reason, component=where)
+            return SlurmJobStatus(JobKind.ENDED, c.state.primary, c.state_reason, component=where)
     kind = JobKind.ACTIVE if job.state.active else JobKind.ENDED
-    return SlurmJobView(kind, job.state.primary, job.state_reason)
+    return SlurmJobStatus(kind, job.state.primary, job.state_reason)
 
 
 class SlurmPoller:
@@ -102,7 +102,7 @@ class SlurmPoller:
         self.ownership = ownership
         self.queue = queue
         self.facts = facts
-        self.views: dict[int, SlurmJobView] = {}
+        self.views: dict[int, SlurmJobStatus] = {}
         # hetjob leaders our pods name -> their other components' ids (None: not read yet)
         self.het: dict[int, tuple[int, ...] | None] = {}
         # Set to poll Slurm before the interval is up (a new job id appeared).
@@ -158,13 +158,13 @@ class SlurmPoller:
             st = _het_state(j, states, self.het)
             if st is not None and st.active:
                 was = self.views.get(j, UNKNOWN).preempted and st.primary == "RUNNING"
-                view = SlurmJobView(JobKind.ACTIVE, st.primary, preempted=was or j in preempted)
+                view = SlurmJobStatus(JobKind.ACTIVE, st.primary, preempted=was or j in preempted)
             else:
                 # Ended, or not listed: one GET for Slurm's reason (or a definite 404).
                 try:
                     job = await self.slurm.get_job(j)
                 except SlurmNotFound:
-                    view = SlurmJobView(JobKind.GONE)
+                    view = SlurmJobStatus(JobKind.GONE)
                 except SlurmError as e:
                     log.warning("slurm_job_get_failed", job_id=j, error=str(e))
                     continue
