@@ -17,12 +17,14 @@ from typing import Any
 
 import pytest
 
+from bridge.clock import SystemClock
 from bridge.kube.resources import PODGROUPS, PODS, Resource
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import SlurmJob
 from bridge.wellknown import CONDITION_DISRUPTION_TARGET, LABEL_POD_GROUP
-from tests.integration.bridge_harness import NS, Bridge, job_of, pod, running_bridge
-from tests.integration.conftest import SlurmSandbox
+from scheduler.cycle import Scheduler
+from tests.integration.bridge_harness import NS, Bridge, has_job, job_of, pod, running_bridge
+from tests.integration.conftest import SlurmSandbox, blocker_spec
 from tests.workloads import load_example
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
@@ -271,3 +273,87 @@ async def test_builtin_podgroup_of_mixed_shapes_read_at_the_served_version_is_on
         await bridge.bound(n)
     job = await hetjob_of(bridge, names)
     await assert_each_pod_on_its_components_nodes(bridge, job, [names[:1], names[1:]])
+
+
+async def test_a_restarted_scheduler_adopts_the_pending_hetjob_and_never_submits_another(
+    bridge: Bridge, sandbox: SlurmSandbox
+) -> None:
+    blocker = await bridge.slurm.submit(blocker_spec(sandbox))  # holds every external node
+    try:
+        await bridge.kube.create(
+            PODGROUPS,
+            {
+                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {"name": "adopt"},
+                "spec": {"minMember": 3},
+            },
+            NS,
+        )
+        labels = {LABEL_POD_GROUP: "adopt"}
+        names = ["adopt-driver", "adopt-w0", "adopt-w1"]
+        await bridge.kube.create(PODS, gpu_pod(names[0], "1", 0, labels=labels), NS)
+        for n in names[1:]:
+            await bridge.kube.create(PODS, gpu_pod(n, "2", 1, labels=labels), NS)
+
+        async def pending_hetjob() -> int:
+            msg = await bridge.scheduled_message(names[1])
+            pod = await bridge.get_pod(names[1])
+            return job_of(pod) if "(hetjob component " in msg and has_job(pod) else 0
+
+        job_id = await bridge.wait_for("the pending hetjob shown on the pods", pending_hetjob)
+        # a second scheduler starts from nothing but what Kubernetes and Slurm hold
+        fresh = Scheduler(bridge.cfg, bridge.kube, bridge.sched.slurm, SystemClock())
+        await fresh.sweep()
+        for n in names:
+            await fresh.on_pod_event("ADDED", await bridge.get_pod(n))
+        key = fresh.state.pod_group[f"{NS}/{names[0]}"]
+        await fresh.process(key)
+        await fresh.process(key)  # a restored pending job is read when it must act on it
+        assert fresh.groups[key].job is not None
+        assert fresh.groups[key].job.job_id == job_id
+        listed = (await bridge.slurm.list_jobs()).jobs
+        mine = [j for j in listed if f"{NS}/adopt-" in j.admin_comment and j.state.active]
+        assert {j.het_job_id for j in mine} == {job_id}  # one hetjob: its two components
+        assert len(mine) == 2
+    finally:
+        await bridge.slurm.cancel(blocker)
+    for n in names:
+        await bridge.bound(n)
+    assert (await hetjob_of(bridge, names)).job_id == job_id
+
+
+async def test_the_startup_sweep_finds_a_hetjob_no_pod_names_yet_by_its_leader(
+    bridge: Bridge, sandbox: SlurmSandbox
+) -> None:
+    """A component read alone (its pods carry no label yet) leads to its leader: the
+    sweep indexes the whole hetjob, never a component, by the group's uid."""
+    blocker = await bridge.slurm.submit(blocker_spec(sandbox))
+    try:
+        pg = await bridge.kube.create(
+            PODGROUPS,
+            {
+                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {"name": "swept"},
+                "spec": {"minMember": 2},
+            },
+            NS,
+        )
+        labels = {LABEL_POD_GROUP: "swept"}
+        await bridge.kube.create(PODS, gpu_pod("swept-a", "1", 0, labels=labels), NS)
+        await bridge.kube.create(PODS, gpu_pod("swept-b", "2", 1, labels=labels), NS)
+
+        async def submitted() -> list[SlurmJob]:
+            jobs = (await bridge.slurm.list_jobs()).jobs
+            return [j for j in jobs if f"{NS}/swept-" in j.admin_comment and j.state.active]
+
+        comps = await bridge.wait_for("the hetjob submitted", submitted)
+        fresh = Scheduler(bridge.cfg, bridge.kube, bridge.sched.slurm, SystemClock())
+        await fresh.sweep()
+        found = fresh.jobs_by_group_uid.get(pg["metadata"]["uid"])
+        assert found is not None
+        assert found.job_id == comps[0].het_job_id
+        assert len(found.components) == 2
+    finally:
+        await bridge.slurm.cancel(blocker)
