@@ -69,6 +69,23 @@ def partition_sizes(nodes: tuple[SlurmNode, ...]) -> dict[str, PartitionView]:
     }
 
 
+async def whole_jobs(slurm: SlurmClient, jobs: Iterable[SlurmJob]) -> list[SlurmJob]:
+    """``jobs`` with every hetjob as its leader carrying all its components (a component
+    read alone, or a leader from Slurm's flat job list, is read again by the leader's id,
+    once per hetjob)."""
+    out: list[SlurmJob] = []
+    leaders: set[int] = set()
+    for job in jobs:
+        if job.het_job_id is None or job.het_components:
+            out.append(job)
+        else:
+            leaders.add(job.het_job_id)
+    leaders -= {j.job_id for j in out}
+    if leaders:
+        out += await slurm.get_jobs(sorted(leaders), concurrency=SWEEP_READ_CONCURRENCY)
+    return out
+
+
 class SlurmState:
     def __init__(
         self,
@@ -210,7 +227,7 @@ class SlurmState:
             )
         else:
             jobs = await self.slurm.get_jobs(sorted(unknown), concurrency=SWEEP_READ_CONCURRENCY)
-        for job in jobs:
+        for job in await whole_jobs(self.slurm, jobs):
             uid = _group_uid_of_active(job)
             if uid is not None:
                 self.jobs_by_group_uid[uid] = job

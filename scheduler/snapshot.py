@@ -39,10 +39,17 @@ from bridge.translate import (
 )
 from bridge.translate.policy import resolve_policy
 from bridge.wellknown import ANNOTATION_SLURM_NODE, ANNOTATION_SPEC_HASH
-from scheduler.decide import GroupSnapshot, JobSnapshot, PodView, pending_reason
+from scheduler.decide import (
+    GroupSnapshot,
+    JobPart,
+    JobSnapshot,
+    PodView,
+    het_state,
+    pending_reason,
+)
 from scheduler.dra import DraAllocator
 from scheduler.outage import SlurmReachability
-from scheduler.slurm_state import SlurmState
+from scheduler.slurm_state import SlurmState, whole_jobs
 from scheduler.state import GroupState, KubeState, scheduled_condition
 
 log = structlog.get_logger("scheduler")
@@ -56,17 +63,60 @@ def spec_hash_of(job: SlurmJob) -> str | None:
     return rest.split()[0] if sep and rest else None
 
 
+def _shares(job: SlurmJob) -> bool:
+    return bool(job.shared) and "none" not in job.shared
+
+
 def job_view(job: SlurmJob) -> JobSnapshot:
+    if job.het_components:
+        return _het_view(job)
     return JobSnapshot(
         job_id=job.job_id,
         state=job.state.primary,
         reason=job.state_reason or None,
         nodes=job.nodes,
         spec_hash=spec_hash_of(job),
-        shared=bool(job.shared) and "none" not in job.shared,
+        shared=_shares(job),
         cpus=tuple((a.name, a.cpus or 0) for a in job.allocation),
         cpus_per_task=job.cpus_per_task,
     )
+
+
+def _het_view(job: SlurmJob) -> JobSnapshot:
+    """A heterogeneous job read by its leader's id: every component a part; its state
+    and reason those of :func:`scheduler.decide.het_state`'s component."""
+    parts = []
+    for offset, c in enumerate(job.components):
+        link = parse_admin_comment(c.admin_comment)
+        parts.append(
+            JobPart(
+                job_id=c.job_id,
+                offset=c.het_job_offset if c.het_job_offset is not None else offset,
+                state=c.state.primary,
+                reason=c.state_reason or None,
+                nodes=c.nodes,
+                pods=link[1] if link is not None else (),
+                shared=_shares(c),
+                cpus=tuple((a.name, a.cpus or 0) for a in c.allocation),
+                cpus_per_task=c.cpus_per_task,
+            )
+        )
+    shown = het_state(tuple(parts))
+    return JobSnapshot(
+        job_id=job.job_id,
+        state=shown.state,
+        reason=shown.reason,
+        nodes=tuple(n for p in parts for n in p.nodes),
+        spec_hash=spec_hash_of(job),
+        parts=tuple(parts),
+        shown=shown.offset,
+    )
+
+
+def names_a_pod(job: SlurmJob, pods: list[KubeObject], mcs: str | None) -> bool:
+    """The job (any component of a hetjob: each back-links its own pods) is this
+    cluster's and names one of ``pods``."""
+    return any(names_any_pod(c.admin_comment, c.mcs_label, pods, mcs) for c in job.components)
 
 
 def pod_view(pod: Mapping[str, Any]) -> PodView:
@@ -239,7 +289,9 @@ class Snapshots:
             if found.job is not None:
                 return found
         if g.uncertain_submit and gid is not None:
-            jobs = await self.slurm.find_jobs_by_admin_comment(f'"uid":"{gid.uid}"')
+            jobs = await whole_jobs(
+                self.slurm, await self.slurm.find_jobs_by_admin_comment(f'"uid":"{gid.uid}"')
+            )
             found = replace(found, job=jobs[0] if jobs else None, identity_checked=True)
         return found
 
@@ -251,7 +303,7 @@ class Snapshots:
         except SlurmNotFound:
             return JobLookup(not_ours=job_id)  # purged after MinJobAge: submit anew
         pods = [self.state.pods[k] for k in sorted(g.pods) if k in self.state.pods]
-        if not names_any_pod(job.admin_comment, job.mcs_label, pods, self.cfg.mcs_label):
+        if not names_a_pod(job, pods, self.cfg.mcs_label):
             # A label names a job that is not this group's (forged, or stale): never act
             # on it (no update, no cancel, no binding); the group gets its own job.
             log.warning("foreign_job_label_ignored", job_id=job_id, group=g.ref.key)

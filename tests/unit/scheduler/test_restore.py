@@ -58,6 +58,7 @@ def test_pending_reason_reads_back_only_pending_message_of_that_job(
             (42, "Resources"),
         ),
         ("Slurm job 42 is pending: ", (42, "")),
+        ("Slurm job 42 is pending: Resources (hetjob component 42+1 of 2)", (42, "Resources")),
         ("Slurm job x is pending: Priority", None),
         ("Slurm job 42 is CONFIGURING", None),
         ("Slurm rejected the job: pending: no", None),
