@@ -709,7 +709,9 @@ async def wakeups(
                 started.setdefault(st.job_id, seen)
         await asyncio.sleep(0.02)
     names = {n: started[j] for j in started for n in by_job[j]}
-    await until("the started jobs' pods bound", lambda: all(n in stamps.bound for n in names), 60)
+    await until(
+        "the started jobs' pods bound", lambda: all(n in stamps.bound for n in names), args.limit
+    )
     lat = [(stamps.bound[n] - t) * 1000 for n, t in names.items()]
     out["queued_started_jobs"] = len(started)
     out["queued_start_to_bound_p50_ms"] = round(percentile(lat, 0.5), 1)
