@@ -36,6 +36,10 @@ DEFAULT_BENCH = ["--pods", "1000", "--gang", "256", "--pending", "2000"]
 FIGURES = (("cpu_ms_per_pod", False), ("pods_per_s", True), ("gang_s", False))
 
 
+class BenchFailed(Exception):
+    """One run of the bench ended without its figures."""
+
+
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
@@ -80,7 +84,7 @@ def run_bench(tree: Path, python: Path, bench_args: list[str]) -> dict[str, Any]
     )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
-        raise SystemExit(f"the bench in {tree} failed (exit {proc.returncode})")
+        raise BenchFailed(f"the bench in {tree} failed (exit {proc.returncode})")
     out: dict[str, Any] = json.loads(lines[-1])
     gang = next((v for k, v in out.items() if k.startswith("gang_") and k.endswith("_s")), None)
     out["gang_s"] = gang
@@ -123,9 +127,13 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(args.reps):
         order = ("base", "new") if i % 2 == 0 else ("new", "base")
         got: dict[str, dict[str, Any]] = {}
-        for side in order:
-            log(f"# pair {i + 1}/{args.reps}: {side}")
-            got[side] = run_bench(*sides[side], bench_args)
+        try:
+            for side in order:
+                log(f"# pair {i + 1}/{args.reps}: {side}")
+                got[side] = run_bench(*sides[side], bench_args)
+        except BenchFailed as e:
+            log(f"pair {i + 1} left out: {e}")  # a pair is both sides or nothing
+            continue
         r = ratios(got["base"], got["new"])
         log(f"pair {i + 1} (new / base): {fmt(got['base'], got['new'], r)}")
         pairs.append({"order": list(order), "base": got["base"], "new": got["new"], "ratio": r})
