@@ -374,6 +374,12 @@ class Scheduler:
         """A new job for the group, started as ``d`` says; bound in this same cycle when
         Slurm started it at once."""
         started: Started | None = None
+        linked: list[KubeObject] = []
+
+        async def link_alone(job_id: int) -> None:
+            # a lone pod is linked to its job while Slurm is asked for its node
+            linked.append(await self.binder.link_pod_to_job(snap.pods[0], job_id, None))
+
         if d.start == ALLOCATE:
             part = d.spec.partition or ""
             async with self.starter.allocation_turn(part) as turn:
@@ -383,7 +389,8 @@ class Scheduler:
                 assert isinstance(again, Submit)
                 d = again
                 if d.start == ALLOCATE:
-                    started = await self.starter.allocate(d, snap.pods, turn)
+                    alone = link_alone if len(snap.pods) == 1 else None
+                    started = await self.starter.allocate(d, snap.pods, turn, alone)
         if started is None:  # queued, or refused at once: queued
             started = await self.starter.submit(d, snap.pods)
         if started.uncertain:
@@ -395,7 +402,8 @@ class Scheduler:
         # Slurm started it at once: decided again on the job as it runs (a Bind)
         assert started.job is not None
         running = decide(replace(snap.group, job=job_view(started.job)))
-        return started.outcome.then(await self._act(g, running, snap))
+        bound = await self._act(g, running, replace(snap, pods=linked or snap.pods))
+        return started.outcome.then(bound)
 
     # ------------------------------------------------------------------ loops
     async def worker(self) -> None:

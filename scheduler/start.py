@@ -14,14 +14,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 import structlog
 
 from bridge.clock import Clock
 from bridge.config import BridgeConfig
-from bridge.errors import SlurmError, SlurmRejected, SlurmUnavailable
+from bridge.errors import KubeError, SlurmError, SlurmRejected, SlurmUnavailable
 from bridge.kube.resources import KubeObject
 from bridge.models import JobSpec
 from bridge.slurm.client import SlurmClient
@@ -78,6 +78,19 @@ class Started:
         return self.job is not None and self.job.state.primary == "RUNNING" and bool(self.job.nodes)
 
 
+# Work on a job started at once that needs only its id (a lone pod's link), done while
+# Slurm is asked for its nodes.
+Alongside = Callable[[int], Awaitable[object]]
+
+
+async def _settled(work: asyncio.Future[object]) -> None:
+    """``work`` ended; a failed write is only logged: the binding step writes it again."""
+    try:
+        await work
+    except KubeError as e:
+        log.info("early_link_failed", error=str(e))
+
+
 def with_hash_in_comment(spec: JobSpec, spec_hash: str, *, started_now: bool = False) -> JobSpec:
     """``spec`` whose comment ends with ``spec=<hash>`` (and ``start=now`` for a job
     started at once): how a restarted scheduler tells whether the job is still current."""
@@ -128,10 +141,15 @@ class Starter:
                 window.cond.notify_all()
 
     async def allocate(
-        self, d: Submit, pods: list[KubeObject], turn: AllocationTurn
+        self,
+        d: Submit,
+        pods: list[KubeObject],
+        turn: AllocationTurn,
+        alongside: Alongside | None = None,
     ) -> Started | None:
         """Try to start the job now (in ``turn``): None when Slurm refused or rejected it
-        (queue it instead: :meth:`submit`)."""
+        (queue it instead: :meth:`submit`). ``alongside``: what the cycle does with the id
+        of a job started at once while its nodes are read."""
         t0 = time.monotonic()
         stamped = with_hash_in_comment(d.spec, d.spec_hash, started_now=True)
         try:
@@ -158,10 +176,14 @@ class Starter:
         # RUNNING already: one read for its nodes, then bound in this same cycle. Should
         # the read fail, the job is known by id and the poller reads it.
         known = self._created(d.spec, stamped, outcome.job_id, t0)
+        beside = asyncio.ensure_future(alongside(outcome.job_id)) if alongside else None
         try:
             job = await self._allocated_job(known, len(pods))
         except SlurmError as e:
             return Started(failed(e, forget=True), known, d.spec)
+        finally:
+            if beside is not None:
+                await _settled(beside)
         log.info("job_allocated", job_id=outcome.job_id, pods=len(pods), nodes=len(job.nodes))
         turn.started = True
         return Started(Outcome(NOW.requeue, forget=True), job, d.spec)
