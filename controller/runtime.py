@@ -20,6 +20,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Literal, Protocol
 
+from bridge.bounded import BoundedMap
 from bridge.clock import Clock, SystemClock, idle_backoff, idle_cap
 from bridge.config import BridgeConfig
 from bridge.errors import BridgeError, KubeNotFound, SlurmError, SlurmNotFound
@@ -81,6 +82,11 @@ RETRY_MAX_SECONDS = 30.0
 # How long a namespace's labels are trusted (managedNamespaceSelector, for the Warning on
 # a forged label and the pods of a job Slurm no longer knows).
 NAMESPACE_CACHE_SECONDS = 30.0
+# The labelled pods that left, per job id (a pod's job-id label is tenant input): jobs
+# remembered at most, and pods per job (any one the back-link names proves a pod left; the
+# dangling sweep still ends a job whose listed pods are all gone if these were dropped).
+DEPARTED_JOBS_MAX = 4096
+DEPARTED_PODS_PER_JOB_MAX = 64
 # Actions after which the controller reads the Slurm node again (not waiting for a sweep).
 SLURM_NODE_CHANGES = (
     DrainSlurmNode,
@@ -165,8 +171,11 @@ class Controller:
         # the first time an action on the job's pods is planned.
         self.links: dict[int, BackLink | None] = {}
         # job id -> the labelled pods that left (deleted): what "all pods deleted" is
-        # proven against. Dropped with the job.
-        self.departed: dict[int, dict[str, KubeObject]] = {}
+        # proven against. Dropped with the job; bounded (labels are tenant input), and once
+        # the job's back-link is known only the pods it names are kept.
+        self.departed: BoundedMap[int, BoundedMap[str, KubeObject]] = BoundedMap(
+            "controller-departed", DEPARTED_JOBS_MAX
+        )
         # managedNamespaceSelector: the labels of the namespaces of labelled pods
         self._namespaces = CachedNamespaceLabels(
             kube_namespace_fetch(kube), self.clock, NAMESPACE_CACHE_SECONDS
@@ -183,7 +192,7 @@ class Controller:
         if old is not None and (j := pod_job_id(old)) is not None:
             self.by_job.get(j, set()).discard(key)
             if pod is None or pod_job_id(pod) != j:
-                self.departed.setdefault(j, {})[key] = old
+                self._depart(j, key, old)
             self.queue.add(("job", str(j)))
         if old is not None and (node := _node_of(old)):
             keys = self.by_node.get(node)
@@ -200,6 +209,31 @@ class Controller:
                     self.poll_now.set()  # a job never asked about: ask now, not next tick
                 self.by_job.setdefault(j, set()).add(key)
                 self.queue.add(("job", str(j)))
+
+    def _depart(self, job_id: int, key: str, pod: KubeObject) -> None:
+        """Remember a labelled pod that left its job, unless the job's back-link is known
+        and does not name it (a forged label: it proves nothing)."""
+        if job_id in self.links:
+            link = self.links[job_id]
+            if link is None or not job_names_pod(link, pod):
+                return
+        left = self.departed.get(job_id)
+        if left is None:
+            left = BoundedMap("controller-departed-pods", DEPARTED_PODS_PER_JOB_MAX)
+            self.departed[job_id] = left
+        left[key] = pod
+
+    def _learn_link(self, job_id: int, link: BackLink | None) -> None:
+        """The job's back-link is known now: the departed pods it does not name go."""
+        self.links[job_id] = link
+        left = self.departed.get(job_id)
+        if left is None:
+            return
+        for key, pod in list(left.items()):
+            if link is None or not job_names_pod(link, pod):
+                del left[key]
+        if not left:
+            del self.departed[job_id]
 
     async def on_pod(self, ev: WatchEvent) -> None:
         if ev.type == "DELETED":
@@ -265,7 +299,7 @@ class Controller:
                     continue
                 else:
                     self._remember(job)
-                    self.links[j] = self._link_of(job)
+                    self._learn_link(j, self._link_of(job))
                     kind = JobKind.ACTIVE if job.state.active else JobKind.ENDED
                     view = JobView(kind, job.state.primary, job.state_reason)
             if self.views.get(j) != view:
@@ -583,7 +617,7 @@ class Controller:
             return [p for p in job_pods if await self._namespace_managed(pod_ns_name(p)[0])]
         if job_id not in self.links:
             try:
-                self.links[job_id] = self._link_of(await self.slurm.get_job(job_id))
+                self._learn_link(job_id, self._link_of(await self.slurm.get_job(job_id)))
             except SlurmNotFound:
                 return []  # the poller will call it GONE
         link = self.links[job_id]
@@ -592,8 +626,12 @@ class Controller:
     def _departed_named(self, job_id: int) -> bool:
         """A pod the job's back-link names was labelled with it and is gone."""
         link = self.links.get(job_id)
-        left = self.departed.get(job_id, {})
-        return link is not None and any(job_names_pod(link, p) for p in left.values())
+        left = self.departed.get(job_id)
+        return (
+            link is not None
+            and left is not None
+            and any(job_names_pod(link, p) for p in left.values())
+        )
 
     async def _warn_foreign(self, job_id: int, strangers: list[KubeObject]) -> None:
         for pod in strangers:

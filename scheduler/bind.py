@@ -202,8 +202,7 @@ class Binder:
         await self.kube.bind_pod(kobj.namespace(pod), kobj.name(pod), kobj.uid(pod), node)
         # Bound: it leaves this scheduler now, not when the watch says so (no second bind);
         # the group is processed once more and dropped when none of its pods is left.
-        self.state.bound(pod)
-        started = g.first_seen.pop(kobj.pod_key(pod), None)
+        started = self.state.bound(pod)
         if started is not None:
             self.metrics.bind_seconds.observe(time.monotonic() - started)
         self.metrics.pods_bound.inc()

@@ -18,6 +18,7 @@ from typing import Any
 
 import structlog
 
+from bridge.bounded import BoundedSet
 from bridge.clock import Clock
 from bridge.errors import BridgeError, InvalidInput, SlurmNotFound
 from bridge.kube.client import KubeClient
@@ -53,6 +54,8 @@ HELD_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin"})
 # streams Slurm's job table once.
 SWEEP_READS_MAX = 1000
 SWEEP_READ_CONCURRENCY = 16
+# Job ids remembered as not to be used again (purged, or not the group's), at most.
+GONE_MAX = 10_000
 
 
 def spec_hash_of(job: SlurmJob) -> str | None:
@@ -165,7 +168,10 @@ class SlurmJobs:
         # Groups that waited for the sweep (:class:`scheduler.decide.AwaitSweep`): processed
         # again once it ends.
         self.after_sweep: set[str] = set()
-        self.gone: set[int] = set()  # job ids Slurm no longer knows (labels may name them)
+        # Job ids Slurm no longer knows, or that are not the group's: pod labels name them,
+        # so they are tenant input and remembered at most GONE_MAX (a dropped one is read
+        # once more when a label names it again).
+        self.gone: BoundedSet[int] = BoundedSet("scheduler-gone-jobs", GONE_MAX)
         self._job_group: dict[int, str] = {}  # watched job id -> group key
         # The bridge's jobs pending per partition ("" = the default), for the start rule.
         self.pending_in: dict[str, set[int]] = {}
