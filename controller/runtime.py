@@ -30,6 +30,7 @@ from bridge.kube.namespaces import CachedNamespaceLabels, kube_namespace_fetch
 from bridge.kube.resources import NODES, PODS, KubeObject, slim
 from bridge.kube.watch import Watcher, WatchEvent
 from bridge.logging import get_logger
+from bridge.loops import LoopCounter, LoopGuard, guarded_handler
 from bridge.slurm.client import SlurmClient, state_requests
 from bridge.slurm.models import JobState, JobStateItem, SlurmJob, SlurmNode
 from bridge.translate import (
@@ -126,8 +127,10 @@ class Controller:
         events: EventRecorder | None = None,
         on_applied: Callable[[str], None] | None = None,
         slurm_observer: SlurmReadObserver | None = None,
+        on_loop_failure: LoopCounter | None = None,
     ) -> None:
         self.cfg = cfg
+        self.on_loop_failure = on_loop_failure
         self.slurm_observer = slurm_observer
         self.slurm = slurm
         self.kube = kube
@@ -660,7 +663,11 @@ class Controller:
             if wait > 0:
                 self.queue.add_after(("job", str(job_id)), wait)
 
+    def _guard(self, loop: str) -> LoopGuard:
+        return LoopGuard(loop, self.clock, self.on_loop_failure)
+
     async def _worker(self) -> None:
+        guard = self._guard("controller-worker")
         while True:
             key = await self.queue.get()
             if key is None:
@@ -670,18 +677,22 @@ class Controller:
             except BridgeError as e:
                 delay = self.queue.add_rate_limited(key)
                 log.warning("reconcile_failed", key="/".join(key), error=str(e), retry_in=delay)
+            except Exception as e:  # a bug or an unforeseen input: the key backs off
+                guard.failed(e, key="/".join(key), retry_in=self.queue.add_rate_limited(key))
             else:
                 self.queue.forget(key)
             finally:
                 self.queue.done(key)
 
     # ------------------------------------------------------------------ loops
-    async def _every(self, seconds: float, step: Callable[[], Awaitable[None]]) -> None:
+    async def _every(self, loop: str, seconds: float, step: Callable[[], Awaitable[None]]) -> None:
+        guard = self._guard(loop)
         while True:
-            try:
-                await step()
-            except BridgeError as e:
-                log.warning("loop_step_failed", error=str(e))
+            async with guard:  # anything else: logged, counted, backed off
+                try:
+                    await step()
+                except BridgeError as e:
+                    log.warning("loop_step_failed", loop=loop, error=str(e))
             await self.clock.sleep(seconds)
 
     async def _poll_loop(self) -> None:
@@ -689,12 +700,14 @@ class Controller:
         to :data:`~bridge.clock.IDLE_INTERVAL_MAX` while none does (a quiet cluster: one
         request a second); a new job id pokes it at once."""
         idle = 0
+        guard = self._guard("controller-poll")
         while True:
             self.poll_now.clear()
-            try:
-                idle = 0 if await self.poll_once() else idle + 1
-            except BridgeError as e:
-                log.warning("loop_step_failed", error=str(e))
+            async with guard:  # anything else: logged, counted, backed off
+                try:
+                    idle = 0 if await self.poll_once() else idle + 1
+                except BridgeError as e:
+                    log.warning("loop_step_failed", loop="controller-poll", error=str(e))
             # Idle: 1.5 requests a second at most (idle_cap), however many ids a poll lists.
             cap = idle_cap(state_requests(len(self._poll_ids())))
             interval = idle_backoff(self.cfg.slurm_poll_interval_seconds, idle, cap)
@@ -709,14 +722,19 @@ class Controller:
     async def _watch(
         self, watcher: Watcher, handler: Callable[[WatchEvent], Awaitable[None]]
     ) -> None:
+        # An event whose handling raises is logged, counted and skipped (the sweep's
+        # resync of every key heals it); the watch goes on.
+        handle = guarded_handler(
+            self._guard(f"controller-watch-{watcher.resource.plural}"), handler
+        )
         async with watcher:
             for ev in await watcher.relist():
-                await handler(ev)
+                await handle(ev)
             self._listed += 1
             if self._listed == 2:
                 self.synced.set()
             async for ev in watcher.events():
-                await handler(ev)
+                await handle(ev)
 
     async def run(self) -> None:
         """Run until cancelled."""
@@ -745,7 +763,9 @@ class Controller:
             tasks.append(asyncio.create_task(self._poll_loop()))
             tasks.append(
                 asyncio.create_task(
-                    self._every(self.cfg.slurm_resync_interval_seconds, self.sweep_once)
+                    self._every(
+                        "controller-sweep", self.cfg.slurm_resync_interval_seconds, self.sweep_once
+                    )
                 )
             )
             await asyncio.gather(*tasks)

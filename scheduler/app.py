@@ -29,6 +29,7 @@ from bridge.kube.resources import (
 )
 from bridge.kube.watch import Watcher, WatchEvent
 from bridge.logging import configure_logging
+from bridge.loops import LoopGuard, guarded_handler
 from bridge.ops import component_ops
 from bridge.slurm.client import SlurmClient
 from scheduler.cycle import Scheduler
@@ -48,15 +49,17 @@ async def _feed(
     handler: Callable[[WatchEvent], Awaitable[None] | None],
     synced: asyncio.Event,
     listed: Callable[[], None] | None = None,
+    *,
+    guard: LoopGuard,
 ) -> None:
     """Run a watch; ``synced`` is set once its initial list has been delivered (or has
-    failed); ``listed`` is called only when it was delivered whole."""
+    failed); ``listed`` is called only when it was delivered whole. An event whose
+    handling raises is logged, counted (``guard``) and skipped; the watch goes on."""
+    handle = guarded_handler(guard, handler)
     async with watcher:
         try:
             for ev in await watcher.relist():
-                result = handler(ev)
-                if result is not None:
-                    await result
+                await handle(ev)
         except KubeError as e:  # events() lists again before it watches
             log.warning("initial_list_failed", resource=watcher.resource.plural, error=str(e))
         else:
@@ -64,17 +67,20 @@ async def _feed(
                 listed()
         synced.set()
         async for ev in watcher.events():
-            result = handler(ev)
-            if result is not None:
-                await result
+            await handle(ev)
 
 
 async def _feed_if_served(
-    watcher: Watcher, handler: Callable[[WatchEvent], None], listed: Callable[[], None]
+    watcher: Watcher,
+    handler: Callable[[WatchEvent], None],
+    listed: Callable[[], None],
+    *,
+    guard: LoopGuard,
 ) -> None:
     """Like :func:`_feed`, for a resource the cluster may not serve (DRA before
     Kubernetes 1.34): a 404 on the initial list ends it quietly, and the readers that
     would use it keep reading the API (:mod:`scheduler.dra`)."""
+    handle = guarded_handler(guard, handler)
     async with watcher:
         try:
             initial = await watcher.relist()
@@ -87,10 +93,10 @@ async def _feed_if_served(
             log.warning("initial_list_failed", resource=watcher.resource.plural, error=str(e))
         else:
             for ev in initial:
-                handler(ev)
+                await handle(ev)
             listed()
         async for ev in watcher.events():
-            handler(ev)
+            await handle(ev)
 
 
 async def run_scheduler(
@@ -124,6 +130,7 @@ async def run_scheduler(
                 Watcher(kube, NODES, clock=clock, keep=slim),
                 lambda ev: sched.on_node_event(ev.type, ev.object),
                 nodes_synced,
+                guard=sched.guard("scheduler-watch-nodes"),
             )
         )
         if cfg.managed_namespace_selector is not None or cfg.uses_namespace_labels:
@@ -132,6 +139,7 @@ async def run_scheduler(
                     Watcher(kube, NAMESPACES, clock=clock),
                     lambda ev: sched.on_namespace_event(ev.type, ev.object),
                     ns_synced,
+                    guard=sched.guard("scheduler-watch-namespaces"),
                 )
             )
         else:
@@ -144,6 +152,7 @@ async def run_scheduler(
                 Watcher(kube, res, clock=clock),
                 lambda ev: on_event(ev.type, ev.object),
                 lambda: dra.listed(res),
+                guard=sched.guard(f"scheduler-watch-{res.plural}"),
             )
 
         tg.create_task(follow(DEVICE_CLASSES, dra.on_class_event))
@@ -157,6 +166,7 @@ async def run_scheduler(
                 lambda ev: sched.on_pod_event(ev.type, ev.object),
                 pods_synced,
                 sched.initial_pods_listed,
+                guard=sched.guard("scheduler-watch-pods"),
             )
         )
         await nodes_read
@@ -168,8 +178,10 @@ async def run_scheduler(
         if ready is not None:
             ready.set()
         log.info("scheduler_running", workers=cfg.scheduler.workers)
+        gauges = sched.guard("scheduler-gauges")
         while True:
-            sched.update_gauges()
+            async with gauges:
+                sched.update_gauges()
             await clock.sleep(5.0)
 
 

@@ -23,6 +23,7 @@ from bridge.clock import Clock
 from bridge.errors import BridgeError, InvalidInput, SlurmNotFound
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import PODS, KubeObject
+from bridge.loops import LoopCounter, LoopGuard
 from bridge.models import GroupId, JobSpec
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import JobState, SlurmJob, SlurmNode
@@ -180,6 +181,8 @@ class SlurmJobs:
         self.partition_size: dict[str, PartitionView] = {}  # from Slurm's node list
         # Told of pods whose job-id label names a job that is not theirs (a Warning).
         self.on_foreign_label: Callable[[list[KubeObject], int], Awaitable[None]] | None = None
+        # Told of a step of the start-up sweep that raised something unforeseen (a metric).
+        self.on_loop_failure: LoopCounter | None = None
 
     # ------------------------------------------------------------------ following
     def watch(self, g: GroupState, job: SlurmJob) -> None:
@@ -240,14 +243,17 @@ class SlurmJobs:
         """:meth:`sweep_once` until it succeeds (the workers run meanwhile: a failed sweep
         is retried, never the end of the scheduler), backing off to 30 s."""
         delay = 1.0
+        guard = LoopGuard("scheduler-sweep", self.clock, self.on_loop_failure)
         while True:
             try:
                 await self.sweep_once(lists_done)
                 return
             except BridgeError as e:
                 log.warning("slurm_sweep_failed", error=str(e), retry_in=delay)
-                await self.clock.sleep(delay)
-                delay = min(delay * 2, 30.0)
+            except Exception as e:  # a bug or an unforeseen answer: logged, counted
+                guard.failed(e, retry_in=delay)
+            await self.clock.sleep(delay)
+            delay = min(delay * 2, 30.0)
 
     async def sweep_once(self, lists_done: asyncio.Event | None = None) -> None:
         """Index the bridge's active jobs by group uid, once, at start, so a restarted

@@ -281,6 +281,22 @@ class Watcher:
                     "watch_error", resource=self.resource.plural, error=str(e), retry_in=delay
                 )
                 await self.clock.sleep(delay)
+            except Exception as e:  # a bug or an unforeseen answer: list afresh, backed off
+                if self._stopped:
+                    return
+                self.failures += 1
+                self.reconnects += 1
+                self.resource_version = ""
+                delay = self.backoff.delay(self.failures, self._rng)
+                log.error(
+                    "watch_failed",
+                    resource=self.resource.plural,
+                    kind=type(e).__name__,
+                    error=str(e)[:500],
+                    retry_in=delay,
+                    exc_info=e,
+                )
+                await self.clock.sleep(delay)
 
     async def run(self, handler: Callable[[WatchEvent], Awaitable[None]]) -> None:
         """Feed every event to ``handler`` in order until :meth:`stop`."""
