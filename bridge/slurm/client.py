@@ -200,9 +200,7 @@ def _not_json(endpoint: str, error: ValueError) -> InvalidInput:
     return InvalidInput(f"{endpoint} response", f"slurmrestd's answer is not JSON: {reason}")
 
 
-async def read_capped(
-    resp: aiohttp.ClientResponse, limit: int, endpoint: str, url: str
-) -> bytes:
+async def read_capped(resp: aiohttp.ClientResponse, limit: int, endpoint: str, url: str) -> bytes:
     """The body of ``resp``, refused once it is longer than ``limit`` bytes (by its
     Content-Length, or as it arrives), naming the URL (never a header: no token)."""
 
