@@ -24,6 +24,7 @@ own session (:meth:`KubeClient.new_session`) and closes it on :meth:`Watcher.clo
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
@@ -38,6 +39,7 @@ from bridge.clock import Clock, SystemClock, backoff_delay
 from bridge.errors import KubeError, KubeGone, KubeUnavailable
 from bridge.kube.client import KubeClient, error_for_status
 from bridge.kube.resources import KubeObject, Resource, object_key, resource_version, uid
+from bridge.loops import LoopGuard
 
 log = structlog.get_logger("bridge.kube.watch")
 
@@ -302,3 +304,54 @@ class Watcher:
         """Feed every event to ``handler`` in order until :meth:`stop`."""
         async for ev in self.events():
             await handler(ev)
+
+
+async def list_then_watch(
+    watcher: Watcher,
+    handler: Callable[[WatchEvent], Awaitable[None] | None],
+    *,
+    listed: Callable[[], None] | None = None,
+    synced: asyncio.Event | None = None,
+    keep_on_list_error: bool = False,
+    guard: LoopGuard | None = None,
+) -> None:
+    """Feed ``watcher``'s initial list, then its events, to ``handler`` in order until it
+    is stopped; the watcher is closed at the end. The list-then-watch of the scheduler's
+    and the controller's caches.
+
+    With a ``guard`` (:class:`~bridge.loops.LoopGuard`), an event whose handling raises
+    anything else (a bug, an input nobody foresaw) is logged, counted and skipped, and
+    the watch goes on: the periodic resync heals what it missed.
+
+    ``listed()`` is called once the initial list was delivered whole. A
+    :class:`~bridge.errors.KubeError` while listing (or from ``handler`` on the initial
+    list) is raised, or with ``keep_on_list_error`` logged, and the watch goes on (its
+    :meth:`~Watcher.events` list again before they watch). ``synced`` is set once the
+    initial list was delivered, or failed and was let go.
+    """
+
+    async def deliver(ev: WatchEvent, *, listing: bool = False) -> None:
+        try:
+            result = handler(ev)
+            if result is not None:
+                await result
+        except Exception as e:  # not cancellation (a BaseException)
+            if guard is None or (listing and isinstance(e, KubeError)):
+                raise
+            guard.failed(e, resource=watcher.resource.plural, key=ev.key)
+
+    async with watcher:
+        try:
+            for ev in await watcher.relist():
+                await deliver(ev, listing=True)
+        except KubeError as e:
+            if not keep_on_list_error:
+                raise
+            log.warning("initial_list_failed", resource=watcher.resource.plural, error=str(e))
+        else:
+            if listed is not None:
+                listed()
+        if synced is not None:
+            synced.set()
+        async for ev in watcher.events():
+            await deliver(ev)

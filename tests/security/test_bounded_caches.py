@@ -27,8 +27,9 @@ from bridge.translate import NodeSet, TranslateSettings, admin_comment
 from bridge.translate.placement import PLACEMENT_MEMO_MAX
 from bridge.wellknown import LABEL_JOB_ID, LABEL_POD_GROUP
 from bridge.workqueue import WorkQueue
-from controller.model import Action, JobKind, JobView
-from controller.runtime import DEPARTED_JOBS_MAX, DEPARTED_PODS_PER_JOB_MAX, Controller
+from controller.caches import DEPARTED_JOBS_MAX, DEPARTED_PODS_PER_JOB_MAX
+from controller.model import Action, JobKind, SlurmJobStatus
+from controller.runtime import Controller
 from scheduler.jobs import GONE_MAX, SlurmJobs
 from scheduler.owners import OwnerCache
 from scheduler.report import PENDING_REASONS_MAX, REASON_LABEL_MAX, pending_reason_labels
@@ -85,19 +86,19 @@ async def test_forged_pods_churned_through_a_job_keep_at_most_its_bound_of_depar
     ctl = _controller()
     await ctl.on_pod(WatchEvent("ADDED", _labelled("elsewhere", "stays", 7)))
     await _churn(ctl, 7, MANY)
-    assert len(ctl.departed[7]) == DEPARTED_PODS_PER_JOB_MAX
+    assert len(ctl.caches.departed[7]) == DEPARTED_PODS_PER_JOB_MAX
 
 
 async def test_once_a_job_is_known_not_ours_its_forged_pods_leave_no_trace() -> None:
     ctl = _controller(comment="")  # a native job: no back-link
     await ctl.on_pod(WatchEvent("ADDED", _labelled("elsewhere", "stays", 7)))
-    ctl.views[7] = JobView(JobKind.ACTIVE, "RUNNING")
+    ctl.poller.views[7] = SlurmJobStatus(JobKind.ACTIVE, "RUNNING")
     await _churn(ctl, 7, 1)
-    assert len(ctl.departed[7]) == 1
+    assert len(ctl.caches.departed[7]) == 1
     await ctl.reconcile(("job", "7"))  # a pod left: the job is read once, not ours
-    assert 7 not in ctl.departed
+    assert 7 not in ctl.caches.departed
     await _churn(ctl, 7, 1000)
-    assert 7 not in ctl.departed
+    assert 7 not in ctl.caches.departed
 
 
 async def test_a_job_of_ours_keeps_only_the_departed_pods_its_back_link_names() -> None:
@@ -107,13 +108,13 @@ async def test_a_job_of_ours_keeps_only_the_departed_pods_its_back_link_names() 
     mine = _labelled("team", "a", 7)
     await ctl.on_pod(WatchEvent("ADDED", mine))
     await ctl.on_pod(WatchEvent("ADDED", _labelled("elsewhere", "stays", 7)))
-    ctl.views[7] = JobView(JobKind.ACTIVE, "RUNNING")
+    ctl.poller.views[7] = SlurmJobStatus(JobKind.ACTIVE, "RUNNING")
     await _churn(ctl, 7, 1)
     await ctl.reconcile(("job", "7"))  # a pod left: the job is read once, ours
     await _churn(ctl, 7, 1000)
-    assert 7 not in ctl.departed
+    assert 7 not in ctl.caches.departed
     await ctl.on_pod(WatchEvent("DELETED", mine))
-    assert list(ctl.departed[7]) == ["team/a"]
+    assert list(ctl.caches.departed[7]) == ["team/a"]
 
 
 async def test_forged_labels_naming_a_hundred_thousand_jobs_keep_the_departed_map_bounded() -> None:
@@ -123,7 +124,7 @@ async def test_forged_labels_naming_a_hundred_thousand_jobs_keep_the_departed_ma
         p = _labelled("elsewhere", f"f{job}", job)
         await ctl.on_pod(WatchEvent("ADDED", p))
         await ctl.on_pod(WatchEvent("DELETED", p))
-    assert len(ctl.departed) == DEPARTED_JOBS_MAX
+    assert len(ctl.caches.departed) == DEPARTED_JOBS_MAX
 
 
 # ---------------------------------------------------------------- the scheduler
@@ -331,17 +332,17 @@ KNOWN: dict[str, str] = {
     "KubeState.nodes": MIRROR,
     "KubeState.namespace_labels": MIRROR + " (namespaces: created by admins)",
     "KubeState._listed_uids": "the pods of the first list, cleared when the start-up sweep ends",
-    "Controller.pods": MIRROR,
-    "Controller.by_job": MIRROR + " (the labelled pods, by job)",
-    "Controller.by_node": MIRROR,
-    "Controller.deleted": "pods deleted with claims unreleased: dropped at the job's next plan",
-    "Controller.released": MIRROR + " (uids of existing pods)",
-    "Controller.nodes": MIRROR,
-    "Controller.slurm_nodes": SLURM,
-    "Controller.job_partitions": SLURM + " (partitions jobs of ours ran in)",
-    "Controller.views": MIRROR + " (jobs labelled pods name: dropped with them)",
-    "Controller._job_pods": SLURM + " (active jobs)",
-    "Controller.links": MIRROR + " (jobs labelled pods name: dropped with them)",
+    "WatchCaches.pods": MIRROR,
+    "WatchCaches.by_job": MIRROR + " (the labelled pods, by job)",
+    "WatchCaches.by_node": MIRROR,
+    "WatchCaches.deleted": "pods deleted with claims unreleased: dropped at the job's next plan",
+    "WatchCaches.released": MIRROR + " (uids of existing pods)",
+    "WatchCaches.nodes": MIRROR,
+    "NodeReconcile.slurm_nodes": SLURM,
+    "NodeReconcile.job_partitions": SLURM + " (partitions jobs of ours ran in)",
+    "SlurmPoller.views": MIRROR + " (jobs labelled pods name: dropped with them)",
+    "Ownership.links": MIRROR + " (jobs labelled pods name: dropped with them)",
+    "Sweeper._job_pods": SLURM + " (active jobs)",
     "JobFactsTable._by_id": SLURM,
     "JobFactsTable._shared": SLURM + " (partition x reason x ours)",
 }

@@ -26,12 +26,12 @@ from bridge.errors import SlurmUnauthorized
 from bridge.kube.client import KubeClient
 from bridge.kube.leader import LeaderElector
 from bridge.kube.resources import PODS
-from bridge.kube.watch import Watcher, WatchEvent
+from bridge.kube.watch import Watcher, WatchEvent, list_then_watch
 from bridge.loops import LOOP_BACKOFF_BASE_SECONDS, LoopGuard
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.token import TokenProvider
 from controller.runtime import Controller
-from scheduler.app import _feed
+from scheduler.app import _feed_if_served
 from scheduler.cycle import Scheduler
 
 CFG = parse_config({"managedNamespaces": ["team"], "mcsLabel": "k8s"}, env={})
@@ -154,7 +154,7 @@ async def test_the_controllers_poll_loop_goes_on_after_an_unexpected_error() -> 
     clock, counted = FakeClock(), []
     ctl = _controller(clock, counted)
     poll = Flaky(ValueError("boom"), value=0)
-    ctl.poll_once = poll.call  # type: ignore[method-assign]
+    ctl.poller.poll_once = poll.call  # type: ignore[method-assign]
     task = asyncio.create_task(ctl._poll_loop())
     await _turns()
     assert counted == ["controller-poll"]
@@ -224,7 +224,9 @@ async def test_the_controllers_watch_skips_an_event_whose_handling_raises() -> N
             raise TypeError("unforeseen")
 
     watcher = _FakeWatcher([_ev("bad"), _ev("a")], [_ev("bad"), _ev("b")])
-    await ctl._watch(cast(Watcher, watcher), handler)
+    await list_then_watch(
+        cast(Watcher, watcher), handler, guard=ctl._guard("controller-watch-pods")
+    )
     assert handled == ["team/bad", "team/a", "team/bad", "team/b"]
     assert counted == ["controller-watch-pods"] * 2
 
@@ -303,10 +305,29 @@ async def test_the_scheduler_watch_feed_skips_an_event_whose_handling_raises() -
     watcher = _FakeWatcher([_ev("bad")], [_ev("bad"), _ev("b")])
     synced = asyncio.Event()
     guard = sched.guard("scheduler-watch-pods")
-    await _feed(cast(Watcher, watcher), handler, synced, guard=guard)
+    await list_then_watch(
+        cast(Watcher, watcher), handler, synced=synced, keep_on_list_error=True, guard=guard
+    )
     assert synced.is_set()
     assert handled == ["team/bad", "team/bad", "team/b"]
     assert _failures(sched, "scheduler-watch-pods") == 2
+
+
+async def test_the_scheduler_dra_watch_skips_an_event_whose_handling_raises() -> None:
+    clock = FakeClock()
+    sched = _scheduler(clock)
+    handled: list[str] = []
+
+    def handler(ev: WatchEvent) -> None:
+        handled.append(ev.key)
+        if ev.key == "team/bad":
+            raise KeyError("unforeseen")
+
+    watcher = _FakeWatcher([_ev("bad")], [_ev("bad"), _ev("b")])
+    guard = sched.guard("scheduler-watch-resourceclaims")
+    await _feed_if_served(cast(Watcher, watcher), handler, lambda: None, guard=guard)
+    assert handled == ["team/bad", "team/bad", "team/b"]
+    assert _failures(sched, "scheduler-watch-resourceclaims") == 2
 
 
 # ---------------------------------------------------------------- the webhook, the shared loops
