@@ -39,6 +39,7 @@ MAX_USER_CHARS = 1024
 _UID = r"^[\x21-\x7e]+$"
 _NAMESPACE = r"^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)?$"
 _NAME = r"^[\x21-\x7e]*$"
+_SUBRESOURCE = r"^[a-z]*$"
 
 
 class _Model(BaseModel):
@@ -62,6 +63,8 @@ class AdmissionRequest(_Model):
     uid: str = Field(min_length=1, max_length=MAX_UID_CHARS, pattern=_UID)
     kind: GroupVersionKind
     operation: Operation
+    # "" for the resource itself; "resize" for pods/resize (in-place resize, 1.33+) ...
+    sub_resource: str = Field(default="", alias="subResource", max_length=63, pattern=_SUBRESOURCE)
     namespace: str = Field(default="", pattern=_NAMESPACE)
     name: str = Field(default="", max_length=MAX_NAME_CHARS, pattern=_NAME)
     object: dict[str, Any] | None = None
