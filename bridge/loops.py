@@ -13,10 +13,8 @@ The loops' names are fixed in code (a metric label never comes from input).
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from types import TracebackType
-from typing import TypeVar
 
 from bridge.clock import Clock, backoff_delay
 from bridge.errors import BridgeError
@@ -28,7 +26,6 @@ LOOP_BACKOFF_BASE_SECONDS = 1.0
 LOOP_BACKOFF_MAX_SECONDS = 60.0
 
 LoopCounter = Callable[[str], None]
-E = TypeVar("E")
 
 
 def _no_count(loop: str) -> None:
@@ -96,20 +93,3 @@ class LoopGuard:
             return False  # cancellation, KeyboardInterrupt, SystemExit: let it end the loop
         await self.clock.sleep(self.failed(exc))
         return True
-
-
-def guarded_handler(
-    guard: LoopGuard, handler: Callable[[E], Awaitable[None] | None]
-) -> Callable[[E], Awaitable[None]]:
-    """``handler`` for a watch's events: one that raises is logged and counted, and the
-    stream goes on with the next event (the periodic resync heals what it missed)."""
-
-    async def handle(event: E) -> None:
-        try:
-            result = handler(event)
-            if inspect.isawaitable(result):
-                await result
-        except Exception as e:  # not cancellation (a BaseException)
-            guard.failed(e)
-
-    return handle

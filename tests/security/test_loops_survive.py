@@ -31,7 +31,6 @@ from bridge.loops import LOOP_BACKOFF_BASE_SECONDS, LoopGuard
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.token import TokenProvider
 from controller.runtime import Controller
-from scheduler.app import _feed_if_served
 from scheduler.cycle import Scheduler
 
 CFG = parse_config({"managedNamespaces": ["team"], "mcsLabel": "k8s"}, env={})
@@ -325,7 +324,9 @@ async def test_the_scheduler_dra_watch_skips_an_event_whose_handling_raises() ->
 
     watcher = _FakeWatcher([_ev("bad")], [_ev("bad"), _ev("b")])
     guard = sched.guard("scheduler-watch-resourceclaims")
-    await _feed_if_served(cast(Watcher, watcher), handler, lambda: None, guard=guard)
+    await list_then_watch(
+        cast(Watcher, watcher), handler, keep_on_list_error=True, absent_ok=True, guard=guard
+    )
     assert handled == ["team/bad", "team/bad", "team/b"]
     assert _failures(sched, "scheduler-watch-resourceclaims") == 2
 
