@@ -341,6 +341,7 @@ KNOWN: dict[str, str] = {
     "NodeReconcile.slurm_nodes": SLURM,
     "NodeReconcile.job_partitions": SLURM + " (partitions jobs of ours ran in)",
     "SlurmPoller.views": MIRROR + " (jobs labelled pods name: dropped with them)",
+    "SlurmPoller.het": MIRROR + " (hetjob leaders labelled pods name: dropped with them)",
     "Ownership.links": MIRROR + " (jobs labelled pods name: dropped with them)",
     "Sweeper._job_pods": SLURM + " (active jobs)",
     "JobFactsTable._by_id": SLURM,
