@@ -206,17 +206,19 @@ class KubeState:
         self.queue.add(g.ref.key)
         return g.first_seen.pop(key, None)
 
-    def bound(self, pod: KubeObject) -> float | None:
-        """This scheduler bound ``pod``: it leaves now, not when the watch says so (no
-        second bind). Returns when the pod was first seen (the bind latency's start)."""
+    def bound(self, pod: KubeObject, key: str | None = None) -> float | None:
+        """This scheduler bound ``pod`` (``key``: its pod key, when known): it leaves now,
+        not when the watch says so (no second bind). Returns when the pod was first seen
+        (the bind latency's start)."""
         self._bound_uids.add(kobj.uid(pod))
-        return self.forget_pod(kobj.pod_key(pod))
+        return self.forget_pod(key or kobj.pod_key(pod))
 
-    def written(self, pod: KubeObject) -> None:
-        """Keep the answer of a write to a cached pod, as the watch keeps it."""
+    def written(self, pod: KubeObject) -> KubeObject:
+        """Keep the answer of a write to a cached pod, as the watch keeps it; returns it."""
         key = kobj.pod_key(pod)
         if key in self.pods:
-            self.pods[key] = slim(pod)
+            pod = self.pods[key] = slim(pod)
+        return pod
 
     def drop_group(self, gkey: str) -> None:
         self.groups.pop(gkey, None)
