@@ -230,8 +230,7 @@ class Binder:
         # Bound: it leaves this scheduler now, not when the watch says so (no second bind);
         # the group is processed once more (Outcome.pods_bound) and dropped when none of
         # its pods is left.
-        self.state.bound(pod, key)
-        started = g.first_seen.pop(key, None)
+        started = self.state.bound(pod, key)
         if started is not None:
             self.metrics.bind_seconds.observe(time.monotonic() - started)
         self.metrics.pods_bound.inc()

@@ -38,6 +38,7 @@ from bridge.errors import BridgeError, KubeError, SlurmError, SlurmUnavailable
 from bridge.kube.client import KubeClient
 from bridge.kube.events import EventRecorder
 from bridge.kube.resources import KubeObject
+from bridge.loops import LoopGuard
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import SlurmJob
 from bridge.translate import TranslateSettings
@@ -107,7 +108,9 @@ class Scheduler:
             gres_mapping=cfg.scheduler.gres_mapping,
         )
         self.poller = JobPoller(slurm, self._job_changed, self._job_vanished)
-        self.slurm_state = SlurmState(kube, slurm, clock, self.state, self.poller)
+        self.slurm_state = SlurmState(
+            kube, slurm, clock, self.state, self.poller, self.metrics.loop_failed
+        )
         self.snapshots = Snapshots(
             cfg, slurm, self.state, self.slurm_state, self.dra, self.slurm_outage
         )
@@ -224,6 +227,8 @@ class Scheduler:
     async def _failed(self, gkey: str, error: Exception) -> None:
         """A cycle step failed: counted, logged, and an unreachable Slurm noted."""
         if not isinstance(error, BridgeError | AssertionError):
+            # a bug or an input nobody foresaw: logged, counted; the group backs off
+            self.metrics.loop_failed("scheduler-worker")
             log.exception("cycle_crashed", group=gkey, exc_info=error)
             return
         if isinstance(error, SlurmError):
@@ -406,6 +411,10 @@ class Scheduler:
         return started.outcome.then(bound)
 
     # ------------------------------------------------------------------ loops
+    def guard(self, loop: str) -> LoopGuard:
+        """The failure policy of one of the scheduler's loops (logged, counted, backed off)."""
+        return LoopGuard(loop, self.clock, self.metrics.loop_failed)
+
     async def worker(self) -> None:
         # process() never raises: a failed step is an outcome, requeued by _requeue
         await run_worker(self.queue, self.process)
@@ -439,21 +448,24 @@ class Scheduler:
     async def poll_forever(self) -> None:
         last_resync = self.clock.monotonic()
         base = self.cfg.slurm_poll_interval_seconds
+        guard = self.guard("scheduler-poll")
         while True:
-            try:
-                if self.slurm_outage.down is not None:
-                    await self._probe_slurm()
-                await self.poller.run_once()
-                if self.clock.monotonic() - last_resync >= self.cfg.slurm_resync_interval_seconds:
-                    last_resync = self.clock.monotonic()
-                    await self.slurm_state.refresh_slurm_nodes()
-            except SlurmError as e:
-                self.metrics.rest_errors.labels(e.endpoint or "?", str(e.status or 0)).inc()
-                # One warning per outage (slurm_unreachable), not one per tick.
-                quiet = self.slurm_outage.down is not None and isinstance(e, SlurmUnavailable)
-                (log.debug if quiet else log.warning)("poll_failed", error=str(e))
-                if isinstance(e, SlurmUnavailable):
-                    await self._slurm_unreachable(e, None)
+            async with guard:  # anything but a SlurmError: logged, counted, backed off
+                try:
+                    if self.slurm_outage.down is not None:
+                        await self._probe_slurm()
+                    await self.poller.run_once()
+                    resync = self.cfg.slurm_resync_interval_seconds
+                    if self.clock.monotonic() - last_resync >= resync:
+                        last_resync = self.clock.monotonic()
+                        await self.slurm_state.refresh_slurm_nodes()
+                except SlurmError as e:
+                    self.metrics.rest_errors.labels(e.endpoint or "?", str(e.status or 0)).inc()
+                    # One warning per outage (slurm_unreachable), not one per tick.
+                    quiet = self.slurm_outage.down is not None and isinstance(e, SlurmUnavailable)
+                    (log.debug if quiet else log.warning)("poll_failed", error=str(e))
+                    if isinstance(e, SlurmUnavailable):
+                        await self._slurm_unreachable(e, None)
             # Idle back-off (see JobPoller), cut short when a job is newly watched.
             interval, slept = self.poller.next_interval(base), 0.0
             while True:

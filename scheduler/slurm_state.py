@@ -20,10 +20,12 @@ from collections.abc import Iterable
 
 import structlog
 
+from bridge.bounded import BoundedMap, BoundedSet
 from bridge.clock import Clock
 from bridge.errors import BridgeError
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import PODS, KubeObject
+from bridge.loops import LoopCounter, LoopGuard
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import SlurmJob, SlurmNode
 from bridge.translate import parse_admin_comment, pod_job_id
@@ -43,6 +45,10 @@ SWEEP_READ_CONCURRENCY = 16
 # A shape Slurm refused to start at once is not tried again in its partition for this
 # long (a group refused now is queued, and then its pending job holds the others back).
 REFUSED_MEMORY_SECONDS = 2.0
+# Job ids remembered as not to be used again (purged, or not the group's), at most.
+GONE_MAX = 10_000
+# Partitions (named by pods) the start rule remembers refusals of, at most.
+PARTITIONS_MAX = 1024
 
 
 def _group_uid_of_active(job: SlurmJob) -> str | None:
@@ -94,6 +100,7 @@ class SlurmState:
         clock: Clock,
         state: KubeState,
         poller: JobPoller,
+        on_loop_failure: LoopCounter | None = None,
     ) -> None:
         self.kube = kube
         self.slurm = slurm
@@ -105,12 +112,21 @@ class SlurmState:
         # Groups that waited for the sweep (:class:`scheduler.decide.AwaitSweep`): processed
         # again once it ends.
         self.after_sweep: set[str] = set()
-        self.gone: set[int] = set()  # job ids Slurm no longer knows (labels may name them)
+        # Job ids Slurm no longer knows, or that are not the group's: pod labels name them,
+        # so they are tenant input and remembered at most GONE_MAX (a dropped one is read
+        # once more when a label names it again).
+        self.gone: BoundedSet[int] = BoundedSet("scheduler-gone-jobs", GONE_MAX)
+        # Told of a step of the start-up sweep that raised something unforeseen (a metric).
+        self.on_loop_failure = on_loop_failure
         self._job_group: dict[int, str] = {}  # followed job id -> group key
         # The bridge's jobs pending per partition ("" = the default), for the start rule.
         self.pending_in: dict[str, set[int]] = {}
         self._job_partition: dict[int, str] = {}
-        self._refused: dict[str, list[tuple[float, Shape]]] = {}  # partition -> (when, shape)
+        # Per partition, which a pod names (tenant text, checked by Slurm only later):
+        # bounded. partition -> (when, shape)
+        self._refused: BoundedMap[str, list[tuple[float, Shape]]] = BoundedMap(
+            "scheduler-refused-shapes", PARTITIONS_MAX
+        )
         self.slurm_nodes: frozenset[str] = frozenset()
         self.partition_size: dict[str, PartitionView] = {}  # from Slurm's node list
 
@@ -189,14 +205,17 @@ class SlurmState:
         """:meth:`sweep_once` until it succeeds (the workers run meanwhile: a failed sweep
         is retried, never the end of the scheduler), backing off to 30 s."""
         delay = 1.0
+        guard = LoopGuard("scheduler-sweep", self.clock, self.on_loop_failure)
         while True:
             try:
                 await self.sweep_once(lists_done)
                 return
             except BridgeError as e:
                 log.warning("slurm_sweep_failed", error=str(e), retry_in=delay)
-                await self.clock.sleep(delay)
-                delay = min(delay * 2, 30.0)
+            except Exception as e:  # a bug or an unforeseen answer: logged, counted
+                guard.failed(e, retry_in=delay)
+            await self.clock.sleep(delay)
+            delay = min(delay * 2, 30.0)
 
     async def sweep_once(self, lists_done: asyncio.Event | None = None) -> None:
         """Index the bridge's active jobs by group uid, once, at start, so a restarted

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from bridge.bounded import BoundedMap
 from bridge.clock import Clock
 from bridge.config import BridgeConfig
 from bridge.errors import KubeError, SlurmError, SlurmRejected, SlurmUnavailable
@@ -38,6 +39,8 @@ log = structlog.get_logger("scheduler")
 # An allocation window falls back to one try in flight (a probe) after this long without
 # a try: the partition may have filled meanwhile.
 PROBE_AFTER_IDLE_SECONDS = 1.0
+# Partitions (named by pods) the start rule remembers windows and refusals of, at most.
+PARTITIONS_MAX = 1024
 
 
 @dataclass
@@ -114,7 +117,11 @@ class Starter:
         self.slurm_state = slurm_state
         self.report = report
         self.metrics = metrics
-        self._windows: dict[str, AllocationWindow] = {}
+        # Per partition, which a pod names (tenant text, checked by Slurm only later):
+        # bounded. A window dropped while in use only restarts its probe at one.
+        self._windows: BoundedMap[str, AllocationWindow] = BoundedMap(
+            "scheduler-allocation-windows", PARTITIONS_MAX
+        )
 
     @contextlib.asynccontextmanager
     async def allocation_turn(self, partition: str) -> AsyncIterator[AllocationTurn]:

@@ -15,6 +15,7 @@ from typing import Any
 
 import structlog
 
+from bridge.bounded import BoundedSet
 from bridge.clock import Clock, SystemClock
 from bridge.config import BridgeConfig
 from bridge.errors import KubeError, KubeNotFound
@@ -46,6 +47,8 @@ OWNER_KINDS: dict[str, Resource] = {
     "LeaderWorkerSet": LEADERWORKERSETS,
     "PodGroup": PODGROUPS,
 }
+# Pods bound whose leaving the watch has not shown yet, remembered at most.
+BOUND_UIDS_MAX = 10_000
 
 
 @dataclass
@@ -105,7 +108,9 @@ class KubeState:
         self._keep_listed = True
         # Pods this scheduler bound whose leaving the watch has not been seen yet: an event
         # for one that still shows no node is older than the binding and is ignored.
-        self._bound_uids: set[str] = set()
+        # Bounded: the watch normally says within seconds; a uid dropped early only makes a
+        # stale event retry a binding the API server refuses (409).
+        self._bound_uids: BoundedSet[str] = BoundedSet("scheduler-bound-uids", BOUND_UIDS_MAX)
         self.clock = clock or SystemClock()
         # the built-in PodGroup at the version the server serves (discovery); None: not
         # found yet, looked for again after BUILTIN_RETRY_SECONDS
@@ -187,20 +192,30 @@ class KubeState:
 
     def forget_pod(self, key: str) -> str | None:
         """The pod is no longer this scheduler's (bound, deleted, unmanaged): the key of
-        its group, to be processed again (and dropped once no pod of it is left)."""
+        its group, to be processed again (and dropped once no pod of it is left). When it
+        was first seen is forgotten with it, so a group that never fills keeps no trace
+        of the pods that came and went."""
         self.pods.pop(key, None)
         gkey = self.pod_group.pop(key, None)
-        if gkey and gkey in self.groups:
-            self.groups[gkey].pods.discard(key)
-            return gkey
-        return None
+        g = self.groups.get(gkey) if gkey else None
+        if g is None:
+            return None
+        g.pods.discard(key)
+        g.first_seen.pop(key, None)
+        return g.ref.key
 
-    def bound(self, pod: KubeObject, key: str | None = None) -> None:
+    def bound(self, pod: KubeObject, key: str | None = None) -> float | None:
         """This scheduler bound ``pod`` (``key``: its pod key, when known): it leaves now,
         not when the watch says so (no second bind); the cycle processes its group again
-        (:attr:`scheduler.outcome.Outcome.pods_bound`)."""
+        (:attr:`scheduler.outcome.Outcome.pods_bound`). Returns when the pod was first
+        seen (the bind latency's start; None: unknown)."""
+        key = key or kobj.pod_key(pod)
+        gkey = self.pod_group.get(key)
+        g = self.groups.get(gkey) if gkey else None
+        started = g.first_seen.get(key) if g is not None else None
         self._bound_uids.add(kobj.uid(pod))
-        self.forget_pod(key or kobj.pod_key(pod))
+        self.forget_pod(key)
+        return started
 
     def written(self, pod: KubeObject) -> KubeObject:
         """Keep the answer of a write to a cached pod, as the watch keeps it; returns it."""
