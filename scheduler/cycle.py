@@ -60,6 +60,9 @@ log = structlog.get_logger("scheduler")
 
 # A failed cycle is retried after 0.05 s, doubling up to scheduler.rejectBackoffMaxSeconds.
 RETRY_BASE_SECONDS = 0.05
+# A job in a state the poller does not follow (not PENDING) that cannot be bound yet is
+# read again after this long, doubling per try (the work queue's backoff, capped).
+UNSETTLED_REREAD_SECONDS = 1.0
 
 
 class Scheduler:
@@ -216,6 +219,16 @@ class Scheduler:
                 log.info("job_cancelled", job_id=job_id, why=message)
                 g.job = None
                 await asyncio.gather(*(self.binder.unlink(p) for p in pods))
+                await self.report.unschedulable(pods, REASON_UNSCHEDULABLE, message)
+            case Pending(job_id=job_id, message=message) if snap.group.job is not None and (
+                snap.group.job.state != "PENDING"
+            ):
+                # Not pending, not bindable yet (RUNNING without its nodes, SUSPENDED ...):
+                # the poller follows PENDING jobs only, so no tick would ever queue this
+                # group again (a silent stall). Read it again after a backoff instead.
+                log.info("job_not_settled", job_id=job_id, state=snap.group.job.state)
+                g.unread = True
+                self.queue.add_rate_limited(key, base=UNSETTLED_REREAD_SECONDS)
                 await self.report.unschedulable(pods, REASON_UNSCHEDULABLE, message)
             case Pending(job_id=job_id, message=message):
                 # Until Slurm has looked at a new job (its reason is still "None"), the

@@ -307,8 +307,15 @@ def bind(job: JobView, pods: tuple[PodView, ...]) -> Bind:
 def decide(snap: GroupSnapshot) -> Decision:
     """What to do next for one group. Pure."""
     d = _next_step(snap)
-    if snap.job_unread and snap.job is not None and not isinstance(d, Pending):
-        return ReadJob(snap.job.job_id)
+    # A pending job known from the pods is left to the poller; anything else is read (a
+    # job in a state the poller does not follow is read again by its cycle).
+    job = snap.job
+    if (
+        snap.job_unread
+        and job is not None
+        and (not isinstance(d, Pending) or job.state != "PENDING")
+    ):
+        return ReadJob(job.job_id)
     if isinstance(d, Submit) and not snap.may_create:
         return AwaitSweep()
     if snap.slurm_unreachable and isinstance(d, Submit | Update | Cancel | Pending):
@@ -362,7 +369,8 @@ def _next_step(snap: GroupSnapshot) -> Decision:
                 )
             return Update(job.job_id, snap.spec, h, tuple(p.job_id for p in job.parts))
         return Pending(job.job_id, pending_message(job, snap.spec))
-    # CONFIGURING, SUSPENDED, REQUEUED ...: wait for Slurm to settle.
+    # RUNNING without its nodes yet, SUSPENDED ...: wait for Slurm to settle. The poller
+    # follows PENDING jobs only, so the cycle reads this one again (scheduler.cycle).
     return Pending(job.job_id, f"Slurm job {job.job_id} is {job.state}")
 
 
