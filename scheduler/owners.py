@@ -9,9 +9,9 @@ LWS size may change). It is a read-only ``Mapping`` of uid -> object for transla
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 
+from bridge.bounded import BoundedMap
 from bridge.clock import Clock
 from bridge.kube.resources import KubeObject, slim
 
@@ -30,7 +30,9 @@ class OwnerCache(Mapping[str, KubeObject]):
         self._clock = clock
         self.max_entries = max_entries
         self.max_age_seconds = max_age_seconds
-        self._entries: OrderedDict[str, tuple[float, KubeObject]] = OrderedDict()
+        self._entries: BoundedMap[str, tuple[float, KubeObject]] = BoundedMap(
+            "scheduler-owners", max_entries
+        )
 
     def put(self, obj: KubeObject) -> None:
         """Remember ``obj`` (slimmed) under its uid; the oldest entries go past the bound."""
@@ -39,16 +41,12 @@ class OwnerCache(Mapping[str, KubeObject]):
             return
         kept = slim({k: v for k, v in obj.items() if k != "status"})
         self._entries[uid] = (self._clock.monotonic(), kept)
-        self._entries.move_to_end(uid)
-        while len(self._entries) > self.max_entries:
-            self._entries.popitem(last=False)
 
     def fresh(self, uid: str) -> KubeObject | None:
         """The object when it was read less than ``max_age_seconds`` ago, else None."""
-        entry = self._entries.get(uid)
+        entry = self._entries.get(uid)  # a hit is the most recently used now
         if entry is None or self._clock.monotonic() - entry[0] > self.max_age_seconds:
             return None
-        self._entries.move_to_end(uid)
         return entry[1]
 
     def __getitem__(self, uid: str) -> KubeObject:
