@@ -96,6 +96,23 @@ def link_is_ours(link: BackLink, job_mcs_label: str, mcs_label: str | None) -> b
     return not (ours and job_mcs_label and job_mcs_label != ours)
 
 
+def group_of_link(text: Any, mcs_label: str | None) -> GroupId | None:
+    """The group a job's admin_comment says it is for, when the job may be ADOPTED by a
+    group without a pod naming it (the start-up sweep, a lost submit answer): the back-link
+    names this bridge's mcs label (exactly: an upstream or older link without one is never
+    adopted) and a group with a uid. None otherwise (never a group whose uid is empty)."""
+    link = back_link(text)
+    if link is None or link.group is None or not link.group.uid:
+        return None
+    return link.group if link.mcs == (mcs_label or None) else None
+
+
+def link_names_group(text: Any, group: GroupId, mcs_label: str | None) -> bool:
+    """The job's admin_comment proves it is ``group``'s: this mcs label, and the same kind,
+    namespace, name and (non-empty) uid."""
+    return bool(group.uid) and group_of_link(text, mcs_label) == group
+
+
 def job_names_pod(link: BackLink, pod: Mapping[str, Any]) -> bool:
     """The job's back-link names this very pod: its ``namespace/name`` is listed, it is in
     the group's namespace, and where the link records a uid, the pod is that object (a
