@@ -228,9 +228,12 @@ class SlurmJobs:
             self._count_pending(job)  # held, or released from its hold
         g = self.state.groups.get(gkey) if gkey is not None else None
         if g is not None and g.job is not None and g.job.job_id == job.job_id:
-            # A job restored from the pods' record stays unread: the poller's read is not
-            # the ownership check, only read_job (the ReadJob decision) clears it.
+            # A job restored from the pods' record is trusted once this read proves it
+            # the group's; otherwise it stays unread, and the ReadJob decision's read
+            # (read_job) drops it as foreign.
             g.job = job
+            if g.unread and self.proves(g, job):
+                g.unread = False
             self.queue.add(g.ref.key)
 
     def on_job_gone(self, job_id: int) -> None:
@@ -334,10 +337,7 @@ class SlurmJobs:
             self.gone.add(job_id)
             return
         pods = [self.state.pods[k] for k in sorted(g.pods) if k in self.state.pods]
-        mcs = self.state.cfg.mcs_label
-        link = back_link(g.job.admin_comment)
-        other_group = link is not None and link.group is not None and link.group.key != g.ref.key
-        if other_group or not names_any_pod(g.job.admin_comment, g.job.mcs_label, pods, mcs):
+        if not self.proves(g, g.job, pods):
             # A label names a job that is not this group's (forged, or stale): never act
             # on it (no update, no cancel, no binding); the group gets its own job.
             self.gone.add(job_id)
@@ -348,6 +348,16 @@ class SlurmJobs:
             return
         if g.job is not None and g.job.state.primary == "PENDING":
             self.watch(g, g.job)
+
+    def proves(self, g: GroupState, job: SlurmJob, pods: list[KubeObject] | None = None) -> bool:
+        """``job`` (as read from Slurm) is ``g``'s: its back-link names this cluster, this
+        group (kind, namespace, name) and one of its pods."""
+        if pods is None:
+            pods = [self.state.pods[k] for k in sorted(g.pods) if k in self.state.pods]
+        link = back_link(job.admin_comment)
+        if link is not None and link.group is not None and link.group.key != g.ref.key:
+            return False
+        return names_any_pod(job.admin_comment, job.mcs_label, pods, self.state.cfg.mcs_label)
 
     def may_create(self, g: GroupState, pods: list[KubeObject]) -> bool:
         """A new job may be made for ``g`` now: the start-up sweep is done, or the group
