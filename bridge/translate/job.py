@@ -311,6 +311,11 @@ def translate_group(
         required_switches=topology.required_switches,
         wait_for_switch_seconds=topology.wait_for_switch_seconds,
         comment=human_comment(group, count),
-        admin_comment=admin_comment(group, [kobj.pod_key(p) for p in ordered], settings.mcs_label),
+        admin_comment=admin_comment(
+            group,
+            [kobj.pod_key(p) for p in ordered],
+            settings.mcs_label,
+            [kobj.uid(p) for p in ordered],
+        ),
         **placement,
     )
