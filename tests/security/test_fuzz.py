@@ -282,7 +282,7 @@ def tenant_worlds(draw: st.DrawFn) -> dict[str, Any]:
     for (kind, ns, name), obj in objects.items():  # what a scheduler made before
         gkind, gname = _group_name(kind, name, f"{name}-0-0")
         uid = obj["metadata"]["uid"] if gkind != "Pod" else "pod-uid-old"
-        gid = GroupId(kind=gkind, namespace=ns, name=gname, uid=uid)  # type: ignore[arg-type]
+        gid = GroupId(kind=gkind, namespace=ns, name=gname, uid=uid)
         jobs.append(admin_comment(gid, [f"{ns}/{name}-0-0"], MCS))
     for _ in range(draw(st.integers(0, 3))):  # odd ones: no uid, a foreign mcs, any uid
         gid = GroupId(
@@ -344,7 +344,7 @@ class _WorldKube:
         obj = self.objects.get((res.kind, namespace or "", name))
         if obj is None:
             raise KubeNotFound(f"{res.kind} {namespace}/{name}", status=404)
-        return json.loads(json.dumps(obj))
+        return dict(json.loads(json.dumps(obj)))
 
     async def pages(self, *args: Any, **kw: Any) -> Any:
         yield [], None
@@ -376,7 +376,7 @@ class _WorldSlurm:
         return tuple(j for j in self.jobs.values() if keep(j))
 
 
-async def _adopted_after_restart(world: dict[str, Any]) -> list[tuple[dict[str, Any], Any]]:
+async def _adopted_after_restart(world: dict[str, Any]) -> list[tuple[Any, Any, Any]]:
     from bridge.clock import SystemClock
     from scheduler.cycle import Scheduler
 
