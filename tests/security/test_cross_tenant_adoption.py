@@ -48,7 +48,7 @@ from tests.integration.bridge_harness import (
     podgroup,
     running_bridge,
 )
-from tests.integration.conftest import SlurmSandbox, blocker_spec
+from tests.integration.conftest import SlurmSandbox, blocker_spec, native_held_spec
 from tests.integration.controller_harness import wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
@@ -301,15 +301,7 @@ async def test_a_job_restored_from_forged_pod_records_is_read_before_it_is_cance
     and pending message a scheduler writes (the webhook bypassed). The restarted scheduler
     restores the job from them without a read; the poller reads it (no reason yet), and a
     member leaves. The native job must not be taken over and cancelled."""
-    held = JobSpec(
-        name="native-held",
-        partition=sandbox.batch_partition,
-        min_nodes=1,
-        tasks=1,
-        priority=0,
-        external=False,
-        script="#!/bin/sh\nsleep 600\n",
-    )
+    held = native_held_spec(sandbox)
     native = track_jobs(await slurm.submit(held))
     async with running_bridge(sandbox, tmp_path) as b:
         track_jobs(await b.slurm.submit(blocker_spec(sandbox)))  # the group's jobs stay pending
