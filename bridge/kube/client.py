@@ -63,6 +63,7 @@ from bridge.kube.resources import (
     Resource,
     format_time,
 )
+from bridge.text import clip
 from bridge.wellknown import CONDITION_POD_SCHEDULED
 
 PatchType = Literal["merge", "strategic", "json"]
@@ -74,6 +75,8 @@ _CONTENT_TYPES: dict[PatchType, str] = {
 USER_AGENT = "slurm-bridge"
 # How often a read-modify-write retries after a 409 (someone else wrote in between).
 CONFLICT_ATTEMPTS = 5
+# The longest pod condition (or Failed) message we write: it may quote tenant text.
+CONDITION_MESSAGE_MAX = 2048
 
 
 # --------------------------------------------------------------------------- errors
@@ -662,8 +665,10 @@ class KubeClient:
         """Set one pod condition; no request when it already says exactly this.
 
         ``lastTransitionTime`` moves only when the status flips (as kubelet/scheduler do).
-        Pass the ``pod`` you hold to save a read.
+        Pass the ``pod`` you hold to save a read. ``message`` is clipped
+        (:func:`bridge.text.clip`): it may quote tenant text.
         """
+        message = clip(message, CONDITION_MESSAGE_MAX)
         if pod is None:
             pod = await self.get_pod(namespace, name)
         want = "True" if status else "False"
@@ -726,7 +731,9 @@ class KubeClient:
         message: str,
         conditions: Sequence[KubeObject] = (),
     ) -> KubeObject:
-        """Phase ``Failed`` with ``reason``/``message`` (plus our own conditions)."""
+        """Phase ``Failed`` with ``reason``/``message`` (plus our own conditions; the
+        message clipped like a condition's)."""
+        message = clip(message, CONDITION_MESSAGE_MAX)
         status: dict[str, Any] = {"phase": "Failed", "reason": reason, "message": message}
         if conditions:
             now = format_time(self.clock.now())
