@@ -103,17 +103,18 @@ _NAME_FIELD: Mapping[str, str] = {
 }
 
 
-def _check_group_text(group: GroupId, pods: Sequence[Obj], where: str) -> None:
-    """The group's namespace, name and uid and the pods' keys reach Slurm (job name,
-    comment, admin_comment): the rules of :mod:`bridge.text`, as for annotation text.
-    Kubernetes checks object names and labels, but not an ownerReference's name or uid."""
+def _check_group_text(group: GroupId, keys: Sequence[str], where: str) -> None:
+    """The group's namespace, name and uid and the pods' keys (``namespace/name``) reach
+    Slurm (job name, comment, admin_comment): the rules of :mod:`bridge.text`, as for
+    annotation text. Kubernetes checks object names and labels, but not an
+    ownerReference's name or uid."""
     uid_field = "metadata.uid" if group.kind == "Pod" else "metadata.ownerReferences.uid"
     texts = [
         (group.namespace, "metadata.namespace"),
         (group.name, _NAME_FIELD[group.kind]),
         (group.uid, uid_field),
     ]
-    texts += [(kobj.pod_key(p), "metadata.name") for p in pods]
+    texts += [(key, "metadata.name") for key in keys]
     for text, field in texts:
         problem = text_problem(text)
         if problem is not None:
@@ -247,7 +248,6 @@ def translate_group(
     check_source(ref, group_object, pods)
     group = ref.group_id(group_object)
     where = f"{ref.kind} {ref.namespace}/{ref.name}"
-    _check_group_text(group, pods, where)
     size = expected_size(ref, group_object, pods)
     if size is not None and size < 1:
         field = "spec.leaderWorkerTemplate.size" if ref.kind == "LeaderWorkerSet" else "size"
@@ -255,6 +255,8 @@ def translate_group(
     if size is None or len(pods) < size:
         return Waiting(group=group, have=len(pods), want=size)
     ordered = order_pods(ref, group_object, pods)
+    keys = [kobj.pod_key(p) for p in ordered]
+    _check_group_text(group, keys, where)
     opts = _options(ordered, group_object)
     class_priority = _priority(ordered) if settings.priority_from_priority_class else None
     if policy is not None:
@@ -350,10 +352,7 @@ def translate_group(
         wait_for_switch_seconds=topology.wait_for_switch_seconds,
         comment=human_comment(group, count),
         admin_comment=admin_comment(
-            group,
-            [kobj.pod_key(p) for p in ordered],
-            settings.mcs_label,
-            [kobj.uid(p) for p in ordered],
+            group, keys, settings.mcs_label, [kobj.uid(p) for p in ordered]
         ),
         **placement,
     )
