@@ -200,12 +200,16 @@ def test_a_pod_made_later_under_a_listed_name_is_not_named(example: str) -> None
     for pods, obj in _groups(example):
         spec = translate_group(pods, obj, [], TranslateSettings(), owners={})
         assert not isinstance(spec, Waiting)
-        link = back_link(spec.admin_comment)
-        assert link is not None
+        # a hetjob's components each back-link their own pods
+        links = [back_link(c.admin_comment) for c in (spec, *spec.het_components)]
+        assert all(link is not None for link in links)
+
         for p in pods:
-            assert job_names_pod(link, p)
+            assert any(link is not None and job_names_pod(link, p) for link in links)
             later = {**p, "metadata": {**p["metadata"], "uid": "recreated-uid"}}
-            assert not job_names_pod(link, later), f"{example}: {kobj.pod_key(p)} recreated"
+            assert not any(link is not None and job_names_pod(link, later) for link in links), (
+                f"{example}: {kobj.pod_key(p)} recreated"
+            )
 
 
 def test_an_older_jobs_link_does_not_name_a_pod_without_its_owner_reference() -> None:
