@@ -26,10 +26,12 @@ from typing import Any
 
 import structlog
 
+from bridge.bounded import BoundedSet
 from bridge.clock import Clock
 from bridge.errors import BridgeError, InvalidInput, SlurmNotFound
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import PODS, KubeObject
+from bridge.loops import LoopCounter, LoopGuard
 from bridge.models import GroupId, JobSpec
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import JobState, SlurmJob, SlurmNode
@@ -74,6 +76,8 @@ HELD_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin"})
 # streams Slurm's job table once.
 SWEEP_READS_MAX = 1000
 SWEEP_READ_CONCURRENCY = 16
+# Job ids remembered as not to be used again (purged, or not the group's), at most.
+GONE_MAX = 10_000
 
 
 def spec_hash_of(job: SlurmJob) -> str | None:
@@ -229,7 +233,10 @@ class SlurmJobs:
         # Groups that waited for the sweep (:class:`scheduler.decide.AwaitSweep`): processed
         # again once it ends.
         self.after_sweep: set[str] = set()
-        self.gone: set[int] = set()  # job ids Slurm no longer knows (labels may name them)
+        # Job ids Slurm no longer knows, or that are not the group's: pod labels name them,
+        # so they are tenant input and remembered at most GONE_MAX (a dropped one is read
+        # once more when a label names it again).
+        self.gone: BoundedSet[int] = BoundedSet("scheduler-gone-jobs", GONE_MAX)
         self._job_group: dict[int, str] = {}  # watched job id -> group key
         # The bridge's jobs pending per partition ("" = the default), for the start rule.
         self.pending_in: dict[str, set[int]] = {}
@@ -238,6 +245,8 @@ class SlurmJobs:
         self.partition_size: dict[str, PartitionView] = {}  # from Slurm's node list
         # Told of pods whose job-id label names a job that is not theirs (a Warning).
         self.on_foreign_label: Callable[[list[KubeObject], int], Awaitable[None]] | None = None
+        # Told of a step of the start-up sweep that raised something unforeseen (a metric).
+        self.on_loop_failure: LoopCounter | None = None
 
     # ------------------------------------------------------------------ following
     def watch(self, g: GroupState, job: SlurmJob) -> None:
@@ -302,14 +311,17 @@ class SlurmJobs:
         """:meth:`sweep_once` until it succeeds (the workers run meanwhile: a failed sweep
         is retried, never the end of the scheduler), backing off to 30 s."""
         delay = 1.0
+        guard = LoopGuard("scheduler-sweep", self.clock, self.on_loop_failure)
         while True:
             try:
                 await self.sweep_once(lists_done)
                 return
             except BridgeError as e:
                 log.warning("slurm_sweep_failed", error=str(e), retry_in=delay)
-                await self.clock.sleep(delay)
-                delay = min(delay * 2, 30.0)
+            except Exception as e:  # a bug or an unforeseen answer: logged, counted
+                guard.failed(e, retry_in=delay)
+            await self.clock.sleep(delay)
+            delay = min(delay * 2, 30.0)
 
     async def sweep_once(self, lists_done: asyncio.Event | None = None) -> None:
         """Index the bridge's active jobs by group uid, once, at start, so a restarted

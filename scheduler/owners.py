@@ -15,9 +15,9 @@ a read-only ``Mapping`` of uid -> object.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 
+from bridge.bounded import BoundedMap
 from bridge.clock import Clock
 from bridge.kube.resources import KubeObject, slim
 
@@ -39,7 +39,9 @@ class OwnerCache(Mapping[Key, KubeObject]):
         self._clock = clock
         self.max_entries = max_entries
         self.max_age_seconds = max_age_seconds
-        self._entries: OrderedDict[Key, tuple[float, KubeObject]] = OrderedDict()
+        self._entries: BoundedMap[Key, tuple[float, KubeObject]] = BoundedMap(
+            "scheduler-owners", max_entries
+        )
 
     def put(self, obj: KubeObject) -> None:
         """Remember ``obj`` (slimmed) under its namespace and uid; the oldest entries go
@@ -51,17 +53,13 @@ class OwnerCache(Mapping[Key, KubeObject]):
         key = (str(meta.get("namespace") or ""), uid)
         kept = slim({k: v for k, v in obj.items() if k != "status"})
         self._entries[key] = (self._clock.monotonic(), kept)
-        self._entries.move_to_end(key)
-        while len(self._entries) > self.max_entries:
-            self._entries.popitem(last=False)
 
     def fresh(self, namespace: str, uid: str) -> KubeObject | None:
         """The object of ``uid`` in ``namespace`` when it was read less than
         ``max_age_seconds`` ago, else None."""
-        entry = self._entries.get((namespace, uid))
+        entry = self._entries.get((namespace, uid))  # a hit is the most recently used now
         if entry is None or self._clock.monotonic() - entry[0] > self.max_age_seconds:
             return None
-        self._entries.move_to_end((namespace, uid))
         return entry[1]
 
     def in_namespace(self, namespace: str) -> Mapping[str, KubeObject]:
