@@ -126,7 +126,7 @@ class Scheduler:
         return self.jobs.swept
 
     @property
-    def jobs_by_group_uid(self) -> dict[str, SlurmJob]:
+    def jobs_by_group_uid(self) -> dict[tuple[str, str], SlurmJob]:
         return self.jobs.jobs_by_group_uid
 
     async def on_pod_event(self, kind: str, pod: KubeObject) -> None:

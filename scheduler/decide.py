@@ -101,6 +101,8 @@ class GroupSnapshot:
     # earlier scheduler can have seen)
     may_create: bool = True
     slurm_unreachable: str = ""  # what failed, while Slurm cannot be reached
+    # the group's object (a PodGroup ...) does not exist: why it waits, naming the field
+    waiting_for: str = ""
 
 
 # --- decisions --------------------------------------------------------------------------
@@ -344,7 +346,8 @@ def _next_step(snap: GroupSnapshot) -> Decision:
         if job is None:
             return Wait(
                 REASON_UNSCHEDULABLE,
-                f"waiting for group {snap.group.key}: {have} of {want} pods exist",
+                snap.waiting_for
+                or f"waiting for group {snap.group.key}: {have} of {want} pods exist",
             )
     if job is not None and job.state == "RUNNING" and job.nodes:
         # Allocated: bind what is unbound. Members missing from the snapshot were bound
