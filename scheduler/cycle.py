@@ -76,6 +76,9 @@ log = structlog.get_logger("scheduler")
 
 # A failed cycle is retried after 0.05 s, doubling up to scheduler.rejectBackoffMaxSeconds.
 RETRY_BASE_SECONDS = 0.05
+# A job in a state the poller does not follow (not PENDING) that cannot be bound yet is
+# read again after this long, doubling per try (the work queue's backoff, capped).
+UNSETTLED_REREAD_SECONDS = 1.0
 
 
 class Scheduler:
@@ -134,7 +137,7 @@ class Scheduler:
         return self.slurm_state.swept
 
     @property
-    def jobs_by_group_uid(self) -> dict[str, SlurmJob]:
+    def jobs_by_group_uid(self) -> dict[tuple[str, str], SlurmJob]:
         return self.slurm_state.jobs_by_group_uid
 
     async def on_pod_event(self, kind: str, pod: KubeObject) -> None:
@@ -216,7 +219,7 @@ class Scheduler:
             case Requeue.AFTER:
                 self.queue.add_after(gkey, outcome.after)
             case Requeue.RETRY:
-                self.queue.add_rate_limited(gkey)
+                self.queue.add_rate_limited(gkey, base=outcome.after or None)
             case Requeue.REFUSED:
                 self.queue.add_rate_limited(gkey, base=self.cfg.scheduler.reject_backoff_seconds)
             case Requeue.AFTER_SWEEP:
@@ -277,7 +280,12 @@ class Scheduler:
         gkey = self.slurm_state.changed(job)
         g = self.state.groups.get(gkey) if gkey is not None else None
         if g is not None and g.job is not None and g.job.job_id == job.job_id:
-            g.job, g.unread = job, False
+            # A job restored from the pods' record is trusted once this read proves it
+            # the group's; otherwise it stays unread, and the ReadJob decision's read
+            # drops it as foreign.
+            g.job = job
+            if g.unread and self.snapshots.proves(g, job):
+                g.unread = False
             self._wake([g.ref.key])
 
     def _job_vanished(self, job_id: int) -> None:
@@ -340,6 +348,16 @@ class Scheduler:
                     g, job_id, pods, reason=REASON_UNSCHEDULABLE, message=message, warning=False
                 )
                 return NOTHING
+            case Pending(job_id=job_id, message=message) if (
+                snap.group.job is not None and snap.group.job.state != "PENDING"
+            ):
+                # Not pending, not bindable yet (RUNNING without its nodes, SUSPENDED ...):
+                # the poller follows PENDING jobs only, so no tick would ever queue this
+                # group again (a silent stall). Read it again after a backoff instead.
+                log.info("job_not_settled", job_id=job_id, state=snap.group.job.state)
+                g.unread = True
+                await self.report.unschedulable(pods, REASON_UNSCHEDULABLE, message)
+                return Outcome(Requeue.RETRY, after=UNSETTLED_REREAD_SECONDS)
             case Pending(job_id=job_id, message=message, spec_hash=made_from, quiet=quiet):
                 # Quiet until Slurm has looked at a new job (a restart in between finds
                 # it by its admin_comment); a job that stays pending gets its pods linked

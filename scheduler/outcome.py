@@ -19,7 +19,9 @@ class Requeue(enum.Enum):
     NONE = "none"  # when something changes: a pod event, the poller, the start-up sweep
     NOW = "now"  # at once (a job was made, updated or read: decide on what it is now)
     AFTER = "after"  # after :attr:`Outcome.after` seconds (a group waiting for members)
-    RETRY = "retry"  # a step failed: the work queue's capped backoff, from 0.05 s
+    # a step failed, or a job is not settled: the work queue's capped backoff, from
+    # :attr:`Outcome.after` seconds (0: from 0.05 s)
+    RETRY = "retry"
     REFUSED = "refused"  # a refusal: the same backoff, from scheduler.rejectBackoffSeconds
     AFTER_SWEEP = "after-sweep"  # once the start-up sweep ends
 
@@ -27,7 +29,7 @@ class Requeue(enum.Enum):
 @dataclass(frozen=True)
 class Outcome:
     requeue: Requeue = Requeue.NONE
-    after: float = 0.0  # seconds, for Requeue.AFTER
+    after: float = 0.0  # seconds, for Requeue.AFTER (the first step of Requeue.RETRY)
     # the group got its job, or its pods were bound: its failures are forgotten first
     forget: bool = False
     # pods of the group were bound: it is processed once more at once (and dropped when

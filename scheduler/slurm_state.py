@@ -26,9 +26,10 @@ from bridge.errors import BridgeError
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import PODS, KubeObject
 from bridge.loops import LoopCounter, LoopGuard
+from bridge.models import GroupId
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import SlurmJob, SlurmNode
-from bridge.translate import parse_admin_comment, pod_job_id
+from bridge.translate import group_of_link, pod_job_id
 from bridge.wellknown import LABEL_JOB_ID
 from scheduler.decide import PartitionView, Shape
 from scheduler.poller import JobPoller
@@ -51,12 +52,10 @@ GONE_MAX = 10_000
 PARTITIONS_MAX = 1024
 
 
-def _group_uid_of_active(job: SlurmJob) -> str | None:
-    """The group uid an ACTIVE job of the bridge names in its admin_comment, else None."""
-    if not job.state.active:
-        return None
-    parsed = parse_admin_comment(job.admin_comment)
-    return parsed[0].uid if parsed is not None and parsed[0] is not None else None
+def _group_of_active(job: SlurmJob, mcs_label: str) -> GroupId | None:
+    """The group an ACTIVE job of this bridge (its back-link names ``mcs_label``) is for,
+    when it has a uid; else None (:func:`bridge.translate.group_of_link`)."""
+    return group_of_link(job.admin_comment, mcs_label) if job.state.active else None
 
 
 def partition_sizes(nodes: tuple[SlurmNode, ...]) -> dict[str, PartitionView]:
@@ -107,7 +106,9 @@ class SlurmState:
         self.clock = clock
         self.state = state
         self.poller = poller
-        self.jobs_by_group_uid: dict[str, SlurmJob] = {}  # from the start-up sweep
+        # From the start-up sweep: (namespace, group uid) -> job; taken only by the group
+        # its back-link names whole (kind, namespace, name, uid).
+        self.jobs_by_group_uid: dict[tuple[str, str], SlurmJob] = {}
         self.swept = False
         # Groups that waited for the sweep (:class:`scheduler.decide.AwaitSweep`): processed
         # again once it ends.
@@ -244,16 +245,17 @@ class SlurmState:
         )
         active = {s.job_id for s in states}
         unknown = active - labelled
+        mcs = self.state.cfg.mcs_label
         if len(unknown) > SWEEP_READS_MAX:
             jobs: Iterable[SlurmJob] = await self.slurm.scan_jobs(
-                lambda j: j.job_id in unknown and _group_uid_of_active(j) is not None
+                lambda j: j.job_id in unknown and _group_of_active(j, mcs) is not None
             )
         else:
             jobs = await self.slurm.get_jobs(sorted(unknown), concurrency=SWEEP_READ_CONCURRENCY)
         for job in await whole_jobs(self.slurm, jobs):
-            uid = _group_uid_of_active(job)
-            if uid is not None:
-                self.jobs_by_group_uid[uid] = job
+            group = _group_of_active(job, mcs)
+            if group is not None:
+                self.jobs_by_group_uid[(group.namespace, group.uid)] = job
         self.swept = True
         self.state.sweep_ended()
         log.info(

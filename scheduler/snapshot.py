@@ -8,6 +8,14 @@ record of a pending job, the job a pod's label names read by id and checked to b
 group's, the job of a lost submit found by identity); whether a new job may be made yet;
 whether Slurm answers; what the start rule knows of the partition.
 
+Trust: a job becomes a group's only when its admin_comment proves it. Adopted without a
+pod naming it (the sweep, a lost submit): the back-link names this bridge's mcs label and
+the group's kind, namespace, name and uid, never an empty uid
+(:func:`bridge.translate.link_names_group`). Named by a pod's job-id label: the job is
+read, and its back-link names this cluster, the group and one of its pods
+(:meth:`Snapshots.proves`). A job restored from the pods' record is used for nothing but
+leaving it pending until it is read that way.
+
 Nothing here writes: no group state, no following, no event. What a lookup found
 travels in the snapshot, and the cycle keeps it (:meth:`scheduler.cycle.Scheduler.process`)
 and the act step says what needs saying (a label naming another group's job).
@@ -29,8 +37,12 @@ from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import JobState, SlurmJob
 from bridge.translate import (
     Waiting,
+    back_link,
+    check_source,
     expected_size,
     kobj,
+    link_names_group,
+    missing_source,
     names_any_pod,
     order_pods,
     parse_admin_comment,
@@ -159,7 +171,8 @@ class JobLookup:
 
     job: SlurmJob | None = None  # the group's job (None: it has none)
     unread: bool = False  # ``job`` is the pods' record of it, not read from Slurm
-    from_sweep: str | None = None  # found in the start-up sweep's index, under this uid
+    # found in the start-up sweep's index, under this (namespace, uid)
+    from_sweep: tuple[str, str] | None = None
     # a job id the pods name that is not the group's job: Slurm no longer knows it, or
     # (``foreign``) it is another's (a forged or stale label: never acted on, the pods are
     # warned)
@@ -212,6 +225,12 @@ class Snapshots:
         expected = len(pods)
         gid: GroupId | None = None
         try:
+            # A pod naming an owner that does not exist, or by a uid that is not the
+            # owner's: refused, and never given a job it did not make itself.
+            check_source(g.ref, gobj, pods)
+        except InvalidInput as e:
+            return self._refused(g, pods, expected, e)
+        try:
             result = (
                 Waiting(group=g.ref.group_id(gobj), have=len(pods), want=want)
                 if filling
@@ -220,7 +239,7 @@ class Snapshots:
                     gobj,
                     self.state.node_set,
                     self.state.settings,
-                    owners=self.state.owners,
+                    owners=self.state.owners.in_namespace(g.ref.namespace),
                     dra=await self.dra.inputs(pods),
                     policy=resolve_policy(
                         self.cfg,
@@ -254,6 +273,7 @@ class Snapshots:
             invalid=invalid,
             job=job_view(job) if job is not None else None,
             job_unread=unread,
+            waiting_for=missing_source(g.ref, pods) if gobj is None and want is None else "",
             job_reason_awaited=job is not None
             and self.slurm_state.poller.awaits_reason(job.job_id),
             may_create=self.slurm_state.may_create(g, pods),
@@ -267,13 +287,32 @@ class Snapshots:
         )
         return Snapshot(snap, pods, lookup)
 
+    def _refused(
+        self, g: GroupState, pods: list[KubeObject], expected: int, invalid: InvalidInput
+    ) -> Snapshot:
+        """The snapshot of a group whose pods name their owner falsely: no job is looked
+        for (none adopted); the one it holds, if any, was proven its own before."""
+        snap = GroupSnapshot(
+            group=GroupId(kind=g.ref.kind, namespace=g.ref.namespace, name=g.ref.name, uid=""),
+            pods=tuple(pod_view(p) for p in pods),
+            expected=expected,
+            invalid=invalid,
+            job=job_view(g.job) if g.job is not None else None,
+            job_unread=g.unread,
+            may_create=self.slurm_state.may_create(g, pods),
+            slurm_unreachable=self.outage.message,
+        )
+        return Snapshot(snap, pods)
+
     async def _find(
         self, g: GroupState, gid: GroupId | None, pods: list[KubeObject], spec: JobSpec | None
     ) -> JobLookup:
         """Look for the job of a group that holds none."""
-        swept = self.slurm_state.jobs_by_group_uid
-        if gid is not None and gid.uid in swept:
-            return JobLookup(swept[gid.uid], from_sweep=gid.uid)
+        mcs = self.cfg.mcs_label
+        key = (gid.namespace, gid.uid) if gid else None
+        swept = self.slurm_state.jobs_by_group_uid.get(key) if key else None
+        if gid and swept and link_names_group(swept.admin_comment, gid, mcs):
+            return JobLookup(swept, from_sweep=key)
         found = JobLookup()
         label = next(
             (j for j in map(pod_job_id, pods) if j is not None and j not in self.slurm_state.gone),
@@ -289,9 +328,14 @@ class Snapshots:
             if found.job is not None:
                 return found
         if g.uncertain_submit and gid is not None:
-            jobs = await whole_jobs(
-                self.slurm, await self.slurm.find_jobs_by_admin_comment(f'"uid":"{gid.uid}"')
-            )
+            # Only a job whose back-link names this very group (a group with no uid has
+            # no identity to find: it may get a duplicate, never another group's job).
+            jobs: list[SlurmJob] = []
+            if gid.uid:
+                ours = await self.slurm.scan_jobs(
+                    lambda j: j.state.active and link_names_group(j.admin_comment, gid, mcs)
+                )
+                jobs = await whole_jobs(self.slurm, ours)
             found = replace(found, job=jobs[0] if jobs else None, identity_checked=True)
         return found
 
@@ -302,10 +346,20 @@ class Snapshots:
             job = await self.slurm.get_job(job_id)
         except SlurmNotFound:
             return JobLookup(not_ours=job_id)  # purged after MinJobAge: submit anew
-        pods = [self.state.pods[k] for k in sorted(g.pods) if k in self.state.pods]
-        if not names_a_pod(job, pods, self.cfg.mcs_label):
+        if not self.proves(g, job):
             # A label names a job that is not this group's (forged, or stale): never act
             # on it (no update, no cancel, no binding); the group gets its own job.
             log.warning("foreign_job_label_ignored", job_id=job_id, group=g.ref.key)
             return JobLookup(not_ours=job_id, foreign=True)
         return JobLookup(job)
+
+    def proves(self, g: GroupState, job: SlurmJob) -> bool:
+        """``job`` (as read from Slurm) is ``g``'s: its back-link (each component's, for a
+        hetjob) names this cluster and this group (kind, namespace, name), and one names
+        one of its pods."""
+        pods = [self.state.pods[k] for k in sorted(g.pods) if k in self.state.pods]
+        for c in job.components:
+            link = back_link(c.admin_comment)
+            if link is not None and link.group is not None and link.group.key != g.ref.key:
+                return False
+        return names_a_pod(job, pods, self.cfg.mcs_label)

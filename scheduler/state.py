@@ -99,7 +99,8 @@ class KubeState:
         # the same nodes, with excluded_nodes memoized per placement (no O(nodes) per group)
         self.node_set = NodeSet()
         self.namespace_labels: dict[str, dict[str, str]] = {}
-        # uid -> owner/group object: bounded, slim, re-read when older than a minute
+        # (namespace, uid) -> owner/group object: bounded, slim, re-read when older than a
+        # minute; never found by uid alone (a pod's ownerReference uid is its own text)
         self.owners = OwnerCache(clock or SystemClock())
         self.pods_listed = False  # the pod watch's initial list was delivered
         # uids of the pods in that initial list, kept until the start-up sweep ends
@@ -251,7 +252,7 @@ class KubeState:
             )
             if ref is None or ref.get("kind") not in OWNER_KINDS:
                 break
-            owner = self.owners.fresh(str(ref.get("uid")))
+            owner = self.owners.fresh(ns, str(ref.get("uid")))
             if owner is None:
                 try:
                     owner = await self._get_object(OWNER_KINDS[ref["kind"]], ns, ref["name"])
@@ -261,15 +262,17 @@ class KubeState:
             if owner is None:
                 break
             current = owner
-        return group_of(pod, self.owners, self.settings)
+        return group_of(pod, self.owners.in_namespace(ns), self.settings)
 
     async def group_object(self, ref: GroupRef) -> KubeObject | None:
         """The object the group is (a PodGroup, a Job ...), read again for a PodGroup
-        (its size may change), from the cache for the others."""
+        (its size may change), from the cache for the others: by kind and name in the
+        group's namespace (the cache by namespace and a uid that the pod's owner
+        chain proved, see :func:`bridge.translate.grouping.owner_chain`)."""
         src = ref.source
         if src is None:
             return None
-        cached = self.owners.fresh(src.uid) if src.uid else None
+        cached = self.owners.fresh(src.namespace, src.uid) if src.uid else None
         if cached is not None and ref.kind != "PodGroup":
             return cached
         if ref.kind == "WorkloadPodGroup":
