@@ -29,7 +29,8 @@ from bridge.kube.namespaces import CachedNamespaceLabels, kube_namespace_fetch
 from bridge.kube.resources import NODES, PODS, KubeObject, slim
 from bridge.kube.watch import Watcher, WatchEvent
 from bridge.logging import get_logger
-from bridge.slurm.client import SlurmClient, state_requests
+from bridge.slurm.client import SlurmClient
+from bridge.slurm.fetching import state_requests
 from bridge.slurm.models import JobState, JobStateItem, SlurmJob, SlurmNode
 from bridge.translate import (
     BackLink,

@@ -36,7 +36,8 @@ import structlog
 from bridge import fastjson
 from bridge.clock import Clock, SystemClock, backoff_delay
 from bridge.errors import KubeError, KubeGone, KubeUnavailable
-from bridge.kube.client import KubeClient, error_for_status
+from bridge.kube.api import error_for_status
+from bridge.kube.client import KubeClient
 from bridge.kube.resources import KubeObject, Resource, object_key, resource_version, uid
 
 log = structlog.get_logger("bridge.kube.watch")

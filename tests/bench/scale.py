@@ -78,6 +78,7 @@ from tests.bench.scheduler import (
     wait_child,
 )
 from tests.bench.slurm_fill import fill_finished_jobs
+from tests.clients import kube_for_host
 from tests.integration.conftest import SlurmSandbox, load_sandbox, make_client
 from tests.integration.identities import component_kubeconfig
 
@@ -317,7 +318,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             api = SandboxApiServer(nodes=list(nodes), history_size=1_000_000)
             async with (
                 api,
-                KubeClient.for_host(api.url, request_timeout=120, token=SANDBOX_TOKEN) as kube,
+                kube_for_host(api.url, request_timeout=120, token=SANDBOX_TOKEN) as kube,
             ):
                 r = Run(args, sb, api)
                 r.out.update(

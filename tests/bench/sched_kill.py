@@ -72,6 +72,7 @@ from sandbox.kubeapi.faults import RequestLog
 from sandbox.kubeapi.server import SANDBOX_TOKEN, SandboxApiServer
 from tests.bench.invariant import InvariantMonitor
 from tests.bench.slurm_proxy import AllocateKillProxy
+from tests.clients import kube_for_host, list_jobs
 from tests.integration.conftest import SlurmSandbox, load_sandbox, make_client
 from tests.integration.identities import component_kubeconfig
 from tests.integration.sched_proc import (
@@ -102,7 +103,7 @@ class Ledger:
     jobs: dict[int, SlurmJob] = field(default_factory=dict)
 
     async def refresh(self, slurm: SlurmClient) -> list[SlurmJob]:
-        listed = list((await slurm.list_jobs()).jobs)
+        listed = list((await list_jobs(slurm)).jobs)
         for j in listed:
             self.jobs[j.job_id] = j
         return listed
@@ -362,7 +363,7 @@ class Driver:
                 await self.slurm.cancel(getattr(action, "job_id"))  # noqa: B009
         after = [
             j
-            for u, js in jobs_by_group_uid(list((await self.slurm.list_jobs()).jobs)).items()
+            for u, js in jobs_by_group_uid(list((await list_jobs(self.slurm)).jobs)).items()
             if u in uids
             for j in js
             if j.state.active and j.job_id not in labelled
@@ -428,7 +429,7 @@ async def run(
         )
         sched = SchedulerProcess(config, work / "scheduler.log", "sched-kill")
         async with (
-            KubeClient.for_host(api.url, token=SANDBOX_TOKEN, request_timeout=30) as kube,
+            kube_for_host(api.url, token=SANDBOX_TOKEN, request_timeout=30) as kube,
             make_client(sb) as slurm,
         ):
             cfg = parse_config(yaml.safe_load(config.read_text()), env={})

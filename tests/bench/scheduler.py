@@ -69,6 +69,7 @@ from sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
 from scheduler.app import run_scheduler
 from scheduler.cycle import Scheduler
 from tests.bench.slurm_cpu import daemon_cpu_seconds, per_pod_ms
+from tests.clients import kube_for_host
 from tests.integration.conftest import (
     SlurmSandbox,
     blocker_spec,
@@ -441,7 +442,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         api = SandboxApiServer(nodes=list(sb.external_nodes), history_size=500_000)
         async with (
             api,
-            KubeClient.for_host(api.url, request_timeout=60, token=SANDBOX_TOKEN) as kube,
+            kube_for_host(api.url, request_timeout=60, token=SANDBOX_TOKEN) as kube,
             make_client(sb) as slurm,
         ):
             stamps = Stamps(api)

@@ -25,6 +25,7 @@ from controller.runtime import Controller
 from sandbox.kubeapi.server import SANDBOX_TOKEN, SandboxApiServer
 from scheduler.app import run_scheduler
 from scheduler.cycle import Scheduler
+from tests.clients import kube_for_host, list_jobs
 from tests.integration.conftest import SlurmSandbox, make_client, sandbox_config_data
 from tests.integration.controller_harness import running_controller, unique_mcs
 from tests.integration.identities import component_kube
@@ -56,7 +57,7 @@ class Sandboxes:
         kinds = [(r.group, r.plural) for r in (PODS, PODGROUPS, JOBS, JOBSETS, LEADERWORKERSETS)]
         uids = {o["metadata"]["uid"] for k in kinds for o in self.api.store.list(k)}
         ids = {job_of(p) for p in (await self.kube.list_pods(NS)).items if has_job(p)}
-        for uid, jobs in jobs_by_group_uid((await self.slurm.list_jobs()).jobs).items():
+        for uid, jobs in jobs_by_group_uid((await list_jobs(self.slurm)).jobs).items():
             if uid in uids:
                 ids |= {j.job_id for j in jobs if j.state.active}
         for job_id in ids:
@@ -266,7 +267,7 @@ async def running_sandboxes(sandbox: SlurmSandbox) -> AsyncIterator[Sandboxes]:
     scheduler: for tests that run the scheduler as subprocesses."""
     async with (
         SandboxApiServer(nodes=list(sandbox.external_nodes), kubelet=True) as api,
-        KubeClient.for_host(api.url, token=SANDBOX_TOKEN, request_timeout=10) as kube,
+        kube_for_host(api.url, token=SANDBOX_TOKEN, request_timeout=10) as kube,
         make_client(sandbox) as slurm,
     ):
         sb = Sandboxes(kube, slurm, api)

@@ -19,6 +19,7 @@ from bridge.translate import admin_comment
 from bridge.wellknown import ANNOTATION_SLURM_NODE, FINALIZER, LABEL_JOB_ID
 from controller.runtime import Controller, SlurmReadObserver
 from sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
+from tests.clients import kube_for_host
 from tests.integration.conftest import SlurmSandbox, sandbox_config_data
 from tests.integration.identities import component_kube
 from tests.waiting import eventually
@@ -147,6 +148,6 @@ async def _synced(ctl: Controller, task: asyncio.Task[None]) -> bool:
 async def sandbox_kube(sb: SlurmSandbox) -> AsyncIterator[tuple[SandboxApiServer, KubeClient]]:
     async with (
         SandboxApiServer(nodes=list(sb.external_nodes), kubelet=True, bookmark_interval=0.5) as srv,
-        KubeClient.for_host(srv.url, request_timeout=5, token=SANDBOX_TOKEN) as kube,
+        kube_for_host(srv.url, request_timeout=5, token=SANDBOX_TOKEN) as kube,
     ):
         yield srv, kube

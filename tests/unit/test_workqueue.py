@@ -4,9 +4,10 @@ the clock (the same capped formula as the watches' reconnects)."""
 import asyncio
 import random
 
-from bridge.clock import FakeClock, backoff_delay
+from bridge.clock import backoff_delay
 from bridge.kube.watch import Backoff
 from bridge.workqueue import WorkQueue
+from tests.fake_clock import FakeClock
 
 
 async def test_a_key_is_queued_once_however_often_it_is_added() -> None:

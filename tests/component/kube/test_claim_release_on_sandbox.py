@@ -19,6 +19,7 @@ from bridge.wellknown import CLAIM_DELETE_PROTECTION
 from controller.apply import Applier
 from controller.model import DeleteClaim, ReleaseClaim
 from sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
+from tests.clients import kube_for_host
 from tests.waiting import eventually
 
 NS = "default"
@@ -36,7 +37,7 @@ ALLOCATION = {
 async def sandbox_kube(request: pytest.FixtureRequest) -> AsyncIterator[KubeClient]:
     async with (
         SandboxApiServer(nodes=["n1"], resourceclaim_controller=request.param) as srv,
-        KubeClient.for_host(srv.url, request_timeout=5, token=SANDBOX_TOKEN) as client,
+        kube_for_host(srv.url, request_timeout=5, token=SANDBOX_TOKEN) as client,
     ):
         yield client
 

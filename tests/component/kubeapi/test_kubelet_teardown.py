@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from bridge.clock import FakeClock
 from sandbox.annotations import IGNORE_SIGTERM
 from sandbox.kubeapi import SandboxApiServer
 from sandbox.kubeapi.verbs import POD_KEY
 from sandbox.kubelet import SIGKILL_EXIT
+from tests.fake_clock import FakeClock
 
 from .helpers import NS, eventually
 
