@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
+from bridge.bounded import BoundedMap, CacheStats
 from bridge.clock import Clock
 from bridge.errors import KubeNotFound
 from bridge.kube.client import KubeClient
@@ -20,7 +21,9 @@ from bridge.kube.client import KubeClient
 # name -> labels, or None when the namespace does not exist
 Fetch = Callable[[str], Awaitable[Mapping[str, str] | None]]
 
-_MAX_ENTRIES = 10_000
+# A review can name any namespace (a client may call the webhook directly), so the cache
+# is bounded: 10,000 namespaces is more than any cluster has.
+MAX_NAMESPACES = 10_000
 
 
 class NamespaceLabelSource(Protocol):
@@ -33,15 +36,16 @@ class CachedNamespaceLabels:
     def __init__(self, fetch: Fetch, clock: Clock, ttl_seconds: float) -> None:
         self._fetch = fetch
         self._clock = clock
-        self._ttl = ttl_seconds
-        self._cache: dict[str, tuple[float, Mapping[str, str]]] = {}
+        self._cache: BoundedMap[str, Mapping[str, str]] = BoundedMap(
+            "namespace-labels", MAX_NAMESPACES, ttl=max(ttl_seconds, 0.0), clock=clock
+        )
         self._inflight: dict[str, asyncio.Task[Mapping[str, str]]] = {}
         self.fetches = 0
 
     async def labels(self, namespace: str) -> Mapping[str, str]:
         hit = self._cache.get(namespace)
-        if hit is not None and self._clock.monotonic() - hit[0] < self._ttl:
-            return hit[1]
+        if hit is not None:
+            return hit
         task = self._inflight.get(namespace)
         if task is None:
             task = asyncio.create_task(self._load(namespace))
@@ -50,13 +54,14 @@ class CachedNamespaceLabels:
         # shield: one caller's timeout must not cancel the lookup the others wait for
         return await asyncio.shield(task)
 
+    def stats(self) -> CacheStats:
+        return self._cache.stats()
+
     async def _load(self, namespace: str) -> Mapping[str, str]:
         self.fetches += 1
         found = await self._fetch(namespace)
         labels: Mapping[str, str] = dict(found or {})
-        if len(self._cache) >= _MAX_ENTRIES:
-            self._cache.pop(next(iter(self._cache)))
-        self._cache[namespace] = (self._clock.monotonic(), labels)
+        self._cache[namespace] = labels
         return labels
 
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import pytest
 
 from bridge.errors import KubeUnavailable
-from bridge.kube.namespaces import CachedNamespaceLabels
+from bridge.kube.namespaces import MAX_NAMESPACES, CachedNamespaceLabels
 from tests.fake_clock import FakeClock
 
 
@@ -64,3 +64,15 @@ async def test_failed_lookup_raises_and_is_not_cached() -> None:
         await cache.labels("a")
     src.fail = False
     assert await cache.labels("a") == {"team": "hpc"}
+
+
+async def test_a_hundred_thousand_distinct_namespaces_keep_the_cache_at_its_bound() -> None:
+    src = Source()
+    cache = CachedNamespaceLabels(src.fetch, FakeClock(), 30)
+    for i in range(100_000):
+        await cache.labels(f"ns-{i}")
+    assert cache.stats().size == MAX_NAMESPACES
+    assert cache.stats().name == "namespace-labels"
+    assert len(src.calls) == 100_000  # each looked up once
+    await cache.labels("ns-99999")
+    assert len(src.calls) == 100_000  # the newest are still cached
