@@ -58,3 +58,33 @@ def idle_backoff(base: float, idle_ticks: int, cap: float = IDLE_INTERVAL_MAX) -
     """A poll interval: ``base`` while things move, doubling per idle tick up to ``cap``
     (never below ``base``), so a quiet cluster costs at most one request per ``cap``."""
     return backoff_delay(base, idle_ticks, max(base, cap))
+
+
+class PollPace:
+    """A Slurm poller's pacing (the scheduler's and the controller's): the configured
+    interval while ticks find something, then doubling per idle tick up to
+    :func:`idle_cap` of the requests a tick makes, so a quiet cluster costs at most
+    :data:`IDLE_REQUESTS_PER_SECOND` requests a second however many ids a tick lists."""
+
+    def __init__(self) -> None:
+        self.idle_ticks = 0  # ticks in a row that found nothing
+        self.requests = 1  # requests a tick makes (the last one, or the next)
+
+    def ticked(self, moved: bool) -> None:
+        """A tick found something (``moved``), or nothing."""
+        self.idle_ticks = 0 if moved else self.idle_ticks + 1
+
+    def interval(self, base: float) -> float:
+        """Seconds until the next tick, ``base`` being the configured interval."""
+        return idle_backoff(base, self.idle_ticks, idle_cap(self.requests))
+
+
+async def sleep_or_wake(clock: Clock, seconds: float, wake: asyncio.Event) -> None:
+    """Sleep ``seconds`` on ``clock``, cut short when ``wake`` is set."""
+    sleeper = asyncio.ensure_future(clock.sleep(seconds))
+    waker = asyncio.ensure_future(wake.wait())
+    try:
+        await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in (sleeper, waker):
+            t.cancel()

@@ -14,10 +14,10 @@ import asyncio
 import heapq
 import itertools
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
 
-from bridge.clock import Clock, backoff_delay
+from bridge.clock import Clock, backoff_delay, sleep_or_wake
 
 K = TypeVar("K", bound=Hashable)
 
@@ -124,13 +124,38 @@ class WorkQueue(Generic[K]):
             self._promote_due()
             if self._delayed:
                 wait = max(self._delayed[0][0] - self._clock.monotonic(), 0.0)
-                sleeper = asyncio.ensure_future(self._clock.sleep(wait))
-                waker = asyncio.ensure_future(self._timer_wakeup.wait())
-                try:
-                    await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    for t in (sleeper, waker):
-                        t.cancel()
+                await sleep_or_wake(self._clock, wait, self._timer_wakeup)
             else:
                 await self._timer_wakeup.wait()
             self._timer_wakeup.clear()
+
+
+async def run_worker(
+    queue: WorkQueue[K],
+    process: Callable[[K], Awaitable[None]],
+    failed: Callable[[K, Exception, float], Awaitable[None]],
+    *,
+    retry: tuple[type[Exception], ...] = (Exception,),
+    forget_on_success: bool = False,
+) -> None:
+    """One worker: take keys from ``queue`` until it is closed and ``process`` each.
+
+    A key whose processing raised one of ``retry`` is queued again after its backoff
+    (:meth:`WorkQueue.add_rate_limited`), then ``failed(key, error, delay)`` is told (it
+    logs, counts, reports); any other exception ends the worker. With
+    ``forget_on_success`` a processed key's backoff is reset. The key is always marked
+    :meth:`~WorkQueue.done`.
+    """
+    while True:
+        key = await queue.get()
+        if key is None:
+            return
+        try:
+            await process(key)
+        except retry as e:
+            await failed(key, e, queue.add_rate_limited(key))
+        else:
+            if forget_on_success:
+                queue.forget(key)
+        finally:
+            queue.done(key)

@@ -3,8 +3,9 @@
 The only place that builds real clients: config -> logging -> SlurmClient, KubeClient ->
 (leader election on Lease ``slurm-bridge-controller`` when ``leaderElection``) ->
 :class:`~controller.runtime.Controller`. An ops listener on ``healthPort`` serves
-``/healthz`` (process alive), ``/readyz`` (caches synced and, when leading, Slurm answering)
-and ``/metrics`` (Prometheus, from this component's own registry).
+``/healthz`` (process alive), ``/readyz`` (a standby replica is ready, a warm spare; the
+leader once both watches have listed) and ``/metrics`` (Prometheus, from this component's
+own registry).
 """
 
 from __future__ import annotations

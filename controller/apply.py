@@ -170,8 +170,8 @@ class Applier:
 
         def release(claim: KubeObject) -> KubeObject | None:
             nonlocal cleared
-            reserved = list((claim.get("status") or {}).get("reservedFor") or [])
-            left = [r for r in reserved if r.get("uid") != a.pod_uid]
+            reserved = list(kobj.sequence(claim, "status", "reservedFor"))
+            left = [r for r in reserved if kobj.get(r, "uid") != a.pod_uid]
             cleared = not left and len(left) != len(reserved)
             if len(left) == len(reserved):
                 return None  # not (or no longer) a consumer
@@ -199,7 +199,7 @@ class Applier:
     async def _delete_claim(self, a: DeleteClaim) -> None:
         claim = await self.kube.get(RESOURCE_CLAIMS, a.claim, a.namespace)
         ours = kobj.annotations(claim).get(EXTENDED_CLAIM_ANNOTATION) == "true" and any(
-            r.get("uid") == a.pod_uid and r.get("controller")
+            kobj.get(r, "uid") == a.pod_uid and kobj.get(r, "controller")
             for r in kobj.sequence(claim, "metadata", "ownerReferences")
         )
         if ours and not kobj.get(claim, "metadata", "deletionTimestamp"):

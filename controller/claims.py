@@ -32,19 +32,20 @@ from controller.model import (
 def claims_done(pod: Mapping[str, Any]) -> bool:
     """kube-controller-manager's rule: no container runs or ever will (terminal, or
     deleted before it was bound)."""
-    unbound = not (pod.get("spec") or {}).get("nodeName")
+    unbound = not kobj.get(pod, "spec", "nodeName")
     return pod_terminal(pod) or (pod_deleting(pod) and unbound)
 
 
 def pod_claims(pod: Mapping[str, Any]) -> tuple[list[str], str]:
     """The names of the claims the pod uses, and its extended-resource claim ("" if none)."""
-    status = pod.get("status") or {}
-    names: list[str] = []
-    for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
-        names.append(str(entry.get("resourceClaimName") or ""))
-    for st in status.get("resourceClaimStatuses") or []:
-        names.append(str(st.get("resourceClaimName") or ""))
-    extended = str((status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName") or "")
+    names = [
+        kobj.text(entry, "resourceClaimName")
+        for entry in [
+            *kobj.sequence(pod, "spec", "resourceClaims"),
+            *kobj.sequence(pod, "status", "resourceClaimStatuses"),
+        ]
+    ]
+    extended = kobj.text(pod, "status", "extendedResourceClaimStatus", "resourceClaimName")
     names.append(extended)
     return sorted({n for n in names if n}), extended
 

@@ -28,9 +28,9 @@ from controller.model import (
     DeletePod,
     FailPod,
     JobKind,
-    JobView,
     KubeObject,
     SetPodGroupPhase,
+    SlurmJobView,
     has_finalizer,
     pod_done,
     pod_ns_name,
@@ -47,7 +47,7 @@ DISRUPTION_STATES = frozenset(
 )
 
 
-def is_disruption(view: JobView) -> bool:
+def is_disruption(view: SlurmJobView) -> bool:
     """Slurm ended (or lost) the job, or is preempting it, for a reason outside the
     workload."""
     return (
@@ -57,7 +57,7 @@ def is_disruption(view: JobView) -> bool:
     )
 
 
-def reason_for(view: JobView) -> str:
+def reason_for(view: SlurmJobView) -> str:
     """``SlurmJobCancelled``, ``SlurmJobNodeFail``, ``SlurmJobOutOfMemory``, ``SlurmJobGone``."""
     if view.kind is JobKind.GONE:
         return "SlurmJobGone"
@@ -67,7 +67,7 @@ def reason_for(view: JobView) -> str:
     return "SlurmJob" + "".join(w.capitalize() for w in words if w)
 
 
-def message_for(job_id: int, view: JobView) -> str:
+def message_for(job_id: int, view: SlurmJobView) -> str:
     if view.kind is JobKind.GONE:
         return f"Slurm job {job_id} no longer exists in Slurm"
     if view.preempted:
@@ -90,7 +90,9 @@ def _pod_groups(pods: Sequence[KubeObject]) -> set[tuple[str, str]]:
     return out
 
 
-def plan(job_id: int, pods: Sequence[KubeObject], view: JobView, policy: Policy) -> list[Action]:
+def plan(
+    job_id: int, pods: Sequence[KubeObject], view: SlurmJobView, policy: Policy
+) -> list[Action]:
     if not (view.finished or view.preempted):
         return []
     reason, message = reason_for(view), message_for(job_id, view)

@@ -3,8 +3,8 @@
 A reconciler's ``plan(...)`` turns a snapshot (pods of one Slurm job, what Slurm said about
 that job, nodes, the time) into a list of :data:`Action`; ``apply`` carries them out.
 
-"Unknown is not gone": :class:`JobView` has an explicit ``UNKNOWN`` kind (Slurm could not
-be asked, or has not been yet). Only ``ENDED`` (Slurm said so) and ``GONE`` (a 404 after a
+"Unknown is not gone": :class:`SlurmJobView` has an explicit ``UNKNOWN`` kind (Slurm could
+not be asked, or has not been yet). Only ``ENDED`` (Slurm said so) and ``GONE`` (a 404 after a
 successful list) ever lead to failing, deleting or finalizing a pod.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import Any
+from typing import Any, Literal
 
 from bridge.kube.resources import KubeObject, interned, object_key
 from bridge.kube.resources import parse_time as _parse_k8s_time
@@ -34,7 +34,9 @@ class JobKind(Enum):
 
 
 @dataclass(frozen=True)
-class JobView:
+class SlurmJobView:
+    """What the controller knows of one Slurm job (its poller's last word on it)."""
+
     kind: JobKind
     state: str = ""
     reason: str = ""
@@ -48,7 +50,18 @@ class JobView:
         return self.kind in (JobKind.ENDED, JobKind.GONE)
 
 
-UNKNOWN = JobView(JobKind.UNKNOWN)
+UNKNOWN = SlurmJobView(JobKind.UNKNOWN)
+
+# The work queue's keys: ``("job", "<id>")`` and ``("node", "<name>")``.
+Key = tuple[Literal["job", "node"], str]
+
+
+def job_key(job_id: int) -> Key:
+    return ("job", str(job_id))
+
+
+def node_key(name: str) -> Key:
+    return ("node", name)
 
 
 # --------------------------------------------------------------------------- actions
@@ -305,7 +318,7 @@ def pod_ns_name(pod: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def pod_phase(pod: Mapping[str, Any]) -> str:
-    return str((pod.get("status") or {}).get("phase") or "Pending")
+    return kobj.text(pod, "status", "phase") or "Pending"
 
 
 def pod_terminal(pod: Mapping[str, Any]) -> bool:
@@ -357,9 +370,9 @@ def has_finalizer(pod: Mapping[str, Any]) -> bool:
 def node_ready(node: Mapping[str, Any] | None) -> bool:
     if node is None:
         return False
-    for c in (node.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "Ready":
-            return bool(c.get("status") == "True")
+    for c in kobj.sequence(node, "status", "conditions"):
+        if kobj.get(c, "type") == "Ready":
+            return kobj.text(c, "status") == "True"
     return False
 
 

@@ -134,15 +134,15 @@ def taint_value(reason: str) -> str:
 
 
 def find_taint(node: KubeObject, key: str) -> Mapping[str, Any] | None:
-    for t in (node.get("spec") or {}).get("taints") or []:
-        if t.get("key") == key:
-            return t  # type: ignore[no-any-return]
+    for t in kobj.sequence(node, "spec", "taints"):
+        if kobj.get(t, "key") == key:
+            return kobj.mapping(t)
     return None
 
 
 def current_taint(node: KubeObject) -> str | None:
     t = find_taint(node, TAINT_SLURM_NODE_UNAVAILABLE)
-    return None if t is None else str(t.get("value") or "")
+    return None if t is None else kobj.text(t, "value")
 
 
 def annotated_partitions(node: KubeObject, default: str) -> tuple[str, ...]:
@@ -163,9 +163,8 @@ def annotated_partitions(node: KubeObject, default: str) -> tuple[str, ...]:
 
 
 def _resource(node: KubeObject, name: str) -> tuple[Any, str]:
-    status = node.get("status") or {}
     for where in ("allocatable", "capacity"):
-        value = (status.get(where) or {}).get(name)
+        value = kobj.get(node, "status", where, name)
         if value is not None:
             return value, f"status.{where}[{name}]"
     return None, f"status.allocatable[{name}]"
@@ -255,7 +254,7 @@ def _external(node: KubeObject, slurm: SlurmNode | None, policy: NodePolicy) -> 
 
 def _state(node: KubeObject, slurm: SlurmNode | None, policy: NodePolicy) -> list[Action]:
     name = node_name(node)
-    cordoned = bool((node.get("spec") or {}).get("unschedulable"))
+    cordoned = bool(kobj.get(node, "spec", "unschedulable"))
     cordon_is_ours = ANNOTATION_CORDONED_BY_BRIDGE in kobj.annotations(node)
     actions: list[Action] = []
     unavailable = False

@@ -27,9 +27,9 @@ from controller.model import (
     CancelJob,
     DeletePod,
     JobKind,
-    JobView,
     KubeObject,
     RemoveFinalizer,
+    SlurmJobView,
     containers_stopped,
     has_finalizer,
     node_ready,
@@ -47,7 +47,7 @@ def stuck_terminating(
     """Terminating on a gone/NotReady node for longer than the grace period."""
     if not pod_deleting(pod):
         return False
-    node = str((pod.get("spec") or {}).get("nodeName") or "")
+    node = kobj.text(pod, "spec", "nodeName")
     if not node:
         return False  # unbound: the API server removes it as soon as finalizers are gone
     if node_ready(nodes.get(node)):
@@ -86,7 +86,7 @@ def release_due(
 def plan(
     job_id: int,
     pods: Sequence[KubeObject],
-    view: JobView,
+    view: SlurmJobView,
     nodes: Mapping[str, KubeObject],
     now: datetime,
     stuck_grace_seconds: float,

@@ -9,9 +9,9 @@ sweep's compact ``GET /jobs/state/`` (every job in Slurm's table), joined with w
 controller's own reads of that job by id said (:class:`JobFacts`, kept per job in a
 :class:`JobFactsTable` until the job leaves Slurm's table): its partition, whether it is the
 bridge's, and Slurm's reason *as of that read*. The sweep reads each active job once in its
-life (the dangling sweep's ``GET /job/{id}``, :data:`controller.runtime.SWEEP_READS_MAX`
+life (the dangling sweep's ``GET /job/{id}``, :data:`controller.sweep.SWEEP_READS_MAX`
 per sweep; in this mode also the bridge's followed jobs, at most
-:data:`controller.runtime.METRIC_READS_MAX` of them per sweep), and the poller's read
+:data:`controller.sweep.METRIC_READS_MAX` of them per sweep), and the poller's read
 of a bridge job that ended refreshes its record. So a pending job's reason is the one it
 had when first seen active (or at its last such read), not today's: a job pending for
 ``Priority`` that now waits for ``Resources`` still counts under ``Priority``. A job the

@@ -9,7 +9,7 @@ import contextlib
 import os
 import signal
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 import structlog
 
@@ -27,7 +27,7 @@ from bridge.kube.resources import (
     Resource,
     slim,
 )
-from bridge.kube.watch import Watcher, WatchEvent
+from bridge.kube.watch import Watcher, WatchEvent, list_then_watch
 from bridge.logging import configure_logging
 from bridge.ops import component_ops
 from bridge.slurm.client import SlurmClient
@@ -43,38 +43,12 @@ def pod_field_selector(cfg: BridgeConfig) -> str:
     return f"spec.schedulerName={cfg.scheduler_name},spec.nodeName="
 
 
-async def _feed(
-    watcher: Watcher,
-    handler: Callable[[WatchEvent], Awaitable[None] | None],
-    synced: asyncio.Event,
-    listed: Callable[[], None] | None = None,
-) -> None:
-    """Run a watch; ``synced`` is set once its initial list has been delivered (or has
-    failed); ``listed`` is called only when it was delivered whole."""
-    async with watcher:
-        try:
-            for ev in await watcher.relist():
-                result = handler(ev)
-                if result is not None:
-                    await result
-        except KubeError as e:  # events() lists again before it watches
-            log.warning("initial_list_failed", resource=watcher.resource.plural, error=str(e))
-        else:
-            if listed is not None:
-                listed()
-        synced.set()
-        async for ev in watcher.events():
-            result = handler(ev)
-            if result is not None:
-                await result
-
-
 async def _feed_if_served(
     watcher: Watcher, handler: Callable[[WatchEvent], None], listed: Callable[[], None]
 ) -> None:
-    """Like :func:`_feed`, for a resource the cluster may not serve (DRA before
-    Kubernetes 1.34): a 404 on the initial list ends it quietly, and the readers that
-    would use it keep reading the API (:mod:`scheduler.dra`)."""
+    """Like :func:`~bridge.kube.watch.list_then_watch`, for a resource the cluster may
+    not serve (DRA before Kubernetes 1.34): a 404 on the initial list ends it quietly, and
+    the readers that would use it keep reading the API (:mod:`scheduler.dra`)."""
     async with watcher:
         try:
             initial = await watcher.relist()
@@ -120,18 +94,20 @@ async def run_scheduler(
 
         tg.create_task(sweep_after_nodes())
         tg.create_task(
-            _feed(
+            list_then_watch(
                 Watcher(kube, NODES, clock=clock, keep=slim),
                 lambda ev: sched.on_node_event(ev.type, ev.object),
-                nodes_synced,
+                synced=nodes_synced,
+                keep_on_list_error=True,
             )
         )
         if cfg.managed_namespace_selector is not None or cfg.uses_namespace_labels:
             tg.create_task(
-                _feed(
+                list_then_watch(
                     Watcher(kube, NAMESPACES, clock=clock),
                     lambda ev: sched.on_namespace_event(ev.type, ev.object),
-                    ns_synced,
+                    synced=ns_synced,
+                    keep_on_list_error=True,
                 )
             )
         else:
@@ -152,11 +128,12 @@ async def run_scheduler(
         await nodes_synced.wait()
         await ns_synced.wait()
         tg.create_task(
-            _feed(
+            list_then_watch(
                 Watcher(kube, PODS, field_selector=pod_field_selector(cfg), clock=clock, keep=slim),
                 lambda ev: sched.on_pod_event(ev.type, ev.object),
-                pods_synced,
-                sched.initial_pods_listed,
+                listed=sched.initial_pods_listed,
+                synced=pods_synced,
+                keep_on_list_error=True,
             )
         )
         await nodes_read

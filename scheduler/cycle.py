@@ -30,7 +30,7 @@ from bridge.kube.resources import KubeObject
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import SlurmJob
 from bridge.translate import TranslateSettings
-from bridge.workqueue import WorkQueue
+from bridge.workqueue import WorkQueue, run_worker
 from scheduler.bind import Binder
 from scheduler.decide import (
     REASON_UNSCHEDULABLE,
@@ -239,26 +239,20 @@ class Scheduler:
 
     # ------------------------------------------------------------------ loops
     async def worker(self) -> None:
-        while True:
-            key = await self.queue.get()
-            if key is None:
-                return
-            try:
-                await self.process(key)
-            except (BridgeError, AssertionError) as e:
-                if isinstance(e, SlurmError):
-                    self.metrics.rest_errors.labels(e.endpoint or "?", str(e.status or 0)).inc()
-                    if isinstance(e, SlurmUnavailable):
-                        await self._slurm_unreachable(e, key)
-                elif isinstance(e, KubeError):
-                    self.metrics.kube_errors.labels("process", e.reason or str(e.status)).inc()
-                log.warning("cycle_failed", group=key, error=str(e), kind=type(e).__name__)
-                self.queue.add_rate_limited(key)
-            except Exception:
-                log.exception("cycle_crashed", group=key)
-                self.queue.add_rate_limited(key)
-            finally:
-                self.queue.done(key)
+        await run_worker(self.queue, self.process, self._cycle_failed)
+
+    async def _cycle_failed(self, key: str, e: Exception, retry_in: float) -> None:
+        """A group's cycle raised; it is retried after ``retry_in`` seconds."""
+        if not isinstance(e, BridgeError | AssertionError):
+            log.exception("cycle_crashed", group=key, exc_info=e)
+            return
+        if isinstance(e, SlurmError):
+            self.metrics.rest_errors.labels(e.endpoint or "?", str(e.status or 0)).inc()
+            if isinstance(e, SlurmUnavailable):
+                await self._slurm_unreachable(e, key)
+        elif isinstance(e, KubeError):
+            self.metrics.kube_errors.labels("process", e.reason or str(e.status)).inc()
+        log.warning("cycle_failed", group=key, error=str(e), kind=type(e).__name__)
 
     async def _slurm_unreachable(self, error: SlurmUnavailable, gkey: str | None) -> None:
         """A Slurm call found slurmrestd (or slurmctld) unreachable."""

@@ -10,8 +10,9 @@ has not evaluated yet (``None``) are re-read from their 2nd, 4th and 8th tick
 (:data:`REASON_REFRESH_AT`), so pods show Slurm's real reason (Resources, Priority ...)
 within a second or two. With nothing pending the poller asks nothing.
 
-Pacing (:meth:`JobPoller.next_interval`): the configured interval while something moves
-(a change, a newly watched job); once ticks find nothing new the interval doubles up to
+Pacing (:meth:`JobPoller.next_interval`, the controller's too:
+:class:`~bridge.clock.PollPace`): the configured interval while something moves (a
+change, a newly watched job); once ticks find nothing new the interval doubles up to
 :data:`~bridge.clock.IDLE_INTERVAL_MAX` seconds (longer when a tick takes several
 requests: :func:`~bridge.clock.idle_cap`), so a queue of pending jobs that Slurm leaves
 alone costs at most 1.5 requests a second on average.
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from bridge.clock import idle_backoff, idle_cap
+from bridge.clock import PollPace
 from bridge.errors import SlurmError, SlurmNotFound
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.fetching import state_requests
@@ -73,9 +74,8 @@ class JobPoller:
         self._on_gone = on_gone
         self._watched: dict[int, Watched] = {}
         self.calls = 0
-        self._idle_ticks = 0
+        self._pace = PollPace()
         self._news = False  # a job was watched since the last tick
-        self._requests = 1  # requests the last tick made
 
     @property
     def has_news(self) -> bool:
@@ -84,8 +84,7 @@ class JobPoller:
 
     def next_interval(self, base: float) -> float:
         """Seconds until the next tick: ``base`` while things move, then backing off."""
-        # Idle: 1.5 requests a second at most (idle_cap), however many ids the tick lists.
-        return idle_backoff(base, self._idle_ticks, idle_cap(self._requests))
+        return self._pace.interval(base)
 
     def watch(self, job: SlurmJob) -> None:
         """Follow ``job`` until it leaves PENDING (then :meth:`unwatch` is implied)."""
@@ -114,7 +113,7 @@ class JobPoller:
     async def run_once(self) -> int:
         """One tick; returns how many jobs changed."""
         if not self._watched:
-            self._idle_ticks = 0
+            self._pace.idle_ticks = 0
             return 0
         news, self._news = self._news, False
         ids = sorted(self._watched)
@@ -123,8 +122,8 @@ class JobPoller:
         seen: set[int] = set()
         # The listed ids, STATE_IDS_PER_URL a request: never every job's state (finished
         # ones too, see the module docstring).
-        self._requests = state_requests(len(ids))
-        self.calls += self._requests
+        self._pace.requests = state_requests(len(ids))
+        self.calls += self._pace.requests
         states = await self._slurm.list_job_states(ids)
         for item in states:
             w = self._watched.get(item.job_id)
@@ -147,7 +146,7 @@ class JobPoller:
             changed.append(w.job_id)
         sem = asyncio.Semaphore(READ_CONCURRENCY)
         await asyncio.gather(*(self._read(job_id, sem) for job_id in changed))
-        self._idle_ticks = 0 if (changed or news) else self._idle_ticks + 1
+        self._pace.ticked(bool(changed or news))
         return len(changed)
 
     async def _read(self, job_id: int, sem: asyncio.Semaphore) -> None:

@@ -24,6 +24,7 @@ own session (:meth:`KubeClient.new_session`) and closes it on :meth:`Watcher.clo
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
@@ -287,3 +288,44 @@ class Watcher:
         """Feed every event to ``handler`` in order until :meth:`stop`."""
         async for ev in self.events():
             await handler(ev)
+
+
+async def list_then_watch(
+    watcher: Watcher,
+    handler: Callable[[WatchEvent], Awaitable[None] | None],
+    *,
+    listed: Callable[[], None] | None = None,
+    synced: asyncio.Event | None = None,
+    keep_on_list_error: bool = False,
+) -> None:
+    """Feed ``watcher``'s initial list, then its events, to ``handler`` in order until it
+    is stopped; the watcher is closed at the end. The list-then-watch of the scheduler's
+    and the controller's caches.
+
+    ``listed()`` is called once the initial list was delivered whole. A
+    :class:`~bridge.errors.KubeError` while listing (or from ``handler`` on the initial
+    list) is raised, or with ``keep_on_list_error`` logged, and the watch goes on (its
+    :meth:`~Watcher.events` list again before they watch). ``synced`` is set once the
+    initial list was delivered, or failed and was let go.
+    """
+
+    async def deliver(ev: WatchEvent) -> None:
+        result = handler(ev)
+        if result is not None:
+            await result
+
+    async with watcher:
+        try:
+            for ev in await watcher.relist():
+                await deliver(ev)
+        except KubeError as e:
+            if not keep_on_list_error:
+                raise
+            log.warning("initial_list_failed", resource=watcher.resource.plural, error=str(e))
+        else:
+            if listed is not None:
+                listed()
+        if synced is not None:
+            synced.set()
+        async for ev in watcher.events():
+            await deliver(ev)

@@ -166,7 +166,7 @@ async def _failed(kube: KubeClient, name: str) -> bool:
 
 
 async def _seen_active(ctl: Controller, job: int) -> bool:
-    return ctl.views.get(job, UNKNOWN).kind is JobKind.ACTIVE
+    return ctl.poller.views.get(job, UNKNOWN).kind is JobKind.ACTIVE
 
 
 async def _ended(slurm: SlurmClient, job: int) -> bool:

@@ -21,6 +21,7 @@ from bridge.slurm.client import SlurmClient
 from bridge.slurm.token import TokenProvider
 from bridge.wellknown import CONDITION_DISRUPTION_TARGET, CONDITION_SLURM_JOB_ENDED, FINALIZER
 from controller.app import serve
+from controller.runtime import Controller
 from sandbox.annotations import IGNORE_SIGTERM
 from tests.integration.conftest import SlurmSandbox
 from tests.integration.controller_harness import (
@@ -172,7 +173,7 @@ async def test_unreachable_slurm_never_fails_or_deletes_a_pod(
         )
         await slurm.cancel(job)  # the job really ended, but this controller cannot know
         async with running_controller(cfg, kube, refused) as ctl:
-            # Wait for evidence that polls and a sweep have failed, not for time.
+            # Wait for evidence that polls have failed, not for time.
             await wait_for(lambda: _polls_failed(ctl), what="controller saw Slurm unreachable")
             await ctl.sweep_once()
             await ctl.poll_once()
@@ -182,8 +183,8 @@ async def test_unreachable_slurm_never_fails_or_deletes_a_pod(
             assert pod["metadata"].get("deletionTimestamp") is None
 
 
-async def _polls_failed(ctl: object) -> bool:
-    return getattr(ctl, "slurm_failures", 0) >= 2
+async def _polls_failed(ctl: Controller) -> bool:
+    return ctl.poller.slurm_failures >= 2
 
 
 async def test_pod_stuck_terminating_on_a_dead_node_is_cleaned_after_its_job_ends(

@@ -95,7 +95,7 @@ async def test_polled_job_metrics_count_a_users_and_the_bridges_jobs_without_the
             async def exported() -> bool:
                 got = scrape(metrics.registry)
                 return (
-                    held in ctl.by_job
+                    held in ctl.caches.by_job
                     and waiting in ctl.job_facts.facts  # read once, by id
                     and total(got, "slurm_bridge_placeholder_jobs", state="PENDING") == 1
                     and total(got, "slurm_bridge_placeholder_jobs", state="RUNNING") == 1

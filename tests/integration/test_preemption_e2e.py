@@ -104,4 +104,4 @@ async def _running(b: Bridge, name: str) -> bool:
 
 
 async def _seen(b: Bridge, job_id: int) -> bool:
-    return b.ctl is not None and job_id in b.ctl.views
+    return b.ctl is not None and job_id in b.ctl.poller.views

@@ -15,7 +15,7 @@ from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import JobState, SlurmJob
 from bridge.translate import admin_comment
 from bridge.wellknown import LABEL_JOB_ID
-from controller.model import Action, CancelJob, FailPod, JobKind, JobView
+from controller.model import Action, CancelJob, FailPod, JobKind, SlurmJobView
 from controller.runtime import Controller
 
 CFG = parse_config({"managedNamespaces": ["team"], "mcsLabel": "k8s"}, env={})
@@ -57,7 +57,7 @@ async def controller(comment: str, *pods: dict[str, Any]) -> tuple[Controller, R
     slurm = FakeSlurm(comment)
     ctl = Controller(CFG, cast(SlurmClient, slurm), cast(KubeClient, None))
     rec = Recorder()
-    ctl.applier = cast(Any, rec)
+    ctl.applier.apply = rec.apply  # type: ignore[method-assign]
     for p in pods:
         await ctl.on_pod(WatchEvent("ADDED", p))
     return ctl, rec, slurm
@@ -70,7 +70,7 @@ async def test_a_forged_running_pod_does_not_hold_the_cancel_of_a_finished_group
     ctl, rec, slurm = await controller(
         MINE, pod("team", "a", 7, phase="Succeeded"), pod("elsewhere", "forged", 7)
     )
-    ctl.views[7] = JobView(JobKind.ACTIVE, "RUNNING")
+    ctl.poller.views[7] = SlurmJobView(JobKind.ACTIVE, "RUNNING")
     await ctl.reconcile(("job", "7"))
     assert [a.job_id for a in rec.actions if isinstance(a, CancelJob)] == [7]
     await ctl.reconcile(("job", "7"))
@@ -80,18 +80,18 @@ async def test_a_forged_running_pod_does_not_hold_the_cancel_of_a_finished_group
 async def test_a_native_job_is_never_cancelled_and_is_forgotten_with_its_forged_pods() -> None:
     forged = pod("team", "f", 9, phase="Succeeded")
     ctl, rec, _ = await controller("", forged)
-    ctl.views[9] = JobView(JobKind.ACTIVE, "RUNNING")
+    ctl.poller.views[9] = SlurmJobView(JobKind.ACTIVE, "RUNNING")
     await ctl.reconcile(("job", "9"))
     assert rec.actions == []
     await ctl.on_pod(WatchEvent("DELETED", forged))
     await ctl.reconcile(("job", "9"))
     assert rec.actions == []
-    assert 9 not in ctl.by_job  # no longer polled
+    assert 9 not in ctl.caches.by_job  # no longer polled
 
 
 async def test_a_job_slurm_forgot_fails_only_the_pods_of_managed_namespaces() -> None:
     ctl, rec, slurm = await controller("", pod("team", "a", 5), pod("elsewhere", "b", 5))
-    ctl.views[5] = JobView(JobKind.GONE)
+    ctl.poller.views[5] = SlurmJobView(JobKind.GONE)
     await ctl.reconcile(("job", "5"))
     failed = [(a.namespace, a.name) for a in rec.actions if isinstance(a, FailPod)]
     assert failed == [("team", "a")]

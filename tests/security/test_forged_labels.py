@@ -106,7 +106,7 @@ async def _alive(slurm: SlurmClient, job_ids: list[int]) -> None:
 
 def _seen(ctl: Controller, key: str, check: Callable[[dict[str, Any]], bool]) -> Callable[..., Any]:
     async def seen() -> bool:
-        pod = ctl.pods.get(key)
+        pod = ctl.caches.pods.get(key)
         return pod is not None and check(pod)
 
     return seen
@@ -193,7 +193,7 @@ async def test_native_slurm_jobs_survive_forged_labels_on_every_path(
                     except KubeNotFound:
                         continue
                     return False
-                return not ctl.pods
+                return not ctl.caches.pods
 
             await wait_for(all_gone, what="the forged pods gone")
             await ctl.sweep_once()

@@ -95,7 +95,7 @@ async def test_the_charts_controller_gets_a_namespace_with_a_selector(
     admin: KubeClient, helm: Helm
 ) -> None:
     """With managedNamespaceSelector, the controller GETs a pod's namespace before it
-    believes the pod's job-id label (controller.runtime): get, and nothing more."""
+    believes the pod's job-id label (controller.ownership): get, and nothing more."""
     selector = "config.managedNamespaceSelector.matchLabels.tenant=team"
     async with await as_component(admin, helm, "controller", selector) as ctl:
         assert (await ctl.get(NAMESPACES, NS))["metadata"]["name"] == NS

@@ -28,10 +28,10 @@ async def test_the_controller_reads_each_namespaces_labels_once_for_the_selector
         await kube.create(NAMESPACES, {"metadata": {"name": "team-a", "labels": {"t": "a"}}})
         await kube.create(NAMESPACES, {"metadata": {"name": "team-b"}})
         ctl = Controller(cfg, cast(SlurmClient, None), kube)
-        managed = ctl._namespace_managed
+        managed = ctl.ownership.namespace_managed
         assert await asyncio.gather(managed("team-a"), managed("team-a")) == [True, True]
         assert await managed("team-b") is False
         assert await managed("gone") is False
         assert await managed("listed") is True  # by name: never read
         assert await managed("team-a") is True
-        assert ctl._namespaces.fetches == 3
+        assert ctl.ownership.namespaces.fetches == 3

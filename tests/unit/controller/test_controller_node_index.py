@@ -57,4 +57,4 @@ async def test_a_node_event_queues_the_jobs_of_the_pods_on_that_node_only() -> N
     assert await drain(ctl) == [("node", "n1"), ("job", "2")]
     await ctl.on_node(WatchEvent("MODIFIED", node("n2")))
     assert await drain(ctl) == [("node", "n2")]
-    assert ctl.by_node == {"n1": {"ns/b"}}
+    assert ctl.caches.by_node == {"n1": {"ns/b"}}

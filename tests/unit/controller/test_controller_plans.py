@@ -20,16 +20,16 @@ from controller.model import (
     DeletePod,
     FailPod,
     JobKind,
-    JobView,
     RemoveFinalizer,
     SetPodGroupPhase,
+    SlurmJobView,
 )
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
-ACTIVE = JobView(JobKind.ACTIVE, "RUNNING")
-CANCELLED = JobView(JobKind.ENDED, "CANCELLED", "None")
-NODE_FAIL = JobView(JobKind.ENDED, "NODE_FAIL", "NodeDown")
-GONE = JobView(JobKind.GONE)
+ACTIVE = SlurmJobView(JobKind.ACTIVE, "RUNNING")
+CANCELLED = SlurmJobView(JobKind.ENDED, "CANCELLED", "None")
+NODE_FAIL = SlurmJobView(JobKind.ENDED, "NODE_FAIL", "NodeDown")
+GONE = SlurmJobView(JobKind.GONE)
 
 
 def pod(
@@ -88,7 +88,7 @@ JUST_NOW = "2026-01-01T11:59:50Z"
     ],
 )
 def test_only_ends_from_outside_the_workload_are_disruptions(state: str, disruption: bool) -> None:
-    [action] = jobs.plan(7, [pod()], JobView(JobKind.ENDED, state), "fail")
+    [action] = jobs.plan(7, [pod()], SlurmJobView(JobKind.ENDED, state), "fail")
     assert isinstance(action, FailPod)
     assert action.disruption is disruption
 
@@ -172,7 +172,9 @@ def test_only_ends_from_outside_the_workload_are_disruptions(state: str, disrupt
         ),
     ],
 )
-def test_jobs_plan(pods_: list[dict[str, Any]], view: JobView, policy: Any, expected: Any) -> None:
+def test_jobs_plan(
+    pods_: list[dict[str, Any]], view: SlurmJobView, policy: Any, expected: Any
+) -> None:
     assert jobs.plan(7, pods_, view, policy) == expected
 
 
@@ -330,7 +332,7 @@ def test_jobs_plan(pods_: list[dict[str, Any]], view: JobView, policy: Any, expe
     ],
 )
 def test_pods_plan(
-    pods_: list[dict[str, Any]], view: JobView, node_map: dict[str, Any], expected: Any
+    pods_: list[dict[str, Any]], view: SlurmJobView, node_map: dict[str, Any], expected: Any
 ) -> None:
     assert pods.plan(7, pods_, view, node_map, NOW, 300.0) == expected
 

@@ -17,7 +17,7 @@ from bridge.models import GroupId
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import JobState, JobStateItem, SlurmJob, SlurmNode, SlurmPartition
 from bridge.translate import admin_comment
-from controller import runtime
+from controller import sweep
 from controller.app import ControllerMetrics
 from controller.runtime import Controller
 from controller.slurm_metrics import (
@@ -347,10 +347,10 @@ def controller(slurm: FakeSlurm, seen: Seen, mode: str = "polled") -> Controller
 async def test_polled_sweeps_read_few_of_the_bridges_jobs_a_sweep(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(runtime, "METRIC_READS_MAX", 1)
+    monkeypatch.setattr(sweep, "METRIC_READS_MAX", 1)
     slurm = FakeSlurm([job(4, "RUNNING", comment=OURS), job(5, "PENDING", comment=OURS)])
     ctl = controller(slurm, Seen())
-    ctl.by_job = {4: {"ns/p"}, 5: {"ns/q"}}
+    ctl.caches.by_job = {4: {"ns/p"}, 5: {"ns/q"}}
     await ctl.sweep_once()
     await ctl.sweep_once()
     await ctl.sweep_once()
@@ -360,7 +360,7 @@ async def test_polled_sweeps_read_few_of_the_bridges_jobs_a_sweep(
 async def test_polled_sweeps_read_each_job_once_the_bridges_last_and_never_the_table(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(runtime, "SWEEP_READS_MAX", 3)
+    monkeypatch.setattr(sweep, "SWEEP_READS_MAX", 3)
     slurm = FakeSlurm(
         [
             job(1, "PENDING", reason="Resources"),
@@ -373,7 +373,7 @@ async def test_polled_sweeps_read_each_job_once_the_bridges_last_and_never_the_t
     )
     seen = Seen()
     ctl = controller(slurm, seen)
-    ctl.by_job = {4: {"ns/p"}, 5: {"ns/q"}}
+    ctl.caches.by_job = {4: {"ns/p"}, 5: {"ns/q"}}
 
     await ctl.sweep_once()  # the cap: the jobs no pod names first
     assert slurm.reads == [[1, 2, 3]]
@@ -416,7 +416,7 @@ async def test_other_modes_keep_no_records_and_read_no_followed_job(
     slurm = FakeSlurm([job(1, "PENDING"), job(4, "RUNNING", comment=OURS)])
     seen = Seen()
     ctl = controller(slurm, seen, mode)
-    ctl.by_job = {4: {"ns/p"}}
+    ctl.caches.by_job = {4: {"ns/p"}}
     scanned: list[bool] = []
 
     async def scan(keep: Any) -> tuple[SlurmJob, ...]:
@@ -434,10 +434,12 @@ async def test_other_modes_keep_no_records_and_read_no_followed_job(
 async def test_the_first_sweep_uses_the_states_asked_while_the_watches_listed() -> None:
     slurm = FakeSlurm([job(4, "RUNNING", comment=OURS), job(5, "PENDING", comment=OURS)])
     ctl = controller(slurm, Seen())
-    ctl.by_job = {4: {"ns/p"}, 5: {"ns/q"}}
-    ctl._first_states = asyncio.ensure_future(ctl._scan_states())  # as run() starts it
+    ctl.caches.by_job = {4: {"ns/p"}, 5: {"ns/q"}}
+    ctl.sweeper.first_states = asyncio.ensure_future(
+        ctl.sweeper.scan_states()
+    )  # as run() starts it
     await ctl.sweep_once()
     assert slurm.scans == 1
-    assert ctl._first_states is None
+    assert ctl.sweeper.first_states is None
     await ctl.sweep_once()  # later sweeps ask again
     assert slurm.scans == 2

@@ -1,0 +1,115 @@
+"""The watch caches: what the controller's two watches said, indexed for its reconcilers.
+
+The pod watch sees only the pods of the bridge's ``schedulerName`` that carry the job-id
+label, reduced to what the plans read (:func:`~controller.model.slim_pod`); the node watch
+sees every node (:func:`~bridge.kube.resources.slim`). Nothing here is believed: a pod's
+job-id label is only an index, proven against the job's back-link before anything is done
+on its word (:mod:`controller.ownership`).
+
+Each event returns the job ids whose pods it touched, in order; the caller queues them
+(:mod:`controller.runtime`). The caches are rebuilt by listing on start: a restart loses
+nothing (the pod label and the job's admin_comment are the links).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bridge.kube.resources import KubeObject
+from bridge.kube.watch import WatchEvent
+from bridge.translate import kobj, pod_job_id
+from controller import claims, nodes
+
+
+@dataclass
+class NodeChange:
+    """What a node event changed for the controller."""
+
+    # An external node came, went or changed: the partitions external nodes name (the
+    # bridge's partitions, so the node policy) may have changed.
+    external: bool
+    # The jobs with pods on the node (they may now count as stuck Terminating).
+    jobs: list[int] = field(default_factory=list)
+
+
+class WatchCaches:
+    def __init__(self) -> None:
+        # namespace/name -> the labelled pod, as last seen
+        self.pods: dict[str, KubeObject] = {}
+        # job id -> keys of the pods labelled with it
+        self.by_job: dict[int, set[str]] = {}
+        # node name -> keys of the labelled pods bound to it (a node event looks up its
+        # pods here: a scan of every pod per node event was O(pods x nodes) at start-up)
+        self.by_node: dict[str, set[str]] = {}
+        # Pods deleted before their claims were released: job -> key -> last state.
+        self.deleted: dict[int, dict[str, KubeObject]] = {}
+        self.released: set[str] = set()  # uids of existing pods whose claims were released
+        # job id -> the labelled pods that left (deleted, or relabelled): what "all pods
+        # deleted" is proven against. Dropped with the job.
+        self.departed: dict[int, dict[str, KubeObject]] = {}
+        self.nodes: dict[str, KubeObject] = {}
+
+    def job_pods(self, job_id: int) -> list[KubeObject]:
+        """The pods labelled with ``job_id``, in key order."""
+        return [self.pods[k] for k in sorted(self.by_job.get(job_id, ())) if k in self.pods]
+
+    def forget_job(self, job_id: int) -> None:
+        """Nothing left to watch for this job: drop its index and its departed pods."""
+        self.by_job.pop(job_id, None)
+        self.departed.pop(job_id, None)
+
+    def on_pod(self, ev: WatchEvent) -> list[int]:
+        """Apply a pod event; the jobs whose pods it touched, in order."""
+        touched: list[int] = []
+        if ev.type == "DELETED":
+            uid = kobj.uid(ev.object)
+            if uid in self.released:
+                self.released.discard(uid)
+            elif (j := pod_job_id(ev.object)) is not None and claims.pod_claims(ev.object)[0]:
+                self.deleted.setdefault(j, {})[ev.key] = ev.object
+                touched.append(j)
+        touched += self._track(ev.key, None if ev.type == "DELETED" else ev.object)
+        return touched
+
+    def _track(self, key: str, pod: KubeObject | None) -> list[int]:
+        touched: list[int] = []
+        old = self.pods.pop(key, None)
+        if old is not None and (j := pod_job_id(old)) is not None:
+            self.by_job.get(j, set()).discard(key)
+            if pod is None or pod_job_id(pod) != j:
+                self.departed.setdefault(j, {})[key] = old
+            touched.append(j)
+        if old is not None and (node := _node_of(old)):
+            keys = self.by_node.get(node)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self.by_node[node]
+        if pod is not None:
+            self.pods[key] = pod
+            if node := _node_of(pod):
+                self.by_node.setdefault(node, set()).add(key)
+            if (j := pod_job_id(pod)) is not None:
+                self.by_job.setdefault(j, set()).add(key)
+                touched.append(j)
+        return touched
+
+    def on_node(self, ev: WatchEvent) -> NodeChange:
+        """Apply a node event."""
+        name = ev.key
+        old = self.nodes.get(name)
+        change = NodeChange(
+            external=nodes.is_external(ev.object) or (old is not None and nodes.is_external(old))
+        )
+        if ev.type == "DELETED":
+            self.nodes.pop(name, None)
+        else:
+            self.nodes[name] = ev.object
+        for key in self.by_node.get(name, ()):
+            if (j := pod_job_id(self.pods[key])) is not None:
+                change.jobs.append(j)
+        return change
+
+
+def _node_of(pod: KubeObject) -> str:
+    return kobj.text(pod, "spec", "nodeName")

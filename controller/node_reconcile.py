@@ -1,0 +1,129 @@
+"""Node reconcile: one node key, planned (:mod:`controller.nodes`) and applied.
+
+It holds what the plans need beside the Kubernetes node: the Slurm nodes as last read
+(the sweep lists them all; a node is read again at once after an action that changes it,
+not at the next sweep), the partitions the bridge's jobs were seen in, and the node
+policy built from both (cached, dropped when its inputs change).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from bridge.config import BridgeConfig
+from bridge.errors import SlurmError, SlurmNotFound
+from bridge.logging import get_logger
+from bridge.slurm.client import SlurmClient
+from bridge.slurm.models import SlurmNode
+from bridge.translate import TranslateSettings
+from bridge.workqueue import WorkQueue
+from controller import nodes
+from controller.apply import Applier
+from controller.caches import WatchCaches
+from controller.model import (
+    DeleteSlurmNode,
+    DrainSlurmNode,
+    JoinPartition,
+    Key,
+    MarkExternalNode,
+    RegisterExternalNode,
+    ResumeSlurmNode,
+    SetNodeTopology,
+    node_key,
+)
+
+log = get_logger("controller")
+
+# Actions after which the controller reads the Slurm node again (not waiting for a sweep).
+SLURM_NODE_CHANGES = (
+    DrainSlurmNode,
+    ResumeSlurmNode,
+    RegisterExternalNode,
+    MarkExternalNode,
+    JoinPartition,
+    SetNodeTopology,
+    DeleteSlurmNode,
+)
+
+
+class NodeReconcile:
+    def __init__(
+        self,
+        cfg: BridgeConfig,
+        slurm: SlurmClient,
+        applier: Applier,
+        caches: WatchCaches,
+        queue: WorkQueue[Key],
+    ) -> None:
+        self.cfg = cfg
+        self.slurm = slurm
+        self.applier = applier
+        self.caches = caches
+        self.queue = queue
+        self.slurm_nodes: dict[str, SlurmNode] = {}
+        self.slurm_nodes_known = False  # the node list was read at least once
+        # Partitions the bridge's jobs were seen in (managed-node taints); only grows.
+        self.job_partitions: set[str] = set()
+        self._policy: nodes.NodePolicy | None = None  # cached; dropped when inputs change
+
+    def bridge_partitions(self) -> frozenset[str]:
+        """The partitions of the bridge: ``partition``, its jobs', its external nodes'."""
+        return nodes.bridge_partitions(
+            self.cfg.partition, self.job_partitions, self.caches.nodes.values()
+        )
+
+    def policy(self) -> nodes.NodePolicy:
+        if self._policy is not None:
+            return self._policy
+        c = self.cfg
+        self._policy = nodes.NodePolicy(
+            scheduler_name=c.scheduler_name,
+            mcs_label=c.mcs_label,
+            default_partition=c.partition,
+            bridge_partitions=self.bridge_partitions(),
+            sync_state=c.controller.sync_node_state,
+            cordon_on_slurm_drain=c.controller.cordon_on_slurm_drain,
+            topology=TranslateSettings.from_config(c).topology,
+        )
+        return self._policy
+
+    def external_nodes_changed(self) -> None:
+        """The partitions external nodes name may have changed: build the policy again."""
+        self._policy = None
+
+    def job_partitions_seen(self, partitions: Iterable[str]) -> None:
+        """A job of the bridge's runs in ``partitions``."""
+        new = set(partitions) - self.job_partitions
+        if new:
+            self.job_partitions |= new
+            self._policy = None
+
+    def slurm_nodes_listed(self, listed: Iterable[SlurmNode]) -> None:
+        """The sweep read every Slurm node."""
+        self.slurm_nodes = {n.name: n for n in listed}
+        self.slurm_nodes_known = True
+
+    async def reconcile(self, name: str) -> None:
+        node = self.caches.nodes.get(name)
+        if node is None:
+            return
+        sname = nodes.slurm_name(node)
+        before = self.slurm_nodes.get(sname)
+        actions = nodes.plan(node, before, self.policy(), self.slurm_nodes_known)
+        try:
+            await self.applier.apply(actions)
+        finally:
+            if any(isinstance(a, SLURM_NODE_CHANGES) for a in actions):
+                # Read the node again now: the next step (mark, join, delete, taint)
+                # should not wait for the next sweep.
+                await self._refresh_slurm_node(sname)
+                if self.slurm_nodes.get(sname) != before:
+                    self.queue.add(node_key(name))
+
+    async def _refresh_slurm_node(self, sname: str) -> None:
+        try:
+            self.slurm_nodes[sname] = await self.slurm.get_node(sname)
+        except SlurmNotFound:
+            self.slurm_nodes.pop(sname, None)
+        except SlurmError as e:
+            log.warning("slurm_node_get_failed", node=sname, error=str(e))
