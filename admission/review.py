@@ -52,6 +52,8 @@ class AdmissionRequest(_Model):
     uid: str = Field(min_length=1)
     kind: GroupVersionKind
     operation: Operation
+    # "" for the resource itself; "resize" for pods/resize (in-place resize, 1.33+) ...
+    sub_resource: str = Field(default="", alias="subResource")
     namespace: str = ""
     name: str = ""
     object: dict[str, Any] | None = None

@@ -13,6 +13,11 @@ LeaderWorkerSet, batch Job) in managed namespaces:
   ``scheduler.slinky.slurm.net/slurm-jobid`` and the annotation ``slinky.slurm.net/slurm-node``,
   on CREATE and UPDATE alike;
 * once a pod is bound (``spec.nodeName`` set), its slurmjob annotations are immutable;
+* a new pod may not carry ``spec.topologySpreadConstraints`` (Slurm cannot honour them),
+  and a bound pod may not be resized in place (``pods/resize``: its Slurm job's allocation
+  is fixed);
+* an ownerReference's ``name`` and ``uid`` (they reach Slurm as the job name, comment and
+  admin_comment) follow the text rules of :mod:`bridge.text`, as annotation text does;
 * the namespace's Slurm identity policy (``namespacePolicies``, the same pure function the
   scheduler enforces before every submit: :mod:`bridge.translate.policy`): pod-chosen
   ``user-id``, ``group-id`` and ``priority`` are denied unless allowed, and ``account``,
@@ -31,6 +36,7 @@ from admission.policy import AdmissionContext, mapping_at, pod_managed, schedule
 from admission.review import AdmissionRequest, AdmissionResponse, allow, deny, object_name
 from bridge import wellknown
 from bridge.errors import InvalidInput
+from bridge.text import text_problem
 from bridge.translate.annotations import KUEUE_TOPOLOGY_KEYS, parse_annotations_all
 from bridge.translate.policy import policy_errors
 
@@ -105,6 +111,28 @@ def _bridge_key_problems(
     return out
 
 
+def _owner_problems(
+    new_obj: Mapping[str, Any], old_obj: Mapping[str, Any] | None
+) -> list[InvalidInput]:
+    """An ownerReference's name and uid reach Slurm (a Job's name becomes the job name and
+    comment, its uid the admin_comment), and Kubernetes checks only that they are not
+    empty: the text rules of :mod:`bridge.text`, as the scheduler applies them. On UPDATE
+    only when the references changed."""
+    refs = mapping_at(new_obj, "metadata", []).get("ownerReferences")
+    if old_obj is not None and refs == mapping_at(old_obj, "metadata", []).get("ownerReferences"):
+        return []
+    out: list[InvalidInput] = []
+    for i, ref in enumerate(refs if isinstance(refs, list) else ()):
+        if not isinstance(ref, Mapping):
+            continue
+        for key in ("name", "uid"):
+            value = ref.get(key)
+            problem = text_problem(value) if isinstance(value, str) else None
+            if problem is not None:
+                out.append(InvalidInput(f"metadata.ownerReferences[{i}].{key}", problem))
+    return out
+
+
 def _bound_immutability(
     new_ann: Mapping[str, Any], old_ann: Mapping[str, Any], node: str
 ) -> list[InvalidInput]:
@@ -117,6 +145,49 @@ def _bound_immutability(
         for key in sorted(set(new) | set(old))
         if new.get(key) != old.get(key)
     ]
+
+
+def _resized_containers(new: Mapping[str, Any], old: Mapping[str, Any]) -> list[str]:
+    """``spec.containers[i].resources`` of each container whose resources differ."""
+    olds = {
+        c.get("name"): c.get("resources")
+        for c in mapping_at(old, "spec", []).get("containers") or []
+        if isinstance(c, Mapping)
+    }
+    return [
+        f"spec.containers[{i}].resources"
+        for i, c in enumerate(mapping_at(new, "spec", []).get("containers") or [])
+        if isinstance(c, Mapping) and c.get("resources") != olds.get(c.get("name"))
+    ]
+
+
+def _validate_pod_resize(req: AdmissionRequest, ctx: AdmissionContext) -> AdmissionResponse:
+    """``pods/resize``: a bound managed pod's resources are its Slurm job's allocation,
+    fixed while the job runs (Slurm cannot grow a running job's CPUs or memory), so an
+    in-place resize is refused, naming each resized container. An unbound pod may be
+    resized: its group is translated again and a pending job is updated (docs/admission.md)."""
+    pod, old = req.object, req.old_object
+    name = object_name(req)
+    if pod is None or old is None:
+        return deny(req.uid, name, [InvalidInput("request.oldObject", "missing on a resize")])
+    errors: list[InvalidInput] = []
+    sched = scheduler_name_of(mapping_at(old, "spec", errors), "spec.schedulerName", errors)
+    node = mapping_at(old, "spec", errors).get("nodeName")
+    if errors:
+        return deny(req.uid, name, errors)
+    if not node or not pod_managed(sched, req.namespace, ctx):
+        return allow(req.uid)
+    reason = (
+        f"a pod bound by slurm-bridge (spec.nodeName={node}) cannot be resized in place: its "
+        "Slurm job holds a fixed allocation; delete the pod and create it with the new "
+        "resources"
+    )
+    resized = _resized_containers(pod, old)
+    return (
+        deny(req.uid, name, [InvalidInput(f, reason) for f in resized])
+        if resized
+        else allow(req.uid)
+    )
 
 
 def _validate_pod(req: AdmissionRequest, ctx: AdmissionContext) -> AdmissionResponse:
@@ -140,6 +211,15 @@ def _validate_pod(req: AdmissionRequest, ctx: AdmissionContext) -> AdmissionResp
     if old is not None:
         old_ann = mapping_at(old, "metadata.annotations", errors)
     errors += _annotation_problems(annotations, old_ann, name, ctx, req.namespace)
+    errors += _owner_problems(pod, old)
+    if old is None and spec.get("topologySpreadConstraints"):
+        errors.append(
+            InvalidInput(
+                "spec.topologySpreadConstraints",
+                "not supported by slurm-bridge: Slurm places a job's nodes and has no spread "
+                "constraint over topology domains; remove it (docs/admission.md)",
+            )
+        )
     if not ctx.is_bridge_user(req.user_info.username):
         errors += _bridge_key_problems(pod, old, errors)
     if old is not None and old_ann is not None:
@@ -181,6 +261,8 @@ def validate(req: AdmissionRequest, ctx: AdmissionContext) -> AdmissionResponse:
     if req.operation not in ("CREATE", "UPDATE"):
         return allow(req.uid)
     if req.kind.group == "" and req.kind.kind == "Pod":
+        if req.sub_resource == "resize":
+            return _validate_pod_resize(req, ctx)
         return _validate_pod(req, ctx)
     if (req.kind.group, req.kind.kind) in GROUP_KINDS:
         return _validate_group(req, ctx)

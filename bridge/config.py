@@ -31,6 +31,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     WithJsonSchema,
     field_validator,
 )
@@ -80,6 +81,19 @@ class LabelSelector(_Section):
         return True
 
 
+_LIST_OF_DEFAULT = {
+    "default_account": "accounts",
+    "default_partition": "partitions",
+    "default_qos": "qos",
+    "default_reservation": "reservations",
+}
+# A job without a partition gets the config's `partition` (checked against the list per
+# pod); one without a reservation uses none. Without an account or QOS, Slurm picks the
+# user's default, outside any list.
+_LISTS_NEEDING_A_DEFAULT = frozenset({"accounts", "qos"})
+_WHAT = {"accounts": "account", "qos": "QOS"}
+
+
 class NamespacePolicy(_Section):
     """The Slurm identity and limits of the jobs of some namespaces, set by cluster admins
     (``namespacePolicies`` entries and ``defaultNamespacePolicy``; see docs/security.md).
@@ -96,15 +110,17 @@ class NamespacePolicy(_Section):
     # usage. None: Slurm's default (the token's user, SlurmUser).
     user: str | None = None
     group: str | None = None
-    # Allowed values (empty: any) and the value used when a pod names none.
+    # Allowed values (empty: any) and the value used when a pod names none. A list of
+    # accounts or QOS needs its default: a job submitted without one runs under the Slurm
+    # user's own default, which the list does not bound (docs/security.md).
     accounts: tuple[str, ...] = ()
-    default_account: str | None = None
+    default_account: str | None = Field(default=None, validate_default=True)
     partitions: tuple[str, ...] = ()
-    default_partition: str | None = None
+    default_partition: str | None = Field(default=None, validate_default=True)
     qos: tuple[str, ...] = ()
-    default_qos: str | None = None
+    default_qos: str | None = Field(default=None, validate_default=True)
     reservations: tuple[str, ...] = ()
-    default_reservation: str | None = None
+    default_reservation: str | None = Field(default=None, validate_default=True)
     # May pods choose these (slurmjob.slinky.slurm.net/user-id, group-id, priority)?
     allow_pod_user_id: bool = False
     allow_pod_group_id: bool = False
@@ -117,15 +133,22 @@ class NamespacePolicy(_Section):
             raise ValueError("must be a Slurm user/group name or number")
         return v
 
-    def model_post_init(self, _context: Any) -> None:
-        for allowed, default, key in (
-            (self.accounts, self.default_account, "defaultAccount"),
-            (self.partitions, self.default_partition, "defaultPartition"),
-            (self.qos, self.default_qos, "defaultQos"),
-            (self.reservations, self.default_reservation, "defaultReservation"),
-        ):
-            if allowed and default is not None and default not in allowed:
-                raise ValueError(f"{key} {default!r} is not among the allowed values")
+    @field_validator("default_account", "default_partition", "default_qos", "default_reservation")
+    @classmethod
+    def _default_of_list(cls, v: str | None, info: ValidationInfo) -> str | None:
+        """A default must be allowed; accounts and qos lists must have one."""
+        name = info.field_name or ""
+        list_name = _LIST_OF_DEFAULT[name]
+        allowed: tuple[str, ...] = info.data.get(list_name, ())
+        if v is not None and allowed and v not in allowed:
+            raise ValueError(f"{v!r} is not among the allowed {to_camel(list_name)}")
+        if v is None and allowed and list_name in _LISTS_NEEDING_A_DEFAULT:
+            raise ValueError(
+                f"required with {to_camel(list_name)} ({', '.join(allowed)}): a pod naming no "
+                f"{_WHAT[list_name]} would run under its Slurm user's default one, which "
+                "the list does not bound"
+            )
+        return v
 
     def selects(self, namespace: str, labels: Mapping[str, str]) -> bool:
         """This policy applies to ``namespace`` (a non-empty selector matching its labels)."""
@@ -478,8 +501,15 @@ _CROSS_FIELD_KEYS = (
 )
 
 
+def _loc_part(part: int | str) -> str:
+    # pydantic names a key by its field name (snake_case) when it validated the default
+    if isinstance(part, str) and "_" in part and part.isidentifier() and part.islower():
+        return to_camel(part)
+    return str(part)
+
+
 def _field_problem(error: ErrorDetails) -> Problem:
-    key = ".".join(str(p) for p in error["loc"]) or "<root>"
+    key = ".".join(_loc_part(p) for p in error["loc"]) or "<root>"
     reason = "unknown key" if error["type"] == "extra_forbidden" else error["msg"]
     reason = reason.removeprefix("Value error, ")  # our validators say the reason already
     return key, reason

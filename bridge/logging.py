@@ -9,6 +9,8 @@ from typing import Any
 
 import structlog
 
+from bridge.text import clip
+
 # Keys whose values are never logged, whatever a caller passes by mistake.
 _SECRET_KEYS = frozenset({"token", "jwt", "authorization", "x-slurm-user-token", "password"})
 
@@ -17,6 +19,25 @@ def _redact(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[
     for key in list(event):
         if key.lower() in _SECRET_KEYS:
             event[key] = "<redacted>"
+    return event
+
+
+# The longest value a log line holds (tenant text: names, uids, reasons quoting annotation
+# values), and the longest rendered traceback (its message may quote such text too).
+LOG_VALUE_MAX = 2048
+LOG_EXCEPTION_MAX = 16384
+
+
+def _clip(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """Every text value through :func:`bridge.text.clip` (cut, hidden characters escaped);
+    a traceback is only cut (its lines are real; the JSON renderer escapes them)."""
+    for key, value in event.items():
+        if key == "exception" and isinstance(value, str):
+            if len(value) > LOG_EXCEPTION_MAX:
+                cut = len(value) - LOG_EXCEPTION_MAX
+                event[key] = f"{value[:LOG_EXCEPTION_MAX]}...(+{cut} chars)"
+        elif isinstance(value, str | BaseException):
+            event[key] = clip(value, LOG_VALUE_MAX)
     return event
 
 
@@ -36,6 +57,7 @@ def configure_logging(level: str = "info", fmt: str = "json") -> None:
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             _redact,
             structlog.processors.format_exc_info,
+            _clip,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(lvl),

@@ -24,7 +24,7 @@ from controller.model import (
     Key,
     KubeObject,
     ReleaseClaim,
-    SlurmJobView,
+    SlurmJobStatus,
     job_key,
     pod_done,
 )
@@ -90,7 +90,7 @@ class JobReconcile:
             self.ownership.forget(job_id)
 
     def _job_actions(
-        self, job_id: int, job_pods: list[KubeObject], view: SlurmJobView
+        self, job_id: int, job_pods: list[KubeObject], view: SlurmJobStatus
     ) -> list[Action]:
         """What the job and pod plans would do with ``job_pods`` (pure)."""
         c = self.cfg.controller

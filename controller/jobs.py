@@ -30,7 +30,7 @@ from controller.model import (
     JobKind,
     KubeObject,
     SetPodGroupPhase,
-    SlurmJobView,
+    SlurmJobStatus,
     has_finalizer,
     pod_done,
     pod_ns_name,
@@ -47,7 +47,7 @@ DISRUPTION_STATES = frozenset(
 )
 
 
-def is_disruption(view: SlurmJobView) -> bool:
+def is_disruption(view: SlurmJobStatus) -> bool:
     """Slurm ended (or lost) the job, or is preempting it, for a reason outside the
     workload."""
     return (
@@ -57,7 +57,7 @@ def is_disruption(view: SlurmJobView) -> bool:
     )
 
 
-def reason_for(view: SlurmJobView) -> str:
+def reason_for(view: SlurmJobStatus) -> str:
     """``SlurmJobCancelled``, ``SlurmJobNodeFail``, ``SlurmJobOutOfMemory``, ``SlurmJobGone``."""
     if view.kind is JobKind.GONE:
         return "SlurmJobGone"
@@ -67,7 +67,7 @@ def reason_for(view: SlurmJobView) -> str:
     return "SlurmJob" + "".join(w.capitalize() for w in words if w)
 
 
-def message_for(job_id: int, view: SlurmJobView) -> str:
+def message_for(job_id: int, view: SlurmJobStatus) -> str:
     if view.kind is JobKind.GONE:
         return f"Slurm job {job_id} no longer exists in Slurm"
     if view.preempted:
@@ -91,7 +91,7 @@ def _pod_groups(pods: Sequence[KubeObject]) -> set[tuple[str, str]]:
 
 
 def plan(
-    job_id: int, pods: Sequence[KubeObject], view: SlurmJobView, policy: Policy
+    job_id: int, pods: Sequence[KubeObject], view: SlurmJobStatus, policy: Policy
 ) -> list[Action]:
     if not (view.finished or view.preempted):
         return []

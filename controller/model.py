@@ -3,9 +3,9 @@
 A reconciler's ``plan(...)`` turns a snapshot (pods of one Slurm job, what Slurm said about
 that job, nodes, the time) into a list of :data:`Action`; ``apply`` carries them out.
 
-"Unknown is not gone": :class:`SlurmJobView` has an explicit ``UNKNOWN`` kind (Slurm could
-not be asked, or has not been yet). Only ``ENDED`` (Slurm said so) and ``GONE`` (a 404 after a
-successful list) ever lead to failing, deleting or finalizing a pod.
+"Unknown is not gone": :class:`SlurmJobStatus` has an explicit ``UNKNOWN`` kind (Slurm
+could not be asked, or has not been yet). Only ``ENDED`` (Slurm said so) and ``GONE`` (a
+404 after a successful list) ever lead to failing, deleting or finalizing a pod.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class JobKind(Enum):
 
 
 @dataclass(frozen=True)
-class SlurmJobView:
+class SlurmJobStatus:
     """What the controller knows of one Slurm job (its poller's last word on it)."""
 
     kind: JobKind
@@ -50,7 +50,7 @@ class SlurmJobView:
         return self.kind in (JobKind.ENDED, JobKind.GONE)
 
 
-UNKNOWN = SlurmJobView(JobKind.UNKNOWN)
+UNKNOWN = SlurmJobStatus(JobKind.UNKNOWN)
 
 # The work queue's keys: ``("job", "<id>")`` and ``("node", "<name>")``.
 Key = tuple[Literal["job", "node"], str]

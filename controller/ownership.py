@@ -22,7 +22,7 @@ from bridge.slurm.models import SlurmJob
 from bridge.translate import BackLink, back_link, foreign_label_message, job_names_pod, link_is_ours
 from bridge.wellknown import REASON_FOREIGN_JOB_LABEL
 from controller.caches import WatchCaches
-from controller.model import JobKind, KubeObject, SlurmJobView, pod_ns_name
+from controller.model import JobKind, KubeObject, SlurmJobStatus, pod_ns_name
 
 log = get_logger("controller")
 
@@ -70,7 +70,7 @@ class Ownership:
         )
 
     async def named_pods(
-        self, job_id: int, job_pods: list[KubeObject], view: SlurmJobView
+        self, job_id: int, job_pods: list[KubeObject], view: SlurmJobStatus
     ) -> list[KubeObject]:
         """The pods of ``job_pods`` the job's back-link names. A job Slurm no longer knows
         (GONE) and was never read cannot be proven: only pods of managed namespaces count

@@ -29,7 +29,7 @@ from controller.model import (
     JobKind,
     KubeObject,
     RemoveFinalizer,
-    SlurmJobView,
+    SlurmJobStatus,
     containers_stopped,
     has_finalizer,
     node_ready,
@@ -86,7 +86,7 @@ def release_due(
 def plan(
     job_id: int,
     pods: Sequence[KubeObject],
-    view: SlurmJobView,
+    view: SlurmJobStatus,
     nodes: Mapping[str, KubeObject],
     now: datetime,
     stuck_grace_seconds: float,

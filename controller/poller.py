@@ -2,7 +2,7 @@
 
 Each poll asks ``GET /jobs/state/`` for the jobs not known to be over (one request per
 :data:`~bridge.slurm.client.STATE_IDS_PER_URL` ids) and keeps one
-:class:`~controller.model.SlurmJobView` per job; a job that changed is queued. A job that
+:class:`~controller.model.SlurmJobStatus` per job; a job that changed is queued. A job that
 ended, or that the list leaves out, is read once (``GET /job/{id}``) for Slurm's reason,
 or a definite 404 (GONE). Unknown is not gone: a failed poll changes nothing.
 
@@ -29,7 +29,7 @@ from bridge.slurm.models import JobState, SlurmJob
 from bridge.workqueue import WorkQueue
 from controller import preemption
 from controller.caches import WatchCaches
-from controller.model import UNKNOWN, JobKind, Key, SlurmJobView, job_key
+from controller.model import UNKNOWN, JobKind, Key, SlurmJobStatus, job_key
 from controller.ownership import Ownership
 from controller.slurm_metrics import JobFactsTable
 
@@ -62,7 +62,7 @@ class SlurmPoller:
         self.ownership = ownership
         self.queue = queue
         self.facts = facts
-        self.views: dict[int, SlurmJobView] = {}
+        self.views: dict[int, SlurmJobStatus] = {}
         # Set to poll Slurm before the interval is up (a new job id appeared).
         self.poll_now = asyncio.Event()
         self.slurm_ok = False
@@ -111,13 +111,13 @@ class SlurmPoller:
             st = states.get(j)
             if st is not None and st.active:
                 was = self.views.get(j, UNKNOWN).preempted and st.primary == "RUNNING"
-                view = SlurmJobView(JobKind.ACTIVE, st.primary, preempted=was or j in preempted)
+                view = SlurmJobStatus(JobKind.ACTIVE, st.primary, preempted=was or j in preempted)
             else:
                 # Ended, or not listed: one GET for Slurm's reason (or a definite 404).
                 try:
                     job = await self.slurm.get_job(j)
                 except SlurmNotFound:
-                    view = SlurmJobView(JobKind.GONE)
+                    view = SlurmJobStatus(JobKind.GONE)
                 except SlurmError as e:
                     log.warning("slurm_job_get_failed", job_id=j, error=str(e))
                     continue
@@ -125,7 +125,7 @@ class SlurmPoller:
                     self.remember(job)
                     self.ownership.learn(job)
                     kind = JobKind.ACTIVE if job.state.active else JobKind.ENDED
-                    view = SlurmJobView(kind, job.state.primary, job.state_reason)
+                    view = SlurmJobStatus(kind, job.state.primary, job.state_reason)
             if self.views.get(j) != view:
                 log.info("slurm_job_state", job_id=j, state=view.state, kind=view.kind.value)
                 self.views[j] = view

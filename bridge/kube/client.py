@@ -21,7 +21,11 @@ from bridge.kube.deleting import KubeDeleting
 from bridge.kube.fetching import ObjectList
 from bridge.kube.patching import KubePatching, PatchType
 from bridge.kube.resources import NAMESPACES, NODES, PODGROUPS, PODS, KubeObject, format_time
+from bridge.text import clip
 from bridge.wellknown import CONDITION_POD_SCHEDULED
+
+# The longest pod condition (or Failed) message we write: it may quote tenant text.
+CONDITION_MESSAGE_MAX = 2048
 
 
 class KubeClient(KubePatching, KubeCreating, KubeDeleting):
@@ -74,8 +78,10 @@ class KubeClient(KubePatching, KubeCreating, KubeDeleting):
         """Set one pod condition; no request when it already says exactly this.
 
         ``lastTransitionTime`` moves only when the status flips (as kubelet/scheduler do).
-        Pass the ``pod`` you hold to save a read.
+        Pass the ``pod`` you hold to save a read. ``message`` is clipped
+        (:func:`bridge.text.clip`): it may quote tenant text.
         """
+        message = clip(message, CONDITION_MESSAGE_MAX)
         if pod is None:
             pod = await self.get_pod(namespace, name)
         want = "True" if status else "False"
@@ -138,7 +144,9 @@ class KubeClient(KubePatching, KubeCreating, KubeDeleting):
         message: str,
         conditions: Sequence[KubeObject] = (),
     ) -> KubeObject:
-        """Phase ``Failed`` with ``reason``/``message`` (plus our own conditions)."""
+        """Phase ``Failed`` with ``reason``/``message`` (plus our own conditions; the
+        message clipped like a condition's)."""
+        message = clip(message, CONDITION_MESSAGE_MAX)
         status: dict[str, Any] = {"phase": "Failed", "reason": reason, "message": message}
         if conditions:
             now = format_time(self.clock.now())
@@ -261,4 +269,4 @@ def _taint_id(taint: Mapping[str, Any]) -> tuple[str, str]:
     return str(taint.get("key") or ""), str(taint.get("effect") or "")
 
 
-__all__ = ["KubeClient"]
+__all__ = ["CONDITION_MESSAGE_MAX", "KubeClient"]

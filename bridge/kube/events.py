@@ -21,6 +21,7 @@ import structlog
 from bridge.errors import KubeError, KubeNotFound
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import EVENTS, KubeObject, format_time
+from bridge.text import clip
 
 log = structlog.get_logger("bridge.kube.events")
 
@@ -148,7 +149,7 @@ class EventRecorder:
             },
             "type": kind,
             "reason": reason,
-            "message": message[:1024],
+            "message": clip(message, 1024),
             "count": 1,
             "firstTimestamp": now,
             "lastTimestamp": now,

@@ -13,13 +13,13 @@ the prefix is an error (a typo would otherwise be silently ignored), and so is t
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from bridge.errors import InvalidInput
+from bridge.text import checked_text
 from bridge.translate.quantity import mebibytes, whole_cpus
 from bridge.translate.topology import (
     Switches,
@@ -41,12 +41,6 @@ from bridge.wellknown import (
 # Slurm stores most counts as uint32 with special values near the top; stay well below.
 _MAX_INT = 2**31 - 1
 _INT = re.compile(r"^\+?\d{1,10}$")
-_TEXT_MAX = 1024
-# Unicode categories refused in text that reaches Slurm: controls (C0, C1 such as U+0085),
-# format characters (bidi overrides such as U+202E, zero-width U+200B..U+200D, U+FEFF),
-# line and paragraph separators (U+2028, U+2029), unassigned and private-use code points,
-# and lone surrogates (not UTF-8 at all).
-_HIDDEN = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 
 
 class SlurmJobOptions(BaseModel):
@@ -93,20 +87,7 @@ Parser = Callable[[str, str, "str | None"], Any]
 
 
 def _text(value: str, field: str, obj: str | None) -> str:
-    text = value.strip()
-    if not text:
-        raise InvalidInput(field, "must not be empty", obj)
-    if len(text) > _TEXT_MAX:
-        raise InvalidInput(field, f"longer than {_TEXT_MAX} characters", obj)
-    bad = next((i for i, c in enumerate(text) if unicodedata.category(c) in _HIDDEN), None)
-    if bad is not None:
-        raise InvalidInput(
-            field,
-            f"must not contain control or format characters (U+{ord(text[bad]):04X} at "
-            f"position {bad}): they hide or reorder what squeue and sacct show",
-            obj,
-        )
-    return text
+    return checked_text(value, field, obj)
 
 
 def _token(value: str, field: str, obj: str | None) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 from bridge.errors import InvalidInput
 from bridge.models import GroupId, JobSpec
+from bridge.text import text_problem
 from bridge.translate import kobj
 from bridge.translate.annotations import (
     SlurmJobOptions,
@@ -27,7 +28,12 @@ from bridge.translate.policy import ResolvedPolicy, enforce_policy
 from bridge.translate.resources import PodResources, pod_resources, tres_string
 from bridge.translate.settings import TranslateSettings
 from bridge.translate.topology import topology_request
-from bridge.wellknown import slurmjob_annotation
+from bridge.wellknown import (
+    LABEL_JOBSET_NAME,
+    LABEL_LWS_NAME,
+    LABEL_POD_GROUP,
+    slurmjob_annotation,
+)
 
 Obj = Mapping[str, Any]
 
@@ -77,6 +83,36 @@ def _group_of_all(pods: Sequence[Obj], owners: Mapping[str, Obj], s: TranslateSe
                 kobj.describe(pod, "Pod"),
             )
     return first
+
+
+# Where a group's name comes from, by kind: the job name (when no job-name annotation
+# names one), the comment and the admin_comment carry it to Slurm.
+_NAME_FIELD: Mapping[str, str] = {
+    "Pod": "metadata.name",
+    "PodGroup": f"metadata.labels[{LABEL_POD_GROUP}]",
+    "WorkloadPodGroup": "spec.schedulingGroup.podGroupName",
+    "LeaderWorkerSet": f"metadata.labels[{LABEL_LWS_NAME}]",
+    "JobSet": f"metadata.labels[{LABEL_JOBSET_NAME}]",
+    "Job": "metadata.ownerReferences.name",
+}
+
+
+def _check_group_text(group: GroupId, keys: Sequence[str], where: str) -> None:
+    """The group's namespace, name and uid and the pods' keys (``namespace/name``) reach
+    Slurm (job name, comment, admin_comment): the rules of :mod:`bridge.text`, as for
+    annotation text. Kubernetes checks object names and labels, but not an
+    ownerReference's name or uid."""
+    uid_field = "metadata.uid" if group.kind == "Pod" else "metadata.ownerReferences.uid"
+    texts = [
+        (group.namespace, "metadata.namespace"),
+        (group.name, _NAME_FIELD[group.kind]),
+        (group.uid, uid_field),
+    ]
+    texts += [(key, "metadata.name") for key in keys]
+    for text, field in texts:
+        problem = text_problem(text)
+        if problem is not None:
+            raise InvalidInput(field, problem, where)
 
 
 def _options(pods: Sequence[Obj], group_object: Obj | None) -> SlurmJobOptions:
@@ -212,9 +248,16 @@ def translate_group(
     if size is None or len(pods) < size:
         return Waiting(group=group, have=len(pods), want=size)
     ordered = order_pods(ref, group_object, pods)
+    keys = [kobj.pod_key(p) for p in ordered]
+    _check_group_text(group, keys, where)
     opts = _options(ordered, group_object)
+    class_priority = _priority(ordered) if settings.priority_from_priority_class else None
     if policy is not None:
-        opts = enforce_policy(opts, policy, obj=where, partition=settings.partition)
+        opts = enforce_policy(
+            opts, policy, obj=where, partition=settings.partition, class_priority=class_priority
+        )
+    elif opts.priority is None:
+        opts = opts.model_copy(update={"priority": class_priority})
     need = _max_resources(
         with_devices(p, pod_resources(p, settings.gres_mapping), dra) for p in ordered
     )
@@ -266,9 +309,6 @@ def translate_group(
             "tres_per_task": None if gres_override else tres_string(need.gres),
         }
 
-    priority = opts.priority
-    if priority is None and settings.priority_from_priority_class:
-        priority = _priority(ordered)
     time_limit = opts.timelimit_minutes or _deadline_minutes(ref, group_object, ordered)
     topology = topology_request(
         segment=opts.segment,
@@ -293,7 +333,7 @@ def translate_group(
         wckey=opts.wckey,
         user_id=opts.user_id,
         group_id=opts.group_id,
-        priority=priority,
+        priority=opts.priority,
         mcs_label=settings.mcs_label,
         excluded_nodes=(
             nodes.excluded(ordered, obj=where)
@@ -304,6 +344,6 @@ def translate_group(
         required_switches=topology.required_switches,
         wait_for_switch_seconds=topology.wait_for_switch_seconds,
         comment=human_comment(group, count),
-        admin_comment=admin_comment(group, [kobj.pod_key(p) for p in ordered], settings.mcs_label),
+        admin_comment=admin_comment(group, keys, settings.mcs_label),
         **placement,
     )

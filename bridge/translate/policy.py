@@ -7,11 +7,16 @@ scheduler (right before any submit or allocate: a webhook can be bypassed) call
 * ``user-id``, ``group-id`` and ``priority`` set by a pod (or its group object) are
   refused unless the policy's ``allowPodUserId`` / ``allowPodGroupId`` /
   ``allowPodPriority`` says otherwise; ``defaultNamespacePolicy`` (where no entry
-  matches) allows none of them by default.
+  matches) allows none of them by default. A PriorityClass's value
+  (``scheduler.priorityFromPriorityClass``) is the pod's choice too: used only where
+  ``allowPodPriority`` is set, ignored elsewhere (every pod has a class, so it is not
+  refused).
 * The policy's ``user`` and ``group`` are what the job runs as when the pod may not (or
   does not) choose.
 * ``account``, ``partition``, ``qos`` and ``reservation`` must be among the allowed
-  values when the policy lists any; when a pod names none, the policy's default is used.
+  values when the policy lists any; when a pod names none, the policy's default is used
+  (a list of accounts or QOS without a default is refused when the config loads:
+  :class:`bridge.config.NamespacePolicy`).
 """
 
 from __future__ import annotations
@@ -111,15 +116,30 @@ def policy_errors(
 
 
 def enforce_policy(
-    opts: SlurmJobOptions, resolved: ResolvedPolicy, *, obj: str | None, partition: str
+    opts: SlurmJobOptions,
+    resolved: ResolvedPolicy,
+    *,
+    obj: str | None,
+    partition: str,
+    class_priority: int | None = None,
 ) -> SlurmJobOptions:
     """``opts`` with the policy's identity and defaults filled in, or the first
-    :class:`InvalidInput` (by annotation name) when they break it."""
+    :class:`InvalidInput` (by annotation name) when they break it.
+
+    ``class_priority`` is the pods' PriorityClass value when ``priorityFromPriorityClass``
+    maps it: a priority the pod chose (it picks its class), so it becomes the job's only
+    where ``allowPodPriority`` is set, like the ``priority`` annotation; elsewhere Slurm's
+    own priority applies.
+    """
     errors = policy_errors(opts, resolved, obj=obj, partition=partition)
     if errors:
         raise sorted(errors, key=lambda e: e.field)[0]
     pol = resolved.policy
+    priority = opts.priority
+    if priority is None and pol.allow_pod_priority:
+        priority = class_priority
     update = {
+        "priority": priority,
         "account": opts.account or pol.default_account,
         "partition": opts.partition or pol.default_partition,
         "qos": opts.qos or pol.default_qos,

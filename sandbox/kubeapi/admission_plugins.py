@@ -9,6 +9,7 @@ Leases: MicroTime format. Each function mutates the object in place or raises Ap
 from __future__ import annotations
 
 import base64
+import copy
 import re
 from typing import Any
 
@@ -204,6 +205,33 @@ _DEFAULTED_CONTAINER = (
 
 # pod spec fields an update may change (everything else is immutable on a real server)
 _MUTABLE_POD_SPEC = ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds")
+
+
+def pod_resize(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """A write on ``pods/resize`` (in-place resize, 1.33+): the old pod with only its
+    containers' ``resources`` and ``resizePolicy`` taken from ``new`` (by container name);
+    every other change in the request is dropped, as the real server's resize strategy
+    does. A resize that would change the pod's QoS class is refused."""
+    merged = copy.deepcopy(old)
+    asked = {c.get("name"): c for c in (new.get("spec") or {}).get("containers") or []}
+    for c in (merged.get("spec") or {}).get("containers") or []:
+        want = asked.get(c.get("name"))
+        if want is None:
+            continue
+        for key in ("resources", "resizePolicy"):
+            if key in want:
+                c[key] = copy.deepcopy(want[key])
+            else:
+                c.pop(key, None)
+    before, after = _qos(old.get("spec") or {}), _qos(merged.get("spec") or {})
+    if before != after:
+        raise invalid(
+            "Pod",
+            old["metadata"].get("name", ""),
+            "spec",
+            f'Invalid value: "{after}": Pod QOS Class may not change as a result of resizing',
+        )
+    return merged
 
 
 def check_pod_update(old: dict[str, Any], new: dict[str, Any]) -> None:

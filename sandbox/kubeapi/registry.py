@@ -33,7 +33,7 @@ class ResourceDef:
     namespaced: bool
     singular: str = ""
     short_names: tuple[str, ...] = ()
-    subresources: tuple[str, ...] = ()  # "status", "binding"
+    subresources: tuple[str, ...] = ()  # "status", "binding", "resize" ...
     fields: frozenset[str] = _META_FIELDS  # supported field-selector labels
     custom: bool = False  # a custom resource (no strategic merge patch)
     schema: dict[str, Any] | None = None  # openAPIV3Schema of a custom resource
@@ -70,10 +70,10 @@ class ResourceDef:
             main["categories"] = list(self.categories)
         out = [main]
         for sub in self.subresources:
-            if sub == "status":
+            if sub in ("status", "resize"):
                 out.append(
                     {
-                        "name": f"{self.plural}/status",
+                        "name": f"{self.plural}/{sub}",
                         "singularName": "",
                         "namespaced": self.namespaced,
                         "kind": self.kind,
@@ -150,7 +150,7 @@ BUILTINS: tuple[ResourceDef, ...] = (
         "Pod",
         True,
         short_names=("po",),
-        subresources=("status", "binding", "exec", "attach", "portforward"),
+        subresources=("status", "binding", "exec", "attach", "portforward", "resize"),
         fields=_POD_FIELDS,
         categories=("all",),
         return_deleted=True,

@@ -540,7 +540,9 @@ class ObjectApi:
     ) -> Obj:
         """Common tail of update and patch: status/main split, immutables, no-op, finalize."""
         has_status = "status" in rd.subresources
-        if subresource == "status":
+        if rd.key == POD_KEY and subresource == "resize":
+            new = admission_plugins.pod_resize(old, new)
+        elif subresource == "status":
             merged = clone(old)
             if "status" in new:
                 merged["status"] = new["status"]

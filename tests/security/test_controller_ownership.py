@@ -15,7 +15,7 @@ from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import JobState, SlurmJob
 from bridge.translate import admin_comment
 from bridge.wellknown import LABEL_JOB_ID
-from controller.model import Action, CancelJob, FailPod, JobKind, SlurmJobView
+from controller.model import Action, CancelJob, FailPod, JobKind, SlurmJobStatus
 from controller.runtime import Controller
 
 CFG = parse_config({"managedNamespaces": ["team"], "mcsLabel": "k8s"}, env={})
@@ -70,7 +70,7 @@ async def test_a_forged_running_pod_does_not_hold_the_cancel_of_a_finished_group
     ctl, rec, slurm = await controller(
         MINE, pod("team", "a", 7, phase="Succeeded"), pod("elsewhere", "forged", 7)
     )
-    ctl.poller.views[7] = SlurmJobView(JobKind.ACTIVE, "RUNNING")
+    ctl.poller.views[7] = SlurmJobStatus(JobKind.ACTIVE, "RUNNING")
     await ctl.reconcile(("job", "7"))
     assert [a.job_id for a in rec.actions if isinstance(a, CancelJob)] == [7]
     await ctl.reconcile(("job", "7"))
@@ -80,7 +80,7 @@ async def test_a_forged_running_pod_does_not_hold_the_cancel_of_a_finished_group
 async def test_a_native_job_is_never_cancelled_and_is_forgotten_with_its_forged_pods() -> None:
     forged = pod("team", "f", 9, phase="Succeeded")
     ctl, rec, _ = await controller("", forged)
-    ctl.poller.views[9] = SlurmJobView(JobKind.ACTIVE, "RUNNING")
+    ctl.poller.views[9] = SlurmJobStatus(JobKind.ACTIVE, "RUNNING")
     await ctl.reconcile(("job", "9"))
     assert rec.actions == []
     await ctl.on_pod(WatchEvent("DELETED", forged))
@@ -91,7 +91,7 @@ async def test_a_native_job_is_never_cancelled_and_is_forgotten_with_its_forged_
 
 async def test_a_job_slurm_forgot_fails_only_the_pods_of_managed_namespaces() -> None:
     ctl, rec, slurm = await controller("", pod("team", "a", 5), pod("elsewhere", "b", 5))
-    ctl.poller.views[5] = SlurmJobView(JobKind.GONE)
+    ctl.poller.views[5] = SlurmJobStatus(JobKind.GONE)
     await ctl.reconcile(("job", "5"))
     failed = [(a.namespace, a.name) for a in rec.actions if isinstance(a, FailPod)]
     assert failed == [("team", "a")]

@@ -28,6 +28,7 @@ TEAM = {
     "partitions": ["cpu", "gpu"],
     "defaultPartition": "cpu",
     "qos": ["normal"],
+    "defaultQos": "normal",
     "reservations": ["maint"],
 }
 BY_LABEL = {"namespaceSelector": {"matchLabels": {"tenant": "b"}}, "user": "bob"}
@@ -135,7 +136,7 @@ def test_the_scheduler_refuses_the_same_pods_before_any_submit(
 def test_a_policed_namespace_runs_as_its_user_and_group_with_its_defaults() -> None:
     spec = scheduler(CFG, "team-a", {})
     assert (spec.user_id, spec.group_id) == ("alice", "team-a")
-    assert (spec.account, spec.partition, spec.qos) == ("a", "cpu", None)
+    assert (spec.account, spec.partition, spec.qos) == ("a", "cpu", "normal")
 
 
 def test_allowed_values_pass_both_the_webhook_and_the_scheduler() -> None:
@@ -198,7 +199,7 @@ def test_an_update_that_leaves_the_annotations_alone_is_not_blocked() -> None:
                     {"namespaces": ["a"], "accounts": ["x"], "defaultAccount": "y"}
                 ]
             },
-            "namespacePolicies.0",
+            "namespacePolicies.0.defaultAccount",
         ),
         ({"namespacePolicies": [{"namespaces": ["a"], "user": "a b"}]}, "namespacePolicies.0.user"),
         (

@@ -12,8 +12,11 @@ from hypothesis import strategies as st
 from admission.policy import AdmissionContext
 from admission.review import parse_review
 from admission.validate import validate
-from bridge.errors import InvalidInput
-from bridge.translate import Waiting
+from bridge.config import parse_config
+from bridge.errors import ConfigError, InvalidInput
+from bridge.models import JobSpec
+from bridge.translate import TranslateSettings, Waiting, translate_group
+from bridge.translate.policy import resolve_policy
 from bridge.wellknown import SLURMJOB_KEYS, slurmjob_annotation
 from tests.admission_helpers import make_review
 from tests.security.test_namespace_policy import CFG, plain_pod, scheduler
@@ -52,3 +55,81 @@ def _scheduler_refusal(ns: str, annotations: dict[str, str]) -> InvalidInput | N
         return e
     assert not isinstance(result, Waiting)
     return None
+
+
+NAMES = st.sampled_from(["a", "b", "c"])
+LISTS = st.lists(NAMES, max_size=2, unique=True)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    accounts=LISTS,
+    default_account=st.none() | NAMES,
+    qos=LISTS,
+    default_qos=st.none() | NAMES,
+    allow_priority=st.booleans(),
+    annotations=st.dictionaries(
+        st.sampled_from([slurmjob_annotation("account"), slurmjob_annotation("qos")]),
+        NAMES,
+        max_size=2,
+    ),
+    class_priority=st.none() | st.integers(0, 2_000_000_000),
+)
+def test_a_policy_that_loads_bounds_every_job_to_its_lists_and_its_priority_rule(
+    accounts: list[str],
+    default_account: str | None,
+    qos: list[str],
+    default_qos: str | None,
+    allow_priority: bool,
+    annotations: dict[str, str],
+    class_priority: int | None,
+) -> None:
+    """Issue 30, findings 4 and 6, as a property: whatever lists and defaults a policy has,
+    either the config is refused when it loads, or every job of the namespace carries an
+    account and a QOS from the lists (never Slurm's default, which the lists do not bound),
+    and a PriorityClass's value only where pods may choose their priority."""
+    policy: dict[str, Any] = {
+        "namespaces": ["t"],
+        "accounts": accounts,
+        "qos": qos,
+        "allowPodPriority": allow_priority,
+    }
+    if default_account is not None:
+        policy["defaultAccount"] = default_account
+    if default_qos is not None:
+        policy["defaultQos"] = default_qos
+    refused: ConfigError | None = None
+    try:
+        cfg = parse_config(
+            {
+                "managedNamespaces": ["t"],
+                "scheduler": {"priorityFromPriorityClass": True},
+                "namespacePolicies": [policy],
+            },
+            env={},
+        )
+    except ConfigError as e:
+        refused = e
+    if refused is not None:
+        assert refused.key.startswith("namespacePolicies.0.default")
+        return
+    pod = plain_pod("t", annotations)
+    if class_priority is not None:
+        pod["spec"]["priority"] = class_priority
+    try:
+        spec = translate_group(
+            [pod], None, [], TranslateSettings.from_config(cfg), policy=resolve_policy(cfg, "t", {})
+        )
+    except InvalidInput as e:
+        denied: InvalidInput | None = e
+    else:
+        denied = None
+    if denied is not None:
+        assert denied.field in annotations  # only a value the pod named is refused
+        return
+    assert isinstance(spec, JobSpec)
+    if accounts:
+        assert spec.account in accounts
+    if qos:
+        assert spec.qos in qos
+    assert spec.priority == (class_priority if allow_priority else None)

@@ -483,6 +483,7 @@ def test_webhook_entries_are_complete_and_configurable(helm: Helm, values: tuple
     }
     assert validated == {
         ("", "pods", ("CREATE", "UPDATE")),
+        ("", "pods/resize", ("CREATE", "UPDATE")),  # a bound pod's resize is refused
         ("scheduling.x-k8s.io", "podgroups", ("CREATE", "UPDATE")),
         ("scheduling.k8s.io", "podgroups", ("CREATE", "UPDATE")),
         ("jobset.x-k8s.io", "jobsets", ("CREATE", "UPDATE")),
@@ -666,3 +667,6 @@ def test_notes_tell_how_to_check_the_install(helm: Helm) -> None:
     notes = proc.stdout.split("NOTES:", 1)[1]
     assert f"kubectl -n {NAMESPACE} get pods" in notes
     assert "squeue" in notes
+    # a finite token, rotated by running the command again (issue 30, finding 13)
+    assert "lifespan=604800" in notes
+    assert "lifespan=infinite" not in notes

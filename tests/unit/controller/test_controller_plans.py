@@ -22,14 +22,14 @@ from controller.model import (
     JobKind,
     RemoveFinalizer,
     SetPodGroupPhase,
-    SlurmJobView,
+    SlurmJobStatus,
 )
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
-ACTIVE = SlurmJobView(JobKind.ACTIVE, "RUNNING")
-CANCELLED = SlurmJobView(JobKind.ENDED, "CANCELLED", "None")
-NODE_FAIL = SlurmJobView(JobKind.ENDED, "NODE_FAIL", "NodeDown")
-GONE = SlurmJobView(JobKind.GONE)
+ACTIVE = SlurmJobStatus(JobKind.ACTIVE, "RUNNING")
+CANCELLED = SlurmJobStatus(JobKind.ENDED, "CANCELLED", "None")
+NODE_FAIL = SlurmJobStatus(JobKind.ENDED, "NODE_FAIL", "NodeDown")
+GONE = SlurmJobStatus(JobKind.GONE)
 
 
 def pod(
@@ -88,7 +88,7 @@ JUST_NOW = "2026-01-01T11:59:50Z"
     ],
 )
 def test_only_ends_from_outside_the_workload_are_disruptions(state: str, disruption: bool) -> None:
-    [action] = jobs.plan(7, [pod()], SlurmJobView(JobKind.ENDED, state), "fail")
+    [action] = jobs.plan(7, [pod()], SlurmJobStatus(JobKind.ENDED, state), "fail")
     assert isinstance(action, FailPod)
     assert action.disruption is disruption
 
@@ -173,7 +173,7 @@ def test_only_ends_from_outside_the_workload_are_disruptions(state: str, disrupt
     ],
 )
 def test_jobs_plan(
-    pods_: list[dict[str, Any]], view: SlurmJobView, policy: Any, expected: Any
+    pods_: list[dict[str, Any]], view: SlurmJobStatus, policy: Any, expected: Any
 ) -> None:
     assert jobs.plan(7, pods_, view, policy) == expected
 
@@ -332,7 +332,7 @@ def test_jobs_plan(
     ],
 )
 def test_pods_plan(
-    pods_: list[dict[str, Any]], view: SlurmJobView, node_map: dict[str, Any], expected: Any
+    pods_: list[dict[str, Any]], view: SlurmJobStatus, node_map: dict[str, Any], expected: Any
 ) -> None:
     assert pods.plan(7, pods_, view, node_map, NOW, 300.0) == expected
 

@@ -12,7 +12,7 @@ import pytest
 from bridge.kube.resources import LAST_APPLIED, slim
 from bridge.wellknown import FINALIZER, LABEL_JOB_ID, LABEL_POD_GROUP
 from controller import claims, jobs, pods
-from controller.model import JobKind, SlurmJobView, slim_pod
+from controller.model import JobKind, SlurmJobStatus, slim_pod
 
 KEPT_META = {
     "name": "p",
@@ -103,10 +103,10 @@ def test_slim_pod_keeps_identity_labels_finalizers_node_phase_and_claims_only() 
     ],
 )
 @pytest.mark.parametrize(
-    "view", [SlurmJobView(JobKind.ACTIVE, "RUNNING"), SlurmJobView(JobKind.ENDED, "CANCELLED")]
+    "view", [SlurmJobStatus(JobKind.ACTIVE, "RUNNING"), SlurmJobStatus(JobKind.ENDED, "CANCELLED")]
 )
 def test_every_plan_decides_on_the_slim_pod_as_on_the_whole_one(
-    over: dict[str, Any], view: SlurmJobView
+    over: dict[str, Any], view: SlurmJobStatus
 ) -> None:
     whole = whole_pod(**over)
     now = datetime(2026, 1, 2, tzinfo=UTC)

@@ -9,7 +9,7 @@ import pytest
 
 from bridge.slurm.models import JobState, SlurmJob, SlurmPartition
 from controller import jobs
-from controller.model import FailPod, JobKind, SlurmJobView
+from controller.model import FailPod, JobKind, SlurmJobStatus
 from controller.preemption import (
     PREEMPT_READS_PER_POLL,
     grace_warnings,
@@ -91,8 +91,8 @@ def test_reads_take_turns_over_the_running_jobs() -> None:
 
 
 def test_a_job_selected_for_preemption_fails_its_pods_as_a_disruption_at_once() -> None:
-    view = SlurmJobView(JobKind.ACTIVE, "RUNNING", preempted=True)
+    view = SlurmJobStatus(JobKind.ACTIVE, "RUNNING", preempted=True)
     [action] = jobs.plan(7, [pod()], view, "fail")
     assert isinstance(action, FailPod)
     assert (action.reason, action.disruption) == ("SlurmJobPreempted", True)
-    assert jobs.plan(7, [pod()], SlurmJobView(JobKind.ACTIVE, "RUNNING"), "fail") == []
+    assert jobs.plan(7, [pod()], SlurmJobStatus(JobKind.ACTIVE, "RUNNING"), "fail") == []
