@@ -36,8 +36,8 @@ from bridge.wellknown import (
     MANAGED_NODE_TAINT,
 )
 from bridge.workqueue import WorkQueue
-from scheduler.assign import AssignmentError, assign, network_order
-from scheduler.decide import REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE, Bind
+from scheduler.assign import Assignment, AssignmentError, assign, network_order
+from scheduler.decide import REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE, Bind, BindPart
 from scheduler.dra import ClaimsNotReady, DraAllocator
 from scheduler.giveback import BindFailures, GiveBack, Step
 from scheduler.metrics import SchedulerMetrics
@@ -96,18 +96,10 @@ class Binder:
         by_key = {kobj.pod_key(p): p for p in pods}
         already = {v.key: v.assigned_node for v in d.pods if v.assigned_node}
         try:
-            # the job's nodes, network neighbours together (docs/topology.md)
-            ranked = network_order(
-                d.job.nodes,
-                self.state.node_set.topology_of(d.job.nodes, self.state.settings.topology),
-            )
-            plan = assign(
-                [v.key for v in d.pods],
-                ranked,
-                to_kube=self.state.node_set.to_kube(),
-                tasks_per_node=dict(d.tasks_per_node) if d.tasks_per_node is not None else None,
-                already=already,
-            )
+            # each component's pods on its own nodes (a plain job: one part)
+            parts = d.parts or (BindPart(d.job.nodes, d.pods, d.tasks_per_node, d.job.job_id),)
+            plans = [(part.job_id, self._assign(part, already)) for part in parts]
+            plan = [a for _, mine in plans for a in mine]
         except AssignmentError as e:
             give = self._failed(d.job.job_id, "assign", str(e))
             if give is not None:
@@ -124,8 +116,15 @@ class Binder:
                 *(self.link_pod_to_job(by_key[a.pod], job_id, a.node) for a in plan)
             )
             # 2. DRA claims allocated to the devices Slurm picked (restart-safe)
+            # (a hetjob's devices come from each component's own allocation)
             step = "claims"
-            claims = await self._allocate_claims(g, job_id, [(by_key[a.pod], a.node) for a in plan])
+            claims: bool | GiveBack = True
+            for part_job, mine in plans:
+                claims = await self._allocate_claims(
+                    g, job_id, [(by_key[a.pod], a.node) for a in mine], devices_of=part_job
+                )
+                if claims is not True:
+                    break
         except KubeError as e:
             give = self._failed(job_id, step, str(e))
             if give is None:
@@ -160,6 +159,20 @@ class Binder:
             )
         return None
 
+    def _assign(self, part: BindPart, already: dict[str, str]) -> list[Assignment]:
+        """The pods of ``part`` on its nodes, ranks in network order (docs/topology.md)."""
+        ranked = network_order(
+            part.nodes, self.state.node_set.topology_of(part.nodes, self.state.settings.topology)
+        )
+        keys = [v.key for v in part.pods]
+        return assign(
+            keys,
+            ranked,
+            to_kube=self.state.node_set.to_kube(),
+            tasks_per_node=dict(part.tasks_per_node) if part.tasks_per_node is not None else None,
+            already={k: n for k, n in already.items() if k in keys},
+        )
+
     def _failed(
         self, job_id: int, step: Step, error: str, *, counts: bool = True
     ) -> GiveBack | None:
@@ -170,14 +183,21 @@ class Binder:
         self.queue.add_rate_limited(g.ref.key, base=self.cfg.scheduler.reject_backoff_seconds)
 
     async def _allocate_claims(
-        self, g: GroupState, job_id: int, plan: list[tuple[KubeObject, str]]
+        self,
+        g: GroupState,
+        job_id: int,
+        plan: list[tuple[KubeObject, str]],
+        *,
+        devices_of: int | None = None,
     ) -> bool | GiveBack:
         """The pods' ResourceClaims allocated before binding: True; False (said and
-        requeued) when they cannot be yet; a GiveBack past the bound."""
+        requeued) when they cannot be yet; a GiveBack past the bound. The devices are
+        Slurm's allocation of ``devices_of`` (a hetjob's component), else of ``job_id``;
+        failures count against ``job_id`` (the whole job is given back)."""
         pods = [p for p, _ in plan]
         t0 = time.monotonic()
         try:
-            n = await self.dra.allocate(job_id, plan, self.state.node_set.to_kube())
+            n = await self.dra.allocate(devices_of or job_id, plan, self.state.node_set.to_kube())
         except ClaimsNotReady as e:
             # waiting on kube-controller-manager: counts toward the time bound only
             give = self._failed(job_id, "claims", str(e), counts=False)

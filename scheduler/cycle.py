@@ -200,8 +200,13 @@ class Scheduler:
                 started = await self.starter.start(g, d, pods, snap.group.pods)
                 if started is not None:
                     await self._bind(g, started, pods)
-            case Update(job_id=job_id, spec=spec, spec_hash=h):
-                await self.slurm.update_job(job_id, with_hash_in_comment(spec, h))
+            case Update(job_id=job_id, spec=spec, spec_hash=h, component_ids=ids):
+                stamped = with_hash_in_comment(spec, h)
+                if ids:  # a pending hetjob: each component by its own id
+                    for cid, part in zip(ids, stamped.components, strict=True):
+                        await self.slurm.update_job(cid, part)
+                else:
+                    await self.slurm.update_job(job_id, stamped)
                 log.info("job_updated", job_id=job_id)
                 g.job = await self.slurm.get_job(job_id)
                 self.queue.add(key)

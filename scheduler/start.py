@@ -223,7 +223,10 @@ class Starter:
             await self._submit_failed(g, e, pods)
             return
         self.metrics.jobs_submitted.inc()
-        log.info("job_submitted", job_id=job_id, pods=len(pods))
+        if d.spec.heterogeneous:
+            self.metrics.hetjobs_submitted.inc()
+            self.metrics.hetjob_components_submitted.inc(len(d.spec.components))
+        log.info("job_submitted", job_id=job_id, pods=len(pods), components=len(d.spec.components))
         # No GET here: slurmctld starts an external job at its next scheduling pass, never
         # in the submit RPC (docs/benchmarks.md), so the job is pending now. The poller's
         # next tick sees it start (one GET then) or reads its reason.

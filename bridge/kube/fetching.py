@@ -10,8 +10,9 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bridge.errors import KubeGone
-from bridge.kube.api import KubeApi
+from bridge import fastjson
+from bridge.errors import KubeGone, KubeUnavailable
+from bridge.kube.api import KubeApi, error_for_status
 from bridge.kube.resources import KubeObject, Resource
 
 
@@ -24,7 +25,32 @@ class ObjectList:
 
 
 class KubeFetching(KubeApi):
-    """The read verbs, on any :class:`~bridge.kube.resources.Resource`."""
+    """The read verbs, on any :class:`~bridge.kube.resources.Resource`, and discovery."""
+
+    async def served_versions(self, group: str) -> tuple[str, ...]:
+        """The versions the server serves of API ``group`` (discovery: ``GET /apis/<group>``),
+        its preferred version first; () when it serves none."""
+        status, data = await self.raw("GET", f"/apis/{group}", what=f"discovery of {group}")
+        if status == 404:
+            return ()
+        if not 200 <= status < 300:
+            raise error_for_status(status, data, f"discovery of {group}")
+        try:
+            body = fastjson.loads(data)
+        except ValueError:
+            raise KubeUnavailable(
+                f"discovery of {group}: answer is not JSON", status=status
+            ) from None
+        versions = [
+            str(v.get("version"))
+            for v in (body.get("versions") or [])
+            if isinstance(v, dict) and v.get("version")
+        ]
+        preferred = (body.get("preferredVersion") or {}).get("version")
+        if preferred in versions:
+            versions.remove(preferred)
+            versions.insert(0, preferred)
+        return tuple(versions)
 
     async def get(self, res: Resource, name: str, namespace: str | None = None) -> KubeObject:
         return await self.request(

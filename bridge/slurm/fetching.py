@@ -53,10 +53,10 @@ class SlurmFetching(SlurmApi):
         resp = await self.request(
             "GET", c.path(f"job/{int(job_id)}"), endpoint="job_get", idempotent=True
         )
-        jobs = c.decode_jobs(resp.body).jobs
-        if not jobs:
+        job = c.decode_job_record(resp.body, int(job_id))
+        if job is None:
             raise SlurmNotFound(f"job_get: job {job_id} not found", endpoint="job_get")
-        return jobs[0]
+        return job
 
     async def get_job_resources(self, job_id: int) -> tuple[NodeResources, ...]:
         """What Slurm allocated to a running job, per node: core bitmap and GRES indices
