@@ -68,8 +68,9 @@ from bridge.slurm.models import SlurmJob, fold_hetjobs
 from bridge.translate import parse_admin_comment
 from bridge.wellknown import LABEL_JOB_ID
 from controller import dangling
+from sandbox.cluster import SandboxCluster
+from sandbox.kubeapi import SANDBOX_TOKEN
 from sandbox.kubeapi.faults import RequestLog
-from sandbox.kubeapi.server import SANDBOX_TOKEN, SandboxApiServer
 from tests.bench.invariant import InvariantMonitor
 from tests.bench.slurm_proxy import AllocateKillProxy
 from tests.clients import kube_for_host, list_jobs
@@ -175,7 +176,7 @@ class Driver:
     def __init__(
         self,
         sb: SlurmSandbox,
-        api: SandboxApiServer,
+        api: SandboxCluster,
         kube: KubeClient,
         slurm: SlurmClient,
         sched: SchedulerProcess,
@@ -430,7 +431,7 @@ async def run(
     rng = random.Random(seed)
     groups = plan_groups(pods, gang_size)
     rng.shuffle(groups)
-    async with SandboxApiServer(nodes=list(sb.external_nodes), kubelet=True) as api:
+    async with SandboxCluster(nodes=list(sb.external_nodes), kubelet=True) as api:
         api.request_log = RequestLog(size=50 * pods + 100_000)
         kubeconfig = work / "scheduler.kubeconfig"  # the chart's ServiceAccount, below
         proxy = AllocateKillProxy(sb.rest_url, lambda: None)

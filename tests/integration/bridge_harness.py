@@ -22,7 +22,8 @@ from bridge.kube.resources import JOBS, JOBSETS, LEADERWORKERSETS, PODGROUPS, PO
 from bridge.slurm.client import SlurmClient
 from bridge.wellknown import LABEL_JOB_ID, LABEL_POD_GROUP
 from controller.runtime import Controller
-from sandbox.kubeapi.server import SANDBOX_TOKEN, SandboxApiServer
+from sandbox.cluster import SandboxCluster
+from sandbox.kubeapi import SANDBOX_TOKEN
 from scheduler.app import run_scheduler
 from scheduler.cycle import Scheduler
 from tests.clients import kube_for_host, list_jobs
@@ -43,7 +44,7 @@ class Sandboxes:
 
     kube: KubeClient
     slurm: SlurmClient
-    api: SandboxApiServer
+    api: SandboxCluster
 
     async def create_pod(self, name: str, **kw: Any) -> dict[str, Any]:
         return await self.kube.create(PODS, pod(name, **kw), NS)
@@ -224,7 +225,7 @@ async def running_bridge(
     chart's RBAC (a TokenRequest token); the test's own client (``Bridge.kube``) is the
     admin. ``resourceclaim_controller=False``: the sandbox does not stand in for
     kube-controller-manager's resourceclaim controller."""
-    async with SandboxApiServer(
+    async with SandboxCluster(
         nodes=list(sandbox.external_nodes),
         kubelet=True,
         resourceclaim_controller=resourceclaim_controller,
@@ -266,7 +267,7 @@ async def running_sandboxes(sandbox: SlurmSandbox) -> AsyncIterator[Sandboxes]:
     """The sandbox API server (nodes = Slurm's external nodes) and real Slurm, without a
     scheduler: for tests that run the scheduler as subprocesses."""
     async with (
-        SandboxApiServer(nodes=list(sandbox.external_nodes), kubelet=True) as api,
+        SandboxCluster(nodes=list(sandbox.external_nodes), kubelet=True) as api,
         kube_for_host(api.url, token=SANDBOX_TOKEN, request_timeout=10) as kube,
         make_client(sandbox) as slurm,
     ):

@@ -17,7 +17,8 @@ from bridge.errors import KubeForbidden
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import NAMESPACES, PODS, Resource
 from sandbox import chart_rbac
-from sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
+from sandbox.cluster import SandboxCluster
+from sandbox.kubeapi import SANDBOX_TOKEN
 from tests.clients import kube_for_host
 
 CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True)
@@ -36,7 +37,7 @@ CONSUMER = {"resource": "pods", "name": "p", "uid": "u-1"}
 @pytest.fixture
 async def admin() -> AsyncIterator[KubeClient]:
     async with (
-        SandboxApiServer(port=0, resourceclaim_controller=False) as srv,
+        SandboxCluster(port=0, resourceclaim_controller=False) as srv,
         kube_for_host(srv.url, request_timeout=5, token=SANDBOX_TOKEN) as kube,
     ):
         await kube.create(NAMESPACES, {"metadata": {"name": NS}})

@@ -28,7 +28,8 @@ from bridge.kube.events import EventRecorder
 from bridge.kube.leader import LeaderElector
 from bridge.kube.resources import EVENTS, LEASES, NAMESPACES, NODES, PODGROUPS, PODS, object_key
 from bridge.kube.watch import Backoff, Watcher, WatchEvent
-from sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
+from sandbox.cluster import SandboxCluster
+from sandbox.kubeapi import SANDBOX_TOKEN
 from sandbox.kubeapi.faults import Fault
 from tests.clients import kube_for_host
 from tests.component.kube.proxy import CuttableProxy
@@ -37,13 +38,13 @@ from tests.fake_clock import FakeClock
 
 
 @pytest.fixture
-async def sandbox() -> AsyncIterator[SandboxApiServer]:
-    async with SandboxApiServer(nodes=["n1", "n2"], bookmark_interval=0.2) as srv:
+async def sandbox() -> AsyncIterator[SandboxCluster]:
+    async with SandboxCluster(nodes=["n1", "n2"], bookmark_interval=0.2) as srv:
         yield srv
 
 
 @pytest.fixture
-async def skube(sandbox: SandboxApiServer) -> AsyncIterator[KubeClient]:
+async def skube(sandbox: SandboxCluster) -> AsyncIterator[KubeClient]:
     async with kube_for_host(
         sandbox.url, request_timeout=5, token=SANDBOX_TOKEN, clock=FakeClock()
     ) as client:
@@ -81,7 +82,7 @@ async def test_binding_is_idempotent_and_conflicts_name_the_node(skube: KubeClie
 
 
 async def test_errors_from_the_sandbox_are_typed(
-    sandbox: SandboxApiServer, skube: KubeClient
+    sandbox: SandboxCluster, skube: KubeClient
 ) -> None:
     with pytest.raises(KubeNotFound):
         await skube.get_pod("default", "missing")
@@ -187,7 +188,7 @@ async def test_events_aggregate_repeats_and_dedup_unchanged(skube: KubeClient) -
 
 # --------------------------------------------------------------------------- must-show
 async def test_watch_consumer_misses_no_event_across_forced_410s_and_dropped_connections(
-    sandbox: SandboxApiServer, skube: KubeClient
+    sandbox: SandboxCluster, skube: KubeClient
 ) -> None:
     """N pods are created, updated and deleted while the server compacts its history
     (watch resumes then get 410 -> re-list) and connections die mid-stream (a proxy
@@ -336,7 +337,7 @@ class CountingClock(FakeClock):
 
 
 async def test_two_electors_never_lead_together_and_take_over_after_the_holder_stops(
-    sandbox: SandboxApiServer,
+    sandbox: SandboxCluster,
 ) -> None:
     clock = CountingClock()
     assert sandbox.port

@@ -12,7 +12,8 @@ from bridge.config import parse_config
 from bridge.kube.resources import NAMESPACES
 from bridge.slurm.client import SlurmClient
 from controller.runtime import Controller
-from sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
+from sandbox.cluster import SandboxCluster
+from sandbox.kubeapi import SANDBOX_TOKEN
 from tests.clients import kube_for_host
 
 
@@ -22,7 +23,7 @@ async def test_the_controller_reads_each_namespaces_labels_once_for_the_selector
         env={},
     )
     async with (
-        SandboxApiServer(port=0) as srv,
+        SandboxCluster(port=0) as srv,
         kube_for_host(srv.url, request_timeout=5, token=SANDBOX_TOKEN) as kube,
     ):
         await kube.create(NAMESPACES, {"metadata": {"name": "team-a", "labels": {"t": "a"}}})
