@@ -108,12 +108,19 @@ class Binder:
             self._rejected(g)
             return None
         job_id = d.job.job_id
+        # One pod has one node to go to: its node annotation rides on its Binding (the API
+        # server writes both at once) and its link carries the job alone, often written
+        # already while Slurm was asked for the node (scheduler.start).
+        alone = len(plan) == 1
         t0 = time.monotonic()
         step: Step = "link"
         try:
             # 1. every pod carries its node before any is bound (restart-safe)
             await asyncio.gather(
-                *(self.link_pod_to_job(by_key[a.pod], job_id, a.node) for a in plan)
+                *(
+                    self.link_pod_to_job(by_key[a.pod], job_id, None if alone else a.node)
+                    for a in plan
+                )
             )
             # 2. DRA claims allocated to the devices Slurm picked (restart-safe)
             # (a hetjob's devices come from each component's own allocation)
@@ -135,7 +142,8 @@ class Binder:
         t1 = time.monotonic()
         # 3. the Bindings
         results = await asyncio.gather(
-            *(self._bind_one(by_key[a.pod], a.node, g) for a in plan), return_exceptions=True
+            *(self._bind_one(by_key[a.pod], a.node, g, note=alone) for a in plan),
+            return_exceptions=True,
         )
         # 4. the Scheduled events, off the bind path
         bound = [(by_key[a.pod], a.node) for a, r in zip(plan, results, strict=True) if r is None]
@@ -218,22 +226,25 @@ class Binder:
             log.info("claims_allocated", job_id=job_id, claims=n, seconds=seconds)
         return True
 
-    async def _bind_one(self, pod: KubeObject, node: str, g: GroupState) -> None:
-        await self.kube.bind_pod(kobj.namespace(pod), kobj.name(pod), kobj.uid(pod), node)
+    async def _bind_one(self, pod: KubeObject, node: str, g: GroupState, *, note: bool) -> None:
+        """``note``: the Binding carries the pod's node annotation (written with its node)."""
+        key = kobj.pod_key(pod)
+        notes = {ANNOTATION_SLURM_NODE: node} if note else None
+        await self.kube.bind_pod(kobj.namespace(pod), kobj.name(pod), kobj.uid(pod), node, notes)
         # Bound: it leaves this scheduler now, not when the watch says so (no second bind);
         # the group is processed once more and dropped when none of its pods is left.
-        self.state.bound(pod)
-        started = g.first_seen.pop(kobj.pod_key(pod), None)
+        self.state.bound(pod, key)
+        started = g.first_seen.pop(key, None)
         if started is not None:
             self.metrics.bind_seconds.observe(time.monotonic() - started)
         self.metrics.pods_bound.inc()
 
     async def link_pod_to_job(
         self, pod: KubeObject, job_id: int, node: str | None, spec_hash: str | None = None
-    ) -> None:
+    ) -> KubeObject:
         """One patch: job-id label, finalizer, managed-node toleration, node annotation,
         the job's spec hash (see :func:`scheduler.jobs.restored_job`); none when the pod
-        carries them all."""
+        carries them all. Returns the pod as it now is."""
         labels = kobj.labels(pod)
         annotations = kobj.annotations(pod)
         tolerations = list(kobj.sequence(pod, "spec", "tolerations"))
@@ -258,13 +269,13 @@ class Binder:
             }
             need["spec"] = {"tolerations": [*tolerations, toleration]}
         if not need:
-            return
+            return pod
         if "metadata" in need:
             need["metadata"]["resourceVersion"] = kobj.get(pod, "metadata", "resourceVersion")
         updated = await self.kube.patch_pod(
             kobj.namespace(pod), kobj.name(pod), need, patch_type="strategic"
         )
-        self.state.written(updated)
+        return self.state.written(updated)
 
     async def unlink(self, pod: KubeObject) -> None:
         """The pod no longer names a job (its job was cancelled): its job-id label,

@@ -304,13 +304,17 @@ class SlurmJobs:
         more are unknown, in one streamed ``GET /jobs/`` keeping only the bridge's. Slurm's
         whole table is never held, nor read at all in the usual case. The labelled pods
         are paged once ``lists_done`` is set (the watches' initial lists first: they
-        gate every binding, the sweep only the groups that may have a job)."""
+        gate every binding, the sweep only the groups that may have a job); then only the
+        bound ones are paged: the unbound ones are in the pod watch's cache already. A
+        labelled pod missed there (a failed initial list) only costs its job a read."""
         started = self.clock.monotonic()
 
         async def labelled_after_lists() -> set[int]:
-            if lists_done is not None:
-                await lists_done.wait()
-            return await self._labelled_jobs()
+            if lists_done is None:
+                return await self._labelled_jobs(bound_only=False)
+            await lists_done.wait()
+            cached = {j for j in map(pod_job_id, self.state.pods.values()) if j is not None}
+            return cached | await self._labelled_jobs(bound_only=True)
 
         states, labelled = await asyncio.gather(
             self.slurm.scan_job_states(lambda s: s.state.active), labelled_after_lists()
@@ -356,13 +360,15 @@ class SlurmJobs:
             out += await self.slurm.get_jobs(sorted(leaders), concurrency=SWEEP_READ_CONCURRENCY)
         return out
 
-    async def _labelled_jobs(self) -> set[int]:
-        """Job ids the pods' job-id labels name (every namespace, a page at a time)."""
+    async def _labelled_jobs(self, *, bound_only: bool) -> set[int]:
+        """Job ids the pods' job-id labels name (every namespace, a page at a time;
+        ``bound_only``: of the pods bound to a node)."""
         out: set[int] = set()
+        fields = f"spec.schedulerName={self.state.cfg.scheduler_name}"
+        if bound_only:
+            fields += ",spec.nodeName!="
         async for page, _ in self.kube.pages(
-            PODS,
-            label_selector=LABEL_JOB_ID,
-            field_selector=f"spec.schedulerName={self.state.cfg.scheduler_name}",
+            PODS, label_selector=LABEL_JOB_ID, field_selector=fields
         ):
             out.update(j for j in map(pod_job_id, page) if j is not None)
         return out

@@ -196,17 +196,18 @@ class KubeState:
             self.groups[gkey].pods.discard(key)
             self.queue.add(gkey)
 
-    def bound(self, pod: KubeObject) -> None:
-        """This scheduler bound ``pod``: it leaves now, not when the watch says so (no
-        second bind)."""
+    def bound(self, pod: KubeObject, key: str | None = None) -> None:
+        """This scheduler bound ``pod`` (``key``: its pod key, when known): it leaves now,
+        not when the watch says so (no second bind)."""
         self._bound_uids.add(kobj.uid(pod))
-        self.forget_pod(kobj.pod_key(pod))
+        self.forget_pod(key or kobj.pod_key(pod))
 
-    def written(self, pod: KubeObject) -> None:
-        """Keep the answer of a write to a cached pod, as the watch keeps it."""
+    def written(self, pod: KubeObject) -> KubeObject:
+        """Keep the answer of a write to a cached pod, as the watch keeps it; returns it."""
         key = kobj.pod_key(pod)
         if key in self.pods:
-            self.pods[key] = slim(pod)
+            pod = self.pods[key] = slim(pod)
+        return pod
 
     def drop_group(self, gkey: str) -> None:
         self.groups.pop(gkey, None)

@@ -169,8 +169,17 @@ class KubeClient(KubePatching, KubeCreating, KubeDeleting):
         except KubeNotFound:
             return None
 
-    async def bind_pod(self, namespace: str, name: str, pod_uid: str, node: str) -> None:
-        """Bind a pod to ``node``. Idempotent.
+    async def bind_pod(
+        self,
+        namespace: str,
+        name: str,
+        pod_uid: str,
+        node: str,
+        annotations: Mapping[str, str] | None = None,
+    ) -> None:
+        """Bind a pod to ``node``. Idempotent. ``annotations``: the API server adds them to
+        the pod in the same write as its node (kube-apiserver's BindingREST copies a
+        Binding's ``metadata.annotations``, never its labels).
 
         The server answers 201 with a ``Status`` (the generated typed call raises
         ``ValueError`` parsing it, after binding), so the request is sent raw and the
@@ -180,10 +189,13 @@ class KubeClient(KubePatching, KubeCreating, KubeDeleting):
         :class:`KubeConflict` naming what the pod is.
         """
         what = f"bind Pod {namespace}/{name} to node {node}"
+        meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": pod_uid}
+        if annotations:
+            meta["annotations"] = dict(annotations)
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
-            "metadata": {"name": name, "namespace": namespace, "uid": pod_uid},
+            "metadata": meta,
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         status, data = await self.raw(
