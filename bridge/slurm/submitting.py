@@ -5,9 +5,9 @@
 
 1. the caller gives every job an identity it can find again: ``admin_comment`` (the
    bridge writes the group's UID there) and/or ``name``;
-2. after a ``SlurmUnavailable`` from :meth:`SlurmSubmitting.submit`, the caller calls
-   :meth:`~bridge.slurm.fetching.SlurmFetching.find_jobs_by_admin_comment` (one
-   ``GET /jobs/``) and adopts an active job it finds instead of submitting again;
+2. after a ``SlurmUnavailable`` from :meth:`SlurmSubmitting.submit`, the caller scans the
+   active jobs (:meth:`~bridge.slurm.fetching.SlurmFetching.scan_jobs`) for one whose
+   back-link names the group and adopts it instead of submitting again;
 3. only when none is found does it submit again; a periodic sweep cancels strays (jobs
    whose identity matches no live group).
 """
