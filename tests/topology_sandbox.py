@@ -74,8 +74,20 @@ def topology_sandbox(
         if given and Path(given).is_file() and topology_of(Path(given)) == topology:
             yield Path(given)
             return
+    up = ("--nodes", "1", "--external-nodes", "8", "--node-gpus", "0", "--topology", topology)
+    with derived_sandbox(env, "-topology", PORT_OFFSET, up) as env_file:
+        yield env_file
+
+
+@contextlib.contextmanager
+def derived_sandbox(
+    env: Mapping[str, str], suffix: str, port_offset: int, up_args: tuple[str, ...]
+) -> Iterator[Path]:
+    """A sandbox of its own (the tests' sandbox dir + ``suffix``, its ports +
+    ``port_offset``) started with ``up --defaults *up_args`` and stopped on exit; its root
+    comes from the tests' sandbox's cached tarball when there is one."""
     base_dir, ports = _base(env)
-    own = base_dir.with_name(base_dir.name + "-topology")
+    own = base_dir.with_name(base_dir.name + suffix)
     cached = base_dir / "cache" / "sid-root.tar.zst"
     mine = own / "cache" / cached.name
     if cached.is_file() and not mine.exists():
@@ -86,22 +98,10 @@ def topology_sandbox(
             shutil.copyfile(cached, mine)
     run_env = {k: v for k, v in env.items() if k not in PORT_ENV and k != ENV_FILE}
     run_env[ENV_DIR] = str(own)
-    run_env.update({k: str(p + PORT_OFFSET) for k, p in ports.items()})
-    up = _cli(
-        run_env,
-        "up",
-        "--defaults",
-        "--nodes",
-        "1",
-        "--external-nodes",
-        "8",
-        "--node-gpus",
-        "0",
-        "--topology",
-        topology,
-    )
+    run_env.update({k: str(p + port_offset) for k, p in ports.items()})
+    up = _cli(run_env, "up", "--defaults", *up_args)
     if up.returncode != 0:
-        raise RuntimeError(f"topology sandbox did not start: {up.stderr[-2000:]}")
+        raise RuntimeError(f"sandbox {own} did not start: {up.stderr[-2000:]}")
     try:
         yield own / "cluster.env"
     finally:
