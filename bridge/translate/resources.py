@@ -85,8 +85,8 @@ def unknown_device_problems(pod: kobj.Obj, gres_mapping: Mapping[str, str]) -> l
                 for resource in kobj.mapping(c, "resources", kind):
                     reason = _unknown_device(resource, gres_names)
                     if reason is not None:
-                        where = f"spec.{key}[{i}]"
-                        out.append(InvalidInput(_resource_field(where, kind, resource), reason, obj))
+                        field = _resource_field(f"spec.{key}[{i}]", kind, resource)
+                        out.append(InvalidInput(field, reason, obj))
     return out
 
 

@@ -18,10 +18,16 @@ from typing import Any
 
 import pytest
 
+from bridge.errors import SlurmRejected
 from bridge.kube.resources import PODS
 from bridge.wellknown import slurmjob_annotation
 from tests.integration.bridge_harness import NS, has_job, job_of, pod, running_bridge
-from tests.integration.conftest import SlurmSandbox, load_sandbox
+from tests.integration.conftest import (
+    SlurmSandbox,
+    load_sandbox,
+    make_client,
+    remove_dynamic_node,
+)
 from tests.mig_sandbox import mig_sandbox
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
@@ -101,3 +107,21 @@ async def test_an_unknown_profile_is_refused_naming_the_field(
         assert "spec.containers[0].resources.limits[nvidia.com/mig-9g.99gb]" in msg, msg
         assert "has no Slurm GRES" in msg, msg
         assert not has_job(await b.get_pod(name))
+
+
+async def test_slurm_refuses_a_typed_gpu_on_an_external_node_gres_conf_gives_no_file(
+    mig: SlurmSandbox,
+) -> None:
+    """What docs/slurm-configuration.md says: a typed GPU needs a gres.conf line with
+    ``File=`` for the node, even an external one; without it Slurm drops the GPU
+    ("Ignoring file-less GPU") and refuses the node with that Gres."""
+    name = f"nofile-{secrets.token_hex(3)}"  # gres.conf names mig-node-* only
+    async with make_client(mig) as slurm:
+        try:
+            with pytest.raises(SlurmRejected) as e:
+                await slurm.create_external_node(
+                    name, cpus=8, memory_mib=16000, features=(), gres="gpu:1g.10gb:7"
+                )
+            assert "Invalid argument" in str(e.value), e.value
+        finally:
+            await remove_dynamic_node(slurm, name)

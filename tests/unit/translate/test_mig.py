@@ -46,7 +46,9 @@ def test_a_slice_becomes_the_typed_gres_in_the_placeholder_job() -> None:
 
 
 def test_whole_gpus_and_slices_of_two_profiles_are_counted_apart() -> None:
-    p = pod_asking({"nvidia.com/gpu": "1", "nvidia.com/mig-1g.10gb": "2", "nvidia.com/mig-3g.40gb": "1"})
+    p = pod_asking(
+        {"nvidia.com/gpu": "1", "nvidia.com/mig-1g.10gb": "2", "nvidia.com/mig-3g.40gb": "1"}
+    )
     spec = translate_group([p], None, [], S)
     assert isinstance(spec, JobSpec)
     assert spec.tres_per_node == "gres/gpu:1,gres/gpu:1g.10gb:2,gres/gpu:3g.40gb:1"
