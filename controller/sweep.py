@@ -9,8 +9,9 @@
   (orphans, :func:`controller.nodes.orphans`) drained and deleted;
 * a resync: every node and job key is queued.
 
-A quiet cluster costs one small request per sweep (``GET /jobs/state/``, streamed), whatever
-the size of Slurm's table: each active job is read by id once in its life.
+Of Slurm's jobs, a quiet cluster costs one compact request per sweep (``GET /jobs/state/``,
+streamed), whatever the size of Slurm's table: each active job is read by id once in its
+life. Besides: ``GET /partitions/`` (the grace contract) and ``GET /nodes/``.
 """
 
 from __future__ import annotations

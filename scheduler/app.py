@@ -15,7 +15,7 @@ import structlog
 
 from bridge.clock import Clock, SystemClock
 from bridge.config import BridgeConfig, load_config
-from bridge.errors import BridgeError, ConfigError, KubeError, KubeNotFound
+from bridge.errors import BridgeError, ConfigError
 from bridge.kube.client import KubeClient
 from bridge.kube.leader import LeaderElector
 from bridge.kube.resources import (
@@ -27,7 +27,7 @@ from bridge.kube.resources import (
     Resource,
     slim,
 )
-from bridge.kube.watch import Watcher, WatchEvent, list_then_watch
+from bridge.kube.watch import Watcher, list_then_watch
 from bridge.logging import configure_logging
 from bridge.ops import component_ops
 from bridge.slurm.client import SlurmClient
@@ -41,30 +41,6 @@ LEASE_NAME = "slurm-bridge-scheduler"
 def pod_field_selector(cfg: BridgeConfig) -> str:
     """Unscheduled pods routed to us (the namespace check is done on each event)."""
     return f"spec.schedulerName={cfg.scheduler_name},spec.nodeName="
-
-
-async def _feed_if_served(
-    watcher: Watcher, handler: Callable[[WatchEvent], None], listed: Callable[[], None]
-) -> None:
-    """Like :func:`~bridge.kube.watch.list_then_watch`, for a resource the cluster may
-    not serve (DRA before Kubernetes 1.34): a 404 on the initial list ends it quietly, and
-    the readers that would use it keep reading the API (:mod:`scheduler.dra`)."""
-    async with watcher:
-        try:
-            initial = await watcher.relist()
-        except KubeNotFound:
-            log.info("resource_not_served", resource=watcher.resource.plural)
-            return
-        except KubeError as e:
-            # events() lists again before it watches; the copy is then kept current but
-            # never taken as whole (the readers keep reading the API)
-            log.warning("initial_list_failed", resource=watcher.resource.plural, error=str(e))
-        else:
-            for ev in initial:
-                handler(ev)
-            listed()
-        async for ev in watcher.events():
-            handler(ev)
 
 
 async def run_scheduler(
@@ -116,10 +92,14 @@ async def run_scheduler(
         dra = sched.dra.cache
 
         async def follow(res: Resource, on_event: Callable[[str, KubeObject], None]) -> None:
-            await _feed_if_served(
+            # A resource the cluster may not serve (DRA before Kubernetes 1.34): the readers
+            # keep reading the API (scheduler.dra) until its copy was listed whole.
+            await list_then_watch(
                 Watcher(kube, res, clock=clock),
                 lambda ev: on_event(ev.type, ev.object),
-                lambda: dra.listed(res),
+                listed=lambda: dra.listed(res),
+                keep_on_list_error=True,
+                absent_ok=True,
             )
 
         tg.create_task(follow(DEVICE_CLASSES, dra.on_class_event))

@@ -36,7 +36,7 @@ import structlog
 
 from bridge import fastjson
 from bridge.clock import Clock, SystemClock, backoff_delay
-from bridge.errors import KubeError, KubeGone, KubeUnavailable
+from bridge.errors import KubeError, KubeGone, KubeNotFound, KubeUnavailable
 from bridge.kube.client import KubeClient, error_for_status
 from bridge.kube.resources import KubeObject, Resource, object_key, resource_version, uid
 
@@ -296,6 +296,7 @@ async def list_then_watch(
     listed: Callable[[], None] | None = None,
     synced: asyncio.Event | None = None,
     keep_on_list_error: bool = False,
+    absent_ok: bool = False,
 ) -> None:
     """Feed ``watcher``'s initial list, then its events, to ``handler`` in order until it
     is stopped; the watcher is closed at the end. The list-then-watch of the scheduler's
@@ -305,7 +306,9 @@ async def list_then_watch(
     :class:`~bridge.errors.KubeError` while listing (or from ``handler`` on the initial
     list) is raised, or with ``keep_on_list_error`` logged, and the watch goes on (its
     :meth:`~Watcher.events` list again before they watch). ``synced`` is set once the
-    initial list was delivered, or failed and was let go.
+    initial list was delivered, or failed and was let go. With ``absent_ok`` a 404 on the
+    initial list (a resource this cluster does not serve, e.g. DRA before Kubernetes 1.34)
+    ends it quietly.
     """
 
     async def deliver(ev: WatchEvent) -> None:
@@ -318,6 +321,9 @@ async def list_then_watch(
             for ev in await watcher.relist():
                 await deliver(ev)
         except KubeError as e:
+            if absent_ok and isinstance(e, KubeNotFound):
+                log.info("resource_not_served", resource=watcher.resource.plural)
+                return
             if not keep_on_list_error:
                 raise
             log.warning("initial_list_failed", resource=watcher.resource.plural, error=str(e))

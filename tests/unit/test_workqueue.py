@@ -4,9 +4,13 @@ the clock (the same capped formula as the watches' reconnects)."""
 import asyncio
 import random
 
+import pytest
+
 from bridge.clock import FakeClock, backoff_delay
+from bridge.errors import BridgeError, SlurmUnavailable
 from bridge.kube.watch import Backoff
-from bridge.workqueue import WorkQueue
+from bridge.workqueue import WorkQueue, run_worker
+from tests.waiting import eventually
 
 
 async def test_a_key_is_queued_once_however_often_it_is_added() -> None:
@@ -100,3 +104,50 @@ def test_a_watch_failing_thousands_of_times_in_a_row_waits_at_most_its_cap() -> 
     rng = random.Random(1)
     backoff = Backoff(base=0.5, maximum=30.0)
     assert backoff.delay(5_000, rng) <= 30.0
+
+
+async def test_run_worker_retries_a_failed_key_after_its_backoff_and_forgets_it_on_success() -> (
+    None
+):
+    clock = FakeClock()
+    q: WorkQueue[str] = WorkQueue(clock, base_backoff=0.5)
+    tries: list[str] = []
+    told: list[tuple[str, str, float]] = []
+
+    async def process(key: str) -> None:
+        tries.append(key)
+        if len(tries) == 1:
+            raise SlurmUnavailable("down")
+
+    async def failed(key: str, e: Exception, retry_in: float) -> None:
+        told.append((key, str(e), retry_in))
+
+    worker = asyncio.create_task(
+        run_worker(q, process, failed, retry=(BridgeError,), forget_on_success=True)
+    )
+    timers = asyncio.create_task(q.run_timers())
+    q.add("g")
+    await eventually(lambda: told, what="the failure told")
+    assert told == [("g", "down", 0.5)]
+    assert q.failures("g") == 1
+    clock.advance(0.5)
+    await eventually(lambda: len(tries) == 2 and q.idle(), what="the retry")
+    assert q.failures("g") == 0  # forgotten after the success
+    q.close()
+    await worker
+    timers.cancel()
+
+
+async def test_run_worker_ends_on_an_error_it_does_not_retry_and_marks_the_key_done() -> None:
+    q: WorkQueue[str] = WorkQueue(FakeClock())
+
+    async def process(key: str) -> None:
+        raise KeyError(key)
+
+    async def failed(key: str, e: Exception, retry_in: float) -> None:
+        raise AssertionError("not told: not retried")
+
+    q.add("g")
+    with pytest.raises(KeyError):
+        await run_worker(q, process, failed, retry=(BridgeError,))
+    assert q.idle()

@@ -10,14 +10,16 @@ import pytest
 from aiohttp import web
 
 from bridge.clock import FakeClock
+from bridge.errors import KubeError
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import PODS
-from bridge.kube.watch import Backoff, Watcher, WatchEvent
+from bridge.kube.watch import Backoff, Watcher, WatchEvent, list_then_watch
 from tests.component.kube.scripted import (
     ScriptedServer,
     event_line,
     pod,
     status_body,
+    status_response,
     wait_until,
     watch_script,
 )
@@ -248,3 +250,104 @@ async def test_stop_ends_a_blocked_stream_and_close_releases_the_session(
     await w.close()
     assert [e.key for e in got] == ["default/a"]
     assert w._session._api.rest_client.pool_manager.closed
+
+
+def _list_then(server: ScriptedServer, first: web.Response, then: dict[str, object]) -> None:
+    """Lists answer ``first``, then ``then``; watches hang until shutdown."""
+    lists = iter([first, web.json_response(then)])
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch"):
+            resp = web.StreamResponse()
+            await resp.prepare(request)
+            await server.closing.wait()
+            return resp
+        return next(lists)
+
+    server.on("GET", PATH, handler)
+
+
+async def test_list_then_watch_delivers_the_list_then_says_listed_and_synced_then_the_events(
+    server: ScriptedServer, watcher: Watcher
+) -> None:
+    watch_script(
+        [[event_line("ADDED", pod("b", rv="11"))]],
+        list_bodies=[pod_list("10", pod("a", rv="5"))],
+        server=server,
+        path=PATH,
+    )
+    seen: list[str] = []
+    synced = asyncio.Event()
+
+    async def handler(ev: WatchEvent) -> None:
+        seen.append(ev.key)
+        if not ev.synthetic:  # the first watched event
+            watcher.stop()
+
+    def listed() -> None:
+        seen.append(f"listed, synced={synced.is_set()}")
+
+    await asyncio.wait_for(
+        list_then_watch(watcher, handler, listed=listed, synced=synced), timeout=10
+    )
+    assert seen == ["default/a", "listed, synced=False", "default/b"]
+    assert synced.is_set()
+
+
+async def test_list_then_watch_raises_a_failed_initial_list_unless_told_to_keep_on(
+    server: ScriptedServer, watcher: Watcher
+) -> None:
+    _list_then(server, status_response(403, "Forbidden", "no"), pod_list("10"))
+    synced = asyncio.Event()
+    with pytest.raises(KubeError):
+        await asyncio.wait_for(list_then_watch(watcher, lambda ev: None, synced=synced), timeout=10)
+    assert not synced.is_set()  # the controller never takes a failed list as its cache
+
+
+async def test_list_then_watch_kept_on_sets_synced_never_listed_and_lists_again(
+    server: ScriptedServer, watcher: Watcher
+) -> None:
+    _list_then(server, status_response(403, "Forbidden", "no"), pod_list("10", pod("a")))
+    synced = asyncio.Event()
+    listed: list[bool] = []
+    seen: list[WatchEvent] = []
+
+    def handler(ev: WatchEvent) -> None:
+        seen.append(ev)
+        watcher.stop()
+
+    await asyncio.wait_for(
+        list_then_watch(
+            watcher,
+            handler,
+            listed=lambda: listed.append(True),
+            synced=synced,
+            keep_on_list_error=True,
+        ),
+        timeout=10,
+    )
+    assert synced.is_set()
+    assert listed == []  # the list was not delivered whole
+    assert [(e.type, e.key, e.synthetic) for e in seen] == [("ADDED", "default/a", True)]
+
+
+async def test_list_then_watch_absent_ok_ends_quietly_on_a_resource_not_served(
+    server: ScriptedServer, watcher: Watcher
+) -> None:
+    _list_then(server, status_response(404, "NotFound", "no such resource"), pod_list("1"))
+    synced = asyncio.Event()
+    listed: list[bool] = []
+    await asyncio.wait_for(
+        list_then_watch(
+            watcher,
+            lambda ev: None,
+            listed=lambda: listed.append(True),
+            synced=synced,
+            keep_on_list_error=True,
+            absent_ok=True,
+        ),
+        timeout=10,
+    )
+    assert not synced.is_set()
+    assert listed == []
+    assert watch_queries(server) == []  # never watched
