@@ -77,12 +77,16 @@ class Expression:
 
     source: str
     _program: Any
+    # the variables the expression reads: only those are bound (binding one converts its
+    # whole value, e.g. a pod, for every evaluation)
+    _reads: frozenset[str] = frozenset()
 
     def evaluate(self, variables: Mapping[str, Any]) -> Any:
         """The value with ``variables`` bound (plain JSON-like Python values)."""
         ctx = _cel.Context()
         for name, value in variables.items():
-            ctx.add_variable(name, value)
+            if name in self._reads:
+                ctx.add_variable(name, value)
         try:
             return self._program.execute(ctx)
         except Exception as e:  # the bindings raise KeyError/TypeError/RuntimeError/...
@@ -114,4 +118,4 @@ def compile_expression(source: str) -> Expression:
     for fn in program.functions():
         if not _operator(fn) and fn not in SUPPORTED_FUNCTIONS:
             raise CelError(source, f"undeclared reference to '{fn}'")
-    return Expression(source, program)
+    return Expression(source, program, frozenset(program.variables()))

@@ -81,3 +81,21 @@ class JobSpec(_Frozen):
     script: str | None = None
     environment: tuple[str, ...] = ("PATH=/usr/bin:/bin",)
     current_working_directory: str = "/tmp"
+    # A heterogeneous job (docs/hetjob.md): this spec is component 0 and these are
+    # components 1..n, each a whole job description of its own; Slurm starts them all
+    # together. Empty: a plain job.
+    het_components: tuple[JobSpec, ...] = ()
+
+    @property
+    def components(self) -> tuple[JobSpec, ...]:
+        """Every component in offset order: ``(self,)`` for a plain job."""
+        return (self, *self.het_components)
+
+    @property
+    def heterogeneous(self) -> bool:
+        return bool(self.het_components)
+
+    @property
+    def total_tasks(self) -> int:
+        """Tasks (pods) over every component."""
+        return sum(c.tasks for c in self.components)

@@ -22,10 +22,17 @@ def ours(job: SlurmJob, mcs_label: str) -> tuple[str, ...] | None:
     """
     if not job.state.active:
         return None
-    link = back_link(job.admin_comment)
-    if link is None or not link_is_ours(link, job.mcs_label, mcs_label):
+    if job.het_job_id is not None and job.het_job_id != job.job_id:
+        # a hetjob's component: the pods carry its leader's id, and the leader, read by
+        # its id, stands for every component (cancelling it cancels them all)
         return None
-    return link.pods
+    pods: list[str] = []
+    for c in job.components:
+        link = back_link(c.admin_comment)
+        if link is None or not link_is_ours(link, c.mcs_label, mcs_label):
+            return None
+        pods += link.pods
+    return tuple(pods)
 
 
 def candidates(jobs: Sequence[SlurmJob], mcs_label: str) -> dict[int, tuple[str, ...]]:

@@ -7,6 +7,9 @@ naming the state and Slurm's reason; policy ``delete`` deletes them (upstream's 
 A PodGroup's status phase follows (Failed; Finished when every pod Succeeded). A job
 Slurm selected for preemption (still RUNNING for its GraceTime: controller/preemption.py)
 is treated as PREEMPTED at once, so its pods stop while Slurm still holds the nodes.
+A heterogeneous job (docs/hetjob.md) is one unit: its pods all carry the leader's id, and
+any component that ended or is being preempted ends every pod of the gang, with that
+component's state and reason.
 
 A job Slurm ended for a reason outside the workload (:data:`DISRUPTION_STATES`: preempted,
 node or boot failure, time limit, deadline, cancelled from outside, or gone) also gives
@@ -53,7 +56,9 @@ def is_disruption(view: SlurmJobStatus) -> bool:
     return (
         view.preempted
         or view.kind is JobKind.GONE
-        or (view.kind is JobKind.ENDED and view.state in DISRUPTION_STATES)
+        or (
+            (view.kind is JobKind.ENDED or view.component_ended) and view.state in DISRUPTION_STATES
+        )
     )
 
 
@@ -78,6 +83,8 @@ def message_for(job_id: int, view: SlurmJobStatus) -> str:
     msg = f"Slurm job {job_id} ended with state {view.state}"
     if view.reason and view.reason != "None":
         msg += f" (reason: {view.reason})"
+    if view.component:
+        msg += f" in hetjob component {view.component}: every pod of the gang stops"
     return msg
 
 
@@ -93,7 +100,7 @@ def _pod_groups(pods: Sequence[KubeObject]) -> set[tuple[str, str]]:
 def plan(
     job_id: int, pods: Sequence[KubeObject], view: SlurmJobStatus, policy: Policy
 ) -> list[Action]:
-    if not (view.finished or view.preempted):
+    if not (view.finished or view.preempted or view.component_ended):
         return []
     reason, message = reason_for(view), message_for(job_id, view)
     disruption = is_disruption(view)

@@ -43,6 +43,11 @@ class SlurmJobStatus:
     # ACTIVE (RUNNING) but selected for preemption: it keeps its nodes only for its
     # partition's GraceTime (controller/preemption.py).
     preempted: bool = False
+    # a hetjob: the component (``<id>+<offset>``) whose state this is (docs/hetjob.md)
+    component: str = ""
+    # ACTIVE hetjob one of whose components ended (``state`` is that component's): every
+    # pod of the gang stops, and the rest of the job is cancelled once they all have.
+    component_ended: bool = False
 
     @property
     def finished(self) -> bool:

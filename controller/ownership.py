@@ -62,12 +62,19 @@ class Ownership:
         self.links.pop(job_id, None)
 
     def _link_of(self, job: SlurmJob) -> BackLink | None:
-        link = back_link(job.admin_comment)
-        return (
-            link
-            if link is not None and link_is_ours(link, job.mcs_label, self.cfg.mcs_label)
-            else None
-        )
+        """The job's back-link when it is ours; a hetjob's names the pods of every
+        component (each component's admin_comment names its own), and every component
+        must be ours."""
+        links = [back_link(c.admin_comment) for c in job.components]
+        if any(
+            link is None or not link_is_ours(link, c.mcs_label, self.cfg.mcs_label)
+            for link, c in zip(links, job.components, strict=True)
+        ):
+            return None
+        first = links[0]
+        if first is None or len(links) == 1:
+            return first
+        return BackLink(first.group, tuple(p for x in links if x for p in x.pods), first.mcs)
 
     async def named_pods(
         self, job_id: int, job_pods: list[KubeObject], view: SlurmJobStatus

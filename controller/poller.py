@@ -44,6 +44,46 @@ def _running(state: JobState | None) -> bool:
     return state is not None and state.primary == "RUNNING"
 
 
+def _het_state(
+    job_id: int, states: dict[int, JobState], het: dict[int, tuple[int, ...] | None]
+) -> JobState | None:
+    """A job's state in a poll; for a hetjob leader, the first of its components' that
+    is not active (None while its components are not known yet, or one is not listed:
+    the job is then read)."""
+    state = states.get(job_id)
+    if job_id not in het:
+        return state
+    comps = het[job_id]
+    if comps is None:
+        return None
+    for c in (job_id, *comps):
+        s = states.get(c)
+        if s is None or not s.active:
+            return s
+    return state
+
+
+def job_view(job: SlurmJob) -> SlurmJobStatus:
+    """A job read by id as the reconcilers see it; a hetjob (read by its leader's id:
+    every component) as one unit (docs/hetjob.md): its first component no longer active
+    ends every pod of the gang; while others still hold nodes the job stays ACTIVE
+    (``component_ended``), so it is cancelled once every pod has stopped."""
+    for offset, c in enumerate(job.components if job.het_components else ()):
+        if not c.state.active:
+            where = f"{job.job_id}+{offset}"
+            if any(x.state.active for x in job.components):
+                return SlurmJobStatus(
+                    JobKind.ACTIVE,
+                    c.state.primary,
+                    c.state_reason,
+                    component=where,
+                    component_ended=True,
+                )
+            return SlurmJobStatus(JobKind.ENDED, c.state.primary, c.state_reason, component=where)
+    kind = JobKind.ACTIVE if job.state.active else JobKind.ENDED
+    return SlurmJobStatus(kind, job.state.primary, job.state_reason)
+
+
 class SlurmPoller:
     def __init__(
         self,
@@ -63,6 +103,8 @@ class SlurmPoller:
         self.queue = queue
         self.facts = facts
         self.views: dict[int, SlurmJobStatus] = {}
+        # hetjob leaders our pods name -> their other components' ids (None: not read yet)
+        self.het: dict[int, tuple[int, ...] | None] = {}
         # Set to poll Slurm before the interval is up (a new job id appeared).
         self.poll_now = asyncio.Event()
         self.slurm_ok = False
@@ -85,6 +127,7 @@ class SlurmPoller:
 
     def forget(self, job_id: int) -> None:
         self.views.pop(job_id, None)
+        self.het.pop(job_id, None)
 
     def ids(self) -> list[int]:
         """The jobs a poll asks about: those the labelled pods name, not known to be over."""
@@ -98,7 +141,7 @@ class SlurmPoller:
             return 0
         changed = 0
         try:
-            states = {s.job_id: s.state for s in await self.slurm.list_job_states(ids)}
+            rows = await self.slurm.list_job_states(ids)
         except SlurmError as e:
             self.slurm_ok = False
             self.slurm_failures += 1
@@ -106,9 +149,13 @@ class SlurmPoller:
             return 0  # unknown is not gone: nothing changes
         self.slurm_ok = True
         self.slurm_failures = 0
+        states = {s.job_id: s.state for s in rows}
+        for s in rows:
+            if s.het_offset == 0 and s.job_id not in self.het:
+                self.het[s.job_id] = None  # a hetjob's leader: read below for its components
         preempted = await self._preempted(sorted(j for j in ids if _running(states.get(j))))
         for j in ids:
-            st = states.get(j)
+            st = _het_state(j, states, self.het)
             if st is not None and st.active:
                 was = self.views.get(j, UNKNOWN).preempted and st.primary == "RUNNING"
                 view = SlurmJobStatus(JobKind.ACTIVE, st.primary, preempted=was or j in preempted)
@@ -124,8 +171,9 @@ class SlurmPoller:
                 else:
                     self.remember(job)
                     self.ownership.learn(job)
-                    kind = JobKind.ACTIVE if job.state.active else JobKind.ENDED
-                    view = SlurmJobStatus(kind, job.state.primary, job.state_reason)
+                    if job.het_components:
+                        self.het[j] = tuple(c.job_id for c in job.het_components)
+                    view = job_view(job)
             if self.views.get(j) != view:
                 log.info("slurm_job_state", job_id=j, state=view.state, kind=view.kind.value)
                 self.views[j] = view
@@ -145,7 +193,11 @@ class SlurmPoller:
         except SlurmError as e:
             log.warning("slurm_preempt_read_failed", error=str(e))
             return set()
-        out = {job.job_id for job in read if preemption.selected_for_preemption(job)}
+        out = {
+            job.job_id
+            for job in read
+            if any(preemption.selected_for_preemption(c) for c in job.components)
+        }
         for j in out:
             log.info("slurm_job_preempting", job_id=j)
         return out

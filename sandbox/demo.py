@@ -298,7 +298,11 @@ class Demo:
         ids = {str(self.result.job_ids[n]) for n in names if n in self.result.job_ids}
 
         def gone() -> bool:
-            listed = set(self.squeue("-h", "-p", self.env.partition, "-o", "%i").split())
+            # a hetjob's components are listed as <id>+<offset>
+            listed = {
+                i.partition("+")[0]
+                for i in self.squeue("-h", "-p", self.env.partition, "-o", "%i").split()
+            }
             return not (ids & listed)
 
         self.wait(f"Slurm jobs {', '.join(sorted(ids))} to end", gone)
@@ -562,7 +566,7 @@ class Demo:
         self.wait_bound(pg2)
         self.show("pg-2-bound")
 
-        self.step("5. a JobSet (1 driver + 2 workers): one gang, one Slurm job")
+        self.step("5. a JobSet (1 driver + 2 workers): one gang, one Slurm hetjob")
         self.finish(["pause", *pg2])
         self.wait_jobs_gone(["pause", *pg2])
         self.apply(ex / "jobset.yaml")

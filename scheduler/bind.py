@@ -36,8 +36,8 @@ from bridge.wellknown import (
     MANAGED_NODE_TAINT,
 )
 from bridge.workqueue import WorkQueue
-from scheduler.assign import AssignmentError, assign, network_order
-from scheduler.decide import REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE, Bind
+from scheduler.assign import Assignment, AssignmentError, assign, network_order
+from scheduler.decide import REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE, Bind, BindPart
 from scheduler.dra import ClaimsNotReady, DraAllocator
 from scheduler.giveback import BindFailures, GiveBack, Step
 from scheduler.metrics import SchedulerMetrics
@@ -96,18 +96,10 @@ class Binder:
         by_key = {kobj.pod_key(p): p for p in pods}
         already = {v.key: v.assigned_node for v in d.pods if v.assigned_node}
         try:
-            # the job's nodes, network neighbours together (docs/topology.md)
-            ranked = network_order(
-                d.job.nodes,
-                self.state.node_set.topology_of(d.job.nodes, self.state.settings.topology),
-            )
-            plan = assign(
-                [v.key for v in d.pods],
-                ranked,
-                to_kube=self.state.node_set.to_kube(),
-                tasks_per_node=dict(d.tasks_per_node) if d.tasks_per_node is not None else None,
-                already=already,
-            )
+            # each component's pods on its own nodes (a plain job: one part)
+            parts = d.parts or (BindPart(d.job.nodes, d.pods, d.tasks_per_node, d.job.job_id),)
+            plans = [(part.job_id, self._assign(part, already)) for part in parts]
+            plan = [a for _, mine in plans for a in mine]
         except AssignmentError as e:
             give = self._failed(d.job.job_id, "assign", str(e))
             if give is not None:
@@ -116,16 +108,30 @@ class Binder:
             self._rejected(g)
             return None
         job_id = d.job.job_id
+        # One pod has one node to go to: its node annotation rides on its Binding (the API
+        # server writes both at once) and its link carries the job alone, often written
+        # already while Slurm was asked for the node (scheduler.start).
+        alone = len(plan) == 1
         t0 = time.monotonic()
         step: Step = "link"
         try:
             # 1. every pod carries its node before any is bound (restart-safe)
             await asyncio.gather(
-                *(self.link_pod_to_job(by_key[a.pod], job_id, a.node) for a in plan)
+                *(
+                    self.link_pod_to_job(by_key[a.pod], job_id, None if alone else a.node)
+                    for a in plan
+                )
             )
             # 2. DRA claims allocated to the devices Slurm picked (restart-safe)
+            # (a hetjob's devices come from each component's own allocation)
             step = "claims"
-            claims = await self._allocate_claims(g, job_id, [(by_key[a.pod], a.node) for a in plan])
+            claims: bool | GiveBack = True
+            for part_job, mine in plans:
+                claims = await self._allocate_claims(
+                    g, job_id, [(by_key[a.pod], a.node) for a in mine], devices_of=part_job
+                )
+                if claims is not True:
+                    break
         except KubeError as e:
             give = self._failed(job_id, step, str(e))
             if give is None:
@@ -136,7 +142,8 @@ class Binder:
         t1 = time.monotonic()
         # 3. the Bindings
         results = await asyncio.gather(
-            *(self._bind_one(by_key[a.pod], a.node, g) for a in plan), return_exceptions=True
+            *(self._bind_one(by_key[a.pod], a.node, g, note=alone) for a in plan),
+            return_exceptions=True,
         )
         # 4. the Scheduled events, off the bind path
         bound = [(by_key[a.pod], a.node) for a, r in zip(plan, results, strict=True) if r is None]
@@ -160,6 +167,20 @@ class Binder:
             )
         return None
 
+    def _assign(self, part: BindPart, already: dict[str, str]) -> list[Assignment]:
+        """The pods of ``part`` on its nodes, ranks in network order (docs/topology.md)."""
+        ranked = network_order(
+            part.nodes, self.state.node_set.topology_of(part.nodes, self.state.settings.topology)
+        )
+        keys = [v.key for v in part.pods]
+        return assign(
+            keys,
+            ranked,
+            to_kube=self.state.node_set.to_kube(),
+            tasks_per_node=dict(part.tasks_per_node) if part.tasks_per_node is not None else None,
+            already={k: n for k, n in already.items() if k in keys},
+        )
+
     def _failed(
         self, job_id: int, step: Step, error: str, *, counts: bool = True
     ) -> GiveBack | None:
@@ -170,14 +191,21 @@ class Binder:
         self.queue.add_rate_limited(g.ref.key, base=self.cfg.scheduler.reject_backoff_seconds)
 
     async def _allocate_claims(
-        self, g: GroupState, job_id: int, plan: list[tuple[KubeObject, str]]
+        self,
+        g: GroupState,
+        job_id: int,
+        plan: list[tuple[KubeObject, str]],
+        *,
+        devices_of: int | None = None,
     ) -> bool | GiveBack:
         """The pods' ResourceClaims allocated before binding: True; False (said and
-        requeued) when they cannot be yet; a GiveBack past the bound."""
+        requeued) when they cannot be yet; a GiveBack past the bound. The devices are
+        Slurm's allocation of ``devices_of`` (a hetjob's component), else of ``job_id``;
+        failures count against ``job_id`` (the whole job is given back)."""
         pods = [p for p, _ in plan]
         t0 = time.monotonic()
         try:
-            n = await self.dra.allocate(job_id, plan, self.state.node_set.to_kube())
+            n = await self.dra.allocate(devices_of or job_id, plan, self.state.node_set.to_kube())
         except ClaimsNotReady as e:
             # waiting on kube-controller-manager: counts toward the time bound only
             give = self._failed(job_id, "claims", str(e), counts=False)
@@ -198,22 +226,25 @@ class Binder:
             log.info("claims_allocated", job_id=job_id, claims=n, seconds=seconds)
         return True
 
-    async def _bind_one(self, pod: KubeObject, node: str, g: GroupState) -> None:
-        await self.kube.bind_pod(kobj.namespace(pod), kobj.name(pod), kobj.uid(pod), node)
+    async def _bind_one(self, pod: KubeObject, node: str, g: GroupState, *, note: bool) -> None:
+        """``note``: the Binding carries the pod's node annotation (written with its node)."""
+        key = kobj.pod_key(pod)
+        notes = {ANNOTATION_SLURM_NODE: node} if note else None
+        await self.kube.bind_pod(kobj.namespace(pod), kobj.name(pod), kobj.uid(pod), node, notes)
         # Bound: it leaves this scheduler now, not when the watch says so (no second bind);
         # the group is processed once more and dropped when none of its pods is left.
-        self.state.bound(pod)
-        started = g.first_seen.pop(kobj.pod_key(pod), None)
+        self.state.bound(pod, key)
+        started = g.first_seen.pop(key, None)
         if started is not None:
             self.metrics.bind_seconds.observe(time.monotonic() - started)
         self.metrics.pods_bound.inc()
 
     async def link_pod_to_job(
         self, pod: KubeObject, job_id: int, node: str | None, spec_hash: str | None = None
-    ) -> None:
+    ) -> KubeObject:
         """One patch: job-id label, finalizer, managed-node toleration, node annotation,
         the job's spec hash (see :func:`scheduler.jobs.restored_job`); none when the pod
-        carries them all."""
+        carries them all. Returns the pod as it now is."""
         labels = kobj.labels(pod)
         annotations = kobj.annotations(pod)
         tolerations = list(kobj.sequence(pod, "spec", "tolerations"))
@@ -238,13 +269,13 @@ class Binder:
             }
             need["spec"] = {"tolerations": [*tolerations, toleration]}
         if not need:
-            return
+            return pod
         if "metadata" in need:
             need["metadata"]["resourceVersion"] = kobj.get(pod, "metadata", "resourceVersion")
         updated = await self.kube.patch_pod(
             kobj.namespace(pod), kobj.name(pod), need, patch_type="strategic"
         )
-        self.state.written(updated)
+        return self.state.written(updated)
 
     async def unlink(self, pod: KubeObject) -> None:
         """The pod no longer names a job (its job was cancelled): its job-id label,

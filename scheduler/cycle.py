@@ -197,11 +197,23 @@ class Scheduler:
                 await self.report.unschedulable(pods, REASON_UNSCHEDULABLE, message, warning=True)
                 self.queue.add_rate_limited(key, base=self.cfg.scheduler.reject_backoff_seconds)
             case Submit():
-                started = await self.starter.start(g, d, pods, snap.group.pods)
+                linked: list[KubeObject] = []
+
+                async def link_alone(job_id: int) -> None:
+                    # a lone pod is linked to its job while Slurm is asked for its node
+                    linked.append(await self.binder.link_pod_to_job(pods[0], job_id, None))
+
+                alone = link_alone if len(pods) == 1 else None
+                started = await self.starter.start(g, d, pods, snap.group.pods, alone)
                 if started is not None:
-                    await self._bind(g, started, pods)
-            case Update(job_id=job_id, spec=spec, spec_hash=h):
-                await self.slurm.update_job(job_id, with_hash_in_comment(spec, h))
+                    await self._bind(g, started, linked or pods)
+            case Update(job_id=job_id, spec=spec, spec_hash=h, component_ids=ids):
+                stamped = with_hash_in_comment(spec, h)
+                if ids:  # a pending hetjob: each component by its own id
+                    for cid, part in zip(ids, stamped.components, strict=True):
+                        await self.slurm.update_job(cid, part)
+                else:
+                    await self.slurm.update_job(job_id, stamped)
                 log.info("job_updated", job_id=job_id)
                 g.job = await self.slurm.get_job(job_id)
                 self.queue.add(key)

@@ -55,6 +55,35 @@ class JobView:
     shared: bool = False  # its nodes may hold other jobs (OverSubscribe)
     cpus: tuple[tuple[str, int], ...] = ()  # CPUs Slurm allocated per node, when known
     cpus_per_task: int | None = None
+    # A heterogeneous job (docs/hetjob.md): every component, leader first; the fields
+    # above then sum them up (state: see :func:`het_state`; nodes: all, component order).
+    parts: tuple[JobPart, ...] = ()
+    # the component whose state and reason the fields above show (None: a plain job)
+    shown: int | None = None
+
+
+@dataclass(frozen=True)
+class JobPart:
+    """One component of a heterogeneous job, as the job view needs it."""
+
+    job_id: int
+    offset: int
+    state: str
+    reason: str | None = None
+    nodes: tuple[str, ...] = ()
+    pods: tuple[str, ...] = ()  # the pods its back-link names, in rank order
+    shared: bool = False
+    cpus: tuple[tuple[str, int], ...] = ()
+    cpus_per_task: int | None = None
+
+
+def het_state(parts: tuple[JobPart, ...]) -> JobPart:
+    """The component a hetjob's state is told by: the first that ended (the whole gang
+    ends with it), else the first not RUNNING (pending, configuring ...; its reason is
+    the one shown on every pod), else the leader (all RUNNING)."""
+    ended = [p for p in parts if p.state in ENDED_STATES]
+    waiting = [p for p in parts if p.state != "RUNNING"]
+    return (ended or waiting or list(parts))[0]
 
 
 @dataclass(frozen=True)
@@ -101,6 +130,8 @@ class Update:
     job_id: int
     spec: JobSpec
     spec_hash: str
+    # a heterogeneous job's component ids, leader first (each updated by its own id)
+    component_ids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -112,11 +143,23 @@ class Cancel:
 @dataclass(frozen=True)
 class Bind:
     """The job runs: put ``pods`` on its nodes, ``tasks_per_node`` pods on each Slurm
-    node (None: one each, the job has a node per pod)."""
+    node (None: one each, the job has a node per pod). A heterogeneous job binds by
+    ``parts``: the pods of component k on component k's nodes."""
 
     job: JobView
     pods: tuple[PodView, ...] = field(default=())
     tasks_per_node: tuple[tuple[str, int], ...] | None = None
+    parts: tuple[BindPart, ...] = ()
+
+
+@dataclass(frozen=True)
+class BindPart:
+    """One component's share of a :class:`Bind`."""
+
+    nodes: tuple[str, ...]
+    pods: tuple[PodView, ...]
+    tasks_per_node: tuple[tuple[str, int], ...] | None = None
+    job_id: int = 0  # the component's own job id (its allocation: DRA devices)
 
 
 @dataclass(frozen=True)
@@ -173,8 +216,8 @@ Decision = (
 
 
 # JobSpec fields newer than the hashes pending jobs carry: left out while unset, so a job
-# without a topology request keeps its hash across the upgrade (no Update of every
-# pending job).
+# without a topology request (or a plain job: no het_components) keeps its hash across
+# the upgrade (no Update of every pending job).
 _HASHED_WHEN_SET = ("segment_size", "required_switches", "wait_for_switch_seconds")
 
 
@@ -182,6 +225,8 @@ def spec_hash(spec: JobSpec) -> str:
     """A short stable hash of everything Slurm-relevant in ``spec`` (not the comment,
     which carries the hash itself)."""
     unset = {f for f in _HASHED_WHEN_SET if getattr(spec, f) is None}
+    if not spec.het_components:
+        unset.add("het_components")
     data = spec.model_dump_json(exclude={"comment", *unset})
     return hashlib.sha256(data.encode()).hexdigest()[:12]
 
@@ -210,20 +255,46 @@ def topology_note(spec: JobSpec | None) -> str:
 
 def pending_message(job: JobView, spec: JobSpec | None = None) -> str:
     reason = job.reason or "None"
-    return f"Slurm job {job.job_id} is pending: {reason}{topology_note(spec)}"
+    return f"Slurm job {job.job_id} is pending: {reason}{het_note(job)}{topology_note(spec)}"
+
+
+HET_NOTE = " (hetjob component "
+
+
+def het_note(job: JobView) -> str:
+    """Which component's reason a hetjob's pods show (Slurm gives one per component)."""
+    if not job.parts or job.shown is None:
+        return ""
+    return f"{HET_NOTE}{job.job_id}+{job.shown} of {len(job.parts)})"
 
 
 def pending_reason(message: str, job_id: int) -> str | None:
     """The reason :func:`pending_message` put in ``message`` for ``job_id``, else None."""
     prefix = f"Slurm job {job_id} is pending: "
     reason = message[len(prefix) :] if message.startswith(prefix) else ""
-    return reason.partition(TOPOLOGY_NOTE)[0] or None
+    return reason.partition(TOPOLOGY_NOTE)[0].partition(HET_NOTE)[0] or None
 
 
 def bind(job: JobView, pods: tuple[PodView, ...]) -> Bind:
     """Bind ``pods`` to the running ``job``: one pod per node, unless the job shares its
     nodes or has fewer nodes than pods; then as many per node as Slurm's CPUs there hold
-    tasks, or (CPUs unknown) spread evenly as Slurm's block distribution does."""
+    tasks, or (CPUs unknown) spread evenly as Slurm's block distribution does. A
+    heterogeneous job does this per component, with the pods its back-link names."""
+    if job.parts:
+        out = []
+        for part in job.parts:
+            mine = set(part.pods)
+            view = JobView(
+                part.job_id,
+                part.state,
+                nodes=part.nodes,
+                shared=part.shared,
+                cpus=part.cpus,
+                cpus_per_task=part.cpus_per_task,
+            )
+            one = bind(view, tuple(p for p in pods if p.key in mine))
+            out.append(BindPart(part.nodes, one.pods, one.tasks_per_node, part.job_id))
+        return Bind(job, tuple(p for b in out for p in b.pods), None, tuple(out))
     if not job.shared and len(job.nodes) >= len(pods):
         return Bind(job, pods)
     # pods already bound are not here: spread what is left
@@ -250,10 +321,12 @@ def _next_step(snap: GroupSnapshot) -> Decision:
     have, want = len(snap.pods), snap.expected
     job = snap.job
     if job is not None and job.state in ENDED_STATES:
+        which = f" (hetjob component {job.job_id}+{job.shown})" if job.parts else ""
         return Ended(
             job.job_id,
             f"Slurm job {job.job_id} ended before allocation: {job.state}"
-            + (f" ({job.reason})" if job.reason and job.reason != "None" else ""),
+            + (f" ({job.reason})" if job.reason and job.reason != "None" else "")
+            + which,
         )
     if have < want:
         if job is not None and job.state == "PENDING":
@@ -280,7 +353,14 @@ def _next_step(snap: GroupSnapshot) -> Decision:
         return Submit(snap.spec, h)
     if job.state == "PENDING":
         if job.spec_hash is not None and job.spec_hash != h:
-            return Update(job.job_id, snap.spec, h)
+            if len(job.parts or (job,)) != len(snap.spec.components):
+                # components cannot be added to or taken from a pending hetjob
+                return Cancel(
+                    job.job_id,
+                    f"group {snap.group.key} now has {len(snap.spec.components)} shape(s), "
+                    f"its pending job {len(job.parts or (job,))}: submitted anew",
+                )
+            return Update(job.job_id, snap.spec, h, tuple(p.job_id for p in job.parts))
         return Pending(job.job_id, pending_message(job, snap.spec))
     # CONFIGURING, SUSPENDED, REQUEUED ...: wait for Slurm to settle.
     return Pending(job.job_id, f"Slurm job {job.job_id} is {job.state}")
@@ -302,6 +382,8 @@ class Shape:
     # priority 0: Slurm holds the job until someone releases it, and refuses to start it
     # at once (2038, "Job dependency problem")
     held: bool = False
+    # a heterogeneous job: Slurm never starts one at once (2078, docs/hetjob.md)
+    heterogeneous: bool = False
 
     def covers(self, other: Shape) -> bool:
         """At least as much as ``other`` everywhere: when ``other`` was refused for lack
@@ -323,7 +405,14 @@ def shape_of(spec: JobSpec) -> Shape:
     per_node = spec.tasks_per_node or -(-spec.tasks // spread)
     cpus = per_node * spec.cpus_per_task
     mem = spec.memory_per_node_mib or (spec.memory_per_cpu_mib or 0) * cpus
-    return Shape(nodes, cpus, mem, spec.exclusive, held=spec.priority == 0)
+    return Shape(
+        nodes,
+        cpus,
+        mem,
+        spec.exclusive,
+        held=spec.priority == 0,
+        heterogeneous=spec.heterogeneous,
+    )
 
 
 @dataclass(frozen=True)
@@ -346,6 +435,8 @@ def start_how(mode: str, shape: Shape, part: PartitionView) -> tuple[str, str]:
         return SUBMIT, "immediateAllocation is never"
     if shape.held:
         return SUBMIT, "a held job (priority 0) waits for its release"
+    if shape.heterogeneous:
+        return SUBMIT, "Slurm cannot start a heterogeneous job at once (2078)"
     if part.pending:
         return SUBMIT, "jobs pending in the partition go first"
     if part.nodes is not None and shape.nodes > part.nodes:

@@ -38,7 +38,15 @@ from bridge.translate import (
 from bridge.translate.policy import resolve_policy
 from bridge.wellknown import ANNOTATION_SLURM_NODE, ANNOTATION_SPEC_HASH, LABEL_JOB_ID
 from bridge.workqueue import WorkQueue
-from scheduler.decide import GroupSnapshot, JobView, PartitionView, PodView, pending_reason
+from scheduler.decide import (
+    GroupSnapshot,
+    JobPart,
+    JobView,
+    PartitionView,
+    PodView,
+    het_state,
+    pending_reason,
+)
 from scheduler.dra import DraAllocator
 from scheduler.outage import SlurmReachability
 from scheduler.poller import JobPoller
@@ -69,17 +77,60 @@ def _group_uid_of_active(job: SlurmJob) -> str | None:
     return parsed[0].uid if parsed is not None and parsed[0] is not None else None
 
 
+def _shares(job: SlurmJob) -> bool:
+    return bool(job.shared) and "none" not in job.shared
+
+
 def job_view(job: SlurmJob) -> JobView:
+    if job.het_components:
+        return _het_view(job)
     return JobView(
         job_id=job.job_id,
         state=job.state.primary,
         reason=job.state_reason or None,
         nodes=job.nodes,
         spec_hash=spec_hash_of(job),
-        shared=bool(job.shared) and "none" not in job.shared,
+        shared=_shares(job),
         cpus=tuple((a.name, a.cpus or 0) for a in job.allocation),
         cpus_per_task=job.cpus_per_task,
     )
+
+
+def _het_view(job: SlurmJob) -> JobView:
+    """A heterogeneous job read by its leader's id: every component a part; its state
+    and reason those of :func:`scheduler.decide.het_state`'s component."""
+    parts = []
+    for offset, c in enumerate(job.components):
+        link = parse_admin_comment(c.admin_comment)
+        parts.append(
+            JobPart(
+                job_id=c.job_id,
+                offset=c.het_job_offset if c.het_job_offset is not None else offset,
+                state=c.state.primary,
+                reason=c.state_reason or None,
+                nodes=c.nodes,
+                pods=link[1] if link is not None else (),
+                shared=_shares(c),
+                cpus=tuple((a.name, a.cpus or 0) for a in c.allocation),
+                cpus_per_task=c.cpus_per_task,
+            )
+        )
+    shown = het_state(tuple(parts))
+    return JobView(
+        job_id=job.job_id,
+        state=shown.state,
+        reason=shown.reason,
+        nodes=tuple(n for p in parts for n in p.nodes),
+        spec_hash=spec_hash_of(job),
+        parts=tuple(parts),
+        shown=shown.offset,
+    )
+
+
+def names_a_pod(job: SlurmJob, pods: list[KubeObject], mcs: str | None) -> bool:
+    """The job (any component of a hetjob: each back-links its own pods) is this
+    cluster's and names one of ``pods``."""
+    return any(names_any_pod(c.admin_comment, c.mcs_label, pods, mcs) for c in job.components)
 
 
 def pod_view(pod: Mapping[str, Any]) -> PodView:
@@ -253,13 +304,17 @@ class SlurmJobs:
         more are unknown, in one streamed ``GET /jobs/`` keeping only the bridge's. Slurm's
         whole table is never held, nor read at all in the usual case. The labelled pods
         are paged once ``lists_done`` is set (the watches' initial lists first: they
-        gate every binding, the sweep only the groups that may have a job)."""
+        gate every binding, the sweep only the groups that may have a job); then only the
+        bound ones are paged: the unbound ones are in the pod watch's cache already. A
+        labelled pod missed there (a failed initial list) only costs its job a read."""
         started = self.clock.monotonic()
 
         async def labelled_after_lists() -> set[int]:
-            if lists_done is not None:
-                await lists_done.wait()
-            return await self._labelled_jobs()
+            if lists_done is None:
+                return await self._labelled_jobs(bound_only=False)
+            await lists_done.wait()
+            cached = {j for j in map(pod_job_id, self.state.pods.values()) if j is not None}
+            return cached | await self._labelled_jobs(bound_only=True)
 
         states, labelled = await asyncio.gather(
             self.slurm.scan_job_states(lambda s: s.state.active), labelled_after_lists()
@@ -272,7 +327,7 @@ class SlurmJobs:
             )
         else:
             jobs = await self.slurm.get_jobs(sorted(unknown), concurrency=SWEEP_READ_CONCURRENCY)
-        for job in jobs:
+        for job in await self._whole(jobs):
             uid = _group_uid_of_active(job)
             if uid is not None:
                 self.jobs_by_group_uid[uid] = job
@@ -289,13 +344,31 @@ class SlurmJobs:
             seconds=round(self.clock.monotonic() - started, 2),
         )
 
-    async def _labelled_jobs(self) -> set[int]:
-        """Job ids the pods' job-id labels name (every namespace, a page at a time)."""
+    async def _whole(self, jobs: Iterable[SlurmJob]) -> list[SlurmJob]:
+        """``jobs`` with every hetjob as its leader carrying all its components (a
+        component read alone, or a leader from Slurm's flat job list, is read again by
+        the leader's id, once per hetjob)."""
+        out: list[SlurmJob] = []
+        leaders: set[int] = set()
+        for job in jobs:
+            if job.het_job_id is None or job.het_components:
+                out.append(job)
+            else:
+                leaders.add(job.het_job_id)
+        leaders -= {j.job_id for j in out}
+        if leaders:
+            out += await self.slurm.get_jobs(sorted(leaders), concurrency=SWEEP_READ_CONCURRENCY)
+        return out
+
+    async def _labelled_jobs(self, *, bound_only: bool) -> set[int]:
+        """Job ids the pods' job-id labels name (every namespace, a page at a time;
+        ``bound_only``: of the pods bound to a node)."""
         out: set[int] = set()
+        fields = f"spec.schedulerName={self.state.cfg.scheduler_name}"
+        if bound_only:
+            fields += ",spec.nodeName!="
         async for page, _ in self.kube.pages(
-            PODS,
-            label_selector=LABEL_JOB_ID,
-            field_selector=f"spec.schedulerName={self.state.cfg.scheduler_name}",
+            PODS, label_selector=LABEL_JOB_ID, field_selector=fields
         ):
             out.update(j for j in map(pod_job_id, page) if j is not None)
         return out
@@ -320,7 +393,7 @@ class SlurmJobs:
             return
         pods = [self.state.pods[k] for k in sorted(g.pods) if k in self.state.pods]
         mcs = self.state.cfg.mcs_label
-        if not names_any_pod(g.job.admin_comment, g.job.mcs_label, pods, mcs):
+        if not names_a_pod(g.job, pods, mcs):
             # A label names a job that is not this group's (forged, or stale): never act
             # on it (no update, no cancel, no binding); the group gets its own job.
             self.gone.add(job_id)
@@ -363,7 +436,9 @@ class SlurmJobs:
                 if g.job is not None:
                     return  # followed by read_job when pending
         if g.job is None and g.uncertain_submit and gid is not None:
-            found = await self.slurm.find_jobs_by_admin_comment(f'"uid":"{gid.uid}"')
+            found = await self._whole(
+                await self.slurm.find_jobs_by_admin_comment(f'"uid":"{gid.uid}"')
+            )
             if found:
                 g.job = found[0]
             g.uncertain_submit = False

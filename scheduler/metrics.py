@@ -50,6 +50,17 @@ class SchedulerMetrics:
         self.jobs_submitted = Counter(
             "slurm_bridge_jobs_submitted", "Placeholder jobs submitted", registry=r
         )
+        self.hetjobs_submitted = Counter(
+            "slurm_bridge_hetjobs_submitted",
+            "Heterogeneous placeholder jobs submitted (gangs of several shapes; each is "
+            "also one of slurm_bridge_jobs_submitted)",
+            registry=r,
+        )
+        self.hetjob_components_submitted = Counter(
+            "slurm_bridge_hetjob_components_submitted",
+            "Components of the heterogeneous jobs submitted",
+            registry=r,
+        )
         self.jobs_allocated = Counter(
             "slurm_bridge_jobs_allocated",
             "Placeholder jobs started at once (job/allocate, immediate)",

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import structlog
 
 from bridge.clock import Clock
 from bridge.config import BridgeConfig
-from bridge.errors import SlurmError, SlurmRejected, SlurmUnavailable
+from bridge.errors import KubeError, SlurmError, SlurmRejected, SlurmUnavailable
 from bridge.kube.resources import KubeObject
 from bridge.models import JobSpec
 from bridge.slurm.client import SlurmClient
@@ -60,6 +61,19 @@ class AllocationWindow:
     size: int = 1
     in_flight: int = 0
     last: float = float("-inf")
+
+
+# Work on a job started at once that needs only its id (a lone pod's link), done while
+# Slurm is asked for its nodes.
+Alongside = Callable[[int], Awaitable[object]]
+
+
+async def _settled(work: asyncio.Future[object]) -> None:
+    """``work`` ended; a failed write is only logged: the binding step writes it again."""
+    try:
+        await work
+    except KubeError as e:
+        log.info("early_link_failed", error=str(e))
 
 
 def with_hash_in_comment(spec: JobSpec, spec_hash: str, *, started_now: bool = False) -> JobSpec:
@@ -107,10 +121,16 @@ class Starter:
         )
 
     async def start(
-        self, g: GroupState, d: Submit, pods: list[KubeObject], views: tuple[PodView, ...]
+        self,
+        g: GroupState,
+        d: Submit,
+        pods: list[KubeObject],
+        views: tuple[PodView, ...],
+        alongside: Alongside | None = None,
     ) -> Bind | None:
         """A new job for the group; a Bind when Slurm started it at once (the cycle binds
-        it now), else None (queued, or failed and said to the pods)."""
+        it now), else None (queued, or failed and said to the pods). ``alongside``: what
+        the cycle does with the id of a job started at once while its nodes are read."""
         part, shape = d.spec.partition or "", shape_of(d.spec)
         mode = self.cfg.scheduler.immediate_allocation
         how, why = start_how(mode, shape, self.partition_view(part))
@@ -134,7 +154,7 @@ class Starter:
                 # Decided again: a try that ended while this one waited may have been refused.
                 how, why = start_how(mode, shape, self.partition_view(part))
                 if how == ALLOCATE:
-                    started, running = await self._allocate(g, d, pods, views)
+                    started, running = await self._allocate(g, d, pods, views, alongside)
             finally:
                 async with window.cond:
                     window.in_flight -= 1
@@ -150,7 +170,12 @@ class Starter:
         return None
 
     async def _allocate(
-        self, g: GroupState, d: Submit, pods: list[KubeObject], views: tuple[PodView, ...]
+        self,
+        g: GroupState,
+        d: Submit,
+        pods: list[KubeObject],
+        views: tuple[PodView, ...],
+        alongside: Alongside | None,
     ) -> tuple[bool, Bind | None]:
         """Try to start the job now: (False, None) when Slurm refused or rejected it (queue
         it instead); (True, a Bind) when it runs; (True, None) when it is known otherwise."""
@@ -179,11 +204,15 @@ class Starter:
         # RUNNING already: one read for its nodes, then bound in this same cycle. Should
         # the read fail, the job is known by id and the poller reads it.
         known = self._created(g, d.spec, stamped, outcome.job_id, t0)
+        beside = asyncio.ensure_future(alongside(outcome.job_id)) if alongside else None
         try:
             g.job = await self._allocated_job(known, len(pods))
         except SlurmError:
             self.jobs.watch(g, known)
             raise
+        finally:
+            if beside is not None:
+                await _settled(beside)
         log.info("job_allocated", job_id=outcome.job_id, pods=len(pods), nodes=len(g.job.nodes))
         if g.job.state.primary == "RUNNING" and g.job.nodes:
             return True, bind(job_view(g.job), views)
@@ -223,7 +252,10 @@ class Starter:
             await self._submit_failed(g, e, pods)
             return
         self.metrics.jobs_submitted.inc()
-        log.info("job_submitted", job_id=job_id, pods=len(pods))
+        if d.spec.heterogeneous:
+            self.metrics.hetjobs_submitted.inc()
+            self.metrics.hetjob_components_submitted.inc(len(d.spec.components))
+        log.info("job_submitted", job_id=job_id, pods=len(pods), components=len(d.spec.components))
         # No GET here: slurmctld starts an external job at its next scheduling pass, never
         # in the submit RPC (docs/benchmarks.md), so the job is pending now. The poller's
         # next tick sees it start (one GET then) or reads its reason.

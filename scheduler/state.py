@@ -36,6 +36,10 @@ from scheduler.owners import OwnerCache
 
 log = structlog.get_logger("scheduler")
 
+# The built-in Workload API's group; its version comes from discovery.
+BUILTIN_SCHEDULING_GROUP = "scheduling.k8s.io"
+BUILTIN_RETRY_SECONDS = 30.0
+
 OWNER_KINDS: dict[str, Resource] = {
     "Job": JOBS,
     "JobSet": JOBSETS,
@@ -104,6 +108,11 @@ class KubeState:
         # Pods this scheduler bound whose leaving the watch has not been seen yet: an event
         # for one that still shows no node is older than the binding and is ignored.
         self._bound_uids: set[str] = set()
+        self.clock = clock or SystemClock()
+        # the built-in PodGroup at the version the server serves (discovery); None: not
+        # found yet, looked for again after BUILTIN_RETRY_SECONDS
+        self._builtin_podgroups: Resource | None = None
+        self._builtin_looked_at: float | None = None
 
     # ------------------------------------------------------------------ watch events
     def managed(self, pod: Mapping[str, Any]) -> bool:
@@ -187,17 +196,18 @@ class KubeState:
             self.groups[gkey].pods.discard(key)
             self.queue.add(gkey)
 
-    def bound(self, pod: KubeObject) -> None:
-        """This scheduler bound ``pod``: it leaves now, not when the watch says so (no
-        second bind)."""
+    def bound(self, pod: KubeObject, key: str | None = None) -> None:
+        """This scheduler bound ``pod`` (``key``: its pod key, when known): it leaves now,
+        not when the watch says so (no second bind)."""
         self._bound_uids.add(kobj.uid(pod))
-        self.forget_pod(kobj.pod_key(pod))
+        self.forget_pod(key or kobj.pod_key(pod))
 
-    def written(self, pod: KubeObject) -> None:
-        """Keep the answer of a write to a cached pod, as the watch keeps it."""
+    def written(self, pod: KubeObject) -> KubeObject:
+        """Keep the answer of a write to a cached pod, as the watch keeps it; returns it."""
         key = kobj.pod_key(pod)
         if key in self.pods:
-            self.pods[key] = slim(pod)
+            pod = self.pods[key] = slim(pod)
+        return pod
 
     def drop_group(self, gkey: str) -> None:
         self.groups.pop(gkey, None)
@@ -248,7 +258,39 @@ class KubeState:
         cached = self.owners.fresh(src.uid) if src.uid else None
         if cached is not None and ref.kind != "PodGroup":
             return cached
-        res = OWNER_KINDS.get(src.kind)
+        if ref.kind == "WorkloadPodGroup":
+            res = await self.builtin_podgroups()
+        else:
+            res = OWNER_KINDS.get(src.kind)
         if res is None:
             return None
         return await self._get_object(res, src.namespace, src.name)
+
+    async def builtin_podgroups(self) -> Resource | None:
+        """The built-in PodGroup (``scheduling.k8s.io``) at whichever version the server
+        serves it: no version pinned, so Kubernetes 1.36's v1alpha2 and the beta planned
+        for 1.37 both work. Found by discovery, the preferred version first (a server may
+        prefer v1, which has PriorityClasses only); None when no version has podgroups."""
+        if self._builtin_podgroups is not None:
+            return self._builtin_podgroups
+        now = self.clock.monotonic()
+        if (
+            self._builtin_looked_at is not None
+            and now - self._builtin_looked_at < BUILTIN_RETRY_SECONDS
+        ):
+            return None
+        self._builtin_looked_at = now
+        for version in await self.kube.served_versions(BUILTIN_SCHEDULING_GROUP):
+            listed = await self.kube.request(
+                "GET", f"/apis/{BUILTIN_SCHEDULING_GROUP}/{version}", what="discovery"
+            )
+            names = {
+                str(r.get("name")) for r in listed.get("resources") or () if isinstance(r, dict)
+            }
+            if "podgroups" in names:
+                self._builtin_podgroups = Resource(
+                    BUILTIN_SCHEDULING_GROUP, version, "podgroups", "PodGroup", True
+                )
+                log.info("builtin_podgroups_version", version=version)
+                return self._builtin_podgroups
+        return None

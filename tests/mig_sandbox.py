@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from sandbox.slurm.launcher import ENV_FILE, parse_env_file
-from tests.topology_sandbox import derived_sandbox
+from tests.topology_sandbox import own_sandbox
 
 ENV_MIG = "SLURM_SANDBOX_MIG_ENV"
 PORT_OFFSET = 50
@@ -40,5 +40,5 @@ def mig_sandbox(environ: Mapping[str, str] | None = None) -> Iterator[Path]:
         if given and Path(given).is_file() and mig_gres_of(Path(given)) == "gpu:1g.10gb:7":
             yield Path(given)
             return
-    with derived_sandbox(env, "-mig", PORT_OFFSET, UP_ARGS) as env_file:
+    with own_sandbox(env, "-mig", PORT_OFFSET, UP_ARGS) as env_file:
         yield env_file

@@ -74,18 +74,23 @@ def topology_sandbox(
         if given and Path(given).is_file() and topology_of(Path(given)) == topology:
             yield Path(given)
             return
-    up = ("--nodes", "1", "--external-nodes", "8", "--node-gpus", "0", "--topology", topology)
-    with derived_sandbox(env, "-topology", PORT_OFFSET, up) as env_file:
+    with own_sandbox(
+        env,
+        "-topology",
+        PORT_OFFSET,
+        ("--nodes", "1", "--external-nodes", "8", "--node-gpus", "0", "--topology", topology),
+    ) as env_file:
         yield env_file
 
 
 @contextlib.contextmanager
-def derived_sandbox(
+def own_sandbox(
     env: Mapping[str, str], suffix: str, port_offset: int, up_args: tuple[str, ...]
 ) -> Iterator[Path]:
-    """A sandbox of its own (the tests' sandbox dir + ``suffix``, its ports +
-    ``port_offset``) started with ``up --defaults *up_args`` and stopped on exit; its root
-    comes from the tests' sandbox's cached tarball when there is one."""
+    """A sandbox of its own for a test or benchmark: the tests' sandbox dir + ``suffix``,
+    their ports + ``port_offset``, ``up --defaults`` with ``up_args``; its root from the
+    tests' sandbox's cached tarball when there is one (a hard link: no debootstrap).
+    Started here, stopped on exit; RuntimeError with Slurm's output if it fails."""
     base_dir, ports = _base(env)
     own = base_dir.with_name(base_dir.name + suffix)
     cached = base_dir / "cache" / "sid-root.tar.zst"

@@ -337,6 +337,31 @@ class KubeClient:
             resp.release()
         return resp.status, data
 
+    async def served_versions(self, group: str) -> tuple[str, ...]:
+        """The versions the server serves of API ``group`` (discovery: ``GET /apis/<group>``),
+        its preferred version first; () when it serves none."""
+        status, data = await self.raw("GET", f"/apis/{group}", what=f"discovery of {group}")
+        if status == 404:
+            return ()
+        if not 200 <= status < 300:
+            raise error_for_status(status, data, f"discovery of {group}")
+        try:
+            body = fastjson.loads(data)
+        except ValueError:
+            raise KubeUnavailable(
+                f"discovery of {group}: answer is not JSON", status=status
+            ) from None
+        versions = [
+            str(v.get("version"))
+            for v in (body.get("versions") or [])
+            if isinstance(v, dict) and v.get("version")
+        ]
+        preferred = (body.get("preferredVersion") or {}).get("version")
+        if preferred in versions:
+            versions.remove(preferred)
+            versions.insert(0, preferred)
+        return tuple(versions)
+
     async def request(
         self,
         method: str,
@@ -756,8 +781,17 @@ class KubeClient:
         except KubeNotFound:
             return None
 
-    async def bind_pod(self, namespace: str, name: str, pod_uid: str, node: str) -> None:
-        """Bind a pod to ``node``. Idempotent.
+    async def bind_pod(
+        self,
+        namespace: str,
+        name: str,
+        pod_uid: str,
+        node: str,
+        annotations: Mapping[str, str] | None = None,
+    ) -> None:
+        """Bind a pod to ``node``. Idempotent. ``annotations``: the API server adds them to
+        the pod in the same write as its node (kube-apiserver's BindingREST copies a
+        Binding's ``metadata.annotations``, never its labels).
 
         The server answers 201 with a ``Status`` (the generated typed call raises
         ``ValueError`` parsing it, after binding), so the request is sent raw and the
@@ -767,10 +801,13 @@ class KubeClient:
         :class:`KubeConflict` naming what the pod is.
         """
         what = f"bind Pod {namespace}/{name} to node {node}"
+        meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": pod_uid}
+        if annotations:
+            meta["annotations"] = dict(annotations)
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
-            "metadata": {"name": name, "namespace": namespace, "uid": pod_uid},
+            "metadata": meta,
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         status, data = await self.raw(

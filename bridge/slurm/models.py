@@ -7,6 +7,7 @@ says "not set" (``set: false`` or 0).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
@@ -139,6 +140,21 @@ class SlurmJob(_Frozen):
     # requeued (PreemptMode REQUEUE: PENDING again, ``restart_count`` one more).
     preempt_time: datetime | None = None
     restart_count: int = 0
+    # A heterogeneous job (docs/hetjob.md): ``het_job_id`` is the leader's id (component
+    # 0's), ``het_job_offset`` this component's offset; both None for a plain job. The
+    # leader read by id (``GET /job/{leader}``) carries components 1..n here.
+    het_job_id: int | None = None
+    het_job_offset: int | None = None
+    het_components: tuple[SlurmJob, ...] = ()
+
+    @property
+    def components(self) -> tuple[SlurmJob, ...]:
+        """Every component in offset order: ``(self,)`` for a plain job."""
+        return (self, *self.het_components)
+
+    @property
+    def heterogeneous(self) -> bool:
+        return self.het_job_id is not None
 
     @property
     def external(self) -> bool:
@@ -161,6 +177,31 @@ class SlurmJob(_Frozen):
     def tres_alloc(self) -> dict[str, str]:
         """``tres_alloc_str`` as a mapping: ``{"cpu": "16", "mem": "16000M", ...}``."""
         return _parse_tres(self.tres_alloc_str)
+
+
+def fold_hetjobs(jobs: Iterable[SlurmJob]) -> list[SlurmJob]:
+    """A flat job list (``GET /jobs/`` lists every hetjob component as a job of its own)
+    with each hetjob as one entry: its leader, carrying its other components in offset
+    order. Components whose leader is not in the list are kept as they are."""
+    listed = list(jobs)
+    leaders = {j.job_id for j in listed if j.het_job_id == j.job_id}
+    rest: dict[int, list[SlurmJob]] = {}
+    out: list[SlurmJob] = []
+    for j in listed:
+        if j.het_job_id is not None and j.het_job_id != j.job_id and j.het_job_id in leaders:
+            rest.setdefault(j.het_job_id, []).append(j)
+        else:
+            out.append(j)
+    return [
+        j.model_copy(
+            update={
+                "het_components": tuple(sorted(rest[j.job_id], key=lambda c: c.het_job_offset or 0))
+            }
+        )
+        if j.job_id in rest and not j.het_components
+        else j
+        for j in out
+    ]
 
 
 def _parse_tres(s: str) -> dict[str, str]:
@@ -190,6 +231,8 @@ class JobStateItem(_Frozen):
 
     job_id: int
     state: JobState
+    # a hetjob component's offset (the row reads ``"<id>+<offset>"``); None: a plain job
+    het_offset: int | None = None
 
 
 class SlurmNode(_Frozen):

@@ -15,6 +15,9 @@ Joining, in the order tried (the links the bridge writes on both sides):
 
 Mismatches: active bridge jobs none of whose pods exists (the controller's sweep cancels
 them), and pods not finished whose job Slurm no longer lists or has ended.
+
+A heterogeneous job (docs/hetjob.md) is one row, its pods carrying the leader's id; a
+line per component (``32+0``, ``32+1``: squeue's names) follows with its state and nodes.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any, Literal
 
 from bridge.models import GroupId
 from bridge.slurm.hostlist import HostlistError, compress
-from bridge.slurm.models import SlurmJob
+from bridge.slurm.models import SlurmJob, fold_hetjobs
 from bridge.translate import group_of, kobj, parse_admin_comment, pod_belongs, pod_job_id
 from bridge.translate.settings import TranslateSettings
 from bridge.wellknown import CONDITION_POD_SCHEDULED
@@ -57,10 +60,23 @@ class GroupRow:
     age_seconds: float | None
     partition: str = ""
     pods: tuple[str, ...] = ()
+    # a heterogeneous job's components (docs/hetjob.md), leader first; () for a plain job
+    components: tuple[ComponentRow, ...] = ()
 
     @property
     def group(self) -> str:
         return f"{self.kind}/{self.name}"
+
+
+@dataclass(frozen=True)
+class ComponentRow:
+    """One component of a group's heterogeneous job, as squeue names it (``32+1``)."""
+
+    component: str
+    job_id: int
+    state: str
+    reason: str
+    nodes: str
 
 
 @dataclass(frozen=True)
@@ -98,7 +114,13 @@ class Report:
         """camelCase keys, as Kubernetes tools write JSON."""
         return {
             "namespace": None if self.all_namespaces else self.namespace,
-            "groups": [_camel(asdict(g) | {"group": g.group}) for g in self.groups],
+            "groups": [
+                _camel(
+                    asdict(g)
+                    | {"group": g.group, "components": [_camel(asdict(c)) for c in g.components]}
+                )
+                for g in self.groups
+            ],
             "orphanJobs": [_camel(asdict(j)) for j in self.orphan_jobs],
             "strayPods": [_camel(asdict(p)) for p in self.stray_pods],
             "errors": list(self.errors),
@@ -179,14 +201,44 @@ class _BridgeJob:
 
 
 def bridge_jobs(jobs: Iterable[SlurmJob], mcs_label: str) -> dict[int, _BridgeJob]:
-    """Jobs whose admin_comment is the bridge's back-link (and not another bridge's)."""
+    """Jobs whose admin_comment is the bridge's back-link (and not another bridge's); a
+    hetjob (folded: its leader) names the pods of every component."""
     out: dict[int, _BridgeJob] = {}
     for job in jobs:
         parsed = parse_admin_comment(job.admin_comment)
         if parsed is None or (mcs_label and job.mcs_label and job.mcs_label != mcs_label):
             continue
-        out[job.job_id] = _BridgeJob(job, parsed[0], parsed[1])
+        pods = list(parsed[1])
+        for c in job.het_components:
+            more = parse_admin_comment(c.admin_comment)
+            pods += more[1] if more is not None else ()
+        out[job.job_id] = _BridgeJob(job, parsed[0], tuple(pods))
     return out
+
+
+def _het_summary(job: SlurmJob) -> tuple[str, str]:
+    """(state, reason) of a hetjob as one unit: its first component that ended, else the
+    first not running, else the leader's (as the scheduler shows it)."""
+    comps = job.components
+    pick = next((c for c in comps if not c.state.active), None) or next(
+        (c for c in comps if c.state.primary != "RUNNING"), job
+    )
+    return pick.state.primary, pick.state_reason or NONE
+
+
+def _components(job: SlurmJob) -> tuple[ComponentRow, ...]:
+    if not job.het_components:
+        return ()
+    return tuple(
+        ComponentRow(
+            f"{job.job_id}+{c.het_job_offset if c.het_job_offset is not None else i}",
+            c.job_id,
+            c.state.primary,
+            c.state_reason or NONE,
+            hostlist(c.nodes),
+        )
+        for i, c in enumerate(job.components)
+    )
 
 
 # --------------------------------------------------------------------------- the join
@@ -202,6 +254,8 @@ def build(
 ) -> Report:
     """The report: ``pods`` (the bridge's pods in scope) and ``jobs`` (Slurm's whole job
     list); either is None when it could not be read. ``namespace`` None = all."""
+    if jobs is not None:
+        jobs = fold_hetjobs(jobs)
     ours = bridge_jobs(jobs or (), mcs_label)
     by_id = {j.job_id: j for j in jobs or ()}
     named_by: dict[str, list[int]] = {}  # pod key -> active bridge jobs naming it
@@ -289,7 +343,7 @@ def _row(g: _Group, by_id: Mapping[int, SlurmJob], now: datetime, slurm_read: bo
     job = job or max(listed, key=lambda j: j.job_id, default=None)
     job_id = job.job_id if job is not None else max(g.jobs, default=None)
     if job is not None:
-        state, reason = job.state.primary, job.state_reason or NONE
+        state, reason = _het_summary(job)
     elif job_id is not None:
         state, reason = (GONE if slurm_read else UNKNOWN), NONE
     else:
@@ -304,10 +358,11 @@ def _row(g: _Group, by_id: Mapping[int, SlurmJob], now: datetime, slurm_read: bo
         job_id=job_id,
         state=state,
         reason=reason,
-        nodes=hostlist(job.nodes) if job is not None else NONE,
+        nodes=hostlist([n for c in job.components for n in c.nodes]) if job is not None else NONE,
         age_seconds=(now - min(created)).total_seconds() if created else None,
         partition=job.partition if job is not None else "",
         pods=tuple(sorted(kobj.name(p) for p in g.pods)),
+        components=_components(job) if job is not None else (),
     )
 
 
@@ -321,12 +376,13 @@ def _job_only_row(bj: _BridgeJob, now: datetime) -> GroupRow:
         pods_bound=None,
         pods_total=None,
         job_id=bj.job.job_id,
-        state=bj.job.state.primary,
-        reason=bj.job.state_reason or NONE,
-        nodes=hostlist(bj.job.nodes),
+        state=_het_summary(bj.job)[0],
+        reason=_het_summary(bj.job)[1],
+        nodes=hostlist([n for c in bj.job.components for n in c.nodes]),
         age_seconds=(now - submitted).total_seconds() if submitted else None,
         partition=bj.job.partition,
         pods=tuple(k.partition("/")[2] for k in bj.pods),
+        components=_components(bj.job),
     )
 
 
@@ -389,6 +445,13 @@ def render(report: Report, output: Output = "table") -> str:
         if wide:
             row += [g.partition or NONE, ",".join(g.pods) or NONE]
         rows.append(row)
+        for c in g.components:  # a hetjob: a line per component, under its group
+            sub = [f"  {c.component}", "", "", c.state, c.reason, c.nodes, ""]
+            if report.all_namespaces:
+                sub.insert(0, "")
+            if wide:
+                sub += ["", ""]
+            rows.append(sub)
     if rows:
         lines = _table(header, rows)
     else:

@@ -27,7 +27,8 @@ from bridge.translate.placement import NodeSet, excluded_nodes
 from bridge.translate.policy import ResolvedPolicy, enforce_policy
 from bridge.translate.resources import PodResources, pod_resources, tres_string
 from bridge.translate.settings import TranslateSettings
-from bridge.translate.topology import topology_request
+from bridge.translate.shapes import Shape, components
+from bridge.translate.topology import TopologyRequest, topology_request
 from bridge.wellknown import (
     LABEL_JOBSET_NAME,
     LABEL_LWS_NAME,
@@ -258,14 +259,117 @@ def translate_group(
         )
     elif opts.priority is None:
         opts = opts.model_copy(update={"priority": class_priority})
-    need = _max_resources(
-        with_devices(p, pod_resources(p, settings.gres_mapping), dra) for p in ordered
+    needs = [with_devices(p, pod_resources(p, settings.gres_mapping), dra) for p in ordered]
+    parts = (
+        components(ref, ordered, [Shape.of(p, n) for p, n in zip(ordered, needs, strict=True)])
+        if settings.gang_sizing == "hetjob" and len(ordered) > 1
+        else [list(range(len(ordered)))]
     )
+    priority = opts.priority
+    common = _Common(
+        group=group,
+        name=ref.name,
+        opts=opts,
+        settings=settings,
+        nodes=nodes if isinstance(nodes, NodeSet) else list(nodes),
+        where=where,
+        priority=priority,
+        time_limit=opts.timelimit_minutes or _deadline_minutes(ref, group_object, ordered),
+    )
+    if len(parts) == 1:
+        return _job(common, ordered, _max_resources(needs), keys, size=size, count=len(ordered))
+    if opts.min_nodes is not None or opts.max_nodes is not None:
+        key = "min-nodes" if opts.min_nodes is not None else "max-nodes"
+        raise InvalidInput(
+            slurmjob_annotation(key),
+            f"the gang has {len(parts)} shapes, so it becomes one heterogeneous Slurm job "
+            "with a component per shape, and a node count for the whole gang means nothing "
+            "there; remove it (docs/hetjob.md)",
+            where,
+        )
+    specs = []
+    any_gres = any(n.gres for n in needs)
+    for k, members in enumerate(parts):
+        mine = [ordered[i] for i in members]
+        need = _max_resources(needs[i] for i in members)
+        # Exclusive placement hands a job every GRES of its nodes (gres_detail reads
+        # gpu(CNT:2) for a 0-GPU component on a 2-GPU node): a component asking none,
+        # beside components that ask some, shares its nodes unless told to be exclusive.
+        shared = any_gres and not need.gres and opts.exclusive is None
+        spec = _job(
+            common,
+            mine,
+            need,
+            [keys[i] for i in members],
+            size=len(mine),
+            count=len(mine),
+            component=(k, len(parts)),
+            exclusive=False if shared else None,
+        )
+        specs.append(spec)
+    return specs[0].model_copy(update={"het_components": tuple(specs[1:])})
+
+
+@dataclass(frozen=True)
+class _Common:
+    """What every component of a gang shares."""
+
+    group: GroupId
+    name: str
+    opts: SlurmJobOptions
+    settings: TranslateSettings
+    nodes: Sequence[Obj] | NodeSet
+    where: str
+    priority: int | None
+    time_limit: int | None
+
+
+def _component_topology(
+    common: _Common, nodes: int, component: tuple[int, int] | None
+) -> TopologyRequest:
+    """The gang's topology request for a job (or a component) of ``nodes`` nodes. A
+    component it cannot apply to (a node count that is not a whole number of segments,
+    fewer nodes than switches) goes without, as docs/hetjob.md says."""
+    opts = common.opts
+
+    def request(asked: bool) -> TopologyRequest:
+        return topology_request(
+            segment=opts.segment if asked else None,
+            switches=opts.switches if asked else None,
+            required_level=opts.required_topology if asked else None,
+            preferred_level=opts.preferred_topology if asked else None,
+            nodes=nodes,
+            policy=common.settings.topology,
+            where=common.where,
+        )
+
+    if component is None:
+        return request(True)
+    try:
+        return request(True)
+    except InvalidInput:
+        return request(False)
+
+
+def _job(
+    common: _Common,
+    ordered: Sequence[Obj],
+    need: PodResources,
+    keys: Sequence[str],
+    *,
+    size: int,
+    count: int,
+    component: tuple[int, int] | None = None,
+    exclusive: bool | None = None,
+) -> JobSpec:
+    """One Slurm job description for ``ordered`` pods needing ``need`` each: the whole
+    gang, or (``component`` = (offset, of)) one component of its heterogeneous job."""
+    opts, settings, where, group = common.opts, common.settings, common.where, common.group
     cpus = opts.cpu_per_task or max(1, need.cpus)
     memory = opts.mem_per_node_mib or need.memory_mib or None
     gres_override = _gres_annotation(opts.gres) if opts.gres else None
-    count = len(ordered)
-    exclusive = opts.exclusive is not False
+    if exclusive is None:
+        exclusive = opts.exclusive is not False
 
     placement: dict[str, Any]
     if exclusive:
@@ -309,22 +413,16 @@ def translate_group(
             "tres_per_task": None if gres_override else tres_string(need.gres),
         }
 
-    time_limit = opts.timelimit_minutes or _deadline_minutes(ref, group_object, ordered)
-    topology = topology_request(
-        segment=opts.segment,
-        switches=opts.switches,
-        required_level=opts.required_topology,
-        preferred_level=opts.preferred_topology,
-        nodes=placement["min_nodes"],
-        policy=settings.topology,
-        where=where,
-    )
+    topology = _component_topology(common, placement["min_nodes"], component)
+    comment = human_comment(group, count)
+    if component is not None:
+        comment += f", component {component[0]} of {component[1]}"
     return JobSpec(
-        name=opts.job_name or ref.name,
+        name=opts.job_name or common.name,
         partition=opts.partition or settings.partition,
         cpus_per_task=cpus,
         exclusive=exclusive,
-        time_limit_minutes=time_limit,
+        time_limit_minutes=common.time_limit,
         account=opts.account,
         qos=opts.qos,
         reservation=opts.reservation,
@@ -333,17 +431,17 @@ def translate_group(
         wckey=opts.wckey,
         user_id=opts.user_id,
         group_id=opts.group_id,
-        priority=opts.priority,
+        priority=common.priority,
         mcs_label=settings.mcs_label,
         excluded_nodes=(
-            nodes.excluded(ordered, obj=where)
-            if isinstance(nodes, NodeSet)
-            else excluded_nodes(ordered, nodes, obj=where)
+            common.nodes.excluded(ordered, obj=where)
+            if isinstance(common.nodes, NodeSet)
+            else excluded_nodes(ordered, common.nodes, obj=where)
         ),
         segment_size=topology.segment_size,
         required_switches=topology.required_switches,
         wait_for_switch_seconds=topology.wait_for_switch_seconds,
-        comment=human_comment(group, count),
+        comment=comment,
         admin_comment=admin_comment(group, keys, settings.mcs_label),
         **placement,
     )

@@ -75,5 +75,11 @@ def describe(obj: Obj, kind: str | None = None) -> str:
 
 
 def pod_key(pod: Obj) -> str:
-    """``namespace/name`` of a pod (the form used in admin_comment)."""
+    """``namespace/name`` of a pod (the form used in admin_comment). Called several times
+    for every pod a scheduler binds: the usual shape (dicts, strings) is read directly."""
+    meta = pod.get("metadata") if type(pod) is dict else None
+    if type(meta) is dict:
+        ns, nm = meta.get("namespace"), meta.get("name")
+        if type(ns) is str and type(nm) is str:
+            return f"{ns}/{nm}"
     return f"{namespace(pod)}/{name(pod)}"

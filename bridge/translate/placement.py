@@ -148,7 +148,7 @@ class _PodPlacement:
         )
 
 
-def _placement_key(pod: kobj.Obj) -> str:
+def placement_key(pod: kobj.Obj) -> str:
     """What :func:`pod_fits_node` reads of a pod, as a comparable key."""
     spec = kobj.get(pod, "spec")
     if not isinstance(spec, Mapping):
@@ -159,7 +159,7 @@ def _placement_key(pod: kobj.Obj) -> str:
 
 def _distinct(pods: Sequence[kobj.Obj]) -> dict[str, _PodPlacement]:
     """Pods of one workload share their placement fields: each distinct set, by key."""
-    return {k: _PodPlacement.of(p) for k, p in {_placement_key(p): p for p in pods}.items()}
+    return {k: _PodPlacement.of(p) for k, p in {placement_key(p): p for p in pods}.items()}
 
 
 _Exclusion = tuple[int, int, tuple[str, ...]]

@@ -20,6 +20,7 @@ class TranslateSettings(BaseModel):
     gres_mapping: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_GRES_MAPPING))
     gang_batch_jobs: bool = True
     jobset_grouping: Literal["jobset", "replicatedJob"] = "jobset"
+    gang_sizing: Literal["hetjob", "largest"] = "hetjob"
     priority_from_priority_class: bool = False
     topology: TopologyPolicy = Field(default_factory=TopologyPolicy)
 
@@ -33,6 +34,7 @@ class TranslateSettings(BaseModel):
             gres_mapping=s.gres_table(),
             gang_batch_jobs=s.gang_batch_jobs,
             jobset_grouping=s.jobset_grouping,
+            gang_sizing=s.gang_sizing,
             priority_from_priority_class=s.priority_from_priority_class,
             topology=TopologyPolicy(
                 levels=dict(config.topology.levels),

@@ -308,6 +308,14 @@ BUILTINS: tuple[ResourceDef, ...] = (
         False,
         categories=("api-extensions",),
     ),
+    # the built-in Workload API of Kubernetes 1.36 (feature gate GenericWorkload, served
+    # at scheduling.k8s.io/v1alpha2; 1.37 plans v1beta1 and drops v1alpha2)
+    ResourceDef(
+        "scheduling.k8s.io", "v1alpha2", "workloads", "Workload", True, subresources=("status",)
+    ),
+    ResourceDef(
+        "scheduling.k8s.io", "v1alpha2", "podgroups", "PodGroup", True, subresources=("status",)
+    ),
     ResourceDef(
         "apiextensions.k8s.io",
         "v1",

@@ -99,11 +99,13 @@ class Store:
         *,
         after: tuple[str, str] | None = None,
         limit: int = 0,
+        count_rest: bool = True,
     ) -> tuple[builtins.list[Obj], int]:
         """One page of a list: copies of the first ``limit`` (0: all) objects past
         ``after`` (namespace, name) that ``where`` accepts, in key order, and how many more
-        it accepts. Only the page is copied: paging through n objects costs O(n) copies,
-        not O(n) per page."""
+        it accepts (``count_rest`` False: 1 when there is any more, found by looking no
+        further than the first). Only the page is copied: paging through n objects costs
+        O(n) copies, not O(n) per page."""
         objs = self._objects.get(key, {})
         out: builtins.list[Obj] = []
         more = 0
@@ -115,6 +117,8 @@ class Store:
                 continue
             if limit and len(out) >= limit:
                 more += 1
+                if not count_rest:
+                    break
             else:
                 out.append(clone(obj))
         return out, more

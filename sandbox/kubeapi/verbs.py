@@ -171,6 +171,9 @@ class ObjectApi:
     ) -> Obj:
         lsel = parse_label_selector(label_selector)
         fsel = parse_field_selector(field_selector, rd.fields)
+        # Like kube-apiserver: a list with a selector has no remainingItemCount (its storage
+        # would have to test every object left), so a page stops at its first object more.
+        selected_all = not label_selector and not field_selector
         rv = self.store.resource_version
         start: list[str] | None = None
         if continue_token:
@@ -192,13 +195,15 @@ class ObjectApi:
             lambda o: labels_match(lsel, o) and fields_match(fsel, o),
             after=(start[0], start[1]) if start is not None else None,
             limit=limit,
+            count_rest=selected_all,
         )
         meta: Obj = {"resourceVersion": str(rv)}
         if rest:
             last = items[-1]["metadata"]
             tok = {"rv": rv, "start": [last.get("namespace", ""), last["name"]]}
             meta["continue"] = base64.urlsafe_b64encode(json.dumps(tok).encode()).decode()
-            meta["remainingItemCount"] = rest
+            if selected_all:
+                meta["remainingItemCount"] = rest
         for o in items:
             if rd.custom:  # custom resource lists carry kind/apiVersion per item
                 self.present(rd, o)

@@ -64,7 +64,7 @@ from bridge.kube.resources import PODGROUPS, PODS
 from bridge.kube.watch import Watcher, WatchEvent
 from bridge.logging import configure_logging
 from bridge.slurm.client import SlurmClient
-from bridge.slurm.models import SlurmJob
+from bridge.slurm.models import SlurmJob, fold_hetjobs
 from bridge.translate import parse_admin_comment
 from bridge.wellknown import LABEL_JOB_ID
 from controller import dangling
@@ -93,6 +93,8 @@ class Group:
     gang: bool
     uid: str = ""
     done: bool = False
+    # its first pod asks 1 CPU, the others 2: two shapes, one heterogeneous Slurm job
+    mixed: bool = False
 
 
 @dataclass
@@ -102,13 +104,13 @@ class Ledger:
     jobs: dict[int, SlurmJob] = field(default_factory=dict)
 
     async def refresh(self, slurm: SlurmClient) -> list[SlurmJob]:
-        listed = list((await slurm.list_jobs()).jobs)
+        listed = fold_hetjobs((await slurm.list_jobs()).jobs)
         for j in listed:
             self.jobs[j.job_id] = j
         return listed
 
 
-def pod_manifest(name: str, group: str | None) -> dict[str, Any]:
+def pod_manifest(name: str, group: str | None, cpu: str = "1") -> dict[str, Any]:
     labels = {"scheduling.x-k8s.io/pod-group": group} if group else {}
     return {
         "apiVersion": "v1",
@@ -121,7 +123,7 @@ def pod_manifest(name: str, group: str | None) -> dict[str, Any]:
                 {
                     "name": "main",
                     "image": "registry.k8s.io/pause:3.10",
-                    "resources": {"requests": {"cpu": "1", "memory": "100Mi"}},
+                    "resources": {"requests": {"cpu": cpu, "memory": "100Mi"}},
                 }
             ],
         },
@@ -129,10 +131,12 @@ def pod_manifest(name: str, group: str | None) -> dict[str, Any]:
 
 
 def plan_groups(pods: int, gang_size: int) -> list[Group]:
-    """A fifth of the pods in PodGroups of ``gang_size``, the rest single pods."""
+    """A fifth of the pods in PodGroups of ``gang_size`` (every other one of two shapes:
+    a hetjob), the rest single pods."""
     gangs = (pods // 5) // gang_size if gang_size > 1 else 0
     groups = [
-        Group(f"gang-{g}", [f"gang-{g}-{i}" for i in range(gang_size)], True) for g in range(gangs)
+        Group(f"gang-{g}", [f"gang-{g}-{i}" for i in range(gang_size)], True, mixed=g % 2 == 0)
+        for g in range(gangs)
     ]
     groups += [Group(f"solo-{i}", [f"solo-{i}"], False) for i in range(pods - gangs * gang_size)]
     return groups
@@ -153,7 +157,14 @@ async def create_group(kube: KubeClient, g: Group) -> None:
         )
         g.uid = pg["metadata"]["uid"]
     created = await asyncio.gather(
-        *(kube.create(PODS, pod_manifest(p, g.name if g.gang else None), NS) for p in g.pods)
+        *(
+            kube.create(
+                PODS,
+                pod_manifest(p, g.name if g.gang else None, "2" if g.mixed and i else "1"),
+                NS,
+            )
+            for i, p in enumerate(g.pods)
+        )
     )
     if not g.gang:
         g.uid = created[0]["metadata"]["uid"]
@@ -457,6 +468,7 @@ async def run(
         "seed": seed,
         "gang_size": gang_size,
         "gangs": sum(1 for g in groups if g.gang),
+        "hetjob_gangs": sum(1 for g in groups if g.mixed),
         "window": window,
         "external_nodes": len(sb.external_nodes),
         **counts,

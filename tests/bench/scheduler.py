@@ -43,9 +43,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import cProfile
 import json
 import math
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -84,6 +86,7 @@ SCHEDULER_NAME = "slurm-bridge-scheduler"
 RAW_SCHEDULER_NAME = "raw-bench"
 SHARED = {SLURMJOB_PREFIX + "exclusive": "false"}
 LINE = "BENCH "  # prefix of the children's report lines on stdout
+CPROFILE_ENV = "SLURM_BRIDGE_BENCH_CPROFILE"  # the scheduler child profiles into this file
 
 
 # --------------------------------------------------------------------------- figures
@@ -187,8 +190,24 @@ def _report(**data: Any) -> None:
     print(LINE + json.dumps(data), flush=True)
 
 
+def cprofile_on_signals(out: Path) -> None:
+    """SIGUSR1 starts a cProfile of this process (CPU time, not wall time); SIGUSR2 stops it
+    and writes its stats to ``out`` (``python -m pstats FILE``)."""
+    prof = cProfile.Profile(time.process_time)
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGUSR1, prof.enable)
+
+    def stop() -> None:
+        prof.disable()
+        prof.dump_stats(str(out))
+
+    loop.add_signal_handler(signal.SIGUSR2, stop)
+
+
 async def scheduler_child(config: Path) -> None:
     """The scheduler (as ``slurm-bridge scheduler`` wires it) + a request count every 0.2 s."""
+    if os.environ.get(CPROFILE_ENV):
+        cprofile_on_signals(Path(os.environ[CPROFILE_ENV]))
     # env={}: SLURM_BRIDGE_SANDBOX_DIR (the sandbox CLI's) is no config override.
     cfg = load_config(config, env={})
     configure_logging(cfg.log_level, cfg.log_format)
@@ -355,6 +374,21 @@ def per_call(before: dict[str, Any], after: dict[str, Any], pods: int) -> dict[s
 
 
 @contextlib.asynccontextmanager
+async def cprofiled(out: Path | None, proc: asyncio.subprocess.Process) -> AsyncIterator[None]:
+    """The child's cProfile (:func:`cprofile_on_signals`) on while inside, written to ``out``
+    at the end."""
+    if out is None:
+        yield
+        return
+    proc.send_signal(signal.SIGUSR1)
+    try:
+        yield
+    finally:
+        proc.send_signal(signal.SIGUSR2)
+        await eventually(out.exists, within=30, what="the profile written")
+
+
+@contextlib.asynccontextmanager
 async def py_spy(out: Path | None, pid: int) -> AsyncIterator[None]:
     """Sample ``pid`` with py-spy (raw collapsed stacks into ``out``) while inside."""
     if out is None:
@@ -469,11 +503,17 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 cfg = scheduler_config(sb, sched_kc, args.workers, args.poll)
                 await component_kubeconfig(kube, parse_config(cfg, env={}), "scheduler", sched_kc)
                 cfg_path.write_text(json.dumps(cfg))
-                async with child("--role", "scheduler", "--config", str(cfg_path)) as sched:
+                prof_env = {CPROFILE_ENV: str(args.cprofile.resolve())} if args.cprofile else {}
+                async with child(
+                    "--role", "scheduler", "--config", str(cfg_path), env=prof_env
+                ) as sched:
                     await wait_child(sched, "the scheduler", 60)
                     before, own = dict(sched.last), os.times()
                     daemons = daemon_cpu_seconds(sb.sandbox_dir / "sid-root")
-                    async with py_spy(args.py_spy, sched.proc.pid):
+                    async with (
+                        py_spy(args.py_spy, sched.proc.pid),
+                        cprofiled(args.cprofile, sched.proc),
+                    ):
                         await singles(args, api, kube, stamps, out)
                     own_cpu = sum(os.times()[:2]) - sum(own[:2])
                     out["singles_slurm_cpu_ms_per_pod"] = per_pod_ms(
@@ -669,7 +709,9 @@ async def wakeups(
                 started.setdefault(st.job_id, seen)
         await asyncio.sleep(0.02)
     names = {n: started[j] for j in started for n in by_job[j]}
-    await until("the started jobs' pods bound", lambda: all(n in stamps.bound for n in names), 60)
+    await until(
+        "the started jobs' pods bound", lambda: all(n in stamps.bound for n in names), args.limit
+    )
     lat = [(stamps.bound[n] - t) * 1000 for n, t in names.items()]
     out["queued_started_jobs"] = len(started)
     out["queued_start_to_bound_p50_ms"] = round(percentile(lat, 0.5), 1)
@@ -692,6 +734,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--wake-window", type=float, default=30.0, help="wake-up phase at most (s)")
     ap.add_argument("--limit", type=float, default=600.0, help="give up after (s) per phase")
     ap.add_argument("--py-spy", type=Path, help="profile the scheduler in phase 2 into FILE")
+    ap.add_argument(
+        "--cprofile", type=Path, help="cProfile (CPU clock) the scheduler in phase 2 into FILE"
+    )
     ap.add_argument("--role", choices=["main", "scheduler", "raw"], default="main")
     ap.add_argument("--config", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--kubeconfig", type=Path, help=argparse.SUPPRESS)

@@ -34,7 +34,7 @@ import random
 import statistics
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -159,14 +159,16 @@ class Run:
 
 @contextlib.asynccontextmanager
 async def scheduler_for(
-    sb: SlurmSandbox, api: SandboxApiServer, tmp: Path, mode: str
+    sb: SlurmSandbox, api: SandboxApiServer, tmp: Path, mode: str, **config: Any
 ) -> AsyncIterator[tuple[KubeClient, CountingSlurmClient]]:
+    """The scheduler of one benchmark mode in this loop, with a request-counting Slurm
+    client; ``config``: keys to set (default: this benchmark's topology levels)."""
     cfg = parse_config(
         sandbox_config_data(
             sb,
             kubeconfig=str(api.write_kubeconfig(tmp / f"kubeconfig-{mode}")),
             slurmPollIntervalSeconds=0.25,
-            topology={"levels": {RACK: "switch"}},
+            **(config or {"topology": {"levels": {RACK: "switch"}}}),
         ),
         env={},
     )
@@ -245,9 +247,18 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    return cli(parser(), run, argv)
+
+
+def cli(
+    ap: argparse.ArgumentParser,
+    body: Callable[[argparse.Namespace], Awaitable[dict[str, Any]]],
+    argv: list[str] | None,
+) -> int:
+    """A benchmark's command line: parse, run quietly, print the one JSON line."""
+    args = ap.parse_args(argv)
     configure_logging("warning", "console")
-    print(json.dumps(asyncio.run(run(args))))
+    print(json.dumps(asyncio.run(body(args))))
     return 0
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from bridge.slurm.models import SlurmJob
+from bridge.slurm.models import SlurmJob, fold_hetjobs
 from bridge.translate import parse_admin_comment
 from sandbox.kubeapi.faults import RequestLog
 from tests.integration.conftest import SlurmSandbox, sandbox_config_data
@@ -145,9 +145,10 @@ class SchedulerProcess:
 
 def jobs_by_group_uid(jobs: list[SlurmJob] | tuple[SlurmJob, ...]) -> dict[str, list[SlurmJob]]:
     """The bridge's Slurm jobs (any state) by the group uid in their admin_comment. The
-    FAILED record a refused immediate allocation leaves is no job of the group: left out."""
+    FAILED record a refused immediate allocation leaves is no job of the group: left out;
+    a hetjob is one job (its leader: its components name the same group)."""
     out: dict[str, list[SlurmJob]] = {}
-    for job in jobs:
+    for job in fold_hetjobs(jobs):
         parsed = parse_admin_comment(job.admin_comment)
         if parsed is None or parsed[0] is None or job.refused_allocation:
             continue

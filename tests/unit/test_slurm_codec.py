@@ -384,3 +384,69 @@ def test_topology_request_is_encoded_at_submit_not_update(version: str) -> None:
     update = codec_for(version).encode_update(spec)
     assert not {"segment_size", "required_switches", "wait_for_switch"} & set(update)
     assert "segment_size" not in codec_for(version).encode_submit(BASE)["job"]
+
+
+def _het(version: str) -> tuple[JobSpec, JobSpec]:
+    golden = load(version, "external-job-submit-request")["job"]
+    c0 = _spec_from(golden)
+    c1 = c0.model_copy(update={"min_nodes": 2, "tasks": 2, "tres_per_node": "gres/gpu:2"})
+    return c0, c1
+
+
+@VERSIONS
+def test_hetjob_submit_body_is_one_description_per_component_in_offset_order(
+    version: str,
+) -> None:
+    c = codec_for(version)
+    c0, c1 = _het(version)
+    body = c.encode_submit(c0.model_copy(update={"het_components": (c1,)}))
+    assert body == {"jobs": [c.encode_submit(c0)["job"], c.encode_submit(c1)["job"]]}
+
+
+@VERSIONS
+def test_hetjob_is_never_allocated_naming_slurms_answer(version: str) -> None:
+    c0, c1 = _het(version)
+    with pytest.raises(InvalidInput, match="2078") as e:
+        codec_for(version).encode_allocate(c0.model_copy(update={"het_components": (c1,)}))
+    assert e.value.field == "het_components"
+
+
+def test_v045_hetjob_leader_read_by_id_carries_every_component() -> None:
+    c = codec_for("v0.0.45")
+    body = load("v0.0.45", "hetjob-get")
+    leader_id = body["jobs"][0]["job_id"]
+    job = c.decode_job_record(body, leader_id)
+    assert job is not None
+    assert [(x.job_id, x.het_job_id, x.het_job_offset) for x in job.components] == [
+        (leader_id, leader_id, 0),
+        (leader_id + 1, leader_id, 1),
+    ]
+    assert job.het_components[0].gres_detail == ("gpu(CNT:2)", "gpu(CNT:2)")
+    assert job.het_components[0].nodes == ("kube-node-1", "kube-node-2")
+    alone = c.decode_job_record({"jobs": body["jobs"][1:]}, leader_id + 1)
+    assert alone is not None
+    assert (alone.het_job_offset, alone.het_components) == (1, ())
+
+
+@VERSIONS
+def test_plain_job_has_no_hetjob_fields(version: str) -> None:
+    job = codec_for(version).decode_jobs(load(version, "external-job-get")).jobs[0]
+    assert (job.het_job_id, job.het_job_offset, job.heterogeneous) == (None, None, False)
+    assert job.components == (job,)
+
+
+@pytest.mark.parametrize(
+    ("raw", "job_id"),
+    [("17", 17), (17, 17), ("12+0", 12), ("13+1", 13), ("40_3", 40)],
+    ids=["plain", "number", "het-leader", "het-component", "array-task"],
+)
+def test_job_state_rows_of_hetjob_components_and_array_tasks_decode(raw: Any, job_id: int) -> None:
+    rows = codec_for("v0.0.45").decode_job_states({"jobs": [{"job_id": raw, "state": ["RUNNING"]}]})
+    assert [r.job_id for r in rows] == [job_id]
+    offset = int(raw.partition("+")[2]) if isinstance(raw, str) and "+" in raw else None
+    assert rows[0].het_offset == offset
+
+
+def test_v045_real_hetjob_state_rows_decode() -> None:
+    rows = codec_for("v0.0.45").decode_job_states(load("v0.0.45", "hetjob-jobs-state-get"))
+    assert [(r.job_id, r.state.primary) for r in rows] == [(12, "RUNNING"), (13, "RUNNING")]

@@ -337,3 +337,43 @@ def test_empty_scope_says_so() -> None:
         render(build([], [], now=NOW, namespace=NS))
         == "No slurm-bridge workloads in namespace hpc."
     )
+
+
+def test_a_hetjob_is_one_group_row_with_a_line_per_component_and_no_orphan() -> None:
+    """``GET /jobs/`` lists each component as a job; the pods all carry the leader's id."""
+    leader = job(32, kind="JobSet", name="js", pods=("js-d",), nodes=("n0",)).model_copy(
+        update={"het_job_id": 32, "het_job_offset": 0}
+    )
+    workers = job(
+        33, kind="JobSet", name="js", pods=("js-w0", "js-w1"), nodes=("n1", "n2")
+    ).model_copy(update={"het_job_id": 32, "het_job_offset": 1})
+    pods = [
+        pod(n, job=32, node=f"n{i}", phase="Running")
+        for i, n in enumerate(["js-d", "js-w0", "js-w1"])
+    ]
+    for p in pods:
+        p["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-name"] = "js"
+    report = build(pods, [leader, workers], now=NOW, namespace=NS)
+    assert report.orphan_jobs == ()
+    assert report.stray_pods == ()
+    [row] = report.groups
+    assert (row.group, row.job_id, row.pods_bound, row.nodes) == ("JobSet/js", 32, 3, "n[0-2]")
+    assert [(c.component, c.nodes) for c in row.components] == [("32+0", "n0"), ("32+1", "n[1-2]")]
+    text = render(report)
+    assert "  32+0" in text
+    assert "  32+1" in text
+    assert json.loads(render(report, "json"))["groups"][0]["components"][1]["component"] == "32+1"
+
+
+def test_a_hetjob_component_pending_shows_its_reason_on_the_group() -> None:
+    leader = job(40, pods=("a",), state="PENDING", reason="None").model_copy(
+        update={"het_job_id": 40, "het_job_offset": 0}
+    )
+    other = job(41, pods=("b",), state="PENDING", reason="Resources").model_copy(
+        update={"het_job_id": 40, "het_job_offset": 1}
+    )
+    report = build(
+        [pod("a", group="pg"), pod("b", group="pg")], [leader, other], now=NOW, namespace=NS
+    )
+    [row] = report.groups
+    assert (row.job_id, row.state) == (40, "PENDING")

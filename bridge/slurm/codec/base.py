@@ -116,6 +116,23 @@ def _strs(value: Any) -> tuple[str, ...]:
     return ()
 
 
+def _state_row_id(value: Any) -> tuple[int | None, int | None]:
+    """A ``jobs/state`` row's (job id, hetjob offset): ``"123"``; ``"124+1"`` for a hetjob
+    component (its own id, then its offset; measured on 26.05); ``"123_4"`` for an array
+    task (the array's id: the bridge makes no arrays, so such a row is never one of its
+    jobs, but it must not stop the scan)."""
+    if isinstance(value, str):
+        if value.isdigit():  # the usual row, first
+            return int(value), None
+        head, plus, offset = value.partition("+")
+        head = head.partition("_")[0]
+        return (
+            int(head) if head.isdigit() else None,
+            int(offset) if plus and offset.isdigit() else None,
+        )
+    return num(value), None
+
+
 def _require_mapping(body: Any, what: str) -> Mapping[str, Any]:
     if not isinstance(body, Mapping):
         raise InvalidInput(what, f"expected a JSON object, got {type(body).__name__}")
@@ -206,14 +223,28 @@ class Codec:
         return job
 
     def encode_submit(self, spec: JobSpec) -> Json:
-        """``POST /job/submit`` body."""
+        """``POST /job/submit`` body: ``job``, or for a heterogeneous job ``jobs`` (one
+        description per component, in offset order: Slurm makes one hetjob of them)."""
+        if spec.het_components:
+            return {"jobs": [self.job_description(c) for c in spec.components]}
         return {"job": self.job_description(spec)}
 
     def encode_allocate(self, spec: JobSpec) -> Json:
         """``POST /job/allocate`` body: an external job started now or not at all
-        (``immediate``). The same ``job_alloc_req`` shape in v0.0.43-v0.0.45."""
+        (``immediate``). The same ``job_alloc_req`` shape in v0.0.43-v0.0.45.
+
+        A heterogeneous job is never allocated: on 26.05 ``hetjob: [...]`` with
+        ``immediate`` answers 422, 2078 "Job can not start immediately" on an idle
+        cluster, and without it every component ends FAILED (NonZeroExitCode) at once
+        (docs/hetjob.md); it goes through :meth:`encode_submit`."""
         if not spec.external:
             raise InvalidInput("external", "only an external (placeholder) job is allocated")
+        if spec.het_components:
+            raise InvalidInput(
+                "het_components",
+                "a heterogeneous job cannot be allocated at once (Slurm: 2078, Job can not "
+                "start immediately); submit it",
+            )
         return {"job": {**self.job_description(spec), "immediate": True}}
 
     def encode_update(self, spec: JobSpec) -> Json:
@@ -427,7 +458,28 @@ class Codec:
             allocation=self.decode_allocation(j.get("job_resources")),
             preempt_time=timestamp(j.get("preempt_time")),
             restart_count=num(j.get("restart_cnt")) or 0,
+            # 0 / unset: a plain job (Slurm sends het_job_id 0 then)
+            het_job_id=num(j.get("het_job_id")) or None,
+            het_job_offset=(num(j.get("het_job_offset")) if num(j.get("het_job_id")) else None),
         )
+
+    def decode_job_record(self, body: Any, job_id: int) -> SlurmJob | None:
+        """``GET /job/{id}``: the job, None when the answer has none. For a hetjob's
+        leader Slurm answers every component: the leader carries the others in
+        ``het_components`` (offset order); a component read by its own id comes alone."""
+        jobs = self.decode_jobs(body).jobs
+        if not jobs:
+            return None
+        first = next((j for j in jobs if j.job_id == job_id), jobs[0])
+        rest = sorted(
+            (
+                j
+                for j in jobs
+                if j is not first and j.het_job_id is not None and j.het_job_id == first.job_id
+            ),
+            key=lambda j: j.het_job_offset or 0,
+        )
+        return first.model_copy(update={"het_components": tuple(rest)}) if rest else first
 
     def decode_jobs(self, body: Any) -> JobList:
         b = _require_mapping(body, "jobs response")
@@ -451,14 +503,14 @@ class Codec:
         few distinct states across rows."""
         if not isinstance(j, Mapping):
             return None
-        job_id = num(j.get("job_id"))
+        job_id, offset = _state_row_id(j.get("job_id"))
         if job_id is None:
             raise InvalidInput("job_id", "missing in a jobs/state row")
         raw = _strs(j.get("state"))
         state = states.get(raw)
         if state is None:
             state = states[raw] = JobState.from_list(raw)
-        return JobStateItem.model_construct(job_id=job_id, state=state)
+        return JobStateItem.model_construct(job_id=job_id, state=state, het_offset=offset)
 
     def decode_cancel(self, body: Any) -> tuple[CancelStatus, ...]:
         """A DELETE's ``status[]``: failures arrive here with HTTP 200."""

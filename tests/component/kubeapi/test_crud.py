@@ -226,6 +226,27 @@ async def test_list_pagination_with_limit_and_continue(core: client.CoreV1Api) -
     assert pages == 3
 
 
+async def test_a_selected_list_pages_whole_without_remaining_item_count(
+    core: client.CoreV1Api,
+) -> None:
+    # kube-apiserver sets remainingItemCount only for a list without selectors
+    for i in range(5):
+        keep = {"keep": "yes" if i % 2 == 0 else "no"}
+        await core.create_namespaced_config_map(NS, _cm(f"cm-{i}", keep))
+    names: list[str] = []
+    token = None
+    while True:
+        page = await core.list_namespaced_config_map(
+            NS, limit=1, label_selector="keep=yes", _continue=token
+        )
+        names += [i.metadata.name for i in page.items]
+        assert page.metadata.remaining_item_count is None
+        token = page.metadata._continue
+        if not token:
+            break
+    assert names == ["cm-0", "cm-2", "cm-4"]
+
+
 async def test_continue_token_from_before_compaction_answers_410(
     srv: SandboxApiServer, core: client.CoreV1Api
 ) -> None:

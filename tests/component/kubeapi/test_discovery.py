@@ -11,7 +11,8 @@ import pytest
 import trustme
 from kubernetes_asyncio import client, config
 
-from sandbox.kubeapi import SandboxApiServer
+from bridge.kube.client import KubeClient
+from sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
 
 from .helpers import ADMIN_HEADERS, NS, binding_body, pod_body
 
@@ -134,3 +135,17 @@ async def test_tls_listener_and_kubeconfig_with_ca(
             s.get(srv.url + "/version", ssl=ctx) as r,
         ):
             assert r.status == 200
+
+
+async def test_the_builtin_workload_api_is_served_at_v1alpha2_as_kubernetes_1_36_does(
+    srv: SandboxApiServer,
+) -> None:
+    """1.36 (GenericWorkload on) serves Workload and PodGroup at scheduling.k8s.io/v1alpha2
+    only; the bridge finds that version by discovery (KubeClient.served_versions)."""
+    group = await _get(srv, "/apis/scheduling.k8s.io")
+    assert [v["version"] for v in group["versions"]] == ["v1alpha2"]
+    names = {r["name"] for r in (await _get(srv, "/apis/scheduling.k8s.io/v1alpha2"))["resources"]}
+    assert {"workloads", "podgroups", "podgroups/status"} <= names
+    async with KubeClient.for_host(srv.url, token=SANDBOX_TOKEN, request_timeout=10) as kube:
+        assert await kube.served_versions("scheduling.k8s.io") == ("v1alpha2",)
+        assert await kube.served_versions("no-such.example.com") == ()

@@ -404,3 +404,41 @@ def test_release_due_times_the_recheck_of_a_pod_terminating_on_a_dead_node(
     pod_: dict[str, Any], node_map: dict[str, Any], expected: datetime | None
 ) -> None:
     assert pods.release_due(pod_, node_map, 300.0) == expected
+
+
+def het(leader: int, *, states: tuple[str, str] = ("RUNNING", "RUNNING")) -> SlurmJob:
+    """A hetjob read by its leader's id: component 0 names ns/a, component 1 ns/b."""
+    c1 = sjob(leader + 1, states[1], '{"pods":["ns/b"]}').model_copy(
+        update={"het_job_id": leader, "het_job_offset": 1}
+    )
+    c0 = sjob(leader, states[0], '{"pods":["ns/a"]}')
+    return c0.model_copy(
+        update={"het_job_id": leader, "het_job_offset": 0, "het_components": (c1,)}
+    )
+
+
+def test_dangling_sweep_never_takes_a_hetjob_component_for_a_stray_job() -> None:
+    """The pods carry the leader's id (7): component 8 read alone is not a candidate,
+    and the leader stands for the pods of every component."""
+    leader = het(7)
+    component = leader.het_components[0]
+    assert dangling.candidates([component], "kubernetes") == {}
+    assert dangling.candidates([leader], "kubernetes") == {7: ("ns/a", "ns/b")}
+    only_b = {"ns/a": None, "ns/b": pod("b")}  # component 0's pod gone, component 1's runs
+    assert dangling.plan(dangling.candidates([leader], "kubernetes"), only_b) == []
+
+
+def test_a_hetjob_component_ended_fails_every_pod_then_the_rest_is_cancelled() -> None:
+    view = SlurmJobStatus(
+        JobKind.ACTIVE, "CANCELLED", "None", component="7+1", component_ended=True
+    )
+    running = [pod("a"), pod("b")]
+    failed = jobs.plan(7, running, view, "fail")
+    assert [type(a) for a in failed] == [FailPod, FailPod]
+    assert all(a.disruption for a in failed if isinstance(a, FailPod))
+    assert "hetjob component 7+1" in failed[0].message  # type: ignore[union-attr]
+    # still ACTIVE: no finalizer comes off while a component holds nodes ...
+    assert pods.plan(7, [pod("a", "Running")], view, READY, NOW, 300.0) == []
+    # ... and once every pod has stopped, the whole hetjob is cancelled
+    stopped = [pod("a", "Failed"), pod("b", "Failed")]
+    assert pods.plan(7, stopped, view, READY, NOW, 300.0) == [CancelJob(7, "all pods stopped")]

@@ -44,7 +44,18 @@ def _specs(example: str, settings: TranslateSettings) -> dict[str, JobSpec]:
     [
         pytest.param("pause", TranslateSettings(), "pause", id="pause-pod"),
         pytest.param("podgroup", TranslateSettings(), "podgroup", id="podgroup-two-nginx"),
-        pytest.param("jobset", TranslateSettings(), "jobset", id="jobset-one-gang"),
+        pytest.param(
+            "jobset",
+            TranslateSettings(gang_sizing="largest"),
+            "jobset",
+            id="jobset-one-plain-job-sized-by-its-largest-member",
+        ),
+        pytest.param(
+            "jobset",
+            TranslateSettings(gang_sizing="hetjob"),
+            "jobset-hetjob",
+            id="jobset-driver-and-workers-one-hetjob",
+        ),
         pytest.param(
             "jobset",
             TranslateSettings(jobset_grouping="replicatedJob"),

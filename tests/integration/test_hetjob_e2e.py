@@ -1,0 +1,359 @@
+"""Gangs of several shapes end to end (docs/hetjob.md): real slurmrestd 26.05 with its GPU
+external nodes plus a CPU-only external node made for the test, the sandbox Kubernetes
+API server, and the scheduler (with ``scheduler.gangSizing: hetjob``) in this loop.
+
+Each gang becomes ONE Slurm hetjob: its pods carry the hetjob's id, the pods of
+component k run on component k's nodes, and Slurm holds exactly the GPUs the pods ask.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import secrets
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bridge.clock import SystemClock
+from bridge.kube.resources import PODGROUPS, PODS, Resource
+from bridge.slurm.client import SlurmClient
+from bridge.slurm.models import SlurmJob
+from bridge.wellknown import CONDITION_DISRUPTION_TARGET, LABEL_POD_GROUP
+from scheduler.cycle import Scheduler
+from tests.integration.bridge_harness import NS, Bridge, has_job, job_of, pod, running_bridge
+from tests.integration.conftest import SlurmSandbox, blocker_spec
+from tests.workloads import load_example
+
+pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
+HET = {"rejectBackoffSeconds": 0.5, "workers": 4, "gangSizing": "hetjob"}
+
+
+@contextlib.asynccontextmanager
+async def cpu_only_node(slurm: SlurmClient, sandbox: SlurmSandbox) -> AsyncIterator[str]:
+    """A CPU-only external node in the bridge's partition for the test's length."""
+    name = "kube-cpu-" + secrets.token_hex(3)
+    await slurm.create_external_node(name, cpus=sandbox.node_cpus, memory_mib=sandbox.node_mem_mb)
+    try:
+        assert await slurm.add_node_to_partition(sandbox.partition, name)
+        yield name
+    finally:
+        with contextlib.suppress(Exception):
+            await slurm.delete_node(name)
+
+
+@pytest.fixture
+async def bridge(sandbox: SlurmSandbox, tmp_path: Path) -> AsyncIterator[Bridge]:
+    async with running_bridge(sandbox, tmp_path, scheduler=HET) as b:
+        yield b
+
+
+def gpu_pod(name: str, cpu: str, gpus: int, **kw: Any) -> dict[str, Any]:
+    p = pod(name, cpu=cpu, **kw)
+    if gpus:
+        p["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": str(gpus)}
+    return p
+
+
+async def hetjob_of(b: Bridge, names: list[str]) -> SlurmJob:
+    """The one Slurm job every pod names, read by its id (a hetjob: with its components)."""
+    ids = {job_of(await b.get_pod(n)) for n in names}
+    assert len(ids) == 1, f"the gang's pods name {len(ids)} Slurm jobs: {ids}"
+    return await b.slurm.get_job(ids.pop())
+
+
+async def component_nodes(b: Bridge, job: SlurmJob) -> list[tuple[str, ...]]:
+    return [c.nodes for c in job.components]
+
+
+async def assert_each_pod_on_its_components_nodes(
+    b: Bridge, job: SlurmJob, parts: list[list[str]]
+) -> None:
+    assert len(job.components) == len(parts)
+    for comp, names in zip(job.components, parts, strict=True):
+        assert (comp.het_job_id, comp.het_job_offset) == (
+            job.job_id,
+            job.components.index(comp),
+        )
+        for n in names:
+            assert await b.bound(n) in comp.nodes, (n, comp.nodes)
+        assert f"{NS}/{names[0]}" in comp.admin_comment  # each component back-links its pods
+
+
+async def test_podgroup_of_a_cpu_driver_and_gpu_workers_is_one_hetjob_holding_only_asked_gpus(
+    bridge: Bridge, sandbox: SlurmSandbox
+) -> None:
+    async with cpu_only_node(bridge.slurm, sandbox) as cpu_node:
+        bridge.api.set_node_ready(cpu_node)
+        await bridge.kube.create(
+            PODGROUPS,
+            {
+                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {"name": "mixed"},
+                "spec": {"minMember": 3},
+            },
+            NS,
+        )
+        labels = {LABEL_POD_GROUP: "mixed"}
+        gpus = sandbox.node_gpus
+        await bridge.kube.create(PODS, gpu_pod("mixed-driver", "1", 0, labels=labels), NS)
+        workers = ["mixed-w0", "mixed-w1"]
+        for n in workers:
+            await bridge.kube.create(PODS, gpu_pod(n, "2", gpus, labels=labels), NS)
+        for n in ["mixed-driver", *workers]:
+            await bridge.bound(n)
+        job = await hetjob_of(bridge, ["mixed-driver", *workers])
+        await assert_each_pod_on_its_components_nodes(bridge, job, [["mixed-driver"], workers])
+        driver, gpu_workers = job.components
+        # exactly the GPUs the pods asked: none for the driver, every one for each worker
+        assert driver.gres_detail == ()
+        assert gpu_workers.gres_detail == (f"gpu(CNT:{gpus})",) * 2
+        assert not driver.tres_per_node
+        # the job's pods are one unit in Slurm: cancelling the hetjob ends every component
+        await bridge.slurm.cancel(job.job_id)
+        ended = await bridge.slurm.get_job(job.job_id)
+        assert {c.state.primary for c in ended.components} <= {"CANCELLED", "COMPLETED"}
+
+
+async def test_jobset_driver_and_gpu_workers_are_the_hetjobs_components(
+    bridge: Bridge, sandbox: SlurmSandbox
+) -> None:
+    [js] = copy.deepcopy(load_example("jobset"))
+    js["metadata"]["name"] = "het-js"
+    workers = js["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]
+    workers["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": str(sandbox.node_gpus)}
+    names = await bridge.create_workload([js])
+    for n in names:
+        await bridge.bound(n)
+    job = await hetjob_of(bridge, names)
+    driver = [n for n in names if "-driver-" in n]
+    rest = [n for n in names if n not in driver]
+    await assert_each_pod_on_its_components_nodes(bridge, job, [driver, rest])
+    assert job.het_components[0].gres_detail == (f"gpu(CNT:{sandbox.node_gpus})",) * 2
+
+
+async def test_lws_with_a_cpu_leader_and_gpu_workers_is_one_hetjob_leader_first(
+    bridge: Bridge, sandbox: SlurmSandbox
+) -> None:
+    [lws] = copy.deepcopy(load_example("lws"))
+    lws["metadata"]["name"] = "het-lws"
+    lwt = lws["spec"]["leaderWorkerTemplate"]
+    lwt["leaderTemplate"] = copy.deepcopy(lwt["workerTemplate"])
+    worker = lwt["workerTemplate"]["spec"]["containers"][0]
+    worker["resources"]["limits"] = {"nvidia.com/gpu": "1"}
+    names = await bridge.create_workload([lws])
+    for n in names:
+        await bridge.bound(n)
+    job = await hetjob_of(bridge, names)
+    leader = [n for n in names if n == "het-lws-0"]
+    await assert_each_pod_on_its_components_nodes(
+        bridge, job, [leader, [n for n in names if n not in leader]]
+    )
+    assert job.components[0].gres_detail == ()
+
+
+@contextlib.asynccontextmanager
+async def bridge_with_controller(sandbox: SlurmSandbox, tmp_path: Path) -> AsyncIterator[Bridge]:
+    async with running_bridge(sandbox, tmp_path, controller=True, scheduler=HET) as b:
+        yield b
+
+
+async def mixed_gang(b: Bridge, name: str, gpus: int) -> tuple[list[str], SlurmJob]:
+    """A PodGroup of a CPU driver and two GPU workers, bound: its pods and its hetjob."""
+    await b.kube.create(
+        PODGROUPS,
+        {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": name},
+            "spec": {"minMember": 3},
+        },
+        NS,
+    )
+    labels = {LABEL_POD_GROUP: name}
+    names = [f"{name}-driver", f"{name}-w0", f"{name}-w1"]
+    await b.kube.create(PODS, gpu_pod(names[0], "1", 0, labels=labels), NS)
+    for n in names[1:]:
+        await b.kube.create(PODS, gpu_pod(n, "2", gpus, labels=labels), NS)
+    for n in names:
+        await b.bound(n)
+    job = await hetjob_of(b, names)
+    assert len(job.components) == 2
+    return names, job
+
+
+async def phase(b: Bridge, name: str) -> str:
+    return str(((await b.get_pod(name)).get("status") or {}).get("phase") or "")
+
+
+async def test_one_component_cancelled_fails_every_pod_of_the_gang_as_a_disruption(
+    sandbox: SlurmSandbox, tmp_path: Path
+) -> None:
+    async with bridge_with_controller(sandbox, tmp_path) as b:
+        names, job = await mixed_gang(b, "cut", sandbox.node_gpus)
+        workers = job.het_components[0]
+        await b.slurm.cancel(workers.job_id)  # only component 1, as `scancel 33` would
+
+        async def all_failed() -> bool:
+            return all([await phase(b, n) == "Failed" for n in names])
+
+        await b.wait_for("every pod of the gang Failed", all_failed)
+        driver = await b.get_pod(names[0])  # the driver's own component still ran
+        assert driver["status"]["reason"] == "SlurmJobCancelled"
+        assert f"hetjob component {job.job_id}+1" in driver["status"]["message"]
+        conds = {c["type"]: c for c in driver["status"]["conditions"]}
+        assert conds[CONDITION_DISRUPTION_TARGET]["status"] == "True"
+
+        async def whole_job_ended() -> bool:
+            j = await b.slurm.get_job(job.job_id)
+            return not any(c.state.active for c in j.components)
+
+        # every pod stopped: the controller ends what is left of the hetjob
+        await b.wait_for("the leader ended too", whole_job_ended)
+
+
+async def test_the_hetjob_ends_only_when_every_pod_of_every_component_has_stopped(
+    sandbox: SlurmSandbox, tmp_path: Path
+) -> None:
+    async with bridge_with_controller(sandbox, tmp_path) as b:
+        names, job = await mixed_gang(b, "fin", sandbox.node_gpus)
+        assert b.ctl is not None
+        # the dangling sweep takes a component for the hetjob's, never for a stray job
+        await b.ctl.sweep_once()
+        await b.ctl.sweep_once()
+        b.api.finish_pod(NS, names[0], exit_code=0)  # the driver (component 0) finishes
+
+        async def driver_done() -> bool:
+            return await phase(b, names[0]) == "Succeeded"
+
+        await b.wait_for("the driver Succeeded", driver_done)
+        await b.ctl.sweep_once()
+        still = await b.slurm.get_job(job.job_id)
+        assert [c.state.primary for c in still.components] == ["RUNNING", "RUNNING"]
+        for n in names[1:]:
+            b.api.finish_pod(NS, n, exit_code=0)
+
+        async def ended() -> list[str]:
+            j = await b.slurm.get_job(job.job_id)
+            states = [c.state.primary for c in j.components]
+            return states if not any(c.state.active for c in j.components) else []
+
+        assert set(await b.wait_for("every component ended", ended)) <= {"CANCELLED", "COMPLETED"}
+
+
+BUILTIN_PODGROUPS = Resource("scheduling.k8s.io", "v1alpha2", "podgroups", "PodGroup", True)
+
+
+async def test_builtin_podgroup_of_mixed_shapes_read_at_the_served_version_is_one_hetjob(
+    bridge: Bridge, sandbox: SlurmSandbox
+) -> None:
+    """The scheduler finds the built-in PodGroup's version by discovery (1.36 serves
+    scheduling.k8s.io/v1alpha2; no version is pinned)."""
+    served = await bridge.kube.served_versions("scheduling.k8s.io")
+    assert "v1alpha2" in served
+    await bridge.kube.create(
+        BUILTIN_PODGROUPS,
+        {
+            "apiVersion": "scheduling.k8s.io/v1alpha2",
+            "kind": "PodGroup",
+            "metadata": {"name": "wl"},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}},
+        },
+        NS,
+    )
+    names = ["wl-driver", "wl-w0", "wl-w1"]
+    for n, (cpu, gpus) in zip(names, [("1", 0), ("2", 1), ("2", 1)], strict=True):
+        body = gpu_pod(n, cpu, gpus)
+        body["spec"]["schedulingGroup"] = {"podGroupName": "wl"}
+        await bridge.kube.create(PODS, body, NS)
+    for n in names:
+        await bridge.bound(n)
+    job = await hetjob_of(bridge, names)
+    await assert_each_pod_on_its_components_nodes(bridge, job, [names[:1], names[1:]])
+
+
+async def test_a_restarted_scheduler_adopts_the_pending_hetjob_and_never_submits_another(
+    bridge: Bridge, sandbox: SlurmSandbox
+) -> None:
+    blocker = await bridge.slurm.submit(blocker_spec(sandbox))  # holds every external node
+    try:
+        await bridge.kube.create(
+            PODGROUPS,
+            {
+                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {"name": "adopt"},
+                "spec": {"minMember": 3},
+            },
+            NS,
+        )
+        labels = {LABEL_POD_GROUP: "adopt"}
+        names = ["adopt-driver", "adopt-w0", "adopt-w1"]
+        await bridge.kube.create(PODS, gpu_pod(names[0], "1", 0, labels=labels), NS)
+        for n in names[1:]:
+            await bridge.kube.create(PODS, gpu_pod(n, "2", 1, labels=labels), NS)
+
+        async def pending_hetjob() -> int:
+            msg = await bridge.scheduled_message(names[1])
+            pod = await bridge.get_pod(names[1])
+            return job_of(pod) if "(hetjob component " in msg and has_job(pod) else 0
+
+        job_id = await bridge.wait_for("the pending hetjob shown on the pods", pending_hetjob)
+        # a second scheduler starts from nothing but what Kubernetes and Slurm hold
+        fresh = Scheduler(bridge.cfg, bridge.kube, bridge.sched.slurm, SystemClock())
+        await fresh.sweep()
+        for n in names:
+            await fresh.on_pod_event("ADDED", await bridge.get_pod(n))
+        key = fresh.state.pod_group[f"{NS}/{names[0]}"]
+        await fresh.process(key)
+        await fresh.process(key)  # a restored pending job is read when it must act on it
+        assert fresh.groups[key].job is not None
+        assert fresh.groups[key].job.job_id == job_id
+        listed = (await bridge.slurm.list_jobs()).jobs
+        mine = [j for j in listed if f"{NS}/adopt-" in j.admin_comment and j.state.active]
+        assert {j.het_job_id for j in mine} == {job_id}  # one hetjob: its two components
+        assert len(mine) == 2
+    finally:
+        await bridge.slurm.cancel(blocker)
+    for n in names:
+        await bridge.bound(n)
+    assert (await hetjob_of(bridge, names)).job_id == job_id
+
+
+async def test_the_startup_sweep_finds_a_hetjob_no_pod_names_yet_by_its_leader(
+    bridge: Bridge, sandbox: SlurmSandbox
+) -> None:
+    """A component read alone (its pods carry no label yet) leads to its leader: the
+    sweep indexes the whole hetjob, never a component, by the group's uid."""
+    blocker = await bridge.slurm.submit(blocker_spec(sandbox))
+    try:
+        pg = await bridge.kube.create(
+            PODGROUPS,
+            {
+                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {"name": "swept"},
+                "spec": {"minMember": 2},
+            },
+            NS,
+        )
+        labels = {LABEL_POD_GROUP: "swept"}
+        await bridge.kube.create(PODS, gpu_pod("swept-a", "1", 0, labels=labels), NS)
+        await bridge.kube.create(PODS, gpu_pod("swept-b", "2", 1, labels=labels), NS)
+
+        async def submitted() -> list[SlurmJob]:
+            jobs = (await bridge.slurm.list_jobs()).jobs
+            return [j for j in jobs if f"{NS}/swept-" in j.admin_comment and j.state.active]
+
+        comps = await bridge.wait_for("the hetjob submitted", submitted)
+        fresh = Scheduler(bridge.cfg, bridge.kube, bridge.sched.slurm, SystemClock())
+        await fresh.sweep()
+        found = fresh.jobs_by_group_uid.get(pg["metadata"]["uid"])
+        assert found is not None
+        assert found.job_id == comps[0].het_job_id
+        assert len(found.components) == 2
+    finally:
+        await bridge.slurm.cancel(blocker)
