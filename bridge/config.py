@@ -194,16 +194,12 @@ class SchedulerSettings(_Section):
     gang_batch_jobs: bool = True
     # "jobset": one gang per JobSet; "replicatedJob": one gang per replicated job.
     jobset_grouping: Literal["jobset", "replicatedJob"] = "jobset"
-<<<<<<< HEAD
-    # Extended resource name -> Slurm GRES name (typed: "gpu:1g.10gb"), on top of (and
-    # overriding) DEFAULT_GRES_MAPPING; nvidia.com/gpu and amd.com/gpu are always "gpu".
-=======
     # A gang whose members differ in shape (a CPU driver and GPU workers): "hetjob": one
     # heterogeneous Slurm job, a component per shape, each member sized as it asks
     # (docs/hetjob.md); "largest": one plain job, every member sized like the largest.
     gang_sizing: Literal["hetjob", "largest"] = "hetjob"
-    # Extended resource name -> Slurm GRES name, on top of nvidia.com/gpu and amd.com/gpu.
->>>>>>> main
+    # Extended resource name -> Slurm GRES name (typed: "gpu:1g.10gb"), on top of (and
+    # overriding) DEFAULT_GRES_MAPPING; nvidia.com/gpu and amd.com/gpu are always "gpu".
     gres_mapping: dict[str, str] = Field(default_factory=dict)
     # DRA: DeviceClass name -> Slurm GRES name, for the extended-resource form
     # (deviceclass.resource.kubernetes.io/<class>), DeviceClasses with extendedResourceName,
