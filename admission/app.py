@@ -123,7 +123,9 @@ class AdmissionServer:
             self.health_bound = bound[0] if health_on else None
             self.metrics_bound = bound[-1] if metrics_on else None
         self._reload_task = asyncio.create_task(
-            self.reloader.run(self.clock, settings.cert_reload_interval_seconds)
+            self.reloader.run(
+                self.clock, settings.cert_reload_interval_seconds, self.deps.metrics.loop_failed
+            )
         )
         self._ready = True
         self.log.info(

@@ -36,6 +36,12 @@ class AdmissionMetrics:
             ["endpoint", "kind", "operation", "result"],
             registry=self.registry,
         )
+        self.loop_failures = Counter(
+            "slurm_bridge_loop_failures",
+            "Steps of a forever-loop that raised (logged, then backed off), by loop",
+            ["loop"],
+            registry=self.registry,
+        )
         self.latency = Histogram(
             "slurm_bridge_admission_review_seconds",
             "Time to answer one AdmissionReview, by endpoint.",
@@ -43,6 +49,9 @@ class AdmissionMetrics:
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0),
             registry=self.registry,
         )
+
+    def loop_failed(self, loop: str) -> None:
+        self.loop_failures.labels(loop).inc()
 
     def observe(
         self, endpoint: str, kind: str, operation: str, result: str, seconds: float

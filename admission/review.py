@@ -29,6 +29,17 @@ MAX_ERROR_CHARS = 300
 MAX_JSON_DEPTH = 100
 
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
+# What the API server sends in a review's uid (a UUID), namespace (a DNS-1123 label) and
+# name (a DNS-1123 subdomain at most): anything else is not from an API server, and is
+# refused before it reaches a log, an answer or a namespace lookup (a 2 MiB uid used to
+# write a 2.5 MB log line; a 2 MiB namespace came back in the answer).
+MAX_UID_CHARS = 128
+MAX_NAME_CHARS = 253
+MAX_USER_CHARS = 1024
+_UID = r"^[\x21-\x7e]+$"
+_NAMESPACE = r"^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)?$"
+_NAME = r"^[\x21-\x7e]*$"
+_SUBRESOURCE = r"^[a-z]*$"
 
 
 class _Model(BaseModel):
@@ -42,20 +53,20 @@ class GroupVersionKind(_Model):
 
 
 class UserInfo(_Model):
-    username: str = ""
+    username: str = Field(default="", max_length=MAX_USER_CHARS)
     groups: tuple[str, ...] = ()
 
 
 class AdmissionRequest(_Model):
     """``request`` of an AdmissionReview: what is being admitted, by whom."""
 
-    uid: str = Field(min_length=1)
+    uid: str = Field(min_length=1, max_length=MAX_UID_CHARS, pattern=_UID)
     kind: GroupVersionKind
     operation: Operation
     # "" for the resource itself; "resize" for pods/resize (in-place resize, 1.33+) ...
-    sub_resource: str = Field(default="", alias="subResource")
-    namespace: str = ""
-    name: str = ""
+    sub_resource: str = Field(default="", alias="subResource", max_length=63, pattern=_SUBRESOURCE)
+    namespace: str = Field(default="", pattern=_NAMESPACE)
+    name: str = Field(default="", max_length=MAX_NAME_CHARS, pattern=_NAME)
     object: dict[str, Any] | None = None
     old_object: dict[str, Any] | None = Field(default=None, alias="oldObject")
     user_info: UserInfo = Field(default_factory=UserInfo, alias="userInfo")

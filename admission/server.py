@@ -42,6 +42,8 @@ Reviewer = Callable[[AdmissionRequest, AdmissionContext], AdmissionResponse]
 JSON_CONTENT_TYPE = "application/json"
 # the longest message a log line of the webhook carries (a denial is bounded already)
 LOG_MESSAGE_CHARS = 2000
+# A user name in a log line, at most (the review refuses one over 1,024 characters).
+LOG_USER_CHARS = 256
 
 
 @dataclass
@@ -136,7 +138,7 @@ class _Handler:
             operation=req.operation,
             namespace=req.namespace,
             name=req.name,
-            user=req.user_info.username,
+            user=clip(req.user_info.username, LOG_USER_CHARS),
             result=result,
             message=clip(resp.message, LOG_MESSAGE_CHARS) or None,
             seconds=round(elapsed, 6),

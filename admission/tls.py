@@ -22,6 +22,7 @@ from typing import Any
 from bridge.clock import Clock
 from bridge.errors import ConfigError
 from bridge.logging import get_logger
+from bridge.loops import LoopCounter, LoopGuard
 
 _Signature = tuple[tuple[int, int, int], tuple[int, int, int]]
 # OpenSSL cipher string for TLS 1.2 (TLS 1.3 suites are configured apart and all AEAD).
@@ -94,8 +95,13 @@ class CertReloader:
         self._log.info("admission_tls_reloaded", cert=str(self._cert), reloads=self.reloads)
         return True
 
-    async def run(self, clock: Clock, interval_seconds: float) -> None:
-        """Forever: check every ``interval_seconds``."""
+    async def run(
+        self, clock: Clock, interval_seconds: float, count: LoopCounter | None = None
+    ) -> None:
+        """Forever: check every ``interval_seconds``; a check that raises is logged,
+        counted (``count``) and backed off, and the old pair keeps serving."""
+        guard = LoopGuard("admission-cert-reload", clock, count)
         while True:
             await clock.sleep(interval_seconds)
-            self.reload_if_changed()
+            async with guard:
+                self.reload_if_changed()

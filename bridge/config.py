@@ -363,6 +363,8 @@ class BridgeConfig(_Section):
     slurm_ca_file: Path | None = None
     slurm_user_name: str | None = None
     slurm_request_timeout_seconds: float = Field(default=10.0, gt=0)
+    # The largest slurmrestd answer read whole, and the largest item of a streamed one.
+    slurm_max_response_bytes: int = Field(default=64 << 20, ge=1 << 20)
     slurm_poll_interval_seconds: float = Field(default=0.25, gt=0)
     slurm_resync_interval_seconds: float = Field(default=30.0, gt=0)
 

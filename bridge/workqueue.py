@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
 
 from bridge.clock import Clock, backoff_delay, sleep_or_wake
+from bridge.loops import LoopGuard
 
 K = TypeVar("K", bound=Hashable)
 
@@ -137,12 +138,15 @@ async def run_worker(
     *,
     retry: tuple[type[Exception], ...] = (Exception,),
     forget_on_success: bool = False,
+    guard: LoopGuard | None = None,
 ) -> None:
     """One worker: take keys from ``queue`` until it is closed and ``process`` each.
 
     A key whose processing raised one of ``retry`` is queued again after its backoff
     (:meth:`WorkQueue.add_rate_limited`), then ``failed(key, error, delay)`` is told (it
-    logs, counts, reports); any other exception ends the worker. With
+    logs, counts, reports). Any other exception (a bug, an input nobody foresaw) backs the
+    key off the same way and is logged and counted by ``guard``
+    (:class:`~bridge.loops.LoopGuard`); without a guard it ends the worker. With
     ``forget_on_success`` a processed key's backoff is reset. The key is always marked
     :meth:`~WorkQueue.done`.
     """
@@ -154,6 +158,10 @@ async def run_worker(
             await process(key)
         except retry as e:
             await failed(key, e, queue.add_rate_limited(key))
+        except Exception as e:  # not cancellation (a BaseException)
+            if guard is None:
+                raise
+            guard.failed(e, key=str(key), retry_in=queue.add_rate_limited(key))
         else:
             if forget_on_success:
                 queue.forget(key)

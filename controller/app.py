@@ -52,6 +52,12 @@ class ControllerMetrics:
             ["kind"],
             registry=self.registry,
         )
+        self.loop_failures = Counter(
+            "slurm_bridge_loop_failures",
+            "Steps of a worker or forever-loop that raised (logged, then backed off), by loop",
+            ["loop"],
+            registry=self.registry,
+        )
         self.leader = Gauge(
             "slurm_bridge_controller_leader",
             "1 while this replica leads",
@@ -60,6 +66,9 @@ class ControllerMetrics:
 
     def corrected(self, kind: str) -> None:
         self.drift.labels(kind=kind).inc()
+
+    def loop_failed(self, loop: str) -> None:
+        self.loop_failures.labels(loop=loop).inc()
 
 
 async def serve(cfg: BridgeConfig, *, stop: asyncio.Event | None = None) -> None:
@@ -75,6 +84,7 @@ async def serve(cfg: BridgeConfig, *, stop: asyncio.Event | None = None) -> None
         events=EventRecorder(kube, COMPONENT, instance=identity),
         on_applied=metrics.corrected,
         slurm_observer=metrics.slurm,
+        on_loop_failure=metrics.loop_failed,
     )
     elector = (
         LeaderElector.from_config(kube, cfg, name=LEASE_NAME, identity=identity)

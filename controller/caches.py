@@ -13,12 +13,20 @@ nothing (the pod label and the job's admin_comment are the links).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from bridge.bounded import BoundedMap
 from bridge.kube.resources import KubeObject
 from bridge.kube.watch import WatchEvent
 from bridge.translate import kobj, pod_job_id
 from controller import claims, nodes
+
+# The labelled pods that left, per job id (a pod's job-id label is tenant input): jobs
+# remembered at most, and pods per job (any one the back-link names proves a pod left; the
+# dangling sweep still ends a job whose listed pods are all gone if these were dropped).
+DEPARTED_JOBS_MAX = 4096
+DEPARTED_PODS_PER_JOB_MAX = 64
 
 
 @dataclass
@@ -45,8 +53,13 @@ class WatchCaches:
         self.deleted: dict[int, dict[str, KubeObject]] = {}
         self.released: set[str] = set()  # uids of existing pods whose claims were released
         # job id -> the labelled pods that left (deleted, or relabelled): what "all pods
-        # deleted" is proven against. Dropped with the job.
-        self.departed: dict[int, dict[str, KubeObject]] = {}
+        # deleted" is proven against. Dropped with the job; bounded (labels are tenant
+        # input), and only the pods ``departs`` keeps (controller.ownership: once the
+        # job's back-link is known, the pods it names).
+        self.departed: BoundedMap[int, BoundedMap[str, KubeObject]] = BoundedMap(
+            "controller-departed", DEPARTED_JOBS_MAX
+        )
+        self.departs: Callable[[int, KubeObject], bool] = lambda _job, _pod: True
         self.nodes: dict[str, KubeObject] = {}
 
     def job_pods(self, job_id: int) -> list[KubeObject]:
@@ -77,7 +90,7 @@ class WatchCaches:
         if old is not None and (j := pod_job_id(old)) is not None:
             self.by_job.get(j, set()).discard(key)
             if pod is None or pod_job_id(pod) != j:
-                self.departed.setdefault(j, {})[key] = old
+                self._depart(j, key, old)
             touched.append(j)
         if old is not None and (node := _node_of(old)):
             keys = self.by_node.get(node)
@@ -93,6 +106,26 @@ class WatchCaches:
                 self.by_job.setdefault(j, set()).add(key)
                 touched.append(j)
         return touched
+
+    def _depart(self, job_id: int, key: str, pod: KubeObject) -> None:
+        if not self.departs(job_id, pod):
+            return  # e.g. a forged label on a job whose back-link does not name the pod
+        left = self.departed.get(job_id)
+        if left is None:
+            left = BoundedMap("controller-departed-pods", DEPARTED_PODS_PER_JOB_MAX)
+            self.departed[job_id] = left
+        left[key] = pod
+
+    def prune_departed(self, job_id: int) -> None:
+        """Keep only the departed pods ``departs`` keeps now (the back-link was read)."""
+        left = self.departed.get(job_id)
+        if left is None:
+            return
+        for key, pod in list(left.items()):
+            if not self.departs(job_id, pod):
+                del left[key]
+        if not left:
+            del self.departed[job_id]
 
     def on_node(self, ev: WatchEvent) -> NodeChange:
         """Apply a node event."""

@@ -55,8 +55,18 @@ class Ownership:
         )
 
     def learn(self, job: SlurmJob) -> None:
-        """Remember whether ``job`` (just read) is ours, and which pods it names."""
+        """Remember whether ``job`` (just read) is ours, and which pods it names; the
+        departed pods it does not name go (they prove nothing)."""
         self.links[job.job_id] = self._link_of(job)
+        self.caches.prune_departed(job.job_id)
+
+    def may_prove(self, job_id: int, pod: KubeObject) -> bool:
+        """Whether a pod that left ``job_id`` may prove anything: yes while the job's
+        back-link is unknown, then only a pod the link names."""
+        if job_id not in self.links:
+            return True
+        link = self.links[job_id]
+        return link is not None and job_names_pod(link, pod)
 
     def forget(self, job_id: int) -> None:
         self.links.pop(job_id, None)
@@ -96,8 +106,12 @@ class Ownership:
     def departed_named(self, job_id: int) -> bool:
         """A pod the job's back-link names was labelled with it and is gone."""
         link = self.links.get(job_id)
-        left = self.caches.departed.get(job_id, {})
-        return link is not None and any(job_names_pod(link, p) for p in left.values())
+        left = self.caches.departed.get(job_id)
+        return (
+            link is not None
+            and left is not None
+            and any(job_names_pod(link, p) for p in left.values())
+        )
 
     async def warn_foreign(self, job_id: int, strangers: list[KubeObject]) -> None:
         """Pods labelled with ``job_id`` that the job does not name: logged, and a Warning

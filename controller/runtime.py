@@ -31,6 +31,7 @@ from bridge.kube.events import EventRecorder
 from bridge.kube.resources import NODES, PODS, slim
 from bridge.kube.watch import Watcher, WatchEvent, list_then_watch
 from bridge.logging import get_logger
+from bridge.loops import LoopCounter, LoopGuard
 from bridge.slurm.client import SlurmClient, state_requests
 from bridge.translate import pod_job_id
 from bridge.wellknown import LABEL_JOB_ID
@@ -64,8 +65,10 @@ class Controller:
         events: EventRecorder | None = None,
         on_applied: Callable[[str], None] | None = None,
         slurm_observer: SlurmReadObserver | None = None,
+        on_loop_failure: LoopCounter | None = None,
     ) -> None:
         self.cfg = cfg
+        self.on_loop_failure = on_loop_failure
         self.slurm = slurm
         self.kube = kube
         self.clock: Clock = clock or SystemClock()
@@ -80,6 +83,7 @@ class Controller:
         polled = slurm_observer is not None and cfg.controller.slurm_job_metrics == "polled"
         self.caches = WatchCaches()
         self.ownership = Ownership(cfg, slurm, kube, self.clock, self.caches, events)
+        self.caches.departs = self.ownership.may_prove  # a forged label departs unremembered
         self.node_reconcile = NodeReconcile(cfg, slurm, self.applier, self.caches, self.queue)
         self.poller = SlurmPoller(
             cfg,
@@ -143,6 +147,11 @@ class Controller:
     async def _reconcile_failed(self, key: Key, error: Exception, retry_in: float) -> None:
         log.warning("reconcile_failed", key="/".join(key), error=str(error), retry_in=retry_in)
 
+    def _guard(self, loop: str) -> LoopGuard:
+        """The failure policy of one loop: anything but a BridgeError (a bug, an input
+        nobody foresaw) is logged, counted and backed off; the loop goes on."""
+        return LoopGuard(loop, self.clock, self.on_loop_failure)
+
     async def _worker(self) -> None:
         await run_worker(
             self.queue,
@@ -150,14 +159,17 @@ class Controller:
             self._reconcile_failed,
             retry=(BridgeError,),
             forget_on_success=True,
+            guard=self._guard("controller-worker"),
         )
 
-    async def _every(self, seconds: float, step: Callable[[], Awaitable[None]]) -> None:
+    async def _every(self, loop: str, seconds: float, step: Callable[[], Awaitable[None]]) -> None:
+        guard = self._guard(loop)
         while True:
-            try:
-                await step()
-            except BridgeError as e:
-                log.warning("loop_step_failed", error=str(e))
+            async with guard:
+                try:
+                    await step()
+                except BridgeError as e:
+                    log.warning("loop_step_failed", loop=loop, error=str(e))
             await self.clock.sleep(seconds)
 
     async def _poll_loop(self) -> None:
@@ -165,12 +177,14 @@ class Controller:
         once (:meth:`SlurmPoller.poke`)."""
         pace = PollPace()
         poller = self.poller
+        guard = self._guard("controller-poll")
         while True:
             poller.poll_now.clear()
-            try:
-                pace.ticked(await poller.poll_once() > 0)
-            except BridgeError as e:
-                log.warning("loop_step_failed", error=str(e))
+            async with guard:
+                try:
+                    pace.ticked(await poller.poll_once() > 0)
+                except BridgeError as e:
+                    log.warning("loop_step_failed", loop="controller-poll", error=str(e))
             pace.requests = state_requests(len(poller.ids()))
             interval = pace.interval(self.cfg.slurm_poll_interval_seconds)
             await sleep_or_wake(self.clock, interval, poller.poll_now)
@@ -192,8 +206,22 @@ class Controller:
         )
         node_watch = Watcher(self.kube, NODES, clock=self.clock, keep=slim)
         tasks = [
-            asyncio.create_task(list_then_watch(pod_watch, self.on_pod, listed=self._one_listed)),
-            asyncio.create_task(list_then_watch(node_watch, self.on_node, listed=self._one_listed)),
+            asyncio.create_task(
+                list_then_watch(
+                    pod_watch,
+                    self.on_pod,
+                    listed=self._one_listed,
+                    guard=self._guard("controller-watch-pods"),
+                )
+            ),
+            asyncio.create_task(
+                list_then_watch(
+                    node_watch,
+                    self.on_node,
+                    listed=self._one_listed,
+                    guard=self._guard("controller-watch-nodes"),
+                )
+            ),
         ]
         # Not among ``tasks``: the first sweep awaits it (and sees its error, if any).
         self.sweeper.start_first_scan()
@@ -207,7 +235,9 @@ class Controller:
             tasks.append(asyncio.create_task(self._poll_loop()))
             tasks.append(
                 asyncio.create_task(
-                    self._every(self.cfg.slurm_resync_interval_seconds, self.sweep_once)
+                    self._every(
+                        "controller-sweep", self.cfg.slurm_resync_interval_seconds, self.sweep_once
+                    )
                 )
             )
             await asyncio.gather(*tasks)

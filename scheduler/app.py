@@ -75,6 +75,7 @@ async def run_scheduler(
                 lambda ev: sched.on_node_event(ev.type, ev.object),
                 synced=nodes_synced,
                 keep_on_list_error=True,
+                guard=sched.guard("scheduler-watch-nodes"),
             )
         )
         if cfg.managed_namespace_selector is not None or cfg.uses_namespace_labels:
@@ -84,6 +85,7 @@ async def run_scheduler(
                     lambda ev: sched.on_namespace_event(ev.type, ev.object),
                     synced=ns_synced,
                     keep_on_list_error=True,
+                    guard=sched.guard("scheduler-watch-namespaces"),
                 )
             )
         else:
@@ -100,6 +102,7 @@ async def run_scheduler(
                 listed=lambda: dra.listed(res),
                 keep_on_list_error=True,
                 absent_ok=True,
+                guard=sched.guard(f"scheduler-watch-{res.plural}"),
             )
 
         tg.create_task(follow(DEVICE_CLASSES, dra.on_class_event))
@@ -114,6 +117,7 @@ async def run_scheduler(
                 listed=sched.initial_pods_listed,
                 synced=pods_synced,
                 keep_on_list_error=True,
+                guard=sched.guard("scheduler-watch-pods"),
             )
         )
         await nodes_read
@@ -125,8 +129,10 @@ async def run_scheduler(
         if ready is not None:
             ready.set()
         log.info("scheduler_running", workers=cfg.scheduler.workers)
+        gauges = sched.guard("scheduler-gauges")
         while True:
-            sched.update_gauges()
+            async with gauges:
+                sched.update_gauges()
             await clock.sleep(5.0)
 
 

@@ -233,8 +233,7 @@ class Binder:
         await self.kube.bind_pod(kobj.namespace(pod), kobj.name(pod), kobj.uid(pod), node, notes)
         # Bound: it leaves this scheduler now, not when the watch says so (no second bind);
         # the group is processed once more and dropped when none of its pods is left.
-        self.state.bound(pod, key)
-        started = g.first_seen.pop(key, None)
+        started = self.state.bound(pod, key)
         if started is not None:
             self.metrics.bind_seconds.observe(time.monotonic() - started)
         self.metrics.pods_bound.inc()

@@ -27,6 +27,7 @@ from bridge.errors import BridgeError, KubeError, SlurmError, SlurmUnavailable
 from bridge.kube.client import KubeClient
 from bridge.kube.events import EventRecorder
 from bridge.kube.resources import KubeObject
+from bridge.loops import LoopGuard
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import SlurmJob
 from bridge.translate import TranslateSettings
@@ -60,6 +61,9 @@ log = structlog.get_logger("scheduler")
 
 # A failed cycle is retried after 0.05 s, doubling up to scheduler.rejectBackoffMaxSeconds.
 RETRY_BASE_SECONDS = 0.05
+# A job in a state the poller does not follow (not PENDING) that cannot be bound yet is
+# read again after this long, doubling per try (the work queue's backoff, capped).
+UNSETTLED_REREAD_SECONDS = 1.0
 
 
 class Scheduler:
@@ -106,6 +110,7 @@ class Scheduler:
             self.queue,
         )
         self.jobs.on_foreign_label = self.report.foreign_label
+        self.jobs.on_loop_failure = self.metrics.loop_failed
         self.starter = Starter(cfg, slurm, clock, self.jobs, self.report, self.queue, self.metrics)
         self.binder = Binder(
             cfg, kube, self.dra, self.state, self.report, self.queue, self.metrics, clock
@@ -121,7 +126,7 @@ class Scheduler:
         return self.jobs.swept
 
     @property
-    def jobs_by_group_uid(self) -> dict[str, SlurmJob]:
+    def jobs_by_group_uid(self) -> dict[tuple[str, str], SlurmJob]:
         return self.jobs.jobs_by_group_uid
 
     async def on_pod_event(self, kind: str, pod: KubeObject) -> None:
@@ -224,6 +229,16 @@ class Scheduler:
                 g.job = None
                 await asyncio.gather(*(self.binder.unlink(p) for p in pods))
                 await self.report.unschedulable(pods, REASON_UNSCHEDULABLE, message)
+            case Pending(job_id=job_id, message=message) if snap.group.job is not None and (
+                snap.group.job.state != "PENDING"
+            ):
+                # Not pending, not bindable yet (RUNNING without its nodes, SUSPENDED ...):
+                # the poller follows PENDING jobs only, so no tick would ever queue this
+                # group again (a silent stall). Read it again after a backoff instead.
+                log.info("job_not_settled", job_id=job_id, state=snap.group.job.state)
+                g.unread = True
+                self.queue.add_rate_limited(key, base=UNSETTLED_REREAD_SECONDS)
+                await self.report.unschedulable(pods, REASON_UNSCHEDULABLE, message)
             case Pending(job_id=job_id, message=message):
                 # Until Slurm has looked at a new job (its reason is still "None"), the
                 # pods are left alone: most jobs start at that first scheduling pass,
@@ -250,13 +265,19 @@ class Scheduler:
                 await self.report.unschedulable(pods, REASON_UNSCHEDULABLE, message, warning=True)
 
     # ------------------------------------------------------------------ loops
+    def guard(self, loop: str) -> LoopGuard:
+        """The failure policy of one of the scheduler's loops (logged, counted, backed off)."""
+        return LoopGuard(loop, self.clock, self.metrics.loop_failed)
+
     async def worker(self) -> None:
         await run_worker(self.queue, self.process, self._cycle_failed)
 
     async def _cycle_failed(self, key: str, e: Exception, retry_in: float) -> None:
         """A group's cycle raised; it is retried after ``retry_in`` seconds."""
         if not isinstance(e, BridgeError | AssertionError):
-            log.exception("cycle_crashed", group=key, exc_info=e)
+            # a bug or an input nobody foresaw: logged, counted; the group backs off
+            self.metrics.loop_failed("scheduler-worker")
+            log.exception("cycle_crashed", group=key, exc_info=e, retry_in=retry_in)
             return
         if isinstance(e, SlurmError):
             self.metrics.rest_errors.labels(e.endpoint or "?", str(e.status or 0)).inc()
@@ -296,21 +317,24 @@ class Scheduler:
     async def poll_forever(self) -> None:
         last_resync = self.clock.monotonic()
         base = self.cfg.slurm_poll_interval_seconds
+        guard = self.guard("scheduler-poll")
         while True:
-            try:
-                if self.slurm_outage.down is not None:
-                    await self._probe_slurm()
-                await self.poller.run_once()
-                if self.clock.monotonic() - last_resync >= self.cfg.slurm_resync_interval_seconds:
-                    last_resync = self.clock.monotonic()
-                    await self.jobs.refresh_slurm_nodes()
-            except SlurmError as e:
-                self.metrics.rest_errors.labels(e.endpoint or "?", str(e.status or 0)).inc()
-                # One warning per outage (slurm_unreachable), not one per tick.
-                quiet = self.slurm_outage.down is not None and isinstance(e, SlurmUnavailable)
-                (log.debug if quiet else log.warning)("poll_failed", error=str(e))
-                if isinstance(e, SlurmUnavailable):
-                    await self._slurm_unreachable(e, None)
+            async with guard:  # anything but a SlurmError: logged, counted, backed off
+                try:
+                    if self.slurm_outage.down is not None:
+                        await self._probe_slurm()
+                    await self.poller.run_once()
+                    resync = self.cfg.slurm_resync_interval_seconds
+                    if self.clock.monotonic() - last_resync >= resync:
+                        last_resync = self.clock.monotonic()
+                        await self.jobs.refresh_slurm_nodes()
+                except SlurmError as e:
+                    self.metrics.rest_errors.labels(e.endpoint or "?", str(e.status or 0)).inc()
+                    # One warning per outage (slurm_unreachable), not one per tick.
+                    quiet = self.slurm_outage.down is not None and isinstance(e, SlurmUnavailable)
+                    (log.debug if quiet else log.warning)("poll_failed", error=str(e))
+                    if isinstance(e, SlurmUnavailable):
+                        await self._slurm_unreachable(e, None)
             # Idle back-off (see JobPoller), cut short when a job is newly watched.
             interval, slept = self.poller.next_interval(base), 0.0
             while True:

@@ -101,6 +101,8 @@ class GroupSnapshot:
     # earlier scheduler can have seen)
     may_create: bool = True
     slurm_unreachable: str = ""  # what failed, while Slurm cannot be reached
+    # the group's object (a PodGroup ...) does not exist: why it waits, naming the field
+    waiting_for: str = ""
 
 
 # --- decisions --------------------------------------------------------------------------
@@ -307,8 +309,15 @@ def bind(job: JobView, pods: tuple[PodView, ...]) -> Bind:
 def decide(snap: GroupSnapshot) -> Decision:
     """What to do next for one group. Pure."""
     d = _next_step(snap)
-    if snap.job_unread and snap.job is not None and not isinstance(d, Pending):
-        return ReadJob(snap.job.job_id)
+    # A pending job known from the pods is left to the poller; anything else is read (a
+    # job in a state the poller does not follow is read again by its cycle).
+    job = snap.job
+    if (
+        snap.job_unread
+        and job is not None
+        and (not isinstance(d, Pending) or job.state != "PENDING")
+    ):
+        return ReadJob(job.job_id)
     if isinstance(d, Submit) and not snap.may_create:
         return AwaitSweep()
     if snap.slurm_unreachable and isinstance(d, Submit | Update | Cancel | Pending):
@@ -337,7 +346,8 @@ def _next_step(snap: GroupSnapshot) -> Decision:
         if job is None:
             return Wait(
                 REASON_UNSCHEDULABLE,
-                f"waiting for group {snap.group.key}: {have} of {want} pods exist",
+                snap.waiting_for
+                or f"waiting for group {snap.group.key}: {have} of {want} pods exist",
             )
     if job is not None and job.state == "RUNNING" and job.nodes:
         # Allocated: bind what is unbound. Members missing from the snapshot were bound
@@ -362,7 +372,8 @@ def _next_step(snap: GroupSnapshot) -> Decision:
                 )
             return Update(job.job_id, snap.spec, h, tuple(p.job_id for p in job.parts))
         return Pending(job.job_id, pending_message(job, snap.spec))
-    # CONFIGURING, SUSPENDED, REQUEUED ...: wait for Slurm to settle.
+    # RUNNING without its nodes yet, SUSPENDED ...: wait for Slurm to settle. The poller
+    # follows PENDING jobs only, so the cycle reads this one again (scheduler.cycle).
     return Pending(job.job_id, f"Slurm job {job.job_id} is {job.state}")
 
 

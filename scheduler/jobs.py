@@ -7,6 +7,14 @@ Restart safety: the pod<->job link is written on both sides (pod label + Slurm
 admin_comment); a group whose submit answer was lost is looked up by its identity before
 submitting again; until the start-up sweep ends only a group no earlier scheduler can have
 seen may get a new job.
+
+Trust: a job becomes a group's only when its admin_comment proves it. Adopted without a
+pod naming it (the sweep, a lost submit): the back-link names this bridge's mcs label and
+the group's kind, namespace, name and uid, never an empty uid
+(:func:`bridge.translate.link_names_group`). Named by a pod's job-id label: the job is
+read, and its back-link names this cluster, the group and one of its pods
+(:meth:`SlurmJobs.read_job`). A job restored from the pods' record is used for nothing
+but leaving it pending until it is read that way.
 """
 
 from __future__ import annotations
@@ -18,17 +26,24 @@ from typing import Any
 
 import structlog
 
+from bridge.bounded import BoundedSet
 from bridge.clock import Clock
 from bridge.errors import BridgeError, InvalidInput, SlurmNotFound
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import PODS, KubeObject
+from bridge.loops import LoopCounter, LoopGuard
 from bridge.models import GroupId, JobSpec
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import JobState, SlurmJob, SlurmNode
 from bridge.translate import (
     Waiting,
+    back_link,
+    check_source,
     expected_size,
+    group_of_link,
     kobj,
+    link_names_group,
+    missing_source,
     names_any_pod,
     order_pods,
     parse_admin_comment,
@@ -61,6 +76,8 @@ HELD_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin"})
 # streams Slurm's job table once.
 SWEEP_READS_MAX = 1000
 SWEEP_READ_CONCURRENCY = 16
+# Job ids remembered as not to be used again (purged, or not the group's), at most.
+GONE_MAX = 10_000
 
 
 def spec_hash_of(job: SlurmJob) -> str | None:
@@ -69,12 +86,10 @@ def spec_hash_of(job: SlurmJob) -> str | None:
     return rest.split()[0] if sep and rest else None
 
 
-def _group_uid_of_active(job: SlurmJob) -> str | None:
-    """The group uid an ACTIVE job of the bridge names in its admin_comment, else None."""
-    if not job.state.active:
-        return None
-    parsed = parse_admin_comment(job.admin_comment)
-    return parsed[0].uid if parsed is not None and parsed[0] is not None else None
+def _group_of_active(job: SlurmJob, mcs_label: str) -> GroupId | None:
+    """The group an ACTIVE job of this bridge (its back-link names ``mcs_label``) is for,
+    when it has a uid; else None (:func:`bridge.translate.group_of_link`)."""
+    return group_of_link(job.admin_comment, mcs_label) if job.state.active else None
 
 
 def _shares(job: SlurmJob) -> bool:
@@ -211,12 +226,17 @@ class SlurmJobs:
         self.outage = outage
         self.queue = queue
         self.poller = JobPoller(slurm, self.on_job_change, self.on_job_gone)
-        self.jobs_by_group_uid: dict[str, SlurmJob] = {}  # from the start-up sweep
+        # From the start-up sweep: (namespace, group uid) -> job; taken only by the group
+        # its back-link names whole (kind, namespace, name, uid).
+        self.jobs_by_group_uid: dict[tuple[str, str], SlurmJob] = {}
         self.swept = False
         # Groups that waited for the sweep (:class:`scheduler.decide.AwaitSweep`): processed
         # again once it ends.
         self.after_sweep: set[str] = set()
-        self.gone: set[int] = set()  # job ids Slurm no longer knows (labels may name them)
+        # Job ids Slurm no longer knows, or that are not the group's: pod labels name them,
+        # so they are tenant input and remembered at most GONE_MAX (a dropped one is read
+        # once more when a label names it again).
+        self.gone: BoundedSet[int] = BoundedSet("scheduler-gone-jobs", GONE_MAX)
         self._job_group: dict[int, str] = {}  # watched job id -> group key
         # The bridge's jobs pending per partition ("" = the default), for the start rule.
         self.pending_in: dict[str, set[int]] = {}
@@ -225,6 +245,8 @@ class SlurmJobs:
         self.partition_size: dict[str, PartitionView] = {}  # from Slurm's node list
         # Told of pods whose job-id label names a job that is not theirs (a Warning).
         self.on_foreign_label: Callable[[list[KubeObject], int], Awaitable[None]] | None = None
+        # Told of a step of the start-up sweep that raised something unforeseen (a metric).
+        self.on_loop_failure: LoopCounter | None = None
 
     # ------------------------------------------------------------------ following
     def watch(self, g: GroupState, job: SlurmJob) -> None:
@@ -266,8 +288,12 @@ class SlurmJobs:
             self._count_pending(job)  # held, or released from its hold
         g = self.state.groups.get(gkey) if gkey is not None else None
         if g is not None and g.job is not None and g.job.job_id == job.job_id:
+            # A job restored from the pods' record is trusted once this read proves it
+            # the group's; otherwise it stays unread, and the ReadJob decision's read
+            # (read_job) drops it as foreign.
             g.job = job
-            g.unread = False
+            if g.unread and self.proves(g, job):
+                g.unread = False
             self.queue.add(g.ref.key)
 
     def on_job_gone(self, job_id: int) -> None:
@@ -285,14 +311,17 @@ class SlurmJobs:
         """:meth:`sweep_once` until it succeeds (the workers run meanwhile: a failed sweep
         is retried, never the end of the scheduler), backing off to 30 s."""
         delay = 1.0
+        guard = LoopGuard("scheduler-sweep", self.clock, self.on_loop_failure)
         while True:
             try:
                 await self.sweep_once(lists_done)
                 return
             except BridgeError as e:
                 log.warning("slurm_sweep_failed", error=str(e), retry_in=delay)
-                await self.clock.sleep(delay)
-                delay = min(delay * 2, 30.0)
+            except Exception as e:  # a bug or an unforeseen answer: logged, counted
+                guard.failed(e, retry_in=delay)
+            await self.clock.sleep(delay)
+            delay = min(delay * 2, 30.0)
 
     async def sweep_once(self, lists_done: asyncio.Event | None = None) -> None:
         """Index the bridge's active jobs by group uid, once, at start, so a restarted
@@ -321,16 +350,17 @@ class SlurmJobs:
         )
         active = {s.job_id for s in states}
         unknown = active - labelled
+        mcs = self.state.cfg.mcs_label
         if len(unknown) > SWEEP_READS_MAX:
             jobs: Iterable[SlurmJob] = await self.slurm.scan_jobs(
-                lambda j: j.job_id in unknown and _group_uid_of_active(j) is not None
+                lambda j: j.job_id in unknown and _group_of_active(j, mcs) is not None
             )
         else:
             jobs = await self.slurm.get_jobs(sorted(unknown), concurrency=SWEEP_READ_CONCURRENCY)
         for job in await self._whole(jobs):
-            uid = _group_uid_of_active(job)
-            if uid is not None:
-                self.jobs_by_group_uid[uid] = job
+            group = _group_of_active(job, mcs)
+            if group is not None:
+                self.jobs_by_group_uid[(group.namespace, group.uid)] = job
         self.swept = True
         self.state.sweep_ended()
         for gkey in self.after_sweep:
@@ -392,8 +422,7 @@ class SlurmJobs:
             self.gone.add(job_id)
             return
         pods = [self.state.pods[k] for k in sorted(g.pods) if k in self.state.pods]
-        mcs = self.state.cfg.mcs_label
-        if not names_a_pod(g.job, pods, mcs):
+        if not self.proves(g, g.job, pods):
             # A label names a job that is not this group's (forged, or stale): never act
             # on it (no update, no cancel, no binding); the group gets its own job.
             self.gone.add(job_id)
@@ -404,6 +433,18 @@ class SlurmJobs:
             return
         if g.job is not None and g.job.state.primary == "PENDING":
             self.watch(g, g.job)
+
+    def proves(self, g: GroupState, job: SlurmJob, pods: list[KubeObject] | None = None) -> bool:
+        """``job`` (as read from Slurm) is ``g``'s: its back-link (each component's, for a
+        hetjob) names this cluster and this group (kind, namespace, name), and one names
+        one of its pods."""
+        if pods is None:
+            pods = [self.state.pods[k] for k in sorted(g.pods) if k in self.state.pods]
+        for c in job.components:
+            link = back_link(c.admin_comment)
+            if link is not None and link.group is not None and link.group.key != g.ref.key:
+                return False
+        return names_a_pod(job, pods, self.state.cfg.mcs_label)
 
     def may_create(self, g: GroupState, pods: list[KubeObject]) -> bool:
         """A new job may be made for ``g`` now: the start-up sweep is done, or the group
@@ -419,8 +460,11 @@ class SlurmJobs:
         """Find the group's Slurm job if the scheduler does not hold it yet."""
         if g.job is not None:
             return
-        if gid is not None and gid.uid in self.jobs_by_group_uid:
-            g.job = self.jobs_by_group_uid.pop(gid.uid)
+        mcs = self.state.cfg.mcs_label
+        swept = self.jobs_by_group_uid.get((gid.namespace, gid.uid)) if gid else None
+        if gid and swept and link_names_group(swept.admin_comment, gid, mcs):
+            del self.jobs_by_group_uid[(gid.namespace, gid.uid)]
+            g.job = swept
         else:
             label = next(
                 (j for j in map(pod_job_id, pods) if j is not None and j not in self.gone),
@@ -436,11 +480,16 @@ class SlurmJobs:
                 if g.job is not None:
                     return  # followed by read_job when pending
         if g.job is None and g.uncertain_submit and gid is not None:
-            found = await self._whole(
-                await self.slurm.find_jobs_by_admin_comment(f'"uid":"{gid.uid}"')
-            )
-            if found:
-                g.job = found[0]
+            # Only a job whose back-link names this very group (a group with no uid has
+            # no identity to find: it may get a duplicate, never another group's job).
+            if gid.uid:
+                found = await self._whole(
+                    await self.slurm.scan_jobs(
+                        lambda j: j.state.active and link_names_group(j.admin_comment, gid, mcs)
+                    )
+                )
+                if found:
+                    g.job = found[0]
             g.uncertain_submit = False
         if g.job is not None and g.job.state.primary == "PENDING":
             self.watch(g, g.job)
@@ -462,6 +511,12 @@ class SlurmJobs:
         expected = len(pods)
         gid: GroupId | None = None
         try:
+            # A pod naming an owner that does not exist, or by a uid that is not the
+            # owner's: refused, and never given a job it did not make itself.
+            check_source(g.ref, gobj, pods)
+        except InvalidInput as e:
+            return self._refused(g, pods, expected, e)
+        try:
             result = (
                 Waiting(group=g.ref.group_id(gobj), have=len(pods), want=want)
                 if filling
@@ -470,7 +525,7 @@ class SlurmJobs:
                     gobj,
                     self.state.node_set,
                     self.state.settings,
-                    owners=self.state.owners,
+                    owners=self.state.owners.in_namespace(g.ref.namespace),
                     dra=await self.dra.inputs(pods),
                     policy=resolve_policy(
                         self.state.cfg,
@@ -500,6 +555,24 @@ class SlurmJobs:
             pods=tuple(pod_view(p) for p in pods),
             expected=expected,
             spec=spec,
+            invalid=invalid,
+            job=job_view(g.job) if g.job is not None else None,
+            job_unread=g.unread,
+            waiting_for=missing_source(g.ref, pods) if gobj is None and want is None else "",
+            may_create=self.may_create(g, pods),
+            slurm_unreachable=self.outage.message,
+        )
+        return Snapshot(snap, pods)
+
+    def _refused(
+        self, g: GroupState, pods: list[KubeObject], expected: int, invalid: InvalidInput
+    ) -> Snapshot:
+        """The snapshot of a group whose pods name their owner falsely: no job is looked
+        for (none adopted); the one it holds, if any, was proven its own before."""
+        snap = GroupSnapshot(
+            group=GroupId(kind=g.ref.kind, namespace=g.ref.namespace, name=g.ref.name, uid=""),
+            pods=tuple(pod_view(p) for p in pods),
+            expected=expected,
             invalid=invalid,
             job=job_view(g.job) if g.job is not None else None,
             job_unread=g.unread,

@@ -72,3 +72,12 @@ class SchedulerMetrics:
             registry=r,
         )
         self.pods_bound = Counter("slurm_bridge_pods_bound", "Pods bound", registry=r)
+        self.loop_failures = Counter(
+            "slurm_bridge_loop_failures",
+            "Steps of a worker or forever-loop that raised (logged, then backed off), by loop",
+            ["loop"],
+            registry=r,
+        )
+
+    def loop_failed(self, loop: str) -> None:
+        self.loop_failures.labels(loop).inc()

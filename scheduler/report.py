@@ -4,7 +4,7 @@ event, the Scheduled events of bound pods, and the pending-pods gauge."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from typing import Any
 
 from bridge.clock import Clock
@@ -24,6 +24,30 @@ WAITING_REFRESH_SECONDS = 1.0
 # members arrive in one burst (a controller creating them) is then complete before any
 # "k of n" write, and its binding does not queue behind 2n status writes and events.
 WAITING_GRACE_SECONDS = 1.0
+
+
+# ``slurm_bridge_pending_pods{reason}`` label values at most (the most common first), each
+# at most REASON_LABEL_MAX characters: a condition's message can carry tenant text (an
+# annotation's value in a refusal), which must not grow /metrics.
+PENDING_REASONS_MAX = 32
+REASON_LABEL_MAX = 64
+OTHER_REASON = "Other"
+
+
+def pending_reason_labels(counts: Mapping[str, int]) -> dict[str, int]:
+    """``counts`` by reason, with at most :data:`PENDING_REASONS_MAX` distinct reasons
+    (the rest summed under ``Other``), each cut to :data:`REASON_LABEL_MAX` characters."""
+    clipped: dict[str, int] = {}
+    for reason, n in counts.items():
+        label = reason[:REASON_LABEL_MAX]
+        clipped[label] = clipped.get(label, 0) + n
+    if len(clipped) <= PENDING_REASONS_MAX:
+        return clipped
+    ranked = sorted(clipped.items(), key=lambda kv: (-kv[1], kv[0]))
+    out = dict(ranked[: PENDING_REASONS_MAX - 1])
+    rest = sum(n for _, n in ranked[PENDING_REASONS_MAX - 1 :])
+    out[OTHER_REASON] = out.get(OTHER_REASON, 0) + rest
+    return out
 
 
 class Reporter:
@@ -125,6 +149,7 @@ class Reporter:
                 msg.rpartition(": ")[2] if "pending" in msg else (cond or {}).get("reason", "New")
             )
             counts[str(reason)] = counts.get(str(reason), 0) + 1
+        counts = pending_reason_labels(counts)
         self.metrics.pending_pods.clear()
         for r, n in counts.items():
             self.metrics.pending_pods.labels(r).set(n)

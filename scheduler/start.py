@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from bridge.bounded import BoundedMap
 from bridge.clock import Clock
 from bridge.config import BridgeConfig
 from bridge.errors import KubeError, SlurmError, SlurmRejected, SlurmUnavailable
@@ -49,6 +50,8 @@ REFUSED_MEMORY_SECONDS = 2.0
 # An allocation window falls back to one try in flight (a probe) after this long without
 # a try: the partition may have filled meanwhile.
 PROBE_AFTER_IDLE_SECONDS = 1.0
+# Partitions (named by pods) the start rule remembers windows and refusals of, at most.
+PARTITIONS_MAX = 1024
 
 
 @dataclass
@@ -101,8 +104,14 @@ class Starter:
         self.report = report
         self.queue = queue
         self.metrics = metrics
-        self._refused: dict[str, list[tuple[float, Shape]]] = {}  # partition -> (when, shape)
-        self._windows: dict[str, AllocationWindow] = {}
+        # Per partition, which a pod names (tenant text, checked by Slurm only later):
+        # bounded. A window dropped while in use only restarts its probe at one.
+        self._refused: BoundedMap[str, list[tuple[float, Shape]]] = BoundedMap(
+            "scheduler-refused-shapes", PARTITIONS_MAX
+        )  # partition -> (when, shape)
+        self._windows: BoundedMap[str, AllocationWindow] = BoundedMap(
+            "scheduler-allocation-windows", PARTITIONS_MAX
+        )
 
     def partition_view(self, part: str) -> PartitionView:
         """What the start rule knows of ``part``: the bridge's jobs pending there, shapes

@@ -14,6 +14,7 @@ from typing import Any
 
 import structlog
 
+from bridge.bounded import BoundedSet
 from bridge.clock import Clock, SystemClock
 from bridge.config import BridgeConfig
 from bridge.errors import KubeError, KubeNotFound
@@ -46,6 +47,8 @@ OWNER_KINDS: dict[str, Resource] = {
     "LeaderWorkerSet": LEADERWORKERSETS,
     "PodGroup": PODGROUPS,
 }
+# Pods bound whose leaving the watch has not shown yet, remembered at most.
+BOUND_UIDS_MAX = 10_000
 
 
 @dataclass
@@ -98,7 +101,8 @@ class KubeState:
         # the same nodes, with excluded_nodes memoized per placement (no O(nodes) per group)
         self.node_set = NodeSet()
         self.namespace_labels: dict[str, dict[str, str]] = {}
-        # uid -> owner/group object: bounded, slim, re-read when older than a minute
+        # (namespace, uid) -> owner/group object: bounded, slim, re-read when older than a
+        # minute; never found by uid alone (a pod's ownerReference uid is its own text)
         self.owners = OwnerCache(clock or SystemClock())
         self.pods_listed = False  # the pod watch's initial list was delivered
         # uids of the pods in that initial list, kept until the start-up sweep ends
@@ -107,7 +111,9 @@ class KubeState:
         self._keep_listed = True
         # Pods this scheduler bound whose leaving the watch has not been seen yet: an event
         # for one that still shows no node is older than the binding and is ignored.
-        self._bound_uids: set[str] = set()
+        # Bounded: the watch normally says within seconds; a uid dropped early only makes a
+        # stale event retry a binding the API server refuses (409).
+        self._bound_uids: BoundedSet[str] = BoundedSet("scheduler-bound-uids", BOUND_UIDS_MAX)
         self.clock = clock or SystemClock()
         # the built-in PodGroup at the version the server serves (discovery); None: not
         # found yet, looked for again after BUILTIN_RETRY_SECONDS
@@ -187,20 +193,26 @@ class KubeState:
     def pods_of(self, g: GroupState) -> list[KubeObject]:
         return [self.pods[k] for k in g.pods if k in self.pods]
 
-    def forget_pod(self, key: str) -> None:
+    def forget_pod(self, key: str) -> float | None:
         """The pod is no longer this scheduler's (bound, deleted, unmanaged): its group is
-        processed again (and dropped once no pod of it is left)."""
+        processed again (and dropped once no pod of it is left). Returns when the pod was
+        first seen (None: unknown); it is forgotten with the pod, so a group that never
+        fills keeps no trace of the pods that came and went."""
         self.pods.pop(key, None)
         gkey = self.pod_group.pop(key, None)
-        if gkey and gkey in self.groups:
-            self.groups[gkey].pods.discard(key)
-            self.queue.add(gkey)
+        g = self.groups.get(gkey) if gkey else None
+        if g is None:
+            return None
+        g.pods.discard(key)
+        self.queue.add(g.ref.key)
+        return g.first_seen.pop(key, None)
 
-    def bound(self, pod: KubeObject, key: str | None = None) -> None:
+    def bound(self, pod: KubeObject, key: str | None = None) -> float | None:
         """This scheduler bound ``pod`` (``key``: its pod key, when known): it leaves now,
-        not when the watch says so (no second bind)."""
+        not when the watch says so (no second bind). Returns when the pod was first seen
+        (the bind latency's start)."""
         self._bound_uids.add(kobj.uid(pod))
-        self.forget_pod(key or kobj.pod_key(pod))
+        return self.forget_pod(key or kobj.pod_key(pod))
 
     def written(self, pod: KubeObject) -> KubeObject:
         """Keep the answer of a write to a cached pod, as the watch keeps it; returns it."""
@@ -237,7 +249,7 @@ class KubeState:
             )
             if ref is None or ref.get("kind") not in OWNER_KINDS:
                 break
-            owner = self.owners.fresh(str(ref.get("uid")))
+            owner = self.owners.fresh(ns, str(ref.get("uid")))
             if owner is None:
                 try:
                     owner = await self._get_object(OWNER_KINDS[ref["kind"]], ns, ref["name"])
@@ -247,15 +259,17 @@ class KubeState:
             if owner is None:
                 break
             current = owner
-        return group_of(pod, self.owners, self.settings)
+        return group_of(pod, self.owners.in_namespace(ns), self.settings)
 
     async def group_object(self, ref: GroupRef) -> KubeObject | None:
         """The object the group is (a PodGroup, a Job ...), read again for a PodGroup
-        (its size may change), from the cache for the others."""
+        (its size may change), from the cache for the others: by kind and name in the
+        group's namespace (the cache by namespace and a uid that the pod's owner
+        chain proved, see :func:`bridge.translate.grouping.owner_chain`)."""
         src = ref.source
         if src is None:
             return None
-        cached = self.owners.fresh(src.uid) if src.uid else None
+        cached = self.owners.fresh(src.namespace, src.uid) if src.uid else None
         if cached is not None and ref.kind != "PodGroup":
             return cached
         if ref.kind == "WorkloadPodGroup":

@@ -12,12 +12,12 @@ State is in memory, per recorder instance, bounded (least recently used entries 
 from __future__ import annotations
 
 import secrets
-from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Literal
 
 import structlog
 
+from bridge.bounded import BoundedMap
 from bridge.errors import KubeError, KubeNotFound
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import EVENTS, KubeObject, format_time
@@ -26,8 +26,6 @@ from bridge.text import clip
 log = structlog.get_logger("bridge.kube.events")
 
 EventKind = Literal["Normal", "Warning"]
-K = TypeVar("K")
-V = TypeVar("V")
 
 
 @dataclass
@@ -52,8 +50,13 @@ class EventRecorder:
         self.component = component
         self.instance = instance or component
         self.max_entries = max_entries
-        self._seen: OrderedDict[tuple[str, str, str, str], _Seen] = OrderedDict()
-        self._last_said: OrderedDict[str, tuple[str, str, str]] = OrderedDict()
+        # keyed by object and message: tenant-named objects, so bounded
+        self._seen: BoundedMap[tuple[str, str, str, str], _Seen] = BoundedMap(
+            "events-seen", max_entries
+        )
+        self._last_said: BoundedMap[str, tuple[str, str, str]] = BoundedMap(
+            "events-said", max_entries
+        )
 
     @staticmethod
     def _obj_id(obj: KubeObject) -> str:
@@ -62,12 +65,6 @@ class EventRecorder:
             str(x)
             for x in (obj.get("kind"), meta.get("namespace"), meta.get("name"), meta.get("uid"))
         )
-
-    def _remember(self, od: OrderedDict[K, V], key: K, value: V) -> None:
-        od[key] = value
-        od.move_to_end(key)
-        while len(od) > self.max_entries:
-            od.popitem(last=False)
 
     async def record(
         self, obj: KubeObject, kind: EventKind, reason: str, message: str
@@ -86,7 +83,6 @@ class EventRecorder:
                         namespace=seen.namespace,
                     )
                     seen.count += 1
-                    self._seen.move_to_end(key)
                     return ev
                 except KubeNotFound:
                     # The Event expired (TTL) or was deleted: start a new one.
@@ -98,11 +94,7 @@ class EventRecorder:
             log.warning("event_failed", reason=reason, error=str(e))
             return None
         meta = ev.get("metadata") or {}
-        self._remember(
-            self._seen,
-            key,
-            _Seen(str(meta.get("namespace") or ""), str(meta.get("name") or ""), 1),
-        )
+        self._seen[key] = _Seen(str(meta.get("namespace") or ""), str(meta.get("name") or ""), 1)
         return ev
 
     async def record_change(
@@ -116,7 +108,7 @@ class EventRecorder:
         ev = await self.record(obj, kind, reason, message)
         if ev is None:
             return False
-        self._remember(self._last_said, oid, said)
+        self._last_said[oid] = said
         return True
 
     def forget(self, obj: KubeObject) -> None:

@@ -30,6 +30,7 @@ from bridge.config import BridgeConfig, lease_timing_problems
 from bridge.errors import ConfigError, KubeConflict, KubeError, KubeNotFound
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import LEASES, KubeObject, format_micro_time
+from bridge.loops import LoopGuard
 
 log = structlog.get_logger("bridge.kube.leader")
 
@@ -186,11 +187,16 @@ class LeaderElector:
 
     # -- the loop ---------------------------------------------------------------------
     async def _acquire(self) -> None:
-        while not await self.try_acquire_or_renew():
+        guard = LoopGuard("leader-acquire", self.clock)
+        while True:
+            async with guard:  # anything but a KubeError: logged, backed off
+                if await self.try_acquire_or_renew():
+                    return
             await self.clock.sleep(self.retry_period)
 
     async def _hold(self, task: asyncio.Task[None]) -> bool:
         """Renew until ``task`` ends (False) or leadership is lost (True)."""
+        renew = LoopGuard("leader-renew", self.clock)
         while True:
             assert self._last_renew is not None
             left = self._last_renew + self.renew_deadline - self.clock.monotonic()
@@ -207,6 +213,9 @@ class LeaderElector:
                 try:
                     ok = await asyncio.wait_for(self.try_acquire_or_renew(), timeout=left)
                 except TimeoutError:
+                    ok = False
+                except Exception as e:  # unforeseen: this renewal failed, the next may not
+                    renew.failed(e)
                     ok = False
             if ok:
                 continue

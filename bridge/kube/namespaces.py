@@ -24,6 +24,9 @@ Fetch = Callable[[str], Awaitable[Mapping[str, str] | None]]
 # A review can name any namespace (a client may call the webhook directly), so the cache
 # is bounded: 10,000 namespaces is more than any cluster has.
 MAX_NAMESPACES = 10_000
+# Lookups of distinct namespaces in flight at once, at most: reviews naming many made-up
+# namespaces cost the API server a bounded number of GETs at a time.
+MAX_CONCURRENT_FETCHES = 8
 
 
 class NamespaceLabelSource(Protocol):
@@ -31,7 +34,9 @@ class NamespaceLabelSource(Protocol):
 
 
 class CachedNamespaceLabels:
-    """Labels per namespace, cached for ``ttl_seconds`` (0: no caching, still single-flight)."""
+    """Labels per namespace, cached for ``ttl_seconds`` (0: no caching, still single-flight),
+    at most :data:`MAX_NAMESPACES` of them; at most :data:`MAX_CONCURRENT_FETCHES` GETs at
+    a time."""
 
     def __init__(self, fetch: Fetch, clock: Clock, ttl_seconds: float) -> None:
         self._fetch = fetch
@@ -40,6 +45,7 @@ class CachedNamespaceLabels:
             "namespace-labels", MAX_NAMESPACES, ttl=max(ttl_seconds, 0.0), clock=clock
         )
         self._inflight: dict[str, asyncio.Task[Mapping[str, str]]] = {}
+        self._fetching = asyncio.Semaphore(MAX_CONCURRENT_FETCHES)
         self.fetches = 0
 
     async def labels(self, namespace: str) -> Mapping[str, str]:
@@ -58,8 +64,9 @@ class CachedNamespaceLabels:
         return self._cache.stats()
 
     async def _load(self, namespace: str) -> Mapping[str, str]:
-        self.fetches += 1
-        found = await self._fetch(namespace)
+        async with self._fetching:
+            self.fetches += 1
+            found = await self._fetch(namespace)
         labels: Mapping[str, str] = dict(found or {})
         self._cache[namespace] = labels
         return labels

@@ -39,6 +39,7 @@ from bridge.clock import Clock, SystemClock, backoff_delay
 from bridge.errors import KubeError, KubeGone, KubeNotFound, KubeUnavailable
 from bridge.kube.client import KubeClient, error_for_status
 from bridge.kube.resources import KubeObject, Resource, object_key, resource_version, uid
+from bridge.loops import LoopGuard
 
 log = structlog.get_logger("bridge.kube.watch")
 
@@ -282,6 +283,22 @@ class Watcher:
                     "watch_error", resource=self.resource.plural, error=str(e), retry_in=delay
                 )
                 await self.clock.sleep(delay)
+            except Exception as e:  # a bug or an unforeseen answer: list afresh, backed off
+                if self._stopped:
+                    return
+                self.failures += 1
+                self.reconnects += 1
+                self.resource_version = ""
+                delay = self.backoff.delay(self.failures, self._rng)
+                log.error(
+                    "watch_failed",
+                    resource=self.resource.plural,
+                    kind=type(e).__name__,
+                    error=str(e)[:500],
+                    retry_in=delay,
+                    exc_info=e,
+                )
+                await self.clock.sleep(delay)
 
     async def run(self, handler: Callable[[WatchEvent], Awaitable[None]]) -> None:
         """Feed every event to ``handler`` in order until :meth:`stop`."""
@@ -297,10 +314,15 @@ async def list_then_watch(
     synced: asyncio.Event | None = None,
     keep_on_list_error: bool = False,
     absent_ok: bool = False,
+    guard: LoopGuard | None = None,
 ) -> None:
     """Feed ``watcher``'s initial list, then its events, to ``handler`` in order until it
     is stopped; the watcher is closed at the end. The list-then-watch of the scheduler's
     and the controller's caches.
+
+    With a ``guard`` (:class:`~bridge.loops.LoopGuard`), an event whose handling raises
+    anything else (a bug, an input nobody foresaw) is logged, counted and skipped, and
+    the watch goes on: the periodic resync heals what it missed.
 
     ``listed()`` is called once the initial list was delivered whole. A
     :class:`~bridge.errors.KubeError` while listing (or from ``handler`` on the initial
@@ -311,15 +333,20 @@ async def list_then_watch(
     ends it quietly.
     """
 
-    async def deliver(ev: WatchEvent) -> None:
-        result = handler(ev)
-        if result is not None:
-            await result
+    async def deliver(ev: WatchEvent, *, listing: bool = False) -> None:
+        try:
+            result = handler(ev)
+            if result is not None:
+                await result
+        except Exception as e:  # not cancellation (a BaseException)
+            if guard is None or (listing and isinstance(e, KubeError)):
+                raise
+            guard.failed(e, resource=watcher.resource.plural, key=ev.key)
 
     async with watcher:
         try:
             for ev in await watcher.relist():
-                await deliver(ev)
+                await deliver(ev, listing=True)
         except KubeError as e:
             if absent_ok and isinstance(e, KubeNotFound):
                 log.info("resource_not_served", resource=watcher.resource.plural)

@@ -98,6 +98,10 @@ OPENAPI_PATH = "/openapi/v3"
 BULK_TIMEOUT_FACTOR = 6
 BULK_TIMEOUT_MIN_SECONDS = 60.0
 SCAN_CHUNK_BYTES = 1 << 16  # read size of a streamed whole-table answer
+# The largest answer read whole, and the largest item of a streamed one (slurmRestApi's
+# answers are not the bridge's to trust with its memory: a 256 MiB body used to be read
+# whole, +511 MiB RSS). Config: slurmMaxResponseBytes.
+MAX_RESPONSE_BYTES = 64 << 20
 # job ids per GET /jobs/state/ request (repeated job_id=..., ~15 bytes each): slurmrestd
 # 26.05 answered 5,000 in 0.1 s and refused 10,000 ("Insane message length")
 STATE_IDS_PER_URL = 4000
@@ -194,6 +198,26 @@ def _not_json(endpoint: str, error: ValueError) -> InvalidInput:
     return InvalidInput(f"{endpoint} response", f"slurmrestd's answer is not JSON: {reason}")
 
 
+async def read_capped(resp: aiohttp.ClientResponse, limit: int, endpoint: str, url: str) -> bytes:
+    """The body of ``resp``, refused once it is longer than ``limit`` bytes (by its
+    Content-Length, or as it arrives), naming the URL (never a header: no token)."""
+
+    def too_large() -> InvalidInput:
+        return InvalidInput(
+            f"{endpoint} response",
+            f"the answer of {url} is larger than slurmMaxResponseBytes ({limit} bytes)",
+        )
+
+    if resp.content_length is not None and resp.content_length > limit:
+        raise too_large()
+    body = bytearray()
+    async for chunk in resp.content.iter_chunked(SCAN_CHUNK_BYTES):
+        body += chunk
+        if len(body) > limit:
+            raise too_large()
+    return bytes(body)
+
+
 class SlurmClient:
     """slurmrestd client. Not thread-safe; safe to share between tasks of one loop."""
 
@@ -208,6 +232,7 @@ class SlurmClient:
         retry_max_wait_seconds: float = 2.0,
         ca_file: str | Path | None = None,
         clock: Clock | None = None,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
         if api_version != "auto" and api_version not in SUPPORTED_VERSIONS:
             raise ConfigError("slurmApiVersion", f"must be 'auto' or one of {SUPPORTED_VERSIONS}")
@@ -224,6 +249,7 @@ class SlurmClient:
         self._retry_attempts = max(1, retry_attempts)
         self._retry_max_wait = retry_max_wait_seconds
         self._clock = clock or SystemClock()
+        self._max_body = max_response_bytes
         self._session: aiohttp.ClientSession | None = None
         self._codec: Codec | None = None if api_version == "auto" else codec_for(api_version)
         self._codec_lock = asyncio.Lock()
@@ -240,6 +266,7 @@ class SlurmClient:
             request_timeout_seconds=cfg.slurm_request_timeout_seconds,
             ca_file=cfg.slurm_ca_file,
             clock=clock,
+            max_response_bytes=cfg.slurm_max_response_bytes,
         )
 
     def __repr__(self) -> str:
@@ -309,7 +336,7 @@ class SlurmClient:
             ) as resp:
                 status = resp.status
                 if stream is None or status >= 400:
-                    raw = await resp.read()
+                    raw = await read_capped(resp, self._max_body, endpoint, self._base + path)
                 else:
                     streamed = await stream(resp.content)
         except (TimeoutError, aiohttp.ClientError) as e:
@@ -365,7 +392,11 @@ class SlurmClient:
 
         async def read(content: aiohttp.StreamReader) -> Mapping[str, Any]:
             nonlocal seen
-            stream = ArrayStream(key)
+            stream = ArrayStream(
+                key,
+                max_item_chars=self._max_body,
+                source=f"{endpoint} response ({self._base}{path})",
+            )
 
             def take(items: list[Any]) -> None:
                 nonlocal seen

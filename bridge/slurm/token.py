@@ -12,15 +12,18 @@ reason, never the content (tests/unit/test_secrets.py proves it).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from bridge.clock import Clock, SystemClock
-from bridge.errors import SlurmUnauthorized
+from bridge.errors import ConfigError, SlurmUnauthorized
 
 HEADER_TOKEN = "X-SLURM-USER-TOKEN"
 HEADER_USER = "X-SLURM-USER-NAME"
 ENDPOINT = "auth"
 MAX_AGE_SECONDS = 1.0
+# What a token may hold: printable ASCII, no space (a JWT is base64url and dots).
+_HEADER_SAFE = re.compile(r"[\x21-\x7e]+")
 
 
 class TokenProvider:
@@ -31,6 +34,8 @@ class TokenProvider:
     def __init__(
         self, path: str | Path, user_name: str | None = None, *, clock: Clock | None = None
     ) -> None:
+        if user_name and not _HEADER_SAFE.fullmatch(user_name):
+            raise ConfigError("slurmUserName", "must be printable ASCII without spaces")
         self._path = Path(path)
         self._user_name = user_name or None
         self._clock = clock or SystemClock()
@@ -83,6 +88,14 @@ class TokenProvider:
         if not token or any(c.isspace() for c in token):
             raise SlurmUnauthorized(
                 f"the Slurm token file {self._path} does not hold one token", endpoint=ENDPOINT
+            )
+        if not _HEADER_SAFE.fullmatch(token):
+            # A control or non-ASCII character would make the HTTP library raise a plain
+            # ValueError on every request, which no loop expected (issue #30, finding 12).
+            raise SlurmUnauthorized(
+                f"the Slurm token file {self._path} holds characters a token cannot have "
+                "(control or non-ASCII characters)",
+                endpoint=ENDPOINT,
             )
         out = {HEADER_TOKEN: token}
         if self._user_name:

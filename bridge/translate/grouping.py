@@ -19,6 +19,13 @@ Pod                anything else (one Slurm job per pod)               the pod's
 
 ``owners`` maps uid -> owner object (Job, JobSet, StatefulSet, LWS, leader pod ...) for
 whatever the caller could read; the controller chain is walked through it to the root.
+
+A group's uid is never taken from a pod's ownerReference text (Kubernetes checks only that
+it is not empty: a pod may name any uid, another namespace's included). An owner counts
+only when ``owners`` holds an object of that uid, kind and name **in the pod's own
+namespace**; otherwise the uid is left unknown and is read from the group's object (found
+by kind, namespace and name), and :func:`check_source` refuses a pod whose ownerReference
+disagrees with that object.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from bridge.errors import InvalidInput
 from bridge.models import GroupId, GroupKind
 from bridge.translate import kobj
 from bridge.translate.settings import TranslateSettings
@@ -99,8 +107,23 @@ def _controller_ref(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return refs[0] if refs else None
 
 
+def owner_of(
+    owners: Owners, namespace: str, kind: str, name: str, uid: str
+) -> Mapping[str, Any] | None:
+    """The object ``owners`` holds for ``uid``, only when it is that ``kind`` and ``name`` in
+    ``namespace`` (an ownerReference's uid alone proves nothing: it is the pod's own text)."""
+    obj = owners.get(uid) if uid else None
+    if obj is None or kobj.namespace(obj) != namespace or kobj.name(obj) != name:
+        return None
+    if kobj.uid(obj) != uid or kobj.text(obj, "kind") not in ("", kind):
+        return None
+    return obj
+
+
 def owner_chain(obj: Mapping[str, Any], owners: Owners) -> list[ObjectRef]:
-    """The controller owners of ``obj``, nearest first, as far as ``owners`` reaches."""
+    """The controller owners of ``obj``, nearest first, as far as ``owners`` reaches. An
+    entry's ``uid`` is set only when ``owners`` holds that very object in ``obj``'s
+    namespace (:func:`owner_of`); the chain stops at the first owner it does not hold."""
     chain: list[ObjectRef] = []
     ns = kobj.namespace(obj)
     seen: set[str] = set()
@@ -113,16 +136,17 @@ def owner_chain(obj: Mapping[str, Any], owners: Owners) -> list[ObjectRef]:
         if uid in seen:  # a cycle: stop rather than loop
             break
         seen.add(uid)
+        kind, name = kobj.text(ref, "kind"), kobj.text(ref, "name")
+        current = owner_of(owners, ns, kind, name, uid)
         chain.append(
             ObjectRef(
                 api_version=kobj.text(ref, "apiVersion"),
-                kind=kobj.text(ref, "kind"),
+                kind=kind,
                 namespace=ns,
-                name=kobj.text(ref, "name"),
-                uid=uid or None,
+                name=name,
+                uid=uid if current is not None else None,
             )
         )
-        current = owners.get(uid) if uid else None
     return chain
 
 
@@ -188,7 +212,7 @@ def group_of(
 
     if chain and chain[0].kind == "Job":
         job_ref = chain[0].model_copy(update={"api_version": chain[0].api_version or API_JOB})
-        job = owners.get(job_ref.uid or "")
+        job = owner_of(owners, ns, "Job", job_ref.name, job_ref.uid or "")
         if job is not None:
             gang = _job_parallelism(kobj.get(job, "spec")) > 1
         else:
@@ -202,6 +226,53 @@ def group_of(
         )
 
     return GroupRef(kind="Pod", namespace=ns, name=kobj.name(pod), uid=kobj.uid(pod))
+
+
+def check_source(
+    ref: GroupRef, source_object: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]]
+) -> None:
+    """Refuse pods whose ownerReference names the group's object (``ref.source``, by kind
+    and name) when that object does not exist in their namespace, or has another uid: the
+    reference is the pod's own text, and Kubernetes checks only that its uid is not empty.
+    Raises InvalidInput naming the pod and the field."""
+    src = ref.source
+    if src is None:
+        return
+    real_uid = kobj.uid(source_object) if source_object is not None else ""
+    for pod in pods:
+        for i, oref in enumerate(kobj.sequence(pod, "metadata", "ownerReferences")):
+            if kobj.text(oref, "kind") != src.kind or kobj.text(oref, "name") != src.name:
+                continue
+            where = f"{src.kind} {src.namespace}/{src.name}"
+            if source_object is None:
+                raise InvalidInput(
+                    f"metadata.ownerReferences[{i}]",
+                    f"names {where}, which does not exist in namespace {src.namespace}",
+                    kobj.describe(pod, "Pod"),
+                )
+            if kobj.text(oref, "uid") != real_uid:
+                raise InvalidInput(
+                    f"metadata.ownerReferences[{i}].uid",
+                    f"{kobj.text(oref, 'uid')[:64]!r} is not the uid of {where}",
+                    kobj.describe(pod, "Pod"),
+                )
+
+
+def missing_source(ref: GroupRef, pods: Sequence[Mapping[str, Any]]) -> str:
+    """Why a group whose object does not exist waits, naming the field that names it."""
+    src = ref.source
+    if src is None:
+        return ""
+    field = {
+        "PodGroup": f"metadata.labels[{LABEL_POD_GROUP}]",
+        "WorkloadPodGroup": "spec.schedulingGroup.podGroupName",
+        "LeaderWorkerSet": f"metadata.labels[{LABEL_LWS_NAME}]",
+        "JobSet": f"metadata.labels[{LABEL_JOBSET_NAME}]",
+    }.get(ref.kind, "metadata.ownerReferences")
+    return (
+        f"waiting for {src.kind} {src.namespace}/{src.name} ({field} of "
+        f"{len(pods)} pod{'s' if len(pods) != 1 else ''}): it does not exist"
+    )
 
 
 def expected_size(

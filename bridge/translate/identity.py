@@ -3,7 +3,10 @@
 ``admin_comment`` is compact JSON::
 
     {"group":{"kind":"PodGroup","namespace":"default","name":"pg-1","uid":"..."},
-     "pods":["default/pg-1-a","default/pg-1-b"],"mcs":"kubernetes"}
+     "pods":["default/pg-1-a","default/pg-1-b"],"uids":["...","..."],"mcs":"kubernetes"}
+
+``uids`` are the pods' own uids, in the order of ``pods``: Kubernetes assigns a pod's uid,
+so a pod made later under a listed name (recreated, or forged) is not one the job names.
 
 ``pods`` is upstream's key (upstream writes only ``{"pods": [...]}``), so jobs written by
 upstream are still recognised: :func:`parse_admin_comment` returns their pods with a
@@ -30,10 +33,17 @@ from bridge.translate import kobj
 from bridge.wellknown import LABEL_JOB_ID
 
 
-def admin_comment(group: GroupId, pods: Sequence[str], mcs_label: str | None = None) -> str:
-    """The compact JSON back-link: group identity, the pods in group order, and the
-    cluster's mcs label (when it has one)."""
+def admin_comment(
+    group: GroupId,
+    pods: Sequence[str],
+    mcs_label: str | None = None,
+    uids: Sequence[str] | None = None,
+) -> str:
+    """The compact JSON back-link: group identity, the pods in group order (and their
+    uids, in the same order), and the cluster's mcs label (when it has one)."""
     body: dict[str, Any] = {"group": group.model_dump(), "pods": list(pods)}
+    if uids is not None:  # the caller's pods' uids: one per pod, in the same order
+        body["uids"] = list(uids)
     if mcs_label:
         body["mcs"] = mcs_label
     return json.dumps(body, separators=(",", ":"))
@@ -42,11 +52,13 @@ def admin_comment(group: GroupId, pods: Sequence[str], mcs_label: str | None = N
 @dataclass(frozen=True)
 class BackLink:
     """What a job's admin_comment says: the group, its pods, the cluster's mcs label
-    (None: not written, by upstream or an older bridge)."""
+    (None: not written, by upstream or an older bridge) and the pods' uids in the order
+    of ``pods`` (None: not written, by upstream or an older bridge)."""
 
     group: GroupId | None
     pods: tuple[str, ...]
     mcs: str | None = None
+    uids: tuple[str, ...] | None = None
 
 
 def parse_admin_comment(text: Any) -> tuple[GroupId | None, tuple[str, ...]] | None:
@@ -81,7 +93,14 @@ def back_link(text: Any) -> BackLink | None:
     mcs = body.get("mcs")
     if mcs is not None and not isinstance(mcs, str):
         return None
-    return BackLink(group, tuple(pods), mcs)
+    uids = body.get("uids")
+    if uids is not None and (
+        not isinstance(uids, list)
+        or len(uids) != len(pods)
+        or not all(isinstance(u, str) for u in uids)
+    ):
+        return None
+    return BackLink(group, tuple(pods), mcs, None if uids is None else tuple(uids))
 
 
 def link_is_ours(link: BackLink, job_mcs_label: str, mcs_label: str | None) -> bool:
@@ -96,11 +115,33 @@ def link_is_ours(link: BackLink, job_mcs_label: str, mcs_label: str | None) -> b
     return not (ours and job_mcs_label and job_mcs_label != ours)
 
 
+def group_of_link(text: Any, mcs_label: str | None) -> GroupId | None:
+    """The group a job's admin_comment says it is for, when the job may be ADOPTED by a
+    group without a pod naming it (the start-up sweep, a lost submit answer): the back-link
+    names this bridge's mcs label (exactly: an upstream or older link without one is never
+    adopted) and a group with a uid. None otherwise (never a group whose uid is empty)."""
+    link = back_link(text)
+    if link is None or link.group is None or not link.group.uid:
+        return None
+    return link.group if link.mcs == (mcs_label or None) else None
+
+
+def link_names_group(text: Any, group: GroupId, mcs_label: str | None) -> bool:
+    """The job's admin_comment proves it is ``group``'s: this mcs label, and the same kind,
+    namespace, name and (non-empty) uid."""
+    return bool(group.uid) and group_of_link(text, mcs_label) == group
+
+
 def job_names_pod(link: BackLink, pod: Mapping[str, Any]) -> bool:
     """The job's back-link names this very pod: its ``namespace/name`` is listed, it is in
-    the group's namespace, and where the link records a uid, the pod is that object (a
-    plain pod) or is controlled by it (a Job's pod). A pod made later under a listed name,
-    or in another namespace, is not named."""
+    the group's namespace, and its uid is the one listed with that name. A pod made later
+    under a listed name (it has another uid), or in another namespace, is not named.
+
+    A link without pod uids (written by an older bridge) proves less: a plain pod must be
+    the group's object (its uid), a Job's pod must be controlled by the Job the link
+    records (an ownerReference of that uid; none is not enough); the pod of another kind of
+    group (PodGroup, LeaderWorkerSet, JobSet) is named by namespace and name. An
+    upstream link (no group) names pods by ``namespace/name`` only."""
     key = kobj.pod_key(pod)
     if key not in link.pods:
         return False
@@ -109,14 +150,22 @@ def job_names_pod(link: BackLink, pod: Mapping[str, Any]) -> bool:
         return True
     if group.namespace != kobj.namespace(pod):
         return False
+    if link.uids is not None:
+        uid = kobj.uid(pod)
+        return any(k == key and u == uid for k, u in zip(link.pods, link.uids, strict=True))
     if not group.uid:
-        return True
+        return group.kind not in ("Pod", "Job")
     if group.kind == "Pod":
         return kobj.uid(pod) == group.uid
-    refs = kobj.get(pod, "metadata", "ownerReferences")
-    for ref in refs if isinstance(refs, list) else ():
-        if isinstance(ref, Mapping) and ref.get("controller") and ref.get("kind") == group.kind:
-            return ref.get("uid") == group.uid
+    if group.kind == "Job":
+        refs = kobj.get(pod, "metadata", "ownerReferences")
+        return any(
+            isinstance(ref, Mapping)
+            and ref.get("controller") is True
+            and ref.get("kind") == "Job"
+            and ref.get("uid") == group.uid
+            for ref in (refs if isinstance(refs, list) else ())
+        )
     return True
 
 

@@ -21,7 +21,13 @@ from bridge.translate.annotations import (
     parse_slurmjob_annotations,
 )
 from bridge.translate.dra import DraInputs, pod_devices
-from bridge.translate.grouping import GroupRef, expected_size, group_of, order_pods
+from bridge.translate.grouping import (
+    GroupRef,
+    check_source,
+    expected_size,
+    group_of,
+    order_pods,
+)
 from bridge.translate.identity import admin_comment, human_comment
 from bridge.translate.placement import NodeSet, excluded_nodes
 from bridge.translate.policy import ResolvedPolicy, enforce_policy
@@ -240,6 +246,7 @@ def translate_group(
     if group_object is not None and kobj.uid(group_object):
         lookup = _OneMore(kobj.uid(group_object), group_object, lookup)
     ref = _group_of_all(pods, lookup, settings)
+    check_source(ref, group_object, pods)
     group = ref.group_id(group_object)
     where = f"{ref.kind} {ref.namespace}/{ref.name}"
     size = expected_size(ref, group_object, pods)
@@ -442,6 +449,8 @@ def _job(
         required_switches=topology.required_switches,
         wait_for_switch_seconds=topology.wait_for_switch_seconds,
         comment=comment,
-        admin_comment=admin_comment(group, keys, settings.mcs_label),
+        admin_comment=admin_comment(
+            group, keys, settings.mcs_label, [kobj.uid(p) for p in ordered]
+        ),
         **placement,
     )

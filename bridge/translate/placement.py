@@ -23,12 +23,17 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from bridge.bounded import BoundedMap
 from bridge.errors import InvalidInput
 from bridge.translate import kobj
 from bridge.translate.topology import TopologyPolicy, node_topology
 from bridge.wellknown import LABEL_SLURM_NODENAME, MANAGED_NODE_TAINT
 
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+# Distinct placements (nodeSelector, affinity, tolerations: tenant text) memoized at most:
+# a site's pods share a handful, and each entry holds up to one node name per node (an
+# entry over 2,000 nodes was ~12 KB; 4,000 made-up placements used to keep 50 MB).
+PLACEMENT_MEMO_MAX = 256
 
 
 def slurm_node_name(node: kobj.Obj) -> str:
@@ -218,12 +223,15 @@ class NodeSet:
     pod placement: a site's pods share a handful of placements, so a group costs one
     dictionary lookup, not a pass over thousands of nodes. The memo is dropped only when a
     node comes, goes, or changes what placement reads (labels, taints, cordon), not on
-    status updates."""
+    status updates, and holds at most :data:`PLACEMENT_MEMO_MAX` placements (least
+    recently used dropped first: a placement is tenant text)."""
 
     def __init__(self, nodes: Iterable[kobj.Obj] = ()) -> None:
         self._nodes: dict[str, kobj.Obj] = {}
         self._prints: dict[str, str] = {}
-        self._memo: dict[tuple[str, ...], _Exclusion] = {}
+        self._memo: BoundedMap[tuple[str, ...], _Exclusion] = BoundedMap(
+            "placement-memo", PLACEMENT_MEMO_MAX
+        )
         self._to_kube: dict[str, str] | None = None
         for node in nodes:
             self.put(node)
@@ -274,6 +282,10 @@ class NodeSet:
             if unit:
                 out[s] = unit
         return out
+
+    def memo_size(self) -> int:
+        """How many placements are memoized (at most :data:`PLACEMENT_MEMO_MAX`)."""
+        return len(self._memo)
 
     def excluded(self, pods: Sequence[kobj.Obj], *, obj: str) -> tuple[str, ...]:
         """:func:`excluded_nodes` of ``pods`` over these nodes."""

@@ -141,6 +141,20 @@ def blocker_spec(sb: SlurmSandbox, name: str = "blocker") -> JobSpec:
     )
 
 
+def native_held_spec(sb: SlurmSandbox) -> JobSpec:
+    """A batch job held at priority 0, made straight in Slurm (no admin_comment): a job
+    the bridge must never touch (forged-label and takeover tests)."""
+    return JobSpec(
+        name="native-held",
+        partition=sb.batch_partition,
+        min_nodes=1,
+        tasks=1,
+        priority=0,
+        external=False,
+        script="#!/bin/sh\nsleep 600\n",
+    )
+
+
 def make_client(
     sb: SlurmSandbox,
     version: str = "auto",

@@ -351,7 +351,7 @@ async def test_the_startup_sweep_finds_a_hetjob_no_pod_names_yet_by_its_leader(
         comps = await bridge.wait_for("the hetjob submitted", submitted)
         fresh = Scheduler(bridge.cfg, bridge.kube, bridge.sched.slurm, SystemClock())
         await fresh.sweep()
-        found = fresh.jobs_by_group_uid.get(pg["metadata"]["uid"])
+        found = fresh.jobs_by_group_uid.get((NS, pg["metadata"]["uid"]))
         assert found is not None
         assert found.job_id == comps[0].het_job_id
         assert len(found.components) == 2

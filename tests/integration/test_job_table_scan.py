@@ -39,9 +39,9 @@ async def bridge(sandbox: SlurmSandbox, tmp_path: Path) -> AsyncIterator[Bridge]
         yield b
 
 
-def _bridge_comment(uid: str) -> str:
+def _bridge_comment(uid: str, mcs: str | None = None) -> str:
     group = GroupId(kind="Pod", namespace="slurm-bridge", name=f"p-{uid}", uid=uid)
-    return admin_comment(group, [f"slurm-bridge/p-{uid}"])
+    return admin_comment(group, [f"slurm-bridge/p-{uid}"], mcs)
 
 
 async def _finished_and_active(
@@ -93,16 +93,17 @@ async def test_sweep_indexes_the_active_job_of_a_group_not_its_finished_ones(
     live, over = uuid.uuid4().hex, uuid.uuid4().hex
     slurm = bridge.sched.slurm
     part = sandbox.partition
-    await fill_finished_jobs(slurm, part, FINISHED, admin_comment=_bridge_comment(live))
-    await fill_finished_jobs(slurm, part, 20, admin_comment=_bridge_comment(over))
-    spec = ext_spec(sandbox, "sweep-live", admin_comment=_bridge_comment(live))
+    mcs = bridge.cfg.mcs_label  # the sweep adopts only this bridge's back-links
+    await fill_finished_jobs(slurm, part, FINISHED, admin_comment=_bridge_comment(live, mcs))
+    await fill_finished_jobs(slurm, part, 20, admin_comment=_bridge_comment(over, mcs))
+    spec = ext_spec(sandbox, "sweep-live", admin_comment=_bridge_comment(live, mcs))
     job_id = track_jobs(await slurm.submit(spec))
 
     fresh = Scheduler(bridge.cfg, bridge.kube, slurm, SystemClock())
     await fresh.sweep()
 
-    assert fresh.jobs_by_group_uid[live].job_id == job_id
-    assert over not in fresh.jobs_by_group_uid
+    assert fresh.jobs_by_group_uid["slurm-bridge", live].job_id == job_id
+    assert ("slurm-bridge", over) not in fresh.jobs_by_group_uid
     assert all(j.state.active for j in fresh.jobs_by_group_uid.values())
 
 

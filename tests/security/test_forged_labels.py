@@ -26,7 +26,7 @@ from bridge.slurm.client import SlurmClient
 from bridge.wellknown import FINALIZER, LABEL_JOB_ID, REASON_FOREIGN_JOB_LABEL
 from controller.runtime import Controller
 from tests.integration.bridge_harness import job_of, running_bridge
-from tests.integration.conftest import SlurmSandbox
+from tests.integration.conftest import SlurmSandbox, native_held_spec
 from tests.integration.controller_harness import (
     NS,
     controller_config,
@@ -79,15 +79,7 @@ async def _native_jobs(
     slurm: SlurmClient, sb: SlurmSandbox, track: Callable[[int], int]
 ) -> list[int]:
     """A held batch job and a running external job, neither made by the bridge."""
-    held = JobSpec(
-        name="native-held",
-        partition=sb.batch_partition,
-        min_nodes=1,
-        tasks=1,
-        priority=0,
-        external=False,
-        script="#!/bin/sh\nsleep 600\n",
-    )
+    held = native_held_spec(sb)
     running = JobSpec(name="native-running", partition=sb.partition, min_nodes=1, tasks=1)
     ids = [track(await slurm.submit(held)), track(await slurm.submit(running))]
 
@@ -248,15 +240,7 @@ async def test_the_scheduler_never_adopts_a_job_a_forged_label_names(
     """A managed pod created with a native job's id as its label (the webhook bypassed):
     the scheduler reads that job, sees it is not the pod's, says so, and gives the pod a
     job of its own; the native job is never updated, cancelled or bound to."""
-    held = JobSpec(
-        name="native-held",
-        partition=sandbox.batch_partition,
-        min_nodes=1,
-        tasks=1,
-        priority=0,
-        external=False,
-        script="#!/bin/sh\nsleep 600\n",
-    )
+    held = native_held_spec(sandbox)
     native = track_jobs(await slurm.submit(held))
     async with running_bridge(sandbox, tmp_path) as b:
         try:

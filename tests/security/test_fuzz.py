@@ -226,3 +226,201 @@ def test_mangled_bytes_get_400_naming_the_fault_never_a_500(
     webhook_url: str, body: bytes, path: str
 ) -> None:
     _check(*_post(webhook_url, body, path))
+
+
+# ----------------------------------------------------------------- multi-tenant adoption
+# Two namespaces sharing object names, pods naming any uid (another namespace's, none, an
+# unknown one), Slurm jobs made for real groups before a restart (and a few with no uid
+# or another cluster's mcs label): the restarted scheduler's snapshot (the real
+# KubeState, SlurmJobs sweep and lookup, over a stand-in API and Slurm table) adopts a
+# job for a pod only when it was made for a group of the pod's own namespace and its
+# real object.
+TENANTS = ("team-a", "team-b")
+OBJ_NAMES = ("x", "y")
+OWNER_KINDS_FUZZ = ("LeaderWorkerSet", "Job", "PodGroup")
+MCS = "kubernetes"
+
+
+def _object(kind: str, ns: str, name: str, uid: str) -> dict[str, Any]:
+    meta = {"namespace": ns, "name": name, "uid": uid}
+    if kind == "LeaderWorkerSet":
+        spec: dict[str, Any] = {"leaderWorkerTemplate": {"size": 1}}
+        return {"apiVersion": wellknown.API_LWS, "kind": kind, "metadata": meta, "spec": spec}
+    if kind == "Job":
+        return {"apiVersion": "batch/v1", "kind": kind, "metadata": meta, "spec": {}}
+    return {
+        "apiVersion": wellknown.API_POD_GROUP,
+        "kind": kind,
+        "metadata": meta,
+        "spec": {"minMember": 1},
+    }
+
+
+def _group_name(kind: str, name: str, pod: str) -> tuple[str, str]:
+    """(group kind, group name) the bridge gives a one-pod group of this object."""
+    if kind == "LeaderWorkerSet":
+        return kind, f"{name}-0"
+    if kind == "Job":
+        return "Pod", pod
+    return kind, name
+
+
+@st.composite
+def tenant_worlds(draw: st.DrawFn) -> dict[str, Any]:
+    objects: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for ns in TENANTS:
+        for kind in OWNER_KINDS_FUZZ:
+            for name in OBJ_NAMES:
+                if draw(st.booleans()):
+                    uid = f"uid-{len(objects)}"
+                    objects[(kind, ns, name)] = _object(kind, ns, name, uid)
+    uids = [o["metadata"]["uid"] for o in objects.values()] + ["", "uid-unknown"]
+    from bridge.models import GroupId
+    from bridge.translate import admin_comment
+
+    jobs: list[str] = []
+    for (kind, ns, name), obj in objects.items():  # what a scheduler made before
+        gkind, gname = _group_name(kind, name, f"{name}-0-0")
+        uid = obj["metadata"]["uid"] if gkind != "Pod" else "pod-uid-old"
+        gid = GroupId(kind=gkind, namespace=ns, name=gname, uid=uid)
+        jobs.append(admin_comment(gid, [f"{ns}/{name}-0-0"], MCS))
+    for _ in range(draw(st.integers(0, 3))):  # odd ones: no uid, a foreign mcs, any uid
+        gid = GroupId(
+            kind=draw(st.sampled_from(["LeaderWorkerSet", "PodGroup", "Job", "Pod"])),
+            namespace=draw(st.sampled_from(TENANTS)),
+            name=draw(st.sampled_from(["x", "y", "x-0", "y-0", "x-0-0"])),
+            uid=draw(st.sampled_from(uids)),
+        )
+        mcs = draw(st.sampled_from([MCS, None, "other"]))
+        jobs.append(admin_comment(gid, [f"{gid.namespace}/x-0-0"], mcs))
+    pods: list[dict[str, Any]] = []
+    for i in range(draw(st.integers(1, 4))):
+        ns = draw(st.sampled_from(TENANTS))
+        kind = draw(st.sampled_from(OWNER_KINDS_FUZZ))
+        name = draw(st.sampled_from(OBJ_NAMES))
+        labels: dict[str, str] = {}
+        if kind == "LeaderWorkerSet":
+            labels = {wellknown.LABEL_LWS_NAME: name, wellknown.LABEL_LWS_GROUP_INDEX: "0"}
+        elif kind == "PodGroup":
+            labels = {wellknown.LABEL_POD_GROUP: name}
+        meta: dict[str, Any] = {
+            "namespace": ns,
+            "name": f"{name}-0-{i}" if i else f"{name}-0-0",
+            "uid": f"pod-uid-{i}",
+            "labels": labels,
+            "annotations": {wellknown.ANNOTATION_LWS_SIZE: "1"},
+        }
+        if kind == "Job" or draw(st.booleans()):
+            meta["ownerReferences"] = [
+                {
+                    "apiVersion": "v1",
+                    "kind": draw(st.sampled_from([kind, *OWNER_KINDS_FUZZ])),
+                    "name": draw(st.sampled_from(OBJ_NAMES)),
+                    "uid": draw(st.sampled_from(uids)),
+                    "controller": True,
+                }
+            ]
+        pods.append(
+            {
+                "metadata": meta,
+                "spec": {
+                    "schedulerName": "slurm-bridge-scheduler",
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+                },
+            }
+        )
+    return {"objects": objects, "jobs": jobs, "pods": pods}
+
+
+class _WorldKube:
+    """The API's objects by (kind, namespace, name); no pod is labelled with a job."""
+
+    def __init__(self, objects: dict[tuple[str, str, str], dict[str, Any]]) -> None:
+        self.objects = objects
+
+    async def get(self, res: Any, name: str, namespace: str | None = None) -> dict[str, Any]:
+        from bridge.errors import KubeNotFound
+
+        obj = self.objects.get((res.kind, namespace or "", name))
+        if obj is None:
+            raise KubeNotFound(f"{res.kind} {namespace}/{name}", status=404)
+        return dict(json.loads(json.dumps(obj)))
+
+    async def pages(self, *args: Any, **kw: Any) -> Any:
+        yield [], None
+
+
+class _WorldSlurm:
+    """Slurm's job table: active jobs with the given admin_comments."""
+
+    def __init__(self, comments: list[str]) -> None:
+        from bridge.slurm.models import JobState, SlurmJob
+
+        self.jobs = {
+            i + 1: SlurmJob(
+                job_id=i + 1, name="j", state=JobState(primary="PENDING"), admin_comment=c
+            )
+            for i, c in enumerate(comments)
+        }
+
+    async def scan_job_states(self, keep: Any) -> list[Any]:
+        from bridge.slurm.models import JobStateItem
+
+        items = [JobStateItem(job_id=j.job_id, state=j.state) for j in self.jobs.values()]
+        return [s for s in items if keep(s)]
+
+    async def get_jobs(self, ids: list[int], concurrency: int = 1) -> list[Any]:
+        return [self.jobs[i] for i in ids if i in self.jobs]
+
+    async def scan_jobs(self, keep: Any) -> tuple[Any, ...]:
+        return tuple(j for j in self.jobs.values() if keep(j))
+
+
+async def _adopted_after_restart(world: dict[str, Any]) -> list[tuple[Any, Any, Any]]:
+    from bridge.clock import SystemClock
+    from scheduler.cycle import Scheduler
+
+    cfg = parse_config({"managedNamespaces": list(TENANTS), "mcsLabel": MCS}, env={})
+    sched = Scheduler(
+        cfg,
+        _WorldKube(world["objects"]),  # type: ignore[arg-type]
+        _WorldSlurm(world["jobs"]),  # type: ignore[arg-type]
+        SystemClock(),
+    )
+    await sched.jobs.sweep_once()
+    out = []
+    for pod in world["pods"]:
+        await sched.on_pod_event("ADDED", pod)
+        g = sched.groups[
+            sched.state.pod_group[f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"]
+        ]
+        snap = await sched.jobs.snapshot(g, sched.state.pods_of(g))
+        out.append((pod, g.job, snap.group.group))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(tenant_worlds())
+def test_a_restarted_scheduler_adopts_only_jobs_of_the_pods_own_namespace_and_object(
+    world: dict[str, Any],
+) -> None:
+    from bridge.translate import back_link
+
+    objects = world["objects"]
+    for pod, job, group in asyncio.run(_adopted_after_restart(world)):
+        if job is None:
+            continue
+        ns = pod["metadata"]["namespace"]
+        link = back_link(job.admin_comment)
+        assert link is not None
+        assert link.group is not None
+        assert link.mcs == MCS, job.admin_comment
+        assert link.group.key == group.key, (link.group, group)
+        if group.uid:  # a group refused for a false ownerReference keeps the job it had
+            assert link.group == group, (link.group, group)
+        assert link.group.uid, "a job with no uid was adopted"
+        assert link.group.namespace == ns, "another namespace's job was adopted"
+        real = {o["metadata"]["uid"] for (_, ons, _), o in objects.items() if ons == ns}
+        assert link.group.uid in real | {pod["metadata"]["uid"]}, (
+            f"adopted by a uid no object of {ns} has: {job.admin_comment}"
+        )

@@ -166,16 +166,16 @@ def test_the_owners_cache_is_bounded_slim_and_stale_entries_are_read_again() -> 
     cache = OwnerCache(clock, max_entries=3, max_age_seconds=60)
     for i in range(10):
         cache.put(_owner(f"u{i}"))
-    assert sorted(cache) == ["u7", "u8", "u9"]  # least recently used went first
-    kept = cache.fresh("u9")
+    assert sorted(cache) == [("", "u7"), ("", "u8"), ("", "u9")]  # least recently used first
+    kept = cache.fresh("", "u9")
     assert kept is not None
     assert "status" not in kept
     assert "managedFields" not in kept["metadata"]
     assert kept["metadata"].get("annotations") == {}
     clock.advance(61)
-    assert cache.fresh("u9") is None  # too old: the caller reads the object again
+    assert cache.fresh("", "u9") is None  # too old: the caller reads the object again
     cache.put(_owner("u9", rv="2"))
-    again = cache.fresh("u9")
+    again = cache.fresh("", "u9")
     assert again is not None
     assert again["metadata"]["resourceVersion"] == "2"
 

@@ -84,7 +84,9 @@ def test_an_owner_reference_uid_reaches_the_admin_comment_only_under_the_rules()
     pods, job = job_gang(owner_uid="u" * (TEXT_MAX + 1))
     with pytest.raises(InvalidInput) as e:
         translate_group(pods, job, [], S)
-    assert e.value.field == "metadata.ownerReferences.uid"
+    # refused first as not the Job's uid (a group's uid is its object's, never the pod's
+    # text: bridge.translate.grouping.check_source), so it cannot reach the admin_comment
+    assert e.value.field == "metadata.ownerReferences[0].uid"
     assert "metadata.ownerReferences[0].uid" in webhook_denial(pods[0])
 
 

@@ -98,6 +98,18 @@ CASES = [
         id="transient-state-waits",
     ),
     pytest.param(
+        snap(job=JobView(7, "RUNNING"), job_unread=True),
+        ReadJob,
+        "",
+        id="job-the-poller-stopped-following-before-it-could-be-bound-is-read-again-never-stalls",
+    ),
+    pytest.param(
+        snap(job=JobView(7, "SUSPENDED"), job_unread=True),
+        ReadJob,
+        "",
+        id="suspended-job-marked-unread-is-read-again",
+    ),
+    pytest.param(
         snap(job=JobView(7, "PENDING", "Resources", spec_hash=H), job_unread=True),
         Pending,
         "Slurm job 7 is pending: Resources",

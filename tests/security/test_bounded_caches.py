@@ -1,0 +1,432 @@
+"""Issue #30, findings 2, 3, 8 and 11: no cache fed by what a tenant can name grows with
+what tenants send. Each cache is fed 100,000 distinct keys through the path a tenant
+reaches and stays at its bound; and the class stays shut: every dict or set a class of
+the product keeps is either a bounded map (named in docs/security.md) or listed here
+with why it cannot grow with tenant input."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+from bridge.clock import FakeClock
+from bridge.config import parse_config
+from bridge.errors import SlurmNotFound
+from bridge.kube.client import KubeClient
+from bridge.kube.events import EventRecorder
+from bridge.kube.namespaces import MAX_NAMESPACES, CachedNamespaceLabels
+from bridge.kube.watch import WatchEvent
+from bridge.models import GroupId
+from bridge.slurm.client import SlurmClient
+from bridge.slurm.models import JobState, SlurmJob
+from bridge.translate import NodeSet, TranslateSettings, admin_comment
+from bridge.translate.placement import PLACEMENT_MEMO_MAX
+from bridge.wellknown import LABEL_JOB_ID, LABEL_POD_GROUP
+from bridge.workqueue import WorkQueue
+from controller.caches import DEPARTED_JOBS_MAX, DEPARTED_PODS_PER_JOB_MAX
+from controller.model import Action, JobKind, SlurmJobStatus
+from controller.runtime import Controller
+from scheduler.jobs import GONE_MAX, SlurmJobs
+from scheduler.owners import OwnerCache
+from scheduler.report import PENDING_REASONS_MAX, REASON_LABEL_MAX, pending_reason_labels
+from scheduler.state import BOUND_UIDS_MAX, GroupState, KubeState
+
+MANY = 100_000
+ROOT = Path(__file__).resolve().parents[2]
+CFG = parse_config({"managedNamespaces": ["team"], "mcsLabel": "k8s"}, env={})
+
+
+# ---------------------------------------------------------------- the controller (finding 2)
+def _labelled(ns: str, name: str, job: int) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "uid": f"uid-{ns}-{name}",
+            "labels": {LABEL_JOB_ID: str(job)},
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+class _Slurm:
+    def __init__(self, comment: str) -> None:
+        self.comment = comment
+
+    async def get_job(self, job_id: int) -> SlurmJob:
+        return SlurmJob(
+            job_id=job_id, name="j", state=JobState(primary="RUNNING"), admin_comment=self.comment
+        )
+
+
+class _NoActions:
+    async def apply(self, actions: Sequence[Action]) -> None:
+        pass
+
+
+def _controller(comment: str = "") -> Controller:
+    ctl = Controller(CFG, cast(SlurmClient, _Slurm(comment)), cast(KubeClient, None))
+    ctl.applier = cast(Any, _NoActions())
+    return ctl
+
+
+async def _churn(ctl: Controller, job: int, n: int, *, ns: str = "elsewhere") -> None:
+    for i in range(n):
+        p = _labelled(ns, f"forged-{i}", job)
+        await ctl.on_pod(WatchEvent("ADDED", p))
+        await ctl.on_pod(WatchEvent("DELETED", p))
+
+
+async def test_forged_pods_churned_through_a_job_keep_at_most_its_bound_of_departed_pods() -> None:
+    # 20,000 forged pods created and deleted while one stays used to keep 20,000 entries.
+    ctl = _controller()
+    await ctl.on_pod(WatchEvent("ADDED", _labelled("elsewhere", "stays", 7)))
+    await _churn(ctl, 7, MANY)
+    assert len(ctl.caches.departed[7]) == DEPARTED_PODS_PER_JOB_MAX
+
+
+async def test_once_a_job_is_known_not_ours_its_forged_pods_leave_no_trace() -> None:
+    ctl = _controller(comment="")  # a native job: no back-link
+    await ctl.on_pod(WatchEvent("ADDED", _labelled("elsewhere", "stays", 7)))
+    ctl.poller.views[7] = SlurmJobStatus(JobKind.ACTIVE, "RUNNING")
+    await _churn(ctl, 7, 1)
+    assert len(ctl.caches.departed[7]) == 1
+    await ctl.reconcile(("job", "7"))  # a pod left: the job is read once, not ours
+    assert 7 not in ctl.caches.departed
+    await _churn(ctl, 7, 1000)
+    assert 7 not in ctl.caches.departed
+
+
+async def test_a_job_of_ours_keeps_only_the_departed_pods_its_back_link_names() -> None:
+    group = GroupId(kind="Pod", namespace="team", name="a", uid="uid-team-a")
+    link = admin_comment(group, ["team/a"], "k8s")
+    ctl = _controller(comment=link)
+    mine = _labelled("team", "a", 7)
+    await ctl.on_pod(WatchEvent("ADDED", mine))
+    await ctl.on_pod(WatchEvent("ADDED", _labelled("elsewhere", "stays", 7)))
+    ctl.poller.views[7] = SlurmJobStatus(JobKind.ACTIVE, "RUNNING")
+    await _churn(ctl, 7, 1)
+    await ctl.reconcile(("job", "7"))  # a pod left: the job is read once, ours
+    await _churn(ctl, 7, 1000)
+    assert 7 not in ctl.caches.departed
+    await ctl.on_pod(WatchEvent("DELETED", mine))
+    assert list(ctl.caches.departed[7]) == ["team/a"]
+
+
+async def test_forged_labels_naming_a_hundred_thousand_jobs_keep_the_departed_map_bounded() -> None:
+    ctl = _controller()
+    await ctl.on_pod(WatchEvent("ADDED", _labelled("elsewhere", "stays", 1)))
+    for job in range(2, MANY + 2):
+        p = _labelled("elsewhere", f"f{job}", job)
+        await ctl.on_pod(WatchEvent("ADDED", p))
+        await ctl.on_pod(WatchEvent("DELETED", p))
+    assert len(ctl.caches.departed) == DEPARTED_JOBS_MAX
+
+
+# ---------------------------------------------------------------- the scheduler
+def _state() -> KubeState:
+    clock = FakeClock()
+    return KubeState(
+        CFG,
+        cast(KubeClient, None),
+        TranslateSettings.from_config(CFG),
+        WorkQueue(clock),
+        clock,
+    )
+
+
+def _member(name: str, group: str) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "team",
+            "uid": f"uid-{name}",
+            "labels": {LABEL_POD_GROUP: group},
+        },
+        "spec": {"schedulerName": CFG.scheduler_name},
+    }
+
+
+async def test_pods_churned_through_a_pod_group_that_never_fills_leave_no_first_seen() -> None:
+    # finding 11: first_seen was popped only at binding (20,000 pods kept 20,001 entries)
+    state = _state()
+    await state.on_pod_event("ADDED", _member("stays", "never-full"))
+    for i in range(MANY):
+        p = _member(f"p{i}", "never-full")
+        await state.on_pod_event("ADDED", p)
+        await state.on_pod_event("DELETED", p)
+    (g,) = state.groups.values()
+    assert set(g.first_seen) == {"team/stays"} == g.pods
+
+
+async def test_a_hundred_thousand_unseen_bindings_keep_the_bound_uids_bounded() -> None:
+    state = _state()
+    for i in range(MANY):
+        state.bound(_member(f"p{i}", "g"))
+    assert len(state._bound_uids) == BOUND_UIDS_MAX
+
+
+class _Purged:
+    async def get_job(self, job_id: int) -> SlurmJob:
+        raise SlurmNotFound(f"job {job_id}", endpoint="job_get", status=404)
+
+
+async def test_a_hundred_thousand_job_ids_slurm_does_not_know_keep_gone_bounded() -> None:
+    # finding 11 (suspected): SlurmJobs.gone was never pruned; pod labels name its ids
+    state = _state()
+    jobs = SlurmJobs(
+        cast(KubeClient, None),
+        cast(SlurmClient, _Purged()),
+        FakeClock(),
+        state,
+        cast(Any, None),
+        cast(Any, None),
+        state.queue,
+    )
+    g = GroupState(ref=cast(Any, None))
+    for job_id in range(1, MANY + 1):
+        await jobs.read_job(g, job_id)
+    assert len(jobs.gone) == GONE_MAX
+    assert MANY in jobs.gone
+
+
+def test_a_hundred_thousand_distinct_placements_keep_the_memo_at_its_bound() -> None:
+    # finding 3: a placement is tenant text (tolerations, nodeSelector, affinity); 4,000
+    # over 2,000 nodes kept 4,000 entries (+50 MB) until a node changed
+    def node(name: str, taints: list[Any]) -> dict[str, Any]:
+        return {"metadata": {"name": name, "labels": {}}, "spec": {"taints": taints}}
+
+    taint = {"key": "dedicated", "value": "x", "effect": "NoSchedule"}
+    ns = NodeSet([node("a", []), node("b", [taint])])
+    for i in range(MANY):
+        tolerating = {"metadata": {"name": "p"}, "spec": {"tolerations": [{"key": f"t{i}"}]}}
+        assert ns.excluded([tolerating], obj="x") == ("b",)
+    assert ns.memo_size() == PLACEMENT_MEMO_MAX
+
+
+def test_a_hundred_thousand_owner_uids_keep_the_owner_cache_at_its_bound() -> None:
+    cache = OwnerCache(FakeClock())
+    for i in range(MANY):
+        cache.put({"kind": "Job", "metadata": {"name": f"j{i}", "uid": f"u{i}"}})
+    assert len(cache) == cache.max_entries
+
+
+def test_a_hundred_thousand_pending_reasons_keep_the_metric_label_set_bounded() -> None:
+    counts = {f"{i} {'x' * 100}": 1 for i in range(MANY)}
+    counts["Priority"] = 5
+    labels = pending_reason_labels(counts)
+    assert len(labels) == PENDING_REASONS_MAX
+    assert labels["Priority"] == 5
+    assert sum(labels.values()) == MANY + 5
+    assert max(map(len, labels)) <= REASON_LABEL_MAX
+
+
+# ---------------------------------------------------------------- the webhook, events (finding 8)
+class _Kube:
+    """What EventRecorder uses of a KubeClient: create and patch Events."""
+
+    def __init__(self) -> None:
+        self.clock = FakeClock()
+        self.created = 0
+
+    async def create(self, res: Any, body: Mapping[str, Any], namespace: str) -> dict[str, Any]:
+        self.created += 1
+        return {"metadata": {"name": body["metadata"]["name"], "namespace": namespace}}
+
+
+async def test_a_hundred_thousand_objects_spoken_of_keep_the_event_memory_bounded() -> None:
+    kube = _Kube()
+    rec = EventRecorder(cast(KubeClient, kube), "c", max_entries=1000)
+    for i in range(MANY):
+        pod = {"kind": "Pod", "metadata": {"namespace": "team", "name": f"p{i}", "uid": str(i)}}
+        assert await rec.record_change(pod, "Warning", "R", "m")
+    assert len(rec._seen) == len(rec._last_said) == 1000
+    assert kube.created == MANY
+
+
+async def test_a_hundred_thousand_namespaces_in_reviews_keep_the_label_cache_bounded() -> None:
+    fetched: list[str] = []
+
+    async def fetch(name: str) -> Mapping[str, str] | None:
+        fetched.append(name)
+        return None
+
+    cache = CachedNamespaceLabels(fetch, FakeClock(), 30)
+    for i in range(MANY):
+        await cache.labels(f"ns-{i}")
+    assert cache.stats().size == MAX_NAMESPACES
+    # the same namespaces again, concurrently: one lookup each, shared
+    before = len(fetched)
+    await asyncio.gather(*(cache.labels(f"again-{i % 10}") for i in range(1000)))
+    assert len(fetched) == before + 10
+
+
+# ---------------------------------------------------------------- the class stays shut
+# Every dict/set attribute of a product class that is not a BoundedMap/BoundedSet, and why
+# it cannot grow with what tenants send. A new one fails test_every_growing_map_is_bounded_or_known
+# until it is bounded (bridge.bounded) or listed here with its reason.
+MIRROR = "a mirror of live API objects the bridge watches: an entry leaves with its object"
+SLURM = "keyed by Slurm's own job, node or partition ids: pruned with what Slurm lists"
+QUEUE = "keys of live groups, jobs or nodes, forgotten when processed or gone"
+FIXED = "fixed keys (code or the admins' config)"
+VALUE = "a value object built per call or per answer, never kept across requests"
+KNOWN: dict[str, str] = {
+    "BoundedMap._data": "the bounded map itself",
+    "BoundedMap._written": "the bounded map itself (same keys as _data)",
+    "LabelSelector.match_labels": FIXED,
+    "SchedulerSettings.gres_mapping": FIXED,
+    "SchedulerSettings.device_class_gres": FIXED,
+    "TopologySettings.levels": FIXED,
+    "TranslateSettings.gres_mapping": FIXED,
+    "TopologyPolicy.levels": FIXED,
+    "DraAllocator.device_class_gres": FIXED,
+    "DraAllocator.gres_mapping": FIXED,
+    "SlurmCollector._read": FIXED,
+    "CachedNamespaceLabels._inflight": "lookups in flight, each removed when it ends",
+    "Watcher.known": MIRROR,
+    "ArrayStream.rest": "the other top-level keys of one Slurm answer (its size is capped)",
+    "_Group.jobs": VALUE + " (the status CLI)",
+    "SlurmNodeView.gres": VALUE,
+    "Device.capacity": VALUE,
+    "DraInputs.classes": VALUE,
+    "DraInputs.claims": VALUE,
+    "DraInputs.templates": VALUE,
+    "DraInputs.device_class_gres": VALUE,
+    "PodResources.gres": VALUE,
+    "NodesSummary.cpus": VALUE,
+    "NodesSummary.memory_bytes": VALUE,
+    "NodesSummary.gpus": VALUE,
+    "JobTally._by_state": VALUE,
+    "JobTally._pending": VALUE,
+    "JobTally._placeholders": VALUE,
+    "NodeSet._nodes": MIRROR,
+    "NodeSet._prints": MIRROR,
+    "NodeSet._to_kube": MIRROR,
+    "WorkQueue._queued": QUEUE,
+    "WorkQueue._processing": QUEUE,
+    "WorkQueue._dirty": QUEUE,
+    "WorkQueue._failures": QUEUE,
+    "DraCache.classes": MIRROR,
+    "DraCache.claims": MIRROR,
+    "DraCache._slices": MIRROR,
+    "DraCache._slice_node": MIRROR,
+    "DraCache.synced": FIXED + " (the DRA resources watched)",
+    "BindFailures._jobs": SLURM + " (jobs of ours failing to bind, dropped on give-back)",
+    "SlurmJobs.jobs_by_group_uid": SLURM + " (the start-up sweep's jobs of ours, taken once)",
+    "SlurmJobs.after_sweep": QUEUE + " (cleared when the start-up sweep ends)",
+    "SlurmJobs._job_group": SLURM + " (pending jobs of ours the poller follows)",
+    "SlurmJobs.pending_in": SLURM + " (pending jobs of ours, by their partition)",
+    "SlurmJobs._job_partition": SLURM + " (pending jobs of ours)",
+    "SlurmJobs.partition_size": SLURM,
+    "JobPoller._watched": SLURM + " (pending jobs of ours)",
+    "Reporter._background": "status writes in flight, each removed when it ends",
+    "GroupState.pods": MIRROR,
+    "GroupState.first_seen": MIRROR + " (the group's pods: popped with them)",
+    "KubeState.pods": MIRROR,
+    "KubeState.pod_group": MIRROR,
+    "KubeState.groups": MIRROR + " (a group is dropped once no pod of it is left)",
+    "KubeState.nodes": MIRROR,
+    "KubeState.namespace_labels": MIRROR + " (namespaces: created by admins)",
+    "KubeState._listed_uids": "the pods of the first list, cleared when the start-up sweep ends",
+    "WatchCaches.pods": MIRROR,
+    "WatchCaches.by_job": MIRROR + " (the labelled pods, by job)",
+    "WatchCaches.by_node": MIRROR,
+    "WatchCaches.deleted": "pods deleted with claims unreleased: dropped at the job's next plan",
+    "WatchCaches.released": MIRROR + " (uids of existing pods)",
+    "WatchCaches.nodes": MIRROR,
+    "NodeReconcile.slurm_nodes": SLURM,
+    "NodeReconcile.job_partitions": SLURM + " (partitions jobs of ours ran in)",
+    "SlurmPoller.views": MIRROR + " (jobs labelled pods name: dropped with them)",
+    "SlurmPoller.het": MIRROR + " (hetjob leaders labelled pods name: dropped with them)",
+    "Ownership.links": MIRROR + " (jobs labelled pods name: dropped with them)",
+    "Sweeper._job_pods": SLURM + " (active jobs)",
+    "JobFactsTable._by_id": SLURM,
+    "JobFactsTable._shared": SLURM + " (partition x reason x ours)",
+}
+_PRODUCT = ("bridge", "scheduler", "controller", "admission")
+_GROWING = {"dict", "set", "OrderedDict", "defaultdict", "Counter", "MutableMapping", "MutableSet"}
+
+
+def _head(node: ast.expr | None) -> str | None:
+    if isinstance(node, ast.Subscript):
+        node = node.value
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    return None
+
+
+def _container(value: ast.expr | None) -> str | None:
+    if isinstance(value, ast.Dict | ast.DictComp):
+        return "dict"
+    if isinstance(value, ast.Set | ast.SetComp):
+        return "set"
+    if isinstance(value, ast.Call):
+        head = _head(value.func)
+        if head == "field":
+            factory = (k.value for k in value.keywords if k.arg == "default_factory")
+            return _head(next(factory, None))
+        if head == "Counter" and value.args:
+            return None  # prometheus_client's Counter(name, doc, ...), not collections'
+        return head
+    return None
+
+
+def _growing_attributes() -> dict[str, str]:
+    """``Class.attr`` -> where, for every dict/set-like attribute a product class keeps."""
+    found: dict[str, str] = {}
+    for package in _PRODUCT:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+                for node in ast.walk(cls):
+                    targets: list[tuple[ast.expr, ast.expr | None, ast.expr | None]] = []
+                    if isinstance(node, ast.AnnAssign):
+                        targets.append((node.target, node.annotation, node.value))
+                    elif isinstance(node, ast.Assign):
+                        targets += [(t, None, node.value) for t in node.targets]
+                    for target, annotation, value in targets:
+                        if isinstance(target, ast.Attribute) and _head(target.value) == "self":
+                            name = target.attr
+                        elif isinstance(target, ast.Name) and node in cls.body:
+                            name = target.id  # a dataclass or pydantic field
+                        else:
+                            continue
+                        kind = _head(annotation) if annotation is not None else None
+                        if kind not in _GROWING:
+                            kind = _container(value)
+                        if kind in _GROWING:
+                            where = f"{path.relative_to(ROOT)}:{node.lineno}"
+                            found.setdefault(f"{cls.name}.{name}", where)
+    return found
+
+
+def test_every_growing_map_is_bounded_or_known() -> None:
+    found = _growing_attributes()
+    unknown = {k: v for k, v in found.items() if k not in KNOWN}
+    assert not unknown, (
+        "a dict or set that may grow: make it a bridge.bounded.BoundedMap/BoundedSet (and "
+        "list it in docs/security.md), or add it to KNOWN in this file with why tenants "
+        f"cannot grow it: {unknown}"
+    )
+    stale = sorted(set(KNOWN) - set(found))
+    assert not stale, f"KNOWN lists attributes that are gone or bounded now: {stale}"
+
+
+_BOUNDED_NAME = re.compile(r"Bounded(?:Map|Set)(?:\[[^\]]*\])*\(\s*\"([a-z0-9-]+)\"", re.S)
+
+
+def test_every_bounded_cache_is_listed_in_the_security_docs() -> None:
+    names: set[str] = set()
+    for package in _PRODUCT:
+        for path in (ROOT / package).rglob("*.py"):
+            names |= set(_BOUNDED_NAME.findall(path.read_text(encoding="utf-8")))
+    assert names >= {"placement-memo", "controller-departed", "namespace-labels"}
+    docs = (ROOT / "docs" / "security.md").read_text(encoding="utf-8")
+    missing = sorted(n for n in names if f"`{n}`" not in docs)
+    assert not missing, f"bounded caches missing from docs/security.md: {missing}"
