@@ -95,7 +95,7 @@ class Scheduler:
             kube,
             slurm,
             device_class_gres=cfg.scheduler.device_class_gres,
-            gres_mapping=cfg.scheduler.gres_mapping,
+            gres_mapping=cfg.scheduler.gres_table(),
         )
         self.jobs = SlurmJobs(
             kube, slurm, clock, self.state, self.dra, self.slurm_outage, self.queue
