@@ -39,6 +39,7 @@ from bridge.wellknown import (
     REASON_FOREIGN_JOB_LABEL,
 )
 from scheduler.cycle import Scheduler
+from tests.clients import list_jobs
 from tests.integration.bridge_harness import (
     NS,
     Bridge,
@@ -50,7 +51,6 @@ from tests.integration.bridge_harness import (
 )
 from tests.integration.conftest import SlurmSandbox, blocker_spec, native_held_spec
 from tests.integration.controller_harness import wait_for
-from tests.clients import list_jobs
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from bridge.clock import FakeClock
 from bridge.config import parse_config
 from bridge.kube.client import KubeClient
 from bridge.translate import TranslateSettings, kobj
 from bridge.wellknown import LABEL_POD_GROUP
 from bridge.workqueue import WorkQueue
 from scheduler.state import KubeState
+from tests.fake_clock import FakeClock
 
 CFG = parse_config({"managedNamespaces": ["team"]}, env={})
 
