@@ -13,6 +13,9 @@ LeaderWorkerSet, batch Job) in managed namespaces:
   ``scheduler.slinky.slurm.net/slurm-jobid`` and the annotation ``slinky.slurm.net/slurm-node``,
   on CREATE and UPDATE alike;
 * once a pod is bound (``spec.nodeName`` set), its slurmjob annotations are immutable;
+* a new pod may not ask for an ``nvidia.com/mig-*`` slice whose profile has no Slurm GRES
+  in ``scheduler.gresMapping`` (the rule translation applies:
+  :func:`bridge.translate.resources.unknown_device_problems`);
 * a new pod may not carry ``spec.topologySpreadConstraints`` (Slurm cannot honour them),
   and a bound pod may not be resized in place (``pods/resize``: its Slurm job's allocation
   is fixed);
@@ -39,6 +42,7 @@ from bridge.errors import InvalidInput
 from bridge.text import text_problem
 from bridge.translate.annotations import KUEUE_TOPOLOGY_KEYS, parse_annotations_all
 from bridge.translate.policy import policy_errors
+from bridge.translate.resources import unknown_device_problems
 
 # (API group, kind) of the workload objects whose slurmjob annotations are checked.
 GROUP_KINDS = frozenset(
@@ -220,6 +224,8 @@ def _validate_pod(req: AdmissionRequest, ctx: AdmissionContext) -> AdmissionResp
                 "constraint over topology domains; remove it (docs/admission.md)",
             )
         )
+    if old is None:
+        errors += unknown_device_problems(pod, ctx.config.scheduler.gres_table())
     if not ctx.is_bridge_user(req.user_info.username):
         errors += _bridge_key_problems(pod, old, errors)
     if old is not None and old_ann is not None:

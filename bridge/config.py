@@ -162,6 +162,30 @@ class NamespacePolicy(_Section):
         )
 
 
+# NVIDIA's MIG profiles (A30; A100 40/80 GB; H100 80/94/96 GB; H200; B200), as the device
+# plugin's mixed strategy names them (nvidia.com/mig-<profile>); "+me" variants are left
+# to gresMapping.
+NVIDIA_MIG_PROFILES = (
+    "1g.6gb", "2g.12gb", "4g.24gb",
+    "1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb",
+    "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb",
+    "1g.12gb", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb",
+    "3g.48gb", "4g.48gb", "7g.96gb",
+    "1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb",
+    "1g.23gb", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb",
+)  # fmt: skip
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+# Extended resource -> Slurm GRES (``name`` or typed ``name:type``): whole GPUs, and each
+# MIG profile as the typed GRES Slurm's AutoDetect=nvml (or gres.conf Type=) gives it.
+DEFAULT_GRES_MAPPING: Mapping[str, str] = {
+    "nvidia.com/gpu": "gpu",
+    "amd.com/gpu": "gpu",
+    **{f"{MIG_RESOURCE_PREFIX}{p}": f"gpu:{p}" for p in NVIDIA_MIG_PROFILES},
+}
+# A Slurm GRES as tres_per_node names it: ``gpu`` or ``gpu:1g.10gb``.
+_GRES_NAME = re.compile(r"[A-Za-z0-9_.-]+(:[A-Za-z0-9_.-]+)?")
+
+
 class SchedulerSettings(_Section):
     """``scheduler:`` section."""
 
@@ -174,7 +198,8 @@ class SchedulerSettings(_Section):
     # heterogeneous Slurm job, a component per shape, each member sized as it asks
     # (docs/hetjob.md); "largest": one plain job, every member sized like the largest.
     gang_sizing: Literal["hetjob", "largest"] = "hetjob"
-    # Extended resource name -> Slurm GRES name, on top of nvidia.com/gpu and amd.com/gpu.
+    # Extended resource name -> Slurm GRES name (typed: "gpu:1g.10gb"), on top of (and
+    # overriding) DEFAULT_GRES_MAPPING; nvidia.com/gpu and amd.com/gpu are always "gpu".
     gres_mapping: dict[str, str] = Field(default_factory=dict)
     # DRA: DeviceClass name -> Slurm GRES name, for the extended-resource form
     # (deviceclass.resource.kubernetes.io/<class>), DeviceClasses with extendedResourceName,
@@ -196,6 +221,23 @@ class SchedulerSettings(_Section):
     # queued again) after this many failures or seconds since the first, whichever first.
     bind_give_up_attempts: int = Field(default=5, ge=1)
     bind_give_up_seconds: float = Field(default=60.0, gt=0)
+
+    @field_validator("gres_mapping")
+    @classmethod
+    def _gres_names(cls, v: dict[str, str]) -> dict[str, str]:
+        for resource, gres in v.items():
+            if not resource or "/" not in resource:
+                raise ValueError(f"{resource!r} is not an extended resource name (domain/name)")
+            if not _GRES_NAME.fullmatch(gres):
+                raise ValueError(
+                    f"{resource}: {gres!r} is not a Slurm GRES name (name or name:type, "
+                    "letters, digits, '_', '.', '-')"
+                )
+        return v
+
+    def gres_table(self) -> dict[str, str]:
+        """Every extended resource the bridge turns into a GRES: the defaults, then ours."""
+        return {**DEFAULT_GRES_MAPPING, **self.gres_mapping}
 
 
 JobMetricsMode = Literal["polled", "table", "off"]

@@ -13,7 +13,8 @@ from bridge.kube.client import KubeClient
 from bridge.kube.events import EventKind, EventRecorder
 from bridge.kube.resources import PODS, RESOURCE_CLAIMS, KubeObject
 from bridge.logging import get_logger
-from bridge.slurm.client import NODE_ALREADY_EXISTS, SlurmClient
+from bridge.slurm.client import SlurmClient
+from bridge.slurm.updating import NODE_ALREADY_EXISTS
 from bridge.translate import kobj
 from bridge.translate.dra import EXTENDED_CLAIM_ANNOTATION
 from bridge.wellknown import (

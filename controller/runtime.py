@@ -32,7 +32,8 @@ from bridge.kube.resources import NODES, PODS, slim
 from bridge.kube.watch import Watcher, WatchEvent, list_then_watch
 from bridge.logging import get_logger
 from bridge.loops import LoopCounter, LoopGuard
-from bridge.slurm.client import SlurmClient, state_requests
+from bridge.slurm.client import SlurmClient
+from bridge.slurm.fetching import state_requests
 from bridge.translate import pod_job_id
 from bridge.wellknown import LABEL_JOB_ID
 from bridge.workqueue import WorkQueue, run_worker

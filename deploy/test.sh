@@ -18,7 +18,7 @@ ruff check .
 ruff format --check .
 mypy
 lint-imports
-mkdocs build --strict --quiet --site-dir "$(mktemp -d)"
+NO_MKDOCS_2_WARNING=1 mkdocs build --strict --quiet --site-dir "$(mktemp -d)"
 
 echo "== the tests' Slurm sandbox: $SLURM_BRIDGE_SANDBOX_DIR"
 if slurm-bridge sandbox slurm status >/dev/null 2>&1; then

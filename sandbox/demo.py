@@ -60,9 +60,8 @@ import yaml
 
 from bridge.slurm.hostlist import expand as expand_hostlist
 from bridge.wellknown import CONDITION_POD_SCHEDULED, LABEL_JOB_ID
-from sandbox import chart_rbac, chart_webhooks
+from sandbox import chart_rbac, chart_webhooks, cluster_cli
 from sandbox.controllers import dra_driver, workload_controller, workload_pods
-from sandbox.kubeapi import cli as kubeapi_cli
 from sandbox.kubeapi.server import kubeconfig_for
 from sandbox.slurm.launcher import parse_env_file
 
@@ -652,12 +651,12 @@ class Demo:
             [*chroot, "scancel", f"--partition={self.env.partition}", f"--name={names}"],
             check=False,
         )
-        kubeapi_cli.stop(self.env.kube_api_dir, quiet=True)
+        cluster_cli.stop(self.env.kube_api_dir, quiet=True)
         if not quiet:
             self.say("stopped the sandbox API server; cancelled the demo's Slurm jobs")
 
     def _kube_api_up(self) -> bool:
-        st = kubeapi_cli.read_state(self.env.kube_api_dir)
+        st = cluster_cli.read_state(self.env.kube_api_dir)
         if st is None or not self.env.kubeconfig.exists():
             return False
         return _alive(int(str(st["pid"])))

@@ -108,7 +108,7 @@ class Scheduler:
             kube,
             slurm,
             device_class_gres=cfg.scheduler.device_class_gres,
-            gres_mapping=cfg.scheduler.gres_mapping,
+            gres_mapping=cfg.scheduler.gres_table(),
         )
         self.poller = JobPoller(slurm, self._job_changed, self._job_vanished)
         self.slurm_state = SlurmState(

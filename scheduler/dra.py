@@ -88,16 +88,6 @@ def _pod_ref(pod: Mapping[str, Any]) -> dict[str, str]:
     return {"resource": "pods", "name": kobj.name(pod), "uid": kobj.uid(pod)}
 
 
-def _newer(obj: KubeObject, than: KubeObject | None) -> bool:
-    """``obj`` is not older than ``than`` (resourceVersions compared as numbers where both
-    are: a watch event older than the answer of our own write must not undo it)."""
-    if than is None:
-        return True
-    a = kobj.text(obj, "metadata", "resourceVersion")
-    b = kobj.text(than, "metadata", "resourceVersion")
-    return not (a.isdigit() and b.isdigit()) or int(a) >= int(b)
-
-
 class DraCache:
     """Watch-fed copies of the cluster's DeviceClasses, ResourceSlices (by node) and
     ResourceClaims. ``synced`` names the resources whose initial list has arrived: only
@@ -133,7 +123,7 @@ class DraCache:
         key = (kobj.namespace(obj), kobj.name(obj))
         if kind == "DELETED":
             self.claims.pop(key, None)
-        elif _newer(obj, self.claims.get(key)):
+        elif kobj.not_older(obj, self.claims.get(key)):
             self.claims[key] = obj
 
     def slices_on(self, node: str) -> list[KubeObject]:
@@ -321,7 +311,7 @@ class DraAllocator:
             if updated is not None:
                 claim = updated
                 written += 1
-            if _newer(claim, known.get((ns, kobj.name(claim)))):
+            if kobj.not_older(claim, known.get((ns, kobj.name(claim)))):
                 known[(ns, kobj.name(claim))] = claim
             if entry is None:
                 extended = claim

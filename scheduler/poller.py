@@ -2,7 +2,7 @@
 
 Each tick asks slurmrestd ONE compact question: ``GET /jobs/state/?job_id=..`` for the
 jobs the scheduler is waiting on (pending or just submitted), one request per
-:data:`~bridge.slurm.client.STATE_IDS_PER_URL` ids (never every job's state: that list
+:data:`~bridge.slurm.fetching.STATE_IDS_PER_URL` ids (never every job's state: that list
 includes the finished jobs, and its cost grows with them: docs/benchmarks.md). Only jobs whose
 state changed are read in full (``GET /job/{id}``: node list, reason), concurrently
 (:data:`READ_CONCURRENCY`), and handed to ``on_change`` (the cycle keeps them and queues
@@ -37,7 +37,8 @@ import structlog
 
 from bridge.clock import PollPace
 from bridge.errors import SlurmError, SlurmNotFound
-from bridge.slurm.client import SlurmClient, state_requests
+from bridge.slurm.client import SlurmClient
+from bridge.slurm.fetching import state_requests
 from bridge.slurm.models import SlurmJob
 
 log = structlog.get_logger("scheduler.poller")

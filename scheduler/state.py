@@ -144,7 +144,13 @@ class KubeState:
             return None  # older than our binding (e.g. our own label patch): it is bound
         if not self.pods_listed and self._keep_listed:
             self._listed_uids.add(uid)
-        first = key not in self.pods
+        cached = self.pods.get(key)
+        if cached is not None and kobj.uid(cached) == uid and not kobj.not_older(pod, cached):
+            # A late event of our own earlier write (the link patch, the pending message):
+            # keeping it would roll the cache back, and the next write carrying its
+            # resourceVersion would get a 409 (and count towards a give-back).
+            return None
+        first = cached is None
         self.pods[key] = pod
         if first or key not in self.pod_group:
             ref = await self._resolve_group(pod)

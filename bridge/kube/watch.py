@@ -37,7 +37,8 @@ import structlog
 from bridge import fastjson
 from bridge.clock import Clock, SystemClock, backoff_delay
 from bridge.errors import KubeError, KubeGone, KubeNotFound, KubeUnavailable
-from bridge.kube.client import KubeClient, error_for_status
+from bridge.kube.api import error_for_status
+from bridge.kube.client import KubeClient
 from bridge.kube.resources import KubeObject, Resource, object_key, resource_version, uid
 from bridge.loops import LoopGuard
 

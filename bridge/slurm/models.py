@@ -216,16 +216,11 @@ def _parse_tres(s: str) -> dict[str, str]:
 
 
 class JobList(_Frozen):
-    """``GET /jobs/``: the jobs plus the server's ``last_update`` for the next ``update_since``.
-
-    Slurm's ``update_time`` filter is all-or-nothing over the job table: when no job
-    changed since then, the answer is empty (``unchanged=True``); when any job changed,
-    every job is returned.
-    """
+    """A jobs answer (``GET /job/{id}``, ``GET /jobs/``): the jobs and the server's
+    ``last_update``."""
 
     jobs: tuple[SlurmJob, ...]
     last_update: datetime | None = None
-    unchanged: bool = False
 
 
 class JobStateItem(_Frozen):

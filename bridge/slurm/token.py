@@ -43,14 +43,6 @@ class TokenProvider:
         self._cached: dict[str, str] | None = None
         self._read_at = 0.0
 
-    @property
-    def path(self) -> Path:
-        return self._path
-
-    @property
-    def user_name(self) -> str | None:
-        return self._user_name
-
     def headers(self) -> dict[str, str]:
         """Fresh headers: a rotated (rewritten or replaced) token is picked up at once."""
         try:

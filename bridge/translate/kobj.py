@@ -74,6 +74,17 @@ def describe(obj: Obj, kind: str | None = None) -> str:
     return f"{k} {ns}/{name(obj)}" if ns else f"{k} {name(obj)}"
 
 
+def not_older(obj: Obj, than: Obj | None) -> bool:
+    """``obj`` is not older than ``than``: resourceVersions compared as numbers where both
+    are (kube-apiserver's and the sandbox's are etcd revisions). A watch event that is older
+    than the answer of our own write must not undo it in a cache."""
+    if than is None:
+        return True
+    a = text(obj, "metadata", "resourceVersion")
+    b = text(than, "metadata", "resourceVersion")
+    return not (a.isdigit() and b.isdigit()) or int(a) >= int(b)
+
+
 def pod_key(pod: Obj) -> str:
     """``namespace/name`` of a pod (the form used in admin_comment). Called several times
     for every pod a scheduler binds: the usual shape (dicts, strings) is read directly."""

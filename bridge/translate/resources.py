@@ -9,8 +9,12 @@ Per resource, with each container counting the LARGER of its request and limit::
 
 Pod-level ``spec.resources`` (Kubernetes 1.32+), when set for cpu or memory, replaces
 the container sum for that resource. CPUs are rounded up to whole CPUs and memory up to
-MiB, once, at the end. GPUs come from ``nvidia.com/gpu`` and ``amd.com/gpu`` (and the
-``scheduler.gresMapping`` extended resources) and must be whole numbers.
+MiB, once, at the end. GPUs come from ``nvidia.com/gpu`` and ``amd.com/gpu``, MIG slices
+from ``nvidia.com/mig-<profile>`` (typed GRES ``gpu:<profile>``), other devices from the
+``scheduler.gresMapping`` extended resources; all must be whole numbers. An
+``nvidia.com/mig-*`` name the table does not map is refused (:func:`unknown_device_problems`,
+which the admission webhook calls too), never silently dropped: a pod asking for a slice
+must not run without one.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from bridge.config import MIG_RESOURCE_PREFIX
 from bridge.errors import InvalidInput
 from bridge.translate import kobj
 from bridge.translate.quantity import MIB, ceil_int, parse_non_negative, whole_count
@@ -46,6 +51,45 @@ class PodResources:
 Amounts = dict[str, Decimal]
 
 
+def gres_names_of(gres_mapping: Mapping[str, str]) -> dict[str, str]:
+    """The table actually applied: ``gres_mapping`` (the config's defaults and entries,
+    ``SchedulerSettings.gres_table()``), with ``nvidia.com/gpu``/``amd.com/gpu`` always GPUs."""
+    return {**gres_mapping, **BUILTIN_GRES}
+
+
+def _unknown_device(resource: str, gres_names: Mapping[str, str]) -> str | None:
+    """Why ``resource`` cannot be translated, or None (known, or not a device we own)."""
+    if resource.startswith(MIG_RESOURCE_PREFIX) and resource not in gres_names:
+        profile = resource.removeprefix(MIG_RESOURCE_PREFIX)
+        return (
+            f"MIG profile {profile!r} has no Slurm GRES: add "
+            f"'{resource}: gpu:{profile}' to scheduler.gresMapping (and the typed GRES "
+            "to the nodes in Slurm) or ask for a known profile"
+        )
+    return None
+
+
+def _resource_field(where: str, kind: str, resource: str) -> str:
+    return f"{where}.resources.{kind}[{resource}]"
+
+
+def unknown_device_problems(pod: kobj.Obj, gres_mapping: Mapping[str, str]) -> list[InvalidInput]:
+    """Every container resource the bridge would refuse by name (an unmapped MIG profile),
+    each naming its field; the admission webhook's check, the same rule as translation."""
+    gres_names = gres_names_of(gres_mapping)
+    obj = kobj.describe(pod, "Pod")
+    out: list[InvalidInput] = []
+    for key in ("initContainers", "containers"):
+        for i, c in enumerate(kobj.sequence(pod, "spec", key)):
+            for kind in ("requests", "limits"):
+                for resource in kobj.mapping(c, "resources", kind):
+                    reason = _unknown_device(resource, gres_names)
+                    if reason is not None:
+                        field = _resource_field(f"spec.{key}[{i}]", kind, resource)
+                        out.append(InvalidInput(field, reason, obj))
+    return out
+
+
 def _container_amounts(
     container: Any, where: str, obj: str, gres_names: Mapping[str, str]
 ) -> Amounts:
@@ -53,6 +97,9 @@ def _container_amounts(
     for kind in ("requests", "limits"):
         for resource, raw in kobj.mapping(container, "resources", kind).items():
             if resource not in ("cpu", "memory") and resource not in gres_names:
+                reason = _unknown_device(resource, gres_names) if gres_names else None
+                if reason is not None:
+                    raise InvalidInput(_resource_field(where, kind, resource), reason, obj)
                 continue
             path = f"{where}.resources.{kind}.{resource}"
             if not isinstance(raw, str | int | float):
@@ -102,8 +149,10 @@ def pod_amounts(pod: kobj.Obj, gres_names: Mapping[str, str]) -> Amounts:
 
 
 def pod_resources(pod: kobj.Obj, gres_mapping: Mapping[str, str]) -> PodResources:
-    """One pod's needs in Slurm units (whole CPUs, MiB, GRES counts)."""
-    gres_names = {**gres_mapping, **BUILTIN_GRES}
+    """One pod's needs in Slurm units (whole CPUs, MiB, GRES counts; a MIG slice is the
+    typed GRES of its profile, ``gpu:1g.10gb``). :class:`InvalidInput` for an unmapped
+    ``nvidia.com/mig-*`` resource."""
+    gres_names = gres_names_of(gres_mapping)
     amounts = pod_amounts(pod, gres_names)
     gres: dict[str, int] = {}
     for resource, slurm_name in gres_names.items():

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bridge.config import BridgeConfig
+from bridge.config import DEFAULT_GRES_MAPPING, BridgeConfig
 from bridge.translate.topology import TopologyPolicy
 
 
@@ -17,7 +17,7 @@ class TranslateSettings(BaseModel):
 
     partition: str = "slurm-bridge"
     mcs_label: str | None = "kubernetes"
-    gres_mapping: dict[str, str] = Field(default_factory=dict)
+    gres_mapping: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_GRES_MAPPING))
     gang_batch_jobs: bool = True
     jobset_grouping: Literal["jobset", "replicatedJob"] = "jobset"
     gang_sizing: Literal["hetjob", "largest"] = "hetjob"
@@ -31,7 +31,7 @@ class TranslateSettings(BaseModel):
         return cls(
             partition=config.partition,
             mcs_label=config.mcs_label or None,
-            gres_mapping=dict(s.gres_mapping),
+            gres_mapping=s.gres_table(),
             gang_batch_jobs=s.gang_batch_jobs,
             jobset_grouping=s.jobset_grouping,
             gang_sizing=s.gang_sizing,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from bridge.fastjson import clone
-from sandbox.controllers.namespace_gc import ControllerLoop
+from sandbox.controllers.loop import ControllerLoop
 from sandbox.kubeapi.admission_chain import Writes
 from sandbox.kubeapi.dra_types import (
     CLAIM_KEY,

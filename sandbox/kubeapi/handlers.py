@@ -7,22 +7,23 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
 from bridge import fastjson
 from sandbox.kubeapi import discovery, protobuf, rbac, tables
-from sandbox.kubeapi.admission_chain import options
+from sandbox.kubeapi.admission_chain import Writes, options
+from sandbox.kubeapi.authn import Authenticator
 from sandbox.kubeapi.errors import ApiError, bad_request
-from sandbox.kubeapi.faults import LoggedRequest
-from sandbox.kubeapi.identity import UserInfo
+from sandbox.kubeapi.faults import Fault, Faults, LoggedRequest, RequestLog
+from sandbox.kubeapi.identity import UserInfo, user
+from sandbox.kubeapi.rbac import Authorizer
 from sandbox.kubeapi.registry import CONNECT_KINDS, ResourceDef
 from sandbox.kubeapi.selectors import parse_field_selector, parse_label_selector
+from sandbox.kubeapi.store import Obj
+from sandbox.kubeapi.verbs import ObjectApi
 from sandbox.kubeapi.watch import WatchRequest, run_watch, validate_list_options
-
-if TYPE_CHECKING:
-    from sandbox.kubeapi.server import SandboxApiServer
 
 USER = web.RequestKey("user", UserInfo)  # who sent the request (authenticated, authorized)
 
@@ -125,11 +126,59 @@ async def _body(request: web.Request) -> Any:
         raise bad_request(f"the body of the request could not be decoded as JSON: {e}") from e
 
 
+class KubeletHooks(Protocol):
+    """What the ``/sandbox/kubelet`` and ``/sandbox/pods/.../finish`` hooks drive: the fake
+    kubelet, when the sandbox runs one (:mod:`sandbox.cluster`)."""
+
+    enabled: bool
+
+    def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def stop_node(self, node: str) -> None: ...
+
+    def start_node(self, node: str) -> None: ...
+
+    def finish_pod(
+        self, namespace: str, name: str, *, exit_code: int = 0, reason: str | None = None
+    ) -> Obj: ...
+
+
+@dataclass(frozen=True)
+class WatchSettings:
+    """``timeout``: a watch's length when it asks for none; ``bookmark_interval``: seconds
+    between BOOKMARKs (a real server sends one about every minute)."""
+
+    timeout: float
+    bookmark_interval: float
+
+
 class Handlers:
-    def __init__(self, server: SandboxApiServer) -> None:
-        self.srv = server
-        self.api = server.api
-        self.writes = server.writes
+    """The HTTP side of the API server, given each part it uses."""
+
+    def __init__(
+        self,
+        *,
+        api: ObjectApi,
+        writes: Writes,
+        tokens: Authenticator,
+        authorizer: Authorizer,
+        faults: Faults,
+        request_log: RequestLog,
+        watch: WatchSettings,
+        watch_tasks: set[asyncio.Task[Any]],
+        kubelet: KubeletHooks | None,
+    ) -> None:
+        self.api = api
+        self.writes = writes
+        self.tokens = tokens
+        self.authorizer = authorizer
+        self.faults = faults
+        self.request_log = request_log
+        self.watch_settings = watch
+        self.watch_tasks = watch_tasks  # the server cancels them on close
+        self.kubelet = kubelet
 
     # --- entry -------------------------------------------------------------------------
 
@@ -141,11 +190,11 @@ class Handlers:
             except ApiError as e:
                 return error_response(e)
         try:
-            caller = self.srv.tokens.authenticate(request.headers.get("Authorization"))
+            caller = self.tokens.authenticate(request.headers.get("Authorization"))
         except ApiError as e:  # 401: before anything else, as kube-apiserver
             self._log(request, e.code)
             return error_response(e)
-        fault = self.srv.faults.take(request.method, request.path, caller.username)
+        fault = self.faults.take(request.method, request.path, caller.username)
         if fault is not None:
             if fault.delay:
                 await asyncio.sleep(fault.delay)
@@ -159,7 +208,7 @@ class Handlers:
                 reason = _REASONS.get(fault.status, "InternalError")
                 return error_response(ApiError(fault.status, reason, f"injected fault {reason}"))
         try:
-            self.srv.authorizer.require(
+            self.authorizer.require(
                 rbac.request_attributes(caller, request.method, request.path, request.query)
             )
             request[USER] = caller
@@ -171,7 +220,7 @@ class Handlers:
         return resp
 
     def _log(self, request: web.Request, status: int) -> None:
-        self.srv.request_log.add(
+        self.request_log.add(
             LoggedRequest(request.method, request.path, request.query_string, status)
         )
 
@@ -228,7 +277,7 @@ class Handlers:
             if m != "POST":
                 raise ApiError(405, "MethodNotAllowed", f"{m} is not supported on {rd.plural}")
             answer = rbac.review(
-                self.srv.authorizer, rbac.REVIEWS[rd.key], user, t.namespace, await _body(request)
+                self.authorizer, rbac.REVIEWS[rd.key], user, t.namespace, await _body(request)
             )
             return json_response(answer, 201)
         if not t.name:
@@ -294,7 +343,7 @@ class Handlers:
             if m != "POST":
                 raise ApiError(405, "MethodNotAllowed", "token supports POST only")
             self.api.get(rd, t.namespace, t.name)  # 404 when the ServiceAccount is missing
-            token = self.srv.tokens.token_request(t.namespace, t.name, await _body(request))
+            token = self.tokens.token_request(t.namespace, t.name, await _body(request))
             return json_response(token, 201)
         if t.subresource == "binding":
             if m != "POST":
@@ -371,7 +420,7 @@ class Handlers:
         if rbac.MASTERS in user.groups:
             return
         old = self.api.get(rd, t.namespace, t.name)
-        rbac.check_claim_status(self.srv.authorizer, user, verb, old, dry())
+        rbac.check_claim_status(self.authorizer, user, verb, old, dry())
 
     async def _delete_options(self, request: web.Request) -> dict[str, Any]:
         body = await _body(request)
@@ -433,7 +482,7 @@ class Handlers:
         self, request: web.Request, rd: ResourceDef, t: Target, table: bool
     ) -> web.StreamResponse:
         q = request.query
-        timeout = float(q.get("timeoutSeconds") or self.srv.watch_timeout)
+        timeout = float(q.get("timeoutSeconds") or self.watch_settings.timeout)
         initial = q.get("sendInitialEvents")
         req = WatchRequest(
             rd=rd,
@@ -443,7 +492,7 @@ class Handlers:
             resource_version=q.get("resourceVersion"),
             timeout=timeout,
             bookmarks=_truthy(q.get("allowWatchBookmarks")),
-            bookmark_interval=self.srv.bookmark_interval,
+            bookmark_interval=self.watch_settings.bookmark_interval,
             send_initial=None if initial is None else _truthy(initial),
         )
         resp = web.StreamResponse(status=200)
@@ -471,14 +520,14 @@ class Handlers:
 
         task = asyncio.current_task()
         if task is not None:
-            self.srv.watch_tasks.add(task)
+            self.watch_tasks.add(task)
         try:
             await run_watch(self.api.store, req, send, transform)
         except ConnectionResetError:
             return resp
         finally:
             if task is not None:
-                self.srv.watch_tasks.discard(task)
+                self.watch_tasks.discard(task)
         with contextlib.suppress(ConnectionResetError, RuntimeError):
             await resp.write_eof()
         return resp
@@ -486,7 +535,6 @@ class Handlers:
     # --- /sandbox hooks ----------------------------------------------------------------
 
     async def sandbox(self, request: web.Request, parts: list[str]) -> web.Response:
-        srv = self.srv
         m = request.method
         body = await _body(request) or {}
         if parts == ["tokens"] and m == "POST":
@@ -496,50 +544,60 @@ class Handlers:
                 raise bad_request("tokens: username (a non-empty string) is required")
             if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
                 raise bad_request("tokens: groups must be a list of strings")
-            return json_response({"token": srv.mint_token(username, groups)}, 201)
+            return json_response({"token": self.tokens.mint(user(username, groups))}, 201)
         if parts == ["compact"] and m == "POST":
-            srv.compact()
-            return json_response({"compacted": srv.api.store.compacted})
+            self.api.store.compact()
+            return json_response({"compacted": self.api.store.compacted})
         if parts == ["faults"]:
             if m == "POST":
-                f = srv.inject_fault(
-                    body["path"],
-                    method=body.get("method", "*"),
-                    status=int(body.get("status", 500)),
-                    count=body.get("count", 1),
-                    drop=bool(body.get("drop", False)),
-                    delay=float(body.get("delay", 0.0)),
-                    user=body.get("user"),
+                f = self.faults.add(
+                    Fault(
+                        path=body["path"],
+                        method=body.get("method", "*"),
+                        status=int(body.get("status", 500)),
+                        count=body.get("count", 1),
+                        drop=bool(body.get("drop", False)),
+                        delay=float(body.get("delay", 0.0)),
+                        user=body.get("user"),
+                    )
                 )
                 return json_response(asdict(f), 201)
             if m == "DELETE":
-                srv.clear_faults()
+                self.faults.clear()
                 return json_response({})
-            return json_response([asdict(f) for f in srv.faults.faults])
+            return json_response([asdict(f) for f in self.faults.faults])
         if parts == ["requests"]:
             if m == "DELETE":
-                srv.request_log.clear()
+                self.request_log.clear()
                 return json_response({})
-            entries = srv.request_log.entries(
+            entries = self.request_log.entries(
                 request.query.get("method"), request.query.get("path")
             )
             return json_response([asdict(e) for e in entries])
-        if parts == ["kubelet"] and m == "POST":
+        kubelet = self.kubelet
+        if kubelet is not None and parts == ["kubelet"] and m == "POST":
             if body.get("enabled", True):
-                srv.kubelet.start()
+                kubelet.start()
             else:
-                await srv.kubelet.stop()
-            return json_response({"enabled": srv.kubelet.enabled})
+                await kubelet.stop()
+            return json_response({"enabled": kubelet.enabled})
         if (
-            len(parts) == 4
+            kubelet is not None
+            and len(parts) == 4
             and parts[:2] == ["kubelet", "nodes"]
             and parts[3] in ("stop", "start")
             and m == "POST"
         ):
-            (srv.kubelet.stop_node if parts[3] == "stop" else srv.kubelet.start_node)(parts[2])
+            (kubelet.stop_node if parts[3] == "stop" else kubelet.start_node)(parts[2])
             return json_response({})
-        if len(parts) == 4 and parts[0] == "pods" and parts[3] == "finish" and m == "POST":
-            pod = srv.kubelet.finish_pod(
+        if (
+            kubelet is not None
+            and len(parts) == 4
+            and parts[0] == "pods"
+            and parts[3] == "finish"
+            and m == "POST"
+        ):
+            pod = kubelet.finish_pod(
                 parts[1],
                 parts[2],
                 exit_code=int(body.get("exitCode", 0)),
@@ -547,5 +605,5 @@ class Handlers:
             )
             return json_response(pod)
         if len(parts) == 3 and parts[0] == "nodes" and parts[2] == "ready" and m == "POST":
-            return json_response(srv.api.set_node_ready(parts[1], bool(body.get("ready", True))))
+            return json_response(self.api.set_node_ready(parts[1], bool(body.get("ready", True))))
         raise ApiError(404, "NotFound", f"no sandbox hook {request.path}")

@@ -1,4 +1,9 @@
-"""``SandboxApiServer``: the sandbox Kubernetes API server as an async context manager."""
+"""``SandboxApiServer``: the sandbox Kubernetes API server as an async context manager.
+
+The API server alone: the store, authentication, RBAC, the admission path, the HTTP
+handlers and the test hooks. What runs beside it in a cluster (the namespace controller, the
+garbage collector, the ResourceClaim controller, the kubelet) is wired in
+:mod:`sandbox.cluster`."""
 
 from __future__ import annotations
 
@@ -8,25 +13,22 @@ import ssl
 from importlib import resources as importlib_resources
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import yaml
 from aiohttp import web
 
 from bridge.clock import Clock, SystemClock
-from sandbox.controllers.namespace_gc import GarbageCollector, NamespaceController
-from sandbox.controllers.resourceclaim import ResourceClaimController
 from sandbox.kubeapi.admission_chain import Writes
 from sandbox.kubeapi.authn import Authenticator
 from sandbox.kubeapi.faults import Fault, Faults, RequestLog
-from sandbox.kubeapi.handlers import Handlers
+from sandbox.kubeapi.handlers import Handlers, KubeletHooks, WatchSettings
 from sandbox.kubeapi.identity import ADMIN, SANDBOX_TOKEN, UserInfo, user
 from sandbox.kubeapi.rbac import Authorizer, bootstrap_policy
 from sandbox.kubeapi.registry import Registry
 from sandbox.kubeapi.store import Obj, Store
 from sandbox.kubeapi.verbs import NS_KEY, ObjectApi
 from sandbox.kubeapi.webhook_client import WebhookCaller
-from sandbox.kubelet import FakeKubelet
 
 DEFAULT_NAMESPACES = ("default", "kube-system", "slurm-bridge")
 __all__ = ["SANDBOX_TOKEN", "SandboxApiServer", "bundled_crds"]
@@ -60,7 +62,8 @@ def kubeconfig_for(cluster: Obj, token: str, username: str, namespace: str = "de
 
 
 class SandboxApiServer:
-    """See the package docstring (``sandbox.kubeapi``) for the full API."""
+    """See the package docstring (``sandbox.kubeapi``) for the full API; a server with its
+    controllers and kubelet is a :class:`sandbox.cluster.SandboxCluster`."""
 
     def __init__(
         self,
@@ -68,7 +71,6 @@ class SandboxApiServer:
         host: str = "127.0.0.1",
         port: int = 0,
         nodes: tuple[str, ...] | list[str] = (),
-        kubelet: bool = False,
         bookmark_interval: float = 5.0,
         watch_timeout: float = 1800.0,
         history_size: int = 10_000,
@@ -77,7 +79,6 @@ class SandboxApiServer:
         tls_key: str | None = None,
         clock: Clock | None = None,
         install_crds: bool = True,
-        resourceclaim_controller: bool = True,
         insecure_port: bool = False,
     ) -> None:
         self.host = host
@@ -99,19 +100,12 @@ class SandboxApiServer:
         self.request_log = RequestLog()
         self.webhooks = WebhookCaller(self.store, self.registry)
         self.writes = Writes(self.api, self.webhooks)
-        self.namespace_controller = NamespaceController(self.api, self.writes)
-        self.garbage_collector = GarbageCollector(self.api, self.writes)
-        self.resourceclaim_controller = ResourceClaimController(self.api, self.writes)
-        self.kubelet = FakeKubelet(self.api, self.writes)
         if insecure_port and tls_cert:
             raise ValueError("insecure_port is for plain HTTP only (no tls_cert)")
         self.tokens = Authenticator(self.store, clock, anonymous=ADMIN if insecure_port else None)
         self.authorizer = Authorizer(self.store)
         self._initial_nodes = tuple(nodes)
-        self._kubelet_on = kubelet
         self._install_crds = install_crds
-        # off: nobody stands in for kube-controller-manager's resourceclaim controller
-        self._resourceclaim_controller_on = resourceclaim_controller
         self._runner: web.AppRunner | None = None
         self.watch_tasks: set[asyncio.Task[Any]] = set()  # cancelled on close
 
@@ -124,7 +118,17 @@ class SandboxApiServer:
 
     async def start(self) -> None:
         self._bootstrap()
-        handlers = Handlers(self)
+        handlers = Handlers(
+            api=self.api,
+            writes=self.writes,
+            tokens=self.tokens,
+            authorizer=self.authorizer,
+            faults=self.faults,
+            request_log=self.request_log,
+            watch=WatchSettings(self.watch_timeout, self.bookmark_interval),
+            watch_tasks=self.watch_tasks,
+            kubelet=self.kubelet_hooks(),
+        )
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", handlers.dispatch)
         # handler_cancellation: a watch whose client went away ends at once
@@ -146,12 +150,11 @@ class SandboxApiServer:
         if self.port == 0 and server is not None:
             sockets = getattr(server, "sockets", None) or []
             self.port = sockets[0].getsockname()[1]
-        self.namespace_controller.start()
-        self.garbage_collector.start()
-        if self._resourceclaim_controller_on:
-            self.resourceclaim_controller.start()
-        if self._kubelet_on:
-            self.kubelet.start()
+
+    def kubelet_hooks(self) -> KubeletHooks | None:
+        """The kubelet the ``/sandbox/kubelet`` hooks drive: none here (a
+        :class:`~sandbox.cluster.SandboxCluster` has one)."""
+        return None
 
     def _bootstrap(self) -> None:
         ns_rd = self.api.resolve("", "v1", "namespaces")
@@ -172,10 +175,6 @@ class SandboxApiServer:
             self.api.set_node_ready(node)
 
     async def close(self) -> None:
-        await self.kubelet.stop()
-        await self.namespace_controller.stop()
-        await self.garbage_collector.stop()
-        await self.resourceclaim_controller.stop()
         await self.webhooks.close()
         for t in list(self.watch_tasks):
             t.cancel()
@@ -184,7 +183,7 @@ class SandboxApiServer:
             await self._runner.cleanup()
             self._runner = None
 
-    async def __aenter__(self) -> SandboxApiServer:
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
@@ -282,11 +281,6 @@ class SandboxApiServer:
 
     def set_node_ready(self, name: str, ready: bool = True) -> Obj:
         return self.api.set_node_ready(name, ready)
-
-    def finish_pod(
-        self, namespace: str, name: str, *, exit_code: int = 0, reason: str | None = None
-    ) -> Obj:
-        return self.kubelet.finish_pod(namespace, name, exit_code=exit_code, reason=reason)
 
     async def serve_forever(self) -> None:
         with contextlib.suppress(asyncio.CancelledError):

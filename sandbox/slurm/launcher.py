@@ -48,6 +48,17 @@ EXIT_DOWN = 3
 
 SLURMD_PREFIX = "batch-node-"
 EXTERNAL_PREFIX = "kube-node-"
+# --mig-nodes N: State=EXTERNAL nodes mig-node-N in the external partition, each one GPU cut
+# into --mig-slices slices of the typed GRES gpu:<--mig-profile> (docs/fractional-gpus.md).
+# They are DYNAMIC nodes (scontrol create after slurmctld starts, with the feature "mig"
+# that the partition's NodeSet picks up): a node of slurm.conf with the same gres.conf line
+# reports only counts (gpu:1g.10gb(CNT:1)), gives a job asking a typed GRES per task NO
+# slice (JOB_GRES=gpu:1g.10gb:0) and afterwards refuses GRES jobs ("Requested nodes are
+# busy") until slurmctld restarts (26.05.5); a created one reports indices and frees them.
+MIG_PREFIX = "mig-node-"
+MIG_FEATURE = "mig"
+MIG_NODESET = "mignodes"
+_MIG_PROFILE = re.compile(r"[0-9]+g\.[0-9]+gb")
 PARTITION = "slurm-bridge"
 BATCH_PARTITION = "batch"
 TOKEN_USER = "slurm"
@@ -130,6 +141,9 @@ class Settings:
     node_cpus: int = 8
     node_mem_mb: int = 16000
     node_gpus: int = 2
+    mig_nodes: int = 0
+    mig_profile: str = "1g.10gb"
+    mig_slices: int = 7
     rest_port: int = 6820
     ctld_port: int = 6817
     slurmd_port: int = 17000
@@ -139,13 +153,17 @@ class Settings:
     def __post_init__(self) -> None:
         if self.suite not in SUITES:
             raise ConfigError("suite", f"must be one of {', '.join(SUITES)}, not {self.suite!r}")
-        for name in ("nodes", "external_nodes", "node_gpus"):
+        for name in ("nodes", "external_nodes", "node_gpus", "mig_nodes"):
             if getattr(self, name) < 0:
                 raise ConfigError(name, "must be >= 0")
+        if not 1 <= self.mig_slices <= 7:
+            raise ConfigError("mig_slices", "must be 1..7 (a GPU has at most 7 MIG slices)")
+        if not _MIG_PROFILE.fullmatch(self.mig_profile):
+            raise ConfigError("mig_profile", f"{self.mig_profile!r} is not a MIG profile (1g.10gb)")
         for name in ("node_cpus", "node_mem_mb"):
             if getattr(self, name) < 1:
                 raise ConfigError(name, "must be >= 1")
-        if self.nodes + self.external_nodes < 1:
+        if self.nodes + self.external_nodes + self.mig_nodes < 1:
             raise ConfigError("nodes", "the cluster needs at least one node")
         for name in PORT_ENV.values():
             port = getattr(self, name)
@@ -180,7 +198,7 @@ class Settings:
     @property
     def partition(self) -> str:
         """The partition placeholder jobs go to: the external nodes', else the batch one."""
-        return PARTITION if self.external_nodes else BATCH_PARTITION
+        return PARTITION if self.external_nodes or self.mig_nodes else BATCH_PARTITION
 
     @property
     def packages(self) -> tuple[str, ...]:
@@ -251,6 +269,13 @@ def hostlist(prefix: str, count: int) -> str:
     return f"{prefix}0" if count == 1 else f"{prefix}[0-{count - 1}]"
 
 
+def external_hostlist(s: Settings) -> str:
+    """Every State=EXTERNAL node: ``kube-node-[0-2],mig-node-0`` ("" when none)."""
+    parts = [hostlist(EXTERNAL_PREFIX, s.external_nodes)] if s.external_nodes else []
+    parts += [hostlist(MIG_PREFIX, s.mig_nodes)] if s.mig_nodes else []
+    return ",".join(parts)
+
+
 def _switch_wait(s: Settings) -> str:
     """A tree topology's cap on a job's switch wait (``--switches=N@time``; default 300 s):
     a day, so a job that requires one leaf switch waits for one rather than straddle."""
@@ -293,7 +318,7 @@ def render_slurm_conf(s: Settings) -> str:
         f"SchedulerParameters={SCHEDULER_PARAMETERS}{_switch_wait(s)}",
         "GresTypes=gpu",
         # room for nodes created at run time (scontrol create / POST /new/node)
-        f"MaxNodeCount={s.nodes + s.external_nodes + 256}",
+        f"MaxNodeCount={s.nodes + s.external_nodes + s.mig_nodes + 256}",
         # a busy site's job table (the scale benchmark holds 50,000+ jobs; default 10,000)
         "MaxJobCount=200000",
         # preemption by partition PriorityTier: every partition here has tier 1, so nothing
@@ -335,12 +360,30 @@ def render_slurm_conf(s: Settings) -> str:
     if s.external_nodes:
         ext = hostlist(EXTERNAL_PREFIX, s.external_nodes)
         lines.append(f"NodeName={ext} {res} State=EXTERNAL")
+    if s.mig_nodes:
+        # the MIG nodes are created at run time (mig_node_conf): the NodeSet picks them up
+        lines.append(f"NodeSet={MIG_NODESET} Feature={MIG_FEATURE}")
+    if s.external_nodes or s.mig_nodes:
         topo = f" Topology={TOPOLOGY_NAME}" if s.network is not None else ""
+        members = [hostlist(EXTERNAL_PREFIX, s.external_nodes)] if s.external_nodes else []
+        members += [MIG_NODESET] if s.mig_nodes else []
         lines.append(
-            f"PartitionName={PARTITION} Nodes={ext} Default=YES MaxTime=INFINITE State=UP{topo}"
+            f"PartitionName={PARTITION} Nodes={','.join(members)} Default=YES "
+            f"MaxTime=INFINITE State=UP{topo}"
         )
     lines += list(s.extra_conf)
     return "\n".join(lines) + "\n"
+
+
+def mig_node_conf(s: Settings) -> str:
+    """The ``scontrol create`` arguments of every MIG node after its name ("" for none)."""
+    if not s.mig_nodes:
+        return ""
+    return (
+        "NodeAddr=127.0.0.1 NodeHostname=localhost State=EXTERNAL "
+        f"CPUs={s.node_cpus} RealMemory={s.node_mem_mb} "
+        f"Gres=gpu:{s.mig_profile}:{s.mig_slices} Features={MIG_FEATURE}"
+    )
 
 
 def render_gres_conf(s: Settings) -> str:
@@ -354,6 +397,16 @@ def render_gres_conf(s: Settings) -> str:
     if s.node_gpus and s.external_nodes:
         lines.append(
             f"NodeName={hostlist(EXTERNAL_PREFIX, s.external_nodes)} Name=gpu Count={s.node_gpus}"
+        )
+    if s.mig_nodes:
+        # A typed GPU needs File= even on an external node (no slurmd: never opened); with
+        # Count= only, slurmctld drops it ("Ignoring file-less GPU gpu:1g.10gb from final
+        # GRES list") and refuses Gres=gpu:1g.10gb:N on the node. With File=, jobs read
+        # back indices: gres_detail gpu:1g.10gb:1(IDX:3). docs/slurm-configuration.md.
+        files = "mig0" if s.mig_slices == 1 else f"mig[0-{s.mig_slices - 1}]"
+        lines.append(
+            f"NodeName={hostlist(MIG_PREFIX, s.mig_nodes)} Name=gpu Type={s.mig_profile} "
+            f"File=/var/lib/fakegpu/{files}"
         )
     return "\n".join(lines) + "\n"
 
@@ -453,14 +506,14 @@ def render_env_file(s: Settings, paths: Paths, api_version: str, slurm_version: 
         "SLURM_JWT_FILE": str(paths.jwt_file),
         "SLURM_CHROOT": str(paths.root(s)),
         "SLURM_PARTITION": s.partition,
-        "SLURM_EXTERNAL_NODES": hostlist(EXTERNAL_PREFIX, s.external_nodes)
-        if s.external_nodes
-        else "",
+        "SLURM_EXTERNAL_NODES": external_hostlist(s),
         "SLURM_BATCH_PARTITION": BATCH_PARTITION if s.nodes else "",
         "SLURM_SLURMD_NODES": hostlist(SLURMD_PREFIX, s.nodes) if s.nodes else "",
         "SLURM_NODE_CPUS": str(s.node_cpus),
         "SLURM_NODE_MEM_MB": str(s.node_mem_mb),
         "SLURM_NODE_GPUS": str(s.node_gpus),
+        "SLURM_MIG_NODES": hostlist(MIG_PREFIX, s.mig_nodes) if s.mig_nodes else "",
+        "SLURM_MIG_GRES": f"gpu:{s.mig_profile}:{s.mig_slices}" if s.mig_nodes else "",
         "SLURM_VERSION": slurm_version,
         "SLURM_SANDBOX_DIR": str(paths.dir),
         "SLURM_TOPOLOGY": s.topology,
@@ -597,6 +650,8 @@ def script_env(
         SBX_SLURMD_NODES=" ".join(s.slurmd_nodes),
         SBX_EXTERNAL_NODES=str(s.external_nodes),
         SBX_GPUS=str(s.node_gpus),
+        SBX_MIG_NODES=" ".join(f"{MIG_PREFIX}{i}" for i in range(s.mig_nodes)),
+        SBX_MIG_NODE_CONF=mig_node_conf(s),
         SBX_ACCOUNTING="1" if s.accounting else "0",
         SBX_MYSQL_PORT=str(s.mysql_port),
         SBX_REST_PORT=str(s.rest_port),
@@ -756,6 +811,13 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--node-mem-mb", type=int, help="RealMemory per node in MB (default 16000)")
     up.add_argument("--node-gpus", type=int, help="fake GPUs per node (default 2)")
     up.add_argument(
+        "--mig-nodes",
+        type=int,
+        help="State=EXTERNAL nodes mig-node-N, each a GPU cut into MIG slices (default 0)",
+    )
+    up.add_argument("--mig-profile", help="their slices' MIG profile (default 1g.10gb)")
+    up.add_argument("--mig-slices", type=int, help="slices per node, 1..7 (default 7)")
+    up.add_argument(
         "--defaults", action="store_true", help="start from the defaults, not the saved settings"
     )
     up.add_argument(
@@ -787,6 +849,9 @@ UP_OPTIONS = (
     "node_cpus",
     "node_mem_mb",
     "node_gpus",
+    "mig_nodes",
+    "mig_profile",
+    "mig_slices",
 )
 
 

@@ -16,6 +16,8 @@
 #                 [slurmdbd.conf] [topology.yaml] slurmrestd.args
 #   SBX_SLURMD_NODES  space separated slurmd node names   SBX_GPUS  fake GPUs per node
 #   SBX_EXTERNAL_NODES count of State=EXTERNAL nodes (needs Slurm >= 25.05)
+#   SBX_MIG_NODES space separated MIG node names, created at run time (scontrol create)
+#   SBX_MIG_NODE_CONF their scontrol create arguments after NodeName= (typed GRES, feature)
 #   SBX_ACCOUNTING 0|1   SBX_MYSQL_PORT   SBX_REST_PORT   SBX_OPENAPI
 #   SBX_TOKEN_USER SBX_TOKEN_LIFESPAN SBX_JWT_FILE (written 0600, never printed)
 #   SBX_LOCK_HELD  1 = the caller holds SBX_DIR/.lock (else the script takes it)
@@ -266,6 +268,21 @@ start_ctld() {
   fi
 }
 
+# create_mig_nodes: the MIG nodes are dynamic (scontrol create): gres.conf's Type= File=
+# line for them is read when slurmctld starts, and a created node reports slice indices
+# (a slurm.conf node reports counts only; launcher.py says why). Kept across restarts in
+# the node state; created again after down --purge.
+create_mig_nodes() {
+  local node created=0
+  for node in ${SBX_MIG_NODES:-}; do
+    in_root scontrol show node "$node" >/dev/null 2>&1 && continue
+    # shellcheck disable=SC2086  # the arguments are words
+    in_root scontrol create NodeName="$node" $SBX_MIG_NODE_CONF || die "scontrol create $node failed"
+    created=$((created + 1))
+  done
+  [ $created = 0 ] || say "created $created MIG node(s): $SBX_MIG_NODE_CONF"
+}
+
 nodes_ready() {
   local states
   states=$(in_root sinfo -h -N -o '%t') || return 1
@@ -341,6 +358,7 @@ cmd_up() {
   start_munge
   start_accounting
   start_ctld
+  create_mig_nodes
   start_slurmds
   start_rest
   write_token

@@ -30,7 +30,7 @@ from bridge.slurm.client import SlurmClient
 from controller.model import UNKNOWN, JobKind
 from controller.runtime import Controller
 from sandbox.annotations import IGNORE_SIGTERM
-from sandbox.kubeapi import SandboxApiServer
+from sandbox.cluster import SandboxCluster
 from tests.bench.invariant import InvariantMonitor, running_jobs
 from tests.integration.conftest import load_sandbox, make_client
 from tests.integration.controller_harness import (
@@ -129,9 +129,7 @@ async def main(reps: int, poll: float) -> dict[str, object]:
     }
 
 
-async def _stopped_to_ended(
-    srv: SandboxApiServer, slurm: SlurmClient, name: str, job: int
-) -> float:
+async def _stopped_to_ended(srv: SandboxCluster, slurm: SlurmClient, name: str, job: int) -> float:
     """Seconds from the kubelet stand-in's stop of the pod's containers (its store, read
     in-process) to Slurm's first answer that the job is over. Each round reads the store,
     then Slurm, then the store again: a job Slurm calls over while the second read still

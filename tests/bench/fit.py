@@ -57,7 +57,7 @@ from bridge.kube.resources import PODGROUPS, PODS
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import SlurmJob
 from bridge.wellknown import LABEL_JOB_ID, LABEL_POD_GROUP, slurmjob_annotation
-from sandbox.kubeapi import SandboxApiServer
+from sandbox.cluster import SandboxCluster
 from sandbox.slurm.launcher import ENV_FILE
 from tests.bench.topology import cli, scheduler_for
 from tests.integration.bridge_harness import Sandboxes
@@ -242,7 +242,7 @@ async def run_mode(
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         async with (
-            SandboxApiServer(nodes=[*sb.external_nodes, *cpu_only], kubelet=True) as api,
+            SandboxCluster(nodes=[*sb.external_nodes, *cpu_only], kubelet=True) as api,
             scheduler_for(
                 sb, api, Path(tmp), mode, scheduler={"gangSizing": mode.split("_")[0], "workers": 8}
             ) as (kube, counting),

@@ -59,7 +59,8 @@ from bridge.slurm.client import SlurmClient
 from bridge.wellknown import SLURMJOB_PREFIX
 from controller.app import ControllerMetrics
 from controller.runtime import Controller
-from sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
+from sandbox.cluster import SandboxCluster
+from sandbox.kubeapi import SANDBOX_TOKEN
 from sandbox.kubeapi.faults import LoggedRequest, RequestLog
 from tests.bench.scheduler import (
     SHARED,
@@ -78,6 +79,7 @@ from tests.bench.scheduler import (
     wait_child,
 )
 from tests.bench.slurm_fill import fill_finished_jobs
+from tests.clients import kube_for_host
 from tests.integration.conftest import SlurmSandbox, load_sandbox, make_client
 from tests.integration.identities import component_kubeconfig
 
@@ -209,7 +211,7 @@ async def controller_proc(cfg_path: Path) -> Any:
 
 
 class Run:
-    def __init__(self, args: argparse.Namespace, sb: SlurmSandbox, api: SandboxApiServer):
+    def __init__(self, args: argparse.Namespace, sb: SlurmSandbox, api: SandboxCluster):
         self.args = args
         self.sb = sb
         self.api = api
@@ -314,10 +316,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     async with make_client(sb, request_timeout_seconds=120) as slurm:
         finished = await ensure_finished(slurm, sb, args.finished)
         with tempfile.TemporaryDirectory(prefix="scale-bench-") as tmp:
-            api = SandboxApiServer(nodes=list(nodes), history_size=1_000_000)
+            api = SandboxCluster(nodes=list(nodes), history_size=1_000_000)
             async with (
                 api,
-                KubeClient.for_host(api.url, request_timeout=120, token=SANDBOX_TOKEN) as kube,
+                kube_for_host(api.url, request_timeout=120, token=SANDBOX_TOKEN) as kube,
             ):
                 r = Run(args, sb, api)
                 r.out.update(

@@ -68,10 +68,12 @@ from bridge.slurm.models import SlurmJob, fold_hetjobs
 from bridge.translate import parse_admin_comment
 from bridge.wellknown import LABEL_JOB_ID
 from controller import dangling
+from sandbox.cluster import SandboxCluster
+from sandbox.kubeapi import SANDBOX_TOKEN
 from sandbox.kubeapi.faults import RequestLog
-from sandbox.kubeapi.server import SANDBOX_TOKEN, SandboxApiServer
 from tests.bench.invariant import InvariantMonitor
 from tests.bench.slurm_proxy import AllocateKillProxy
+from tests.clients import kube_for_host, list_jobs
 from tests.integration.conftest import SlurmSandbox, load_sandbox, make_client
 from tests.integration.identities import component_kubeconfig
 from tests.integration.sched_proc import (
@@ -104,7 +106,7 @@ class Ledger:
     jobs: dict[int, SlurmJob] = field(default_factory=dict)
 
     async def refresh(self, slurm: SlurmClient) -> list[SlurmJob]:
-        listed = fold_hetjobs((await slurm.list_jobs()).jobs)
+        listed = fold_hetjobs((await list_jobs(slurm)).jobs)
         for j in listed:
             self.jobs[j.job_id] = j
         return listed
@@ -174,7 +176,7 @@ class Driver:
     def __init__(
         self,
         sb: SlurmSandbox,
-        api: SandboxApiServer,
+        api: SandboxCluster,
         kube: KubeClient,
         slurm: SlurmClient,
         sched: SchedulerProcess,
@@ -373,7 +375,7 @@ class Driver:
                 await self.slurm.cancel(getattr(action, "job_id"))  # noqa: B009
         after = [
             j
-            for u, js in jobs_by_group_uid(list((await self.slurm.list_jobs()).jobs)).items()
+            for u, js in jobs_by_group_uid(list((await list_jobs(self.slurm)).jobs)).items()
             if u in uids
             for j in js
             if j.state.active and j.job_id not in labelled
@@ -429,7 +431,7 @@ async def run(
     rng = random.Random(seed)
     groups = plan_groups(pods, gang_size)
     rng.shuffle(groups)
-    async with SandboxApiServer(nodes=list(sb.external_nodes), kubelet=True) as api:
+    async with SandboxCluster(nodes=list(sb.external_nodes), kubelet=True) as api:
         api.request_log = RequestLog(size=50 * pods + 100_000)
         kubeconfig = work / "scheduler.kubeconfig"  # the chart's ServiceAccount, below
         proxy = AllocateKillProxy(sb.rest_url, lambda: None)
@@ -439,7 +441,7 @@ async def run(
         )
         sched = SchedulerProcess(config, work / "scheduler.log", "sched-kill")
         async with (
-            KubeClient.for_host(api.url, token=SANDBOX_TOKEN, request_timeout=30) as kube,
+            kube_for_host(api.url, token=SANDBOX_TOKEN, request_timeout=30) as kube,
             make_client(sb) as slurm,
         ):
             cfg = parse_config(yaml.safe_load(config.read_text()), env={})

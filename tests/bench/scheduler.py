@@ -67,10 +67,12 @@ from bridge.models import JobSpec
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import Allocated
 from bridge.wellknown import LABEL_JOB_ID, LABEL_POD_GROUP, SLURMJOB_PREFIX
-from sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
+from sandbox.cluster import SandboxCluster
+from sandbox.kubeapi import SANDBOX_TOKEN
 from scheduler.app import run_scheduler
 from scheduler.cycle import Scheduler
 from tests.bench.slurm_cpu import daemon_cpu_seconds, per_pod_ms
+from tests.clients import kube_for_host
 from tests.integration.conftest import (
     SlurmSandbox,
     blocker_spec,
@@ -101,7 +103,7 @@ def percentile(xs: Iterable[float], q: float) -> float:
 class Stamps:
     """When the in-process API server stored each pod and each binding (monotonic s)."""
 
-    def __init__(self, api: SandboxApiServer) -> None:
+    def __init__(self, api: SandboxCluster) -> None:
         self.created: dict[str, float] = {}
         self.bound: dict[str, float] = {}
         self.bind_requests: Counter[str] = Counter()
@@ -433,7 +435,7 @@ async def create_pods(kube: KubeClient, pods: list[dict[str, Any]], creators: in
     await bounded(creators, pods, lambda p: kube.create(PODS, p, NS))
 
 
-def job_ids_of(api: SandboxApiServer) -> set[int]:
+def job_ids_of(api: SandboxCluster) -> set[int]:
     """Job ids from every pod's job-id label (what the scheduler submitted)."""
     out: set[int] = set()
     rd = api.api.resolve("", "v1", "pods")
@@ -444,7 +446,7 @@ def job_ids_of(api: SandboxApiServer) -> set[int]:
     return out
 
 
-def pending_message(api: SandboxApiServer, name: str) -> str:
+def pending_message(api: SandboxCluster, name: str) -> str:
     rd = api.api.resolve("", "v1", "pods")
     pod = api.api.get(rd, NS, name)
     for c in (pod.get("status") or {}).get("conditions") or []:
@@ -472,10 +474,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     }
     jobs: set[int] = set()
     with tempfile.TemporaryDirectory(prefix="sched-bench-") as tmp:
-        api = SandboxApiServer(nodes=list(sb.external_nodes), history_size=500_000)
+        api = SandboxCluster(nodes=list(sb.external_nodes), history_size=500_000)
         async with (
             api,
-            KubeClient.for_host(api.url, request_timeout=60, token=SANDBOX_TOKEN) as kube,
+            kube_for_host(api.url, request_timeout=60, token=SANDBOX_TOKEN) as kube,
             make_client(sb) as slurm,
         ):
             stamps = Stamps(api)
@@ -572,7 +574,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 async def singles(
     args: argparse.Namespace,
-    api: SandboxApiServer,
+    api: SandboxCluster,
     kube: KubeClient,
     stamps: Stamps,
     out: dict[str, Any],
@@ -612,7 +614,7 @@ async def paced(
 
 async def gang(
     args: argparse.Namespace,
-    api: SandboxApiServer,
+    api: SandboxCluster,
     kube: KubeClient,
     stamps: Stamps,
     out: dict[str, Any],
@@ -640,7 +642,7 @@ async def gang(
 
 async def steady(
     args: argparse.Namespace,
-    api: SandboxApiServer,
+    api: SandboxCluster,
     kube: KubeClient,
     slurm: SlurmClient,
     sb: SlurmSandbox,
@@ -684,7 +686,7 @@ async def steady(
 
 async def wakeups(
     args: argparse.Namespace,
-    api: SandboxApiServer,
+    api: SandboxCluster,
     slurm: SlurmClient,
     stamps: Stamps,
     blocker: int,

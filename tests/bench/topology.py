@@ -47,7 +47,7 @@ from bridge.logging import configure_logging
 from bridge.models import JobSpec
 from bridge.slurm.client import SlurmClient
 from bridge.wellknown import ANNOTATION_KUEUE_REQUIRED_TOPOLOGY, LABEL_JOB_ID, LABEL_POD_GROUP
-from sandbox.kubeapi import SandboxApiServer
+from sandbox.cluster import SandboxCluster
 from scheduler.app import run_scheduler
 from scheduler.cycle import Scheduler
 from tests.bench.scheduler import CountingSlurmClient
@@ -118,7 +118,7 @@ async def background(sb: SlurmSandbox, jobs: int, seed: int, stop: asyncio.Event
 class Run:
     """One mode: the scheduler against the sandbox API server and real Slurm."""
 
-    def __init__(self, kube: KubeClient, api: SandboxApiServer, slurm: SlurmClient, mode: str):
+    def __init__(self, kube: KubeClient, api: SandboxCluster, slurm: SlurmClient, mode: str):
         self.kube, self.api, self.slurm, self.mode = kube, api, slurm, mode
         self.waits: list[float] = []
         self.straddling = 0
@@ -159,7 +159,7 @@ class Run:
 
 @contextlib.asynccontextmanager
 async def scheduler_for(
-    sb: SlurmSandbox, api: SandboxApiServer, tmp: Path, mode: str, **config: Any
+    sb: SlurmSandbox, api: SandboxCluster, tmp: Path, mode: str, **config: Any
 ) -> AsyncIterator[tuple[KubeClient, CountingSlurmClient]]:
     """The scheduler of one benchmark mode in this loop, with a request-counting Slurm
     client; ``config``: keys to set (default: this benchmark's topology levels)."""
@@ -192,7 +192,7 @@ async def run_mode(sb: SlurmSandbox, args: argparse.Namespace, mode: str) -> dic
     stop = asyncio.Event()
     with tempfile.TemporaryDirectory() as tmp:
         async with (
-            SandboxApiServer(nodes=list(sb.external_nodes), kubelet=True) as api,
+            SandboxCluster(nodes=list(sb.external_nodes), kubelet=True) as api,
             scheduler_for(sb, api, Path(tmp), mode) as (kube, counting),
             make_client(sb) as slurm,
         ):

@@ -22,9 +22,11 @@ from bridge.kube.resources import JOBS, JOBSETS, LEADERWORKERSETS, PODGROUPS, PO
 from bridge.slurm.client import SlurmClient
 from bridge.wellknown import LABEL_JOB_ID, LABEL_POD_GROUP
 from controller.runtime import Controller
-from sandbox.kubeapi.server import SANDBOX_TOKEN, SandboxApiServer
+from sandbox.cluster import SandboxCluster
+from sandbox.kubeapi import SANDBOX_TOKEN
 from scheduler.app import run_scheduler
 from scheduler.cycle import Scheduler
+from tests.clients import kube_for_host, list_jobs
 from tests.integration.conftest import SlurmSandbox, make_client, sandbox_config_data
 from tests.integration.controller_harness import running_controller, unique_mcs
 from tests.integration.identities import component_kube
@@ -42,7 +44,7 @@ class Sandboxes:
 
     kube: KubeClient
     slurm: SlurmClient
-    api: SandboxApiServer
+    api: SandboxCluster
 
     async def create_pod(self, name: str, **kw: Any) -> dict[str, Any]:
         return await self.kube.create(PODS, pod(name, **kw), NS)
@@ -56,7 +58,7 @@ class Sandboxes:
         kinds = [(r.group, r.plural) for r in (PODS, PODGROUPS, JOBS, JOBSETS, LEADERWORKERSETS)]
         uids = {o["metadata"]["uid"] for k in kinds for o in self.api.store.list(k)}
         ids = {job_of(p) for p in (await self.kube.list_pods(NS)).items if has_job(p)}
-        for uid, jobs in jobs_by_group_uid((await self.slurm.list_jobs()).jobs).items():
+        for uid, jobs in jobs_by_group_uid((await list_jobs(self.slurm)).jobs).items():
             if uid in uids:
                 ids |= {j.job_id for j in jobs if j.state.active}
         for job_id in ids:
@@ -223,7 +225,7 @@ async def running_bridge(
     chart's RBAC (a TokenRequest token); the test's own client (``Bridge.kube``) is the
     admin. ``resourceclaim_controller=False``: the sandbox does not stand in for
     kube-controller-manager's resourceclaim controller."""
-    async with SandboxApiServer(
+    async with SandboxCluster(
         nodes=list(sandbox.external_nodes),
         kubelet=True,
         resourceclaim_controller=resourceclaim_controller,
@@ -265,8 +267,8 @@ async def running_sandboxes(sandbox: SlurmSandbox) -> AsyncIterator[Sandboxes]:
     """The sandbox API server (nodes = Slurm's external nodes) and real Slurm, without a
     scheduler: for tests that run the scheduler as subprocesses."""
     async with (
-        SandboxApiServer(nodes=list(sandbox.external_nodes), kubelet=True) as api,
-        KubeClient.for_host(api.url, token=SANDBOX_TOKEN, request_timeout=10) as kube,
+        SandboxCluster(nodes=list(sandbox.external_nodes), kubelet=True) as api,
+        kube_for_host(api.url, token=SANDBOX_TOKEN, request_timeout=10) as kube,
         make_client(sandbox) as slurm,
     ):
         sb = Sandboxes(kube, slurm, api)

@@ -25,6 +25,7 @@ from bridge.slurm.client import SlurmClient
 from bridge.slurm.hostlist import expand
 from bridge.slurm.token import TokenProvider
 from sandbox.slurm.launcher import ENV_DIR, PORT_ENV, env_file_for_tests
+from tests.clients import list_jobs
 from tests.waiting import eventually
 
 REQUIRED = (
@@ -195,7 +196,7 @@ async def remove_dynamic_node(slurm: SlurmClient, name: str) -> None:
     """Delete a dynamic node a test registered, whatever the test left on it: its jobs are
     cancelled first (Slurm refuses to delete a node with a job). A stale dynamic node would
     slow every later slurmctld start (it resolves each saved node's name)."""
-    for job in (await slurm.list_jobs()).jobs:
+    for job in (await list_jobs(slurm)).jobs:
         if name in job.nodes and job.state.active:
             with contextlib.suppress(SlurmError):
                 await slurm.cancel(job.job_id)

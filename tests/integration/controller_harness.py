@@ -18,7 +18,9 @@ from bridge.slurm.client import SlurmClient
 from bridge.translate import admin_comment
 from bridge.wellknown import ANNOTATION_SLURM_NODE, FINALIZER, LABEL_JOB_ID
 from controller.runtime import Controller, SlurmReadObserver
-from sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
+from sandbox.cluster import SandboxCluster
+from sandbox.kubeapi import SANDBOX_TOKEN
+from tests.clients import kube_for_host
 from tests.integration.conftest import SlurmSandbox, sandbox_config_data
 from tests.integration.identities import component_kube
 from tests.waiting import eventually
@@ -144,9 +146,9 @@ async def _synced(ctl: Controller, task: asyncio.Task[None]) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def sandbox_kube(sb: SlurmSandbox) -> AsyncIterator[tuple[SandboxApiServer, KubeClient]]:
+async def sandbox_kube(sb: SlurmSandbox) -> AsyncIterator[tuple[SandboxCluster, KubeClient]]:
     async with (
-        SandboxApiServer(nodes=list(sb.external_nodes), kubelet=True, bookmark_interval=0.5) as srv,
-        KubeClient.for_host(srv.url, request_timeout=5, token=SANDBOX_TOKEN) as kube,
+        SandboxCluster(nodes=list(sb.external_nodes), kubelet=True, bookmark_interval=0.5) as srv,
+        kube_for_host(srv.url, request_timeout=5, token=SANDBOX_TOKEN) as kube,
     ):
         yield srv, kube

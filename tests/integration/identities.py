@@ -14,6 +14,7 @@ from typing import Literal
 from bridge.config import BridgeConfig
 from bridge.kube.client import KubeClient
 from sandbox import chart_rbac
+from tests.clients import kube_for_host
 
 Component = Literal["scheduler", "controller", "admission"]
 
@@ -39,7 +40,7 @@ async def component_token(admin: KubeClient, cfg: BridgeConfig, component: Compo
 async def component_kube(admin: KubeClient, cfg: BridgeConfig, component: Component) -> KubeClient:
     """A client of the same server as ``admin``, authenticated as ``component``."""
     token = await component_token(admin, cfg, component)
-    return KubeClient.for_host(
+    return kube_for_host(
         str(admin.configuration.host), token=token, request_timeout=cfg.kube_request_timeout_seconds
     )
 

@@ -109,7 +109,7 @@ async def test_cordon_drains_the_slurm_node_uncordon_resumes_and_admin_drains_st
         sandbox_kube(sandbox) as (_, kube),
         running_controller(cfg, kube) as ctl,
     ):
-        await kube.set_node_unschedulable(node, True)
+        await kube.patch(NODES, node, {"spec": {"unschedulable": True}})
 
         async def drained_by_bridge() -> bool:
             n = await slurm.get_node(node)
@@ -117,9 +117,9 @@ async def test_cordon_drains_the_slurm_node_uncordon_resumes_and_admin_drains_st
 
         await wait_for(drained_by_bridge, what="cordon -> Slurm DRAIN with the bridge's reason")
         # Our own drain never taints the node back.
-        assert taint_of(await kube.get_node(node), TAINT_SLURM_NODE_UNAVAILABLE) is None
+        assert taint_of(await kube.get(NODES, node), TAINT_SLURM_NODE_UNAVAILABLE) is None
 
-        await kube.set_node_unschedulable(node, False)
+        await kube.patch(NODES, node, {"spec": {"unschedulable": False}})
 
         async def resumed() -> bool:
             return not (await slurm.get_node(node)).drain
@@ -130,12 +130,12 @@ async def test_cordon_drains_the_slurm_node_uncordon_resumes_and_admin_drains_st
         await slurm.drain_node(node, "maint")
 
         async def tainted() -> bool:
-            t = taint_of(await kube.get_node(node), TAINT_SLURM_NODE_UNAVAILABLE)
+            t = taint_of(await kube.get(NODES, node), TAINT_SLURM_NODE_UNAVAILABLE)
             return t is not None and t.get("value") == "maint"
 
         await wait_for(tainted, what="admin drain -> taint naming the reason")
-        await kube.set_node_unschedulable(node, True)
-        await kube.set_node_unschedulable(node, False)
+        await kube.patch(NODES, node, {"spec": {"unschedulable": True}})
+        await kube.patch(NODES, node, {"spec": {"unschedulable": False}})
         await settle(ctl)  # the controller has seen the uncordon and reconciled the node
         after = await slurm.get_node(node)
         assert after.drain
@@ -155,17 +155,17 @@ async def test_scontrol_drain_taints_the_kubernetes_node_and_resume_removes_the_
         await scontrol("update", f"nodename={node}", "state=drain", "reason=maint window")
 
         async def tainted() -> bool:
-            t = taint_of(await kube.get_node(node), TAINT_SLURM_NODE_UNAVAILABLE)
+            t = taint_of(await kube.get(NODES, node), TAINT_SLURM_NODE_UNAVAILABLE)
             return t is not None and t["value"] == "maint_window" and t["effect"] == "NoSchedule"
 
         await wait_for(tainted, what="scontrol drain -> taint naming the reason")
         # cordonOnSlurmDrain is off by default: no cordon.
-        assert not (await kube.get_node(node)).get("spec", {}).get("unschedulable")
+        assert not (await kube.get(NODES, node)).get("spec", {}).get("unschedulable")
 
         await scontrol("update", f"nodename={node}", "state=resume")
 
         async def untainted() -> bool:
-            return taint_of(await kube.get_node(node), TAINT_SLURM_NODE_UNAVAILABLE) is None
+            return taint_of(await kube.get(NODES, node), TAINT_SLURM_NODE_UNAVAILABLE) is None
 
         await wait_for(untainted, what="scontrol resume -> taint removed")
 
@@ -184,7 +184,7 @@ async def test_cordon_on_slurm_drain_cordons_and_undoes_only_its_own_cordon(
         await scontrol("update", f"nodename={mine}", "state=drain", "reason=maint")
 
         async def cordoned_by_bridge() -> bool:
-            n = await kube.get_node(mine)
+            n = await kube.get(NODES, mine)
             marked = ANNOTATION_CORDONED_BY_BRIDGE in (n["metadata"].get("annotations") or {})
             return bool(n["spec"].get("unschedulable")) and marked
 
@@ -195,14 +195,14 @@ async def test_cordon_on_slurm_drain_cordons_and_undoes_only_its_own_cordon(
         await scontrol("update", f"nodename={mine}", "state=resume")
 
         async def uncordoned() -> bool:
-            n = await kube.get_node(mine)
+            n = await kube.get(NODES, mine)
             marked = ANNOTATION_CORDONED_BY_BRIDGE in (n["metadata"].get("annotations") or {})
             return not n["spec"].get("unschedulable") and not marked
 
         await wait_for(uncordoned, what="Slurm resume -> the bridge's cordon undone")
 
         # An admin's cordon: Slurm drains and resumes underneath, the cordon stays.
-        await kube.set_node_unschedulable(admins, True)
+        await kube.patch(NODES, admins, {"spec": {"unschedulable": True}})
 
         async def drained_for_cordon() -> bool:
             return (await slurm.get_node(admins)).reason == CORDON_REASON
@@ -211,19 +211,19 @@ async def test_cordon_on_slurm_drain_cordons_and_undoes_only_its_own_cordon(
         await scontrol("update", f"nodename={admins}", "state=drain", "reason=maint")
 
         async def tainted() -> bool:
-            return taint_of(await kube.get_node(admins), TAINT_SLURM_NODE_UNAVAILABLE) is not None
+            return taint_of(await kube.get(NODES, admins), TAINT_SLURM_NODE_UNAVAILABLE) is not None
 
         await wait_for(tainted, what="admin's Slurm drain -> taint")
         await scontrol("update", f"nodename={admins}", "state=resume")
 
         async def untainted() -> bool:
-            return taint_of(await kube.get_node(admins), TAINT_SLURM_NODE_UNAVAILABLE) is None
+            return taint_of(await kube.get(NODES, admins), TAINT_SLURM_NODE_UNAVAILABLE) is None
 
         await wait_for(untainted, what="Slurm resume -> taint removed")
-        n = await kube.get_node(admins)
+        n = await kube.get(NODES, admins)
         assert n["spec"].get("unschedulable") is True, "an admin's cordon was undone"
         assert ANNOTATION_CORDONED_BY_BRIDGE not in (n["metadata"].get("annotations") or {})
-        await kube.set_node_unschedulable(admins, False)
+        await kube.patch(NODES, admins, {"spec": {"unschedulable": False}})
 
 
 # --------------------------------------------------------------------------- managed taint
@@ -238,7 +238,7 @@ async def test_managed_node_taint_only_on_nodes_in_bridge_partitions(
         async with running_controller(cfg, kube) as ctl:
 
             async def tainted() -> bool:
-                t = taint_of(await kube.get_node(bridge_node), MANAGED_NODE_TAINT)
+                t = taint_of(await kube.get(NODES, bridge_node), MANAGED_NODE_TAINT)
                 return t == {
                     "key": MANAGED_NODE_TAINT,
                     "value": cfg.scheduler_name,
@@ -248,8 +248,8 @@ async def test_managed_node_taint_only_on_nodes_in_bridge_partitions(
 
             await wait_for(tainted, what="managed-node taint on a node of the bridge partition")
             await settle(ctl)
-            assert taint_of(await kube.get_node(batch_node), MANAGED_NODE_TAINT) is None
-            assert taint_of(await kube.get_node("no-slurm-node"), MANAGED_NODE_TAINT) is None
+            assert taint_of(await kube.get(NODES, batch_node), MANAGED_NODE_TAINT) is None
+            assert taint_of(await kube.get(NODES, "no-slurm-node"), MANAGED_NODE_TAINT) is None
 
 
 # --------------------------------------------------------------------------- external nodes
@@ -305,7 +305,7 @@ async def test_external_node_registered_then_drained_and_deleted_once_its_job_en
             assert missing in reasons[EVENT_EXTERNAL_NODE_PARTITION]["message"]
 
             async def managed() -> bool:
-                return taint_of(await kube.get_node(name), MANAGED_NODE_TAINT) is not None
+                return taint_of(await kube.get(NODES, name), MANAGED_NODE_TAINT) is not None
 
             await wait_for(managed, what="managed-node taint on the registered node")
 
@@ -350,7 +350,7 @@ async def test_external_node_registered_then_drained_and_deleted_once_its_job_en
             await wait_for(deleted, what="drained node deleted once no job runs on it")
 
             async def unmanaged() -> bool:
-                return taint_of(await kube.get_node(name), MANAGED_NODE_TAINT) is None
+                return taint_of(await kube.get(NODES, name), MANAGED_NODE_TAINT) is None
 
             await wait_for(unmanaged, what="managed-node taint removed with the Slurm node")
 

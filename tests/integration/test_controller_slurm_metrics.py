@@ -17,6 +17,7 @@ from controller.app import ControllerMetrics
 from controller.runtime import Controller
 from controller.slurm_metrics import MIB
 from tests.bench.scheduler import CountingSlurmClient
+from tests.clients import api_version
 from tests.integration.conftest import SlurmSandbox
 from tests.integration.controller_harness import (
     controller_config,
@@ -136,7 +137,7 @@ async def test_table_mode_reads_the_job_table_once_a_sweep_and_off_never(
         await wait_every_node_busy(slurm, sandbox, running, track_jobs)
         metrics = ControllerMetrics(mcs_label=mcs)
         ctl = Controller(cfg, counted, kube, slurm_observer=metrics.slurm)
-        await counted.api_version()
+        await api_version(counted)
         counted.calls.clear()
         await ctl.sweep_once()
         # one streamed job-table read for the job metrics, the sweep's own node read

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from bridge.kube.resources import JOBS
 from bridge.wellknown import CONDITION_DISRUPTION_TARGET
 from sandbox.controllers import workload_controller
 from sandbox.controllers.workload_pods import load_example
@@ -73,7 +74,7 @@ async def test_an_operator_scancel_is_a_disruption_the_jobs_pod_failure_policy_i
         await b.bound("preemptible-1-x1")
         second = job_of(await b.get_pod("preemptible-1-x1"))
         assert second != first
-        job = await b.kube.get_job(NS, "preemptible-1")
+        job = await b.kube.get(JOBS, "preemptible-1", NS)
         assert job["status"]["failed"] == 0  # ignored: backoffLimit 0 not used up
         assert not any(c.get("type") == "Failed" for c in job["status"].get("conditions") or [])
 

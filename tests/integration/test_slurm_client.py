@@ -17,6 +17,7 @@ from bridge.errors import SlurmNotFound, SlurmRejected, SlurmUnauthorized
 from bridge.models import JobSpec
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import ALLOCATE_MARK, Allocated, AllocationRefused, SlurmJob
+from tests.clients import api_version, list_jobs
 from tests.integration.conftest import SlurmSandbox, make_client
 
 pytestmark = pytest.mark.slurm
@@ -229,29 +230,8 @@ async def test_bad_token_is_unauthorized(sandbox: SlurmSandbox, tmp_path: Path) 
     bad.write_text("eyJhbGciOiJIUzI1NiJ9.eyJzdW4iOiJzbHVybSJ9.bm90LWEtc2lnbmF0dXJl")
     async with make_client(sandbox, "v0.0.45", jwt_file=bad) as client:
         with pytest.raises(SlurmUnauthorized) as e:
-            await client.list_jobs()
+            await list_jobs(client)
     assert e.value.status in (401, 511)
-
-
-async def test_list_jobs_update_since_returns_nothing_until_something_changes(
-    slurm: SlurmClient, sandbox: SlurmSandbox, track_jobs: Track
-) -> None:
-    clock = SystemClock()
-    end = clock.monotonic() + DEADLINE_S
-    while True:  # other users may be changing jobs: wait for a quiet moment
-        since = (await slurm.list_jobs()).last_update
-        assert since is not None
-        quiet = await slurm.list_jobs(update_since=since)
-        if quiet.unchanged:
-            break
-        if clock.monotonic() > end:
-            pytest.fail("the job table never stayed unchanged")
-        await clock.sleep(0.2)
-    assert quiet.jobs == ()
-    job_id = track_jobs(await slurm.submit(ext_spec(sandbox, "it-changed")))
-    changed = await slurm.list_jobs(update_since=since)
-    assert not changed.unchanged
-    assert job_id in {j.job_id for j in changed.jobs}
 
 
 async def test_find_jobs_by_admin_comment_finds_a_submitted_job(
@@ -288,7 +268,7 @@ async def test_each_api_version_can_submit_get_and_cancel(
     sandbox: SlurmSandbox, version: str
 ) -> None:
     async with make_client(sandbox, version) as client:
-        assert await client.api_version() == version
+        assert await api_version(client) == version
         job_id = await client.submit(ext_spec(sandbox, f"it-{version}"))
         try:
             job = await client.get_job(job_id)
@@ -299,7 +279,7 @@ async def test_each_api_version_can_submit_get_and_cancel(
 
 
 async def test_auto_version_picks_the_newest(slurm: SlurmClient) -> None:
-    assert await slurm.api_version() == "v0.0.45"
+    assert await api_version(slurm) == "v0.0.45"
 
 
 async def test_batch_job_runs_on_slurmd_nodes(

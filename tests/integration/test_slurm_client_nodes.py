@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from bridge.errors import SlurmNotFound, SlurmRejected
-from bridge.slurm.client import NODE_ALREADY_EXISTS, SlurmClient
+from bridge.slurm.client import SlurmClient
+from bridge.slurm.updating import NODE_ALREADY_EXISTS
 from sandbox.slurm.launcher import parse_env_file
 from tests.integration.conftest import SlurmSandbox, env_path, remove_dynamic_node
 from tests.waiting import eventually

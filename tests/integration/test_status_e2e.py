@@ -28,6 +28,7 @@ from bridge.status.view import Output
 from bridge.translate import admin_comment
 from bridge.wellknown import LABEL_JOB_ID
 from tests.bench.scheduler import CountingSlurmClient
+from tests.clients import api_version, kube_for_host
 from tests.integration.bridge_harness import NS, Bridge, job_of, pod, podgroup, running_bridge
 from tests.integration.conftest import SlurmSandbox
 from tests.integration.controller_harness import unique_mcs
@@ -103,7 +104,7 @@ async def test_status_joins_groups_and_jobs_with_one_pod_list_and_one_job_list(
         await b.stop_scheduler()  # every request the API server sees now is the status's
         try:
             async with counting_slurm(sandbox, b.cfg) as slurm:
-                await slurm.api_version()
+                await api_version(slurm)
                 slurm.calls.clear()
                 b.api.request_log.clear()
                 code, out, err = await status(b.cfg, "json", b.kube, slurm)
@@ -145,7 +146,7 @@ async def test_status_shows_the_side_it_can_read_and_names_the_one_it_cannot(
         assert f" {job} " in out
         assert err.startswith("error: Slurm (http://127.0.0.1:9): cannot list jobs")
         # Kubernetes unreachable: the active bridge jobs are still shown
-        async with KubeClient.for_host("http://127.0.0.1:9", request_timeout=5) as dead:
+        async with kube_for_host("http://127.0.0.1:9", request_timeout=5) as dead:
             code, out, err = await status(b.cfg, "table", dead)
         assert code == 1
         row = next(line for line in out.splitlines() if "PodGroup/st-b" in line)

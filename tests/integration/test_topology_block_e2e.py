@@ -25,6 +25,7 @@ from bridge.wellknown import (
     LABEL_EXTERNAL_NODE,
     slurmjob_annotation,
 )
+from tests.clients import list_jobs
 from tests.integration.bridge_harness import podgroup, running_bridge
 from tests.integration.conftest import (
     SlurmSandbox,
@@ -79,7 +80,7 @@ async def test_segment_gang_waits_for_a_block_as_one_job_despite_slurms_http_500
             if o["metadata"]["name"] == group
         ]
         uid = pg["metadata"]["uid"]
-        jobs = jobs_by_group_uid((await slurm.list_jobs()).jobs).get(uid, [])
+        jobs = jobs_by_group_uid((await list_jobs(slurm)).jobs).get(uid, [])
         # Slurm's HTTP 500 + job id is a queued job: never submitted a second time
         assert [j.state.primary for j in jobs] == ["PENDING"]
         await slurm.cancel(block1_job)

@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from bridge.clock import FakeClock
 from bridge.config import parse_config
 from bridge.errors import SlurmNotFound
 from bridge.kube.client import KubeClient
@@ -34,6 +33,7 @@ from scheduler.owners import OwnerCache
 from scheduler.report import PENDING_REASONS_MAX, REASON_LABEL_MAX, pending_reason_labels
 from scheduler.slurm_state import GONE_MAX
 from scheduler.state import BOUND_UIDS_MAX, GroupState, KubeState
+from tests.fake_clock import FakeClock
 
 MANY = 100_000
 ROOT = Path(__file__).resolve().parents[2]

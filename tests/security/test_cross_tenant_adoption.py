@@ -39,6 +39,7 @@ from bridge.wellknown import (
     REASON_FOREIGN_JOB_LABEL,
 )
 from scheduler.cycle import Scheduler
+from tests.clients import list_jobs
 from tests.integration.bridge_harness import (
     NS,
     Bridge,
@@ -280,7 +281,7 @@ async def test_a_team_b_job_is_never_built_from_team_a_job_object(
         assert sched.groups[key].job is None
         made = [
             j
-            for j in (await b.slurm.list_jobs()).jobs
+            for j in (await list_jobs(b.slurm)).jobs
             if f'"{TEAM_B}/train-b"' in j.admin_comment and j.state.active
         ]
         for j in made:

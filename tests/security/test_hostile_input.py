@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from bridge.clock import FakeClock, backoff_delay, idle_backoff
+from bridge.clock import backoff_delay, idle_backoff
 from bridge.errors import InvalidInput
 from bridge.kube.watch import Backoff
 from bridge.slurm.stream import ArrayStream
@@ -24,6 +24,7 @@ from bridge.translate.annotations import parse_slurmjob_annotations
 from bridge.wellknown import FINALIZER, LABEL_JOB_ID, slurmjob_annotation
 from scheduler.bind import unlink_patch
 from scheduler.owners import OwnerCache
+from tests.fake_clock import FakeClock
 from tests.workloads import expand, load_example
 
 S = TranslateSettings()

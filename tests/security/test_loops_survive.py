@@ -20,7 +20,6 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from admission.tls import CertReloader
-from bridge.clock import FakeClock
 from bridge.config import parse_config
 from bridge.errors import SlurmUnauthorized
 from bridge.kube.client import KubeClient
@@ -33,6 +32,7 @@ from bridge.slurm.token import TokenProvider
 from controller.runtime import Controller
 from scheduler.cycle import Scheduler
 from scheduler.outcome import NOTHING, Outcome
+from tests.fake_clock import FakeClock
 
 CFG = parse_config({"managedNamespaces": ["team"], "mcsLabel": "k8s"}, env={})
 TOKEN = "eyJhbGciOiJIUzI1NiJ9.e30.c2VjcmV0LXRva2Vu"

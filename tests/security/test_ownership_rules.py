@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from bridge.clock import FakeClock
 from bridge.errors import InvalidInput
 from bridge.models import GroupId
 from bridge.translate import (
@@ -26,6 +25,7 @@ from bridge.translate import (
     translate_group,
 )
 from scheduler.owners import OwnerCache
+from tests.fake_clock import FakeClock
 from tests.workloads import expand, load_example
 
 

@@ -15,8 +15,10 @@ import trustme
 
 from bridge.config import parse_config
 from bridge.errors import ConfigError, SlurmUnavailable
-from bridge.slurm.client import SlurmClient, is_loopback_url, warn_if_plaintext
+from bridge.slurm.client import SlurmClient
+from bridge.slurm.tls import is_loopback_url, warn_if_plaintext
 from bridge.slurm.token import TokenProvider
+from tests.clients import api_version, slurm_diag
 from tests.integration.conftest import SlurmSandbox, load_sandbox
 from tests.security.tls_proxy import TlsProxy
 
@@ -59,8 +61,8 @@ async def test_https_slurmrestd_with_the_right_ca_file_answers(
     sandbox: SlurmSandbox, proxy: TlsProxy, server_ca: trustme.CA, tmp_path: Path
 ) -> None:
     async with client(sandbox, proxy.url, ca_file(server_ca, tmp_path, "ca.pem")) as slurm:
-        assert (await slurm.api_version()).startswith("v0.0.")
-        assert await slurm.diag()  # needs the token: it crossed the TLS link
+        assert (await api_version(slurm)).startswith("v0.0.")
+        assert await slurm_diag(slurm)  # needs the token: it crossed the TLS link
         assert await slurm.list_partitions()
     assert proxy.connections >= 1
 
@@ -73,7 +75,7 @@ async def test_https_slurmrestd_with_an_untrusted_certificate_fails_clearly_with
     ca = ca_file(trustme.CA(), tmp_path, "other.pem") if trust == "wrong-ca" else None
     async with client(sandbox, proxy.url, ca) as slurm:
         with pytest.raises(SlurmUnavailable) as info:
-            await slurm.diag()
+            await slurm_diag(slurm)
     text = f"{info.value} {info.value!r} {info.value.args}"
     assert "not trusted" in text
     assert "certificate verify failed" in text or "issuer" in text
@@ -144,7 +146,7 @@ async def test_https_to_a_plain_http_slurmrestd_fails_the_handshake_clearly(
     url = f"https://{plain.hostname}:{plain.port}"
     async with client(sandbox, url, None) as slurm:
         with pytest.raises(SlurmUnavailable) as info:
-            await slurm.diag()
+            await slurm_diag(slurm)
     assert f"TLS handshake with {url} failed" in str(info.value)
     token = sandbox.jwt_file.read_text().strip()
     assert token not in f"{info.value} {info.value!r}"

@@ -5,7 +5,7 @@ entries on the injected clock."""
 import pytest
 
 from bridge.bounded import BoundedMap, BoundedSet, CacheStats
-from bridge.clock import FakeClock
+from tests.fake_clock import FakeClock
 
 MANY = 100_000
 

@@ -9,12 +9,12 @@ import pytest
 
 from bridge.clock import (
     IDLE_INTERVAL_MAX,
-    FakeClock,
     PollPace,
     idle_backoff,
     idle_cap,
     sleep_or_wake,
 )
+from tests.fake_clock import FakeClock
 
 
 @pytest.mark.parametrize(

@@ -155,6 +155,14 @@ def test_extra_conf_lines_come_last() -> None:
         ),
         pytest.param(Settings(node_gpus=0), ["AutoDetect=off"], id="no-gpus"),
         pytest.param(
+            Settings(node_gpus=0, external_nodes=0, mig_nodes=2, mig_slices=3),
+            [
+                "AutoDetect=off",
+                "NodeName=mig-node-[0-1] Name=gpu Type=1g.10gb File=/var/lib/fakegpu/mig[0-2]",
+            ],
+            id="mig-nodes-need-a-file-per-slice",
+        ),
+        pytest.param(
             Settings(node_gpus=1, external_nodes=0),
             ["AutoDetect=off", "NodeName=batch-node-[0-1] Name=gpu File=/var/lib/fakegpu/gpu0"],
             id="one-gpu-no-external",
@@ -175,6 +183,9 @@ def test_gres_conf(settings: Settings, expected: list[str]) -> None:
         pytest.param({"slurmd_port": 65535, "nodes": 2}, "slurmd_port", id="slurmd-range-past-max"),
         pytest.param({"extra_conf": ("A=1\nB=2",)}, "extra_conf", id="extra-conf-two-lines"),
         pytest.param({"node_cpus": 0}, "node_cpus", id="zero-cpus"),
+        pytest.param({"mig_slices": 8}, "mig_slices", id="more-than-7-mig-slices"),
+        pytest.param({"mig_profile": "1g 10gb"}, "mig_profile", id="bad-mig-profile"),
+        pytest.param({"mig_nodes": -1}, "mig_nodes", id="negative-mig-nodes"),
     ],
 )
 def test_bad_settings_name_the_field(kwargs: dict[str, object], field: str) -> None:
@@ -302,6 +313,27 @@ def test_a_chosen_sandbox_dir_keeps_its_saved_ports_and_names_its_env_file() -> 
     assert env_file_for_tests({"SLURM_BRIDGE_SANDBOX_DIR": "/sbx"}) == Path("/sbx/cluster.env")
 
 
+def test_mig_nodes_are_created_at_run_time_and_join_the_external_partition_by_feature(
+    tmp_path: Path,
+) -> None:
+    s = Settings(external_nodes=1, mig_nodes=2, mig_profile="3g.40gb", mig_slices=2)
+    conf = conf_lines(render_slurm_conf(s))
+    assert "NodeSet=mignodes Feature=mig" in conf
+    assert not [ln for ln in conf if ln.startswith("NodeName=mig-node")]  # dynamic only
+    (part,) = [ln for ln in conf if ln.startswith("PartitionName=slurm-bridge ")]
+    assert "Nodes=kube-node-0,mignodes " in part
+    env = script_env(s, Paths(tmp_path), {})
+    assert env["SBX_MIG_NODES"] == "mig-node-0 mig-node-1"
+    assert env["SBX_MIG_NODE_CONF"] == (
+        "NodeAddr=127.0.0.1 NodeHostname=localhost State=EXTERNAL CPUs=8 RealMemory=16000 "
+        "Gres=gpu:3g.40gb:2 Features=mig"
+    )
+    out = parse_env_file(render_env_file(s, Paths(tmp_path), "v0.0.45", "26.05.5-1"))
+    assert out["SLURM_EXTERNAL_NODES"] == "kube-node-0,mig-node-[0-1]"
+    assert (out["SLURM_MIG_NODES"], out["SLURM_MIG_GRES"]) == ("mig-node-[0-1]", "gpu:3g.40gb:2")
+    assert script_env(Settings(), Paths(tmp_path), {})["SBX_MIG_NODES"] == ""
+
+
 def test_script_env_passes_nodes_ports_and_packages(tmp_path: Path) -> None:
     env = script_env(Settings(accounting=True, rest_port=36820), Paths(tmp_path), {})
     assert env["SBX_SLURMD_NODES"] == "batch-node-0 batch-node-1"
@@ -317,6 +349,8 @@ def test_script_env_passes_nodes_ports_and_packages(tmp_path: Path) -> None:
         pytest.param(["up", "--nodes", "4"], "nodes", 4, id="nodes"),
         pytest.param(["up", "--external-nodes", "0"], "external_nodes", 0, id="external"),
         pytest.param(["up", "--accounting"], "accounting", True, id="accounting"),
+        pytest.param(["up", "--mig-nodes", "1"], "mig_nodes", 1, id="mig-nodes"),
+        pytest.param(["up", "--mig-profile", "2g.20gb"], "mig_profile", "2g.20gb", id="mig-prof"),
         pytest.param(["up"], "accounting", None, id="accounting-unset-keeps-saved"),
         pytest.param(
             ["up", "--extra-conf", "A=1", "--extra-conf", "B=2"],

@@ -13,7 +13,6 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from bridge.clock import FakeClock
 from bridge.errors import (
     InvalidInput,
     SlurmNotFound,
@@ -24,6 +23,8 @@ from bridge.errors import (
 from bridge.models import JobSpec
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.token import TokenProvider
+from tests.clients import api_version, list_jobs
+from tests.fake_clock import FakeClock
 
 Script = list[tuple[int, Any]]
 SPEC = JobSpec(name="j", min_nodes=1, tasks=1, memory_per_node_mib=10)
@@ -84,7 +85,7 @@ JOBS_OK = {"jobs": [], "last_update": {"set": True, "number": 5}, "errors": [], 
 async def test_idempotent_get_is_retried_on_unavailable(serve: Any) -> None:
     client, s = await serve([(503, "busy"), (502, "bad gateway"), (200, JOBS_OK)])
     async with client:
-        listed = await client.list_jobs()
+        listed = await list_jobs(client)
     assert listed.jobs == ()
     assert len(s.calls) == 3
 
@@ -93,7 +94,7 @@ async def test_idempotent_get_gives_up_after_the_attempts(serve: Any) -> None:
     client, s = await serve([(503, "busy")] * 5)
     async with client:
         with pytest.raises(SlurmUnavailable):
-            await client.list_jobs()
+            await list_jobs(client)
     assert len(s.calls) == 3
 
 
@@ -128,7 +129,7 @@ async def test_rejection_is_not_retried(serve: Any) -> None:
     client, s = await serve([(422, bad)])
     async with client:
         with pytest.raises(SlurmRejected) as e:
-            await client.list_jobs()
+            await list_jobs(client)
     assert e.value.error_number == 2000
     assert len(s.calls) == 1
 
@@ -156,23 +157,6 @@ async def test_node_update_is_retried(serve: Any) -> None:
     assert len(s.calls) == 2
 
 
-async def test_update_since_is_sent_and_no_change_is_reported(serve: Any) -> None:
-    from datetime import UTC, datetime
-
-    nochange = {
-        "jobs": [],
-        "last_update": {"set": True, "number": 0},
-        "warnings": [{"description": "No job changes"}],
-    }
-    client, s = await serve([(200, nochange)])
-    since = datetime.fromtimestamp(1000, UTC)
-    async with client:
-        listed = await client.list_jobs(update_since=since)
-    assert listed.unchanged
-    assert listed.last_update == since
-    assert s.calls[0][1].endswith("/jobs/?update_time=1000")
-
-
 @pytest.mark.parametrize(
     ("served", "picked"),
     [
@@ -188,9 +172,9 @@ async def test_auto_version_picks_the_newest_served_and_caches_it(
     doc = {"paths": {f"/slurm/{v}/jobs/": {} for v in served}}
     client, s = await serve([(200, doc), (200, JOBS_OK), (200, JOBS_OK)], "auto")
     async with client:
-        await client.list_jobs()
-        await client.list_jobs()
-        assert await client.api_version() == picked
+        await list_jobs(client)
+        await list_jobs(client)
+        assert await api_version(client) == picked
     assert [p for _, p in s.calls].count("/openapi/v3") == 1
     assert s.calls[1][1] == f"/slurm/{picked}/jobs/"
 
@@ -253,7 +237,7 @@ async def test_the_whole_job_table_may_take_longer_than_one_request_timeout(
     )
     try:
         async with client:
-            assert (await client.list_jobs()).jobs == ()
+            assert (await list_jobs(client)).jobs == ()
             with pytest.raises(SlurmTimeout, match="job_get: no answer within"):
                 await client.get_job(1)
     finally:

@@ -41,8 +41,8 @@ def test_missing_token_file_is_unauthorized(tmp_path: Path) -> None:
 def test_same_size_rewrite_is_picked_up_once_the_cached_read_is_a_second_old(
     tmp_path: Path,
 ) -> None:
-    from bridge.clock import FakeClock
     from bridge.slurm.token import MAX_AGE_SECONDS
+    from tests.fake_clock import FakeClock
 
     f = tmp_path / "jwt"
     f.write_text("aaaa")

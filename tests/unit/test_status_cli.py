@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 import yaml
 
-from bridge.clock import FakeClock
 from bridge.config import parse_config
 from bridge.errors import SlurmUnavailable
-from bridge.kube.client import ObjectList
+from bridge.kube.fetching import ObjectList
 from bridge.slurm.models import SlurmJob
 from bridge.status.cli import context_namespace, main, run
+from tests.fake_clock import FakeClock
 
 
 class InstantClock(FakeClock):

@@ -6,10 +6,11 @@ import random
 
 import pytest
 
-from bridge.clock import FakeClock, backoff_delay
+from bridge.clock import backoff_delay
 from bridge.errors import BridgeError, SlurmUnavailable
 from bridge.kube.watch import Backoff
 from bridge.workqueue import WorkQueue, run_worker
+from tests.fake_clock import FakeClock
 from tests.waiting import eventually
 
 

@@ -23,11 +23,11 @@ from admission.policy import AdmissionContext
 from admission.review import AdmissionRequest, AdmissionResponse
 from admission.server import WebhookDeps
 from bridge import wellknown
-from bridge.clock import FakeClock
 from bridge.config import BridgeConfig, parse_config
-from bridge.kube.client import KubeClient
 from bridge.kube.namespaces import CachedNamespaceLabels, kube_namespace_fetch
 from tests.admission_helpers import apply_json_patch, decode_patch, make_pod, make_review
+from tests.clients import kube_for_host
+from tests.fake_clock import FakeClock
 from tests.waiting import eventually
 
 OURS = "slurm-bridge-scheduler"
@@ -378,7 +378,7 @@ async def test_namespace_selector_looks_up_labels_through_the_kube_api(
 ) -> None:
     kube = await fake_kube({"team-a": {"team": "hpc"}, "team-b": {"team": "web"}}, {"broken"})
     port = kube.addresses[0][1]
-    api = KubeClient.for_host(f"http://127.0.0.1:{port}", request_timeout=5.0)
+    api = kube_for_host(f"http://127.0.0.1:{port}", request_timeout=5.0)
     cfg = make_config(tmp_path).model_copy(
         update={
             "managed_namespace_selector": parse_config(

@@ -17,7 +17,9 @@ from bridge.errors import KubeForbidden
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import NAMESPACES, PODS, Resource
 from sandbox import chart_rbac
-from sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
+from sandbox.cluster import SandboxCluster
+from sandbox.kubeapi import SANDBOX_TOKEN
+from tests.clients import kube_for_host
 
 CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True)
 NS = "team"
@@ -35,8 +37,8 @@ CONSUMER = {"resource": "pods", "name": "p", "uid": "u-1"}
 @pytest.fixture
 async def admin() -> AsyncIterator[KubeClient]:
     async with (
-        SandboxApiServer(port=0, resourceclaim_controller=False) as srv,
-        KubeClient.for_host(srv.url, request_timeout=5, token=SANDBOX_TOKEN) as kube,
+        SandboxCluster(port=0, resourceclaim_controller=False) as srv,
+        kube_for_host(srv.url, request_timeout=5, token=SANDBOX_TOKEN) as kube,
     ):
         await kube.create(NAMESPACES, {"metadata": {"name": NS}})
         yield kube
@@ -46,7 +48,7 @@ async def as_component(admin: KubeClient, helm: Helm, component: str, *sets: str
     ids = chart_rbac.render(helm=helm.binary, sets=sets)
     await chart_rbac.apply(admin, ids)
     token = await chart_rbac.service_account_token(admin, *ids.service_accounts[component])
-    return KubeClient.for_host(str(admin.configuration.host), request_timeout=5, token=token)
+    return kube_for_host(str(admin.configuration.host), request_timeout=5, token=token)
 
 
 async def patch_status(kube: KubeClient, status: dict[str, Any]) -> None:

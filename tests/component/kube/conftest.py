@@ -6,9 +6,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from bridge.clock import FakeClock
 from bridge.kube.client import KubeClient
+from tests.clients import kube_for_host
 from tests.component.kube.scripted import ScriptedServer
+from tests.fake_clock import FakeClock
 
 
 @pytest.fixture
@@ -28,7 +29,7 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 async def kube(server: ScriptedServer, clock: FakeClock) -> AsyncIterator[KubeClient]:
-    client = KubeClient.for_host(server.url, request_timeout=5.0, token="t0ken", clock=clock)
+    client = kube_for_host(server.url, request_timeout=5.0, token="t0ken", clock=clock)
     try:
         yield client
     finally:

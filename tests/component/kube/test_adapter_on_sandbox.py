@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from bridge.clock import FakeClock
 from bridge.errors import (
     KubeConflict,
     KubeInvalid,
@@ -27,23 +26,26 @@ from bridge.errors import (
 from bridge.kube.client import KubeClient
 from bridge.kube.events import EventRecorder
 from bridge.kube.leader import LeaderElector
-from bridge.kube.resources import EVENTS, LEASES, PODGROUPS, PODS, object_key
+from bridge.kube.resources import EVENTS, LEASES, NAMESPACES, NODES, PODGROUPS, PODS, object_key
 from bridge.kube.watch import Backoff, Watcher, WatchEvent
-from sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
+from sandbox.cluster import SandboxCluster
+from sandbox.kubeapi import SANDBOX_TOKEN
 from sandbox.kubeapi.faults import Fault
+from tests.clients import kube_for_host
 from tests.component.kube.proxy import CuttableProxy
 from tests.component.kube.scripted import wait_until
+from tests.fake_clock import FakeClock
 
 
 @pytest.fixture
-async def sandbox() -> AsyncIterator[SandboxApiServer]:
-    async with SandboxApiServer(nodes=["n1", "n2"], bookmark_interval=0.2) as srv:
+async def sandbox() -> AsyncIterator[SandboxCluster]:
+    async with SandboxCluster(nodes=["n1", "n2"], bookmark_interval=0.2) as srv:
         yield srv
 
 
 @pytest.fixture
-async def skube(sandbox: SandboxApiServer) -> AsyncIterator[KubeClient]:
-    async with KubeClient.for_host(
+async def skube(sandbox: SandboxCluster) -> AsyncIterator[KubeClient]:
+    async with kube_for_host(
         sandbox.url, request_timeout=5, token=SANDBOX_TOKEN, clock=FakeClock()
     ) as client:
         yield client
@@ -80,7 +82,7 @@ async def test_binding_is_idempotent_and_conflicts_name_the_node(skube: KubeClie
 
 
 async def test_errors_from_the_sandbox_are_typed(
-    sandbox: SandboxApiServer, skube: KubeClient
+    sandbox: SandboxCluster, skube: KubeClient
 ) -> None:
     with pytest.raises(KubeNotFound):
         await skube.get_pod("default", "missing")
@@ -88,7 +90,7 @@ async def test_errors_from_the_sandbox_are_typed(
     with pytest.raises(KubeConflict):
         await skube.create(PODS, new_pod("e0"), "default")
     stale = await skube.get_pod("default", "e0")
-    await skube.set_labels(PODS, "e0", {"x": "1"}, "default")
+    await skube.patch(PODS, "e0", {"metadata": {"labels": {"x": "1"}}}, namespace="default")
     with pytest.raises(KubeConflict):
         await skube.replace(PODS, "e0", stale, "default")
     with pytest.raises(KubeInvalid):
@@ -105,7 +107,7 @@ async def test_errors_from_the_sandbox_are_typed(
         await skube.get_pod("default", "e0")
     sandbox.clear_faults()
     sandbox.inject_fault(r"/pods/e0$", status=0, delay=2.0)
-    async with KubeClient.for_host(sandbox.url, request_timeout=0.3, token=SANDBOX_TOKEN) as quick:
+    async with kube_for_host(sandbox.url, request_timeout=0.3, token=SANDBOX_TOKEN) as quick:
         with pytest.raises(KubeTimeout):
             await quick.get_pod("default", "e0")
 
@@ -146,14 +148,14 @@ async def test_field_selectors_nodes_namespaces_and_podgroup_status(skube: KubeC
     assert pending.resource_version
 
     await skube.add_node_taint("n1", {"key": "k", "value": "v", "effect": "NoSchedule"})
-    await skube.set_node_unschedulable("n1", True)
-    n1 = await skube.get_node("n1")
+    await skube.patch(NODES, "n1", {"spec": {"unschedulable": True}})
+    n1 = await skube.get(NODES, "n1")
     assert n1["spec"]["unschedulable"] is True
     assert "k" in [t["key"] for t in n1["spec"]["taints"]]
     await skube.remove_node_taint("n1", "k")
-    assert "k" not in [t["key"] for t in (await skube.get_node("n1"))["spec"].get("taints", [])]
-    assert {n["metadata"]["name"] for n in (await skube.list_nodes()).items} >= {"n1", "n2"}
-    assert "default" in {n["metadata"]["name"] for n in (await skube.list_namespaces()).items}
+    assert "k" not in [t["key"] for t in (await skube.get(NODES, "n1"))["spec"].get("taints", [])]
+    assert {n["metadata"]["name"] for n in (await skube.list(NODES)).items} >= {"n1", "n2"}
+    assert "default" in {n["metadata"]["name"] for n in (await skube.list(NAMESPACES)).items}
 
     await skube.create(
         PODGROUPS,
@@ -166,7 +168,7 @@ async def test_field_selectors_nodes_namespaces_and_podgroup_status(skube: KubeC
         "default",
     )
     await skube.patch_podgroup_status("default", "g", {"phase": "Scheduling"})
-    assert (await skube.get_podgroup("default", "g"))["status"]["phase"] == "Scheduling"
+    assert (await skube.get(PODGROUPS, "g", "default"))["status"]["phase"] == "Scheduling"
 
 
 async def test_events_aggregate_repeats_and_dedup_unchanged(skube: KubeClient) -> None:
@@ -186,7 +188,7 @@ async def test_events_aggregate_repeats_and_dedup_unchanged(skube: KubeClient) -
 
 # --------------------------------------------------------------------------- must-show
 async def test_watch_consumer_misses_no_event_across_forced_410s_and_dropped_connections(
-    sandbox: SandboxApiServer, skube: KubeClient
+    sandbox: SandboxCluster, skube: KubeClient
 ) -> None:
     """N pods are created, updated and deleted while the server compacts its history
     (watch resumes then get 410 -> re-list) and connections die mid-stream (a proxy
@@ -234,9 +236,7 @@ async def test_watch_consumer_misses_no_event_across_forced_410s_and_dropped_con
             "subjects": [{"kind": "ServiceAccount", "name": "watcher", "namespace": "default"}],
         },
     )
-    via_proxy = KubeClient.for_host(
-        proxy.url, request_timeout=5, token=sandbox.mint_token(watcher_user)
-    )
+    via_proxy = kube_for_host(proxy.url, request_timeout=5, token=sandbox.mint_token(watcher_user))
     watcher = Watcher(
         via_proxy,
         PODS,
@@ -257,7 +257,12 @@ async def test_watch_consumer_misses_no_event_across_forced_410s_and_dropped_con
             roll = rng.random()
             try:
                 if roll < 0.7:
-                    await skube.set_labels(PODS, name, {"step": str(step)}, "default")
+                    await skube.patch(
+                        PODS,
+                        name,
+                        {"metadata": {"labels": {"step": str(step)}}},
+                        namespace="default",
+                    )
                 elif roll < 0.85:
                     await skube.delete_pod("default", name, grace_period_seconds=0)
                 else:
@@ -332,14 +337,14 @@ class CountingClock(FakeClock):
 
 
 async def test_two_electors_never_lead_together_and_take_over_after_the_holder_stops(
-    sandbox: SandboxApiServer,
+    sandbox: SandboxCluster,
 ) -> None:
     clock = CountingClock()
     assert sandbox.port
     a_link = CuttableProxy("127.0.0.1", sandbox.port)  # a talks through it: cut a off
     await a_link.start()
-    a_client = KubeClient.for_host(a_link.url, request_timeout=5, token=SANDBOX_TOKEN, clock=clock)
-    b_client = KubeClient.for_host(sandbox.url, request_timeout=5, token=SANDBOX_TOKEN, clock=clock)
+    a_client = kube_for_host(a_link.url, request_timeout=5, token=SANDBOX_TOKEN, clock=clock)
+    b_client = kube_for_host(sandbox.url, request_timeout=5, token=SANDBOX_TOKEN, clock=clock)
     kw: dict[str, Any] = {
         "namespace": "default",
         "name": "bridge",

@@ -18,7 +18,9 @@ from bridge.translate.dra import EXTENDED_CLAIM_ANNOTATION
 from bridge.wellknown import CLAIM_DELETE_PROTECTION
 from controller.apply import Applier
 from controller.model import DeleteClaim, ReleaseClaim
-from sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
+from sandbox.cluster import SandboxCluster
+from sandbox.kubeapi import SANDBOX_TOKEN
+from tests.clients import kube_for_host
 from tests.waiting import eventually
 
 NS = "default"
@@ -35,8 +37,8 @@ ALLOCATION = {
 @pytest.fixture(params=[False, True], ids=["bridge-alone", "with-kcm-stand-in"])
 async def sandbox_kube(request: pytest.FixtureRequest) -> AsyncIterator[KubeClient]:
     async with (
-        SandboxApiServer(nodes=["n1"], resourceclaim_controller=request.param) as srv,
-        KubeClient.for_host(srv.url, request_timeout=5, token=SANDBOX_TOKEN) as client,
+        SandboxCluster(nodes=["n1"], resourceclaim_controller=request.param) as srv,
+        kube_for_host(srv.url, request_timeout=5, token=SANDBOX_TOKEN) as client,
     ):
         yield client
 

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from bridge.clock import FakeClock
 from bridge.errors import (
     ConfigError,
     KubeConflict,
@@ -21,8 +20,18 @@ from bridge.errors import (
     KubeUnavailable,
 )
 from bridge.kube.client import KubeClient
-from bridge.kube.resources import NODES, PODGROUPS, PODS, format_micro_time
+from bridge.kube.resources import (
+    JOBS,
+    JOBSETS,
+    LEADERWORKERSETS,
+    NODES,
+    PODGROUPS,
+    PODS,
+    format_micro_time,
+)
+from tests.clients import kube_for_host
 from tests.component.kube.scripted import ScriptedServer, pod, status_response
+from tests.fake_clock import FakeClock
 
 POD_PATH = "/api/v1/namespaces/default/pods/p"
 
@@ -80,7 +89,7 @@ async def test_a_hanging_server_gives_kube_timeout(
         return status_response(200)
 
     server.on("GET", POD_PATH, hang)
-    async with KubeClient.for_host(server.url, request_timeout=0.2, clock=clock) as client:
+    async with kube_for_host(server.url, request_timeout=0.2, clock=clock) as client:
         with pytest.raises(KubeTimeout):
             await client.get_pod("default", "p")
 
@@ -89,7 +98,7 @@ async def test_a_closed_port_gives_kube_unavailable(clock: FakeClock) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    async with KubeClient.for_host(f"http://127.0.0.1:{port}", request_timeout=2) as client:
+    async with kube_for_host(f"http://127.0.0.1:{port}", request_timeout=2) as client:
         with pytest.raises(KubeUnavailable) as info:
             await client.get_pod("default", "p")
     assert not isinstance(info.value, KubeTimeout)
@@ -97,7 +106,7 @@ async def test_a_closed_port_gives_kube_unavailable(clock: FakeClock) -> None:
 
 async def test_a_non_positive_timeout_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="kubeRequestTimeoutSeconds"):
-        KubeClient.for_host("http://127.0.0.1:1", request_timeout=0)
+        kube_for_host("http://127.0.0.1:1", request_timeout=0)
 
 
 # --------------------------------------------------------------------------- config
@@ -163,17 +172,15 @@ async def test_custom_objects_are_read_from_their_group_paths(
     server: ScriptedServer, kube: KubeClient
 ) -> None:
     paths = {
-        "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ns/podgroups/g": kube.get_podgroup,
-        "/apis/jobset.x-k8s.io/v1alpha2/namespaces/ns/jobsets/g": kube.get_jobset,
-        "/apis/leaderworkerset.x-k8s.io/v1/namespaces/ns/leaderworkersets/g": (
-            kube.get_leaderworkerset
-        ),
-        "/apis/batch/v1/namespaces/ns/jobs/g": kube.get_job,
+        "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ns/podgroups/g": PODGROUPS,
+        "/apis/jobset.x-k8s.io/v1alpha2/namespaces/ns/jobsets/g": JOBSETS,
+        "/apis/leaderworkerset.x-k8s.io/v1/namespaces/ns/leaderworkersets/g": LEADERWORKERSETS,
+        "/apis/batch/v1/namespaces/ns/jobs/g": JOBS,
     }
     for path in paths:
         server.on_json("GET", path, {"metadata": {"name": "g", "namespace": "ns"}, "x": path})
-    for path, get in paths.items():
-        assert (await get("ns", "g"))["x"] == path
+    for path, res in paths.items():
+        assert (await kube.get(res, "g", "ns"))["x"] == path
 
 
 # --------------------------------------------------------------------------- writes
@@ -312,13 +319,15 @@ async def test_finalizer_remove_is_a_no_op_when_absent_or_gone(
     assert [r.method for r in server.requests] == ["GET", "GET"]
 
 
-async def test_labels_annotations_and_delete_with_grace_period(
+async def test_metadata_merge_patches_and_delete_with_grace_period(
     server: ScriptedServer, kube: KubeClient
 ) -> None:
     server.on_json("PATCH", POD_PATH, pod("p"))
     server.on_json("DELETE", POD_PATH, pod("p", deleting=True))
-    await kube.set_labels(PODS, "p", {"a": "1", "old": None}, "default")
-    await kube.set_annotations(PODS, "p", {"b": "2"}, "default")
+    await kube.patch(
+        PODS, "p", {"metadata": {"labels": {"a": "1", "old": None}}}, namespace="default"
+    )
+    await kube.patch(PODS, "p", {"metadata": {"annotations": {"b": "2"}}}, namespace="default")
     await kube.delete_pod("default", "p", grace_period_seconds=0, uid="uid-p")
     lab, ann = server.sent("PATCH", POD_PATH)
     assert lab.body == {"metadata": {"labels": {"a": "1", "old": None}}}
@@ -340,8 +349,8 @@ async def test_node_taints_cordon_and_labels(server: ScriptedServer, kube: KubeC
     await kube.add_node_taint("n1", {"key": "k", "value": "v", "effect": "NoSchedule"})
     await kube.remove_node_taint("n1", "other")
     await kube.remove_node_taint("n1", "absent")  # no write
-    await kube.set_node_unschedulable("n1", True)
-    await kube.set_labels(NODES, "n1", {"l": "x"})
+    await kube.patch(NODES, "n1", {"spec": {"unschedulable": True}})
+    await kube.patch(NODES, "n1", {"metadata": {"labels": {"l": "x"}}})
     add, rm, cordon, label = (r.body for r in server.sent("PATCH", "/api/v1/nodes/n1"))
     assert [t["key"] for t in add["spec"]["taints"]] == ["other", "k"]
     assert add["spec"]["taints"][1]["timeAdded"] == "2026-01-01T00:00:00Z"
@@ -420,6 +429,6 @@ def test_micro_time_has_six_digits_and_z() -> None:
 
 
 async def test_client_session_is_closed(server: ScriptedServer) -> None:
-    client = KubeClient.for_host(server.url, request_timeout=1)
+    client = kube_for_host(server.url, request_timeout=1)
     await client.close()
     assert client._api.rest_client.pool_manager.closed

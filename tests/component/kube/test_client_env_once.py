@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bridge.kube.client import KubeClient
+from tests.clients import kube_for_host
 
 
 @pytest.mark.parametrize(
@@ -33,7 +33,7 @@ async def test_proxy_env_is_read_once_and_no_request_reads_it_again(
         monkeypatch.delenv(k, raising=False)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    async with KubeClient.for_host(host, request_timeout=5) as kube:
+    async with kube_for_host(host, request_timeout=5) as kube:
         rest = kube._api.rest_client
         assert rest.proxy == proxy
         assert rest.pool_manager.trust_env is False

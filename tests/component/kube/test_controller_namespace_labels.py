@@ -9,11 +9,12 @@ import asyncio
 from typing import cast
 
 from bridge.config import parse_config
-from bridge.kube.client import KubeClient
 from bridge.kube.resources import NAMESPACES
 from bridge.slurm.client import SlurmClient
 from controller.runtime import Controller
-from sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
+from sandbox.cluster import SandboxCluster
+from sandbox.kubeapi import SANDBOX_TOKEN
+from tests.clients import kube_for_host
 
 
 async def test_the_controller_reads_each_namespaces_labels_once_for_the_selector() -> None:
@@ -22,8 +23,8 @@ async def test_the_controller_reads_each_namespaces_labels_once_for_the_selector
         env={},
     )
     async with (
-        SandboxApiServer(port=0) as srv,
-        KubeClient.for_host(srv.url, request_timeout=5, token=SANDBOX_TOKEN) as kube,
+        SandboxCluster(port=0) as srv,
+        kube_for_host(srv.url, request_timeout=5, token=SANDBOX_TOKEN) as kube,
     ):
         await kube.create(NAMESPACES, {"metadata": {"name": "team-a", "labels": {"t": "a"}}})
         await kube.create(NAMESPACES, {"metadata": {"name": "team-b"}})

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from bridge.clock import FakeClock
 from bridge.errors import ConfigError
 from bridge.kube.client import KubeClient
 from bridge.kube.leader import LeaderElector
 from tests.component.kube.scripted import ScriptedServer, status_response, wait_until
+from tests.fake_clock import FakeClock
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/ns/leases"
 MICRO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")

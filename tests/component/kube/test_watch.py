@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
-from bridge.clock import FakeClock
 from bridge.errors import KubeError
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import PODS
@@ -23,6 +22,7 @@ from tests.component.kube.scripted import (
     wait_until,
     watch_script,
 )
+from tests.fake_clock import FakeClock
 
 PATH = "/api/v1/namespaces/default/pods"
 

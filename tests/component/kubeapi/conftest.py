@@ -9,18 +9,18 @@ from pathlib import Path
 import pytest
 from kubernetes_asyncio import client, config
 
-from sandbox.kubeapi import SandboxApiServer
+from sandbox.cluster import SandboxCluster
 from tests.component.kubeapi.webhook_server import Webhook
 
 
 @pytest.fixture
-async def srv() -> AsyncIterator[SandboxApiServer]:
-    async with SandboxApiServer(port=0, bookmark_interval=0.2, serviceaccount_delay=0.01) as s:
+async def srv() -> AsyncIterator[SandboxCluster]:
+    async with SandboxCluster(port=0, bookmark_interval=0.2, serviceaccount_delay=0.01) as s:
         yield s
 
 
 @pytest.fixture
-async def api(srv: SandboxApiServer, tmp_path: Path) -> AsyncIterator[client.ApiClient]:
+async def api(srv: SandboxCluster, tmp_path: Path) -> AsyncIterator[client.ApiClient]:
     path = srv.write_kubeconfig(tmp_path / "kubeconfig")
     cfg = client.Configuration()
     await config.load_kube_config(config_file=str(path), client_configuration=cfg)

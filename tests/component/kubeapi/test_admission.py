@@ -9,7 +9,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from sandbox.kubeapi import SandboxApiServer
+from sandbox.cluster import SandboxCluster
 
 from .helpers import NS, eventually, pod_body
 
@@ -24,7 +24,7 @@ async def test_client_created_node_gets_not_ready_no_schedule_taint(
 
 
 async def test_node_helper_marks_node_ready_and_removes_taint(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     await core.create_node({"metadata": {"name": "n1"}})
     srv.set_node_ready("n1")
@@ -34,7 +34,7 @@ async def test_node_helper_marks_node_ready_and_removes_taint(
 
 
 async def test_node_helper_without_heartbeats_sets_unknown_and_unreachable_taints(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     srv.set_node_ready("n1")
     srv.set_node_ready("n1", False)
@@ -47,7 +47,7 @@ async def test_node_helper_without_heartbeats_sets_unknown_and_unreachable_taint
 
 
 async def test_server_started_with_nodes_has_them_ready() -> None:
-    async with SandboxApiServer(port=0, nodes=["kube-node-0", "kube-node-1"]) as srv:
+    async with SandboxCluster(port=0, nodes=["kube-node-0", "kube-node-1"]) as srv:
         rd = srv.api.resolve("", "v1", "nodes")
         nodes = srv.api.list(rd, "")["items"]
         assert [n["metadata"]["name"] for n in nodes] == ["kube-node-0", "kube-node-1"]
@@ -98,7 +98,7 @@ async def test_pod_without_containers_is_invalid(core: client.CoreV1Api) -> None
 
 
 async def test_pod_create_without_default_service_account_answers_403(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     await core.create_namespace({"metadata": {"name": "fresh"}})
 

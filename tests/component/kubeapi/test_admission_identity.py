@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from sandbox.kubeapi import SandboxApiServer
+from sandbox.cluster import SandboxCluster
 from tests.component.kubeapi.helpers import allow_everything, eventually, pod_body
 from tests.component.kubeapi.webhook_server import Webhook, call, install, unreachable, validating
 
@@ -15,7 +15,7 @@ PODS = "/api/v1/namespaces/default/pods"
 
 
 async def test_static_token_user_reaches_the_webhook_as_user_info(
-    srv: SandboxApiServer, webhook: Webhook
+    srv: SandboxCluster, webhook: Webhook
 ) -> None:
     srv.add_token("alice-token", "alice", groups=("devs",), uid="u-1")
     allow_everything(srv, "alice")
@@ -30,7 +30,7 @@ async def test_static_token_user_reaches_the_webhook_as_user_info(
 
 
 async def test_service_account_kubeconfig_gets_the_service_account_groups(
-    srv: SandboxApiServer, webhook: Webhook, tmp_path: Path
+    srv: SandboxCluster, webhook: Webhook, tmp_path: Path
 ) -> None:
     path = srv.write_kubeconfig(tmp_path / "kc", username="system:serviceaccount:ns1:bot")
     token = yaml.safe_load(path.read_text())["users"][0]["user"]["token"]
@@ -48,7 +48,7 @@ async def test_service_account_kubeconfig_gets_the_service_account_groups(
 
 
 async def test_tokens_hook_mints_a_token_for_a_user_out_of_process(
-    srv: SandboxApiServer, webhook: Webhook
+    srv: SandboxCluster, webhook: Webhook
 ) -> None:
     status, body = await call(srv, "POST", "/sandbox/tokens", {"username": "bob", "groups": ["g1"]})
     assert status == 201
@@ -63,7 +63,7 @@ async def test_tokens_hook_mints_a_token_for_a_user_out_of_process(
 
 
 async def test_fake_kubelet_writes_status_and_final_delete_as_its_node(
-    srv: SandboxApiServer, webhook: Webhook
+    srv: SandboxCluster, webhook: Webhook
 ) -> None:
     srv.set_node_ready("n1")
     await install(srv, validating(webhook.hook("pods.t.test", resources=("pods", "pods/status"))))
@@ -82,7 +82,7 @@ async def test_fake_kubelet_writes_status_and_final_delete_as_its_node(
 
 
 async def test_webhook_down_refuses_deletes_unless_a_match_condition_exempts_the_caller(
-    srv: SandboxApiServer,
+    srv: SandboxCluster,
 ) -> None:
     down = await unreachable()
     srv.set_node_ready("n1")

@@ -4,7 +4,7 @@ not compile are refused when the configuration is created (422 naming the field)
 
 from __future__ import annotations
 
-from sandbox.kubeapi import SandboxApiServer
+from sandbox.cluster import SandboxCluster
 from tests.component.kubeapi.helpers import allow_everything, pod_body
 from tests.component.kubeapi.webhook_server import REG, Webhook, call, deny, install, validating
 
@@ -16,7 +16,7 @@ EXEMPT = {
 
 
 async def test_false_condition_skips_the_webhook_and_true_conditions_call_it(
-    srv: SandboxApiServer, webhook: Webhook
+    srv: SandboxCluster, webhook: Webhook
 ) -> None:
     webhook.respond = lambda _p, _r: deny("nope")
     labelled = {"name": "labelled", "expression": "has(object.metadata.labels)"}
@@ -37,7 +37,7 @@ async def test_false_condition_skips_the_webhook_and_true_conditions_call_it(
 
 
 async def test_namespace_object_and_old_object_variables_are_bound(
-    srv: SandboxApiServer, webhook: Webhook
+    srv: SandboxCluster, webhook: Webhook
 ) -> None:
     cond = {
         "name": "ns-and-old",
@@ -57,7 +57,7 @@ async def test_namespace_object_and_old_object_variables_are_bound(
 
 
 async def test_condition_error_fails_the_request_naming_webhook_and_condition(
-    srv: SandboxApiServer, webhook: Webhook
+    srv: SandboxCluster, webhook: Webhook
 ) -> None:
     broken = {"name": "missing-field", "expression": 'object.metadata.labels.app == "x"'}
     await install(srv, validating(webhook.hook("pods.t.test", matchConditions=[broken])))
@@ -71,7 +71,7 @@ async def test_condition_error_fails_the_request_naming_webhook_and_condition(
 
 
 async def test_condition_error_with_failure_policy_ignore_skips_the_webhook(
-    srv: SandboxApiServer, webhook: Webhook
+    srv: SandboxCluster, webhook: Webhook
 ) -> None:
     webhook.respond = lambda _p, _r: deny("nope")
     broken = {"name": "missing-field", "expression": 'object.metadata.labels.app == "x"'}
@@ -82,7 +82,7 @@ async def test_condition_error_with_failure_policy_ignore_skips_the_webhook(
 
 
 async def test_expression_that_does_not_compile_is_refused_with_422_naming_the_field(
-    srv: SandboxApiServer, webhook: Webhook
+    srv: SandboxCluster, webhook: Webhook
 ) -> None:
     bad = {"name": "bad", "expression": "request.userInfo.username.startsWith("}
     conf = validating(webhook.hook("pods.t.test", matchConditions=[EXEMPT, bad]))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sandbox.kubeapi import SandboxApiServer
+from sandbox.cluster import SandboxCluster
 from tests.component.kubeapi.helpers import binding_body, pod_body
 from tests.component.kubeapi.webhook_server import (
     Webhook,
@@ -27,7 +27,7 @@ def _ops(webhook: Webhook) -> list[tuple[str, str]]:
 
 
 async def test_update_put_and_every_patch_type_are_sent_as_update_with_old_object(
-    srv: SandboxApiServer, webhook: Webhook
+    srv: SandboxCluster, webhook: Webhook
 ) -> None:
     await install(srv, validating(webhook.hook("pods.t.test", operations=("UPDATE",))))
     status, pod = await call(srv, "POST", PODS, pod_body("p"))
@@ -59,7 +59,7 @@ async def test_update_put_and_every_patch_type_are_sent_as_update_with_old_objec
 
 
 async def test_mutating_webhook_patch_is_applied_to_an_update(
-    srv: SandboxApiServer, webhook: Webhook
+    srv: SandboxCluster, webhook: Webhook
 ) -> None:
     webhook.respond = lambda _p, req: patch_response(
         [{"op": "add", "path": "/metadata/annotations", "value": {"mutated": req["operation"]}}]
@@ -79,7 +79,7 @@ async def test_mutating_webhook_patch_is_applied_to_an_update(
 
 
 async def test_delete_sends_null_object_old_object_and_delete_options(
-    srv: SandboxApiServer, webhook: Webhook
+    srv: SandboxCluster, webhook: Webhook
 ) -> None:
     await install(srv, validating(webhook.hook("pods.t.test", operations=("DELETE",))))
     await call(srv, "POST", PODS, pod_body("p"))
@@ -97,7 +97,7 @@ async def test_delete_sends_null_object_old_object_and_delete_options(
 
 
 async def test_delete_collection_calls_the_webhook_for_each_item(
-    srv: SandboxApiServer, webhook: Webhook
+    srv: SandboxCluster, webhook: Webhook
 ) -> None:
     await install(srv, validating(webhook.hook("pods.t.test", operations=("DELETE",))))
     for n in ("a", "b"):
@@ -108,7 +108,7 @@ async def test_delete_collection_calls_the_webhook_for_each_item(
 
 
 async def test_delete_denied_by_validating_webhook_keeps_the_object(
-    srv: SandboxApiServer, webhook: Webhook
+    srv: SandboxCluster, webhook: Webhook
 ) -> None:
     webhook.respond = lambda _p, _r: {"allowed": False, "status": {"code": 403, "message": "no"}}
     await install(srv, validating(webhook.hook("pods.t.test", operations=("DELETE",))))
@@ -119,7 +119,7 @@ async def test_delete_denied_by_validating_webhook_keeps_the_object(
     assert (await call(srv, "GET", f"{PODS}/p"))[0] == 200
 
 
-async def test_unreachable_webhook_refuses_delete_in_kubes_words(srv: SandboxApiServer) -> None:
+async def test_unreachable_webhook_refuses_delete_in_kubes_words(srv: SandboxCluster) -> None:
     hook = await unreachable()
     port = hook.port
     await install(srv, validating(hook.hook("pods.t.test", operations=("*",))))
@@ -139,7 +139,7 @@ def _resources_hook(webhook: Webhook, name: str, *resources: str) -> dict[str, A
 
 
 async def test_subresource_rules_pods_vs_pods_star_vs_star_status_vs_star_star(
-    srv: SandboxApiServer, webhook: Webhook
+    srv: SandboxCluster, webhook: Webhook
 ) -> None:
     await install(
         srv,
@@ -182,7 +182,7 @@ async def test_subresource_rules_pods_vs_pods_star_vs_star_status_vs_star_star(
 
 
 async def test_dry_run_create_update_delete_reach_webhooks_with_dry_run_and_store_nothing(
-    srv: SandboxApiServer, webhook: Webhook
+    srv: SandboxCluster, webhook: Webhook
 ) -> None:
     await install(srv, validating(webhook.hook("pods.t.test")))
     status, _ = await call(srv, "POST", f"{PODS}?dryRun=All&fieldManager=kubectl", pod_body("d"))
@@ -215,7 +215,7 @@ async def test_dry_run_create_update_delete_reach_webhooks_with_dry_run_and_stor
 
 
 async def test_mutating_webhook_sees_create_before_name_generation_validating_after(
-    srv: SandboxApiServer, webhook: Webhook
+    srv: SandboxCluster, webhook: Webhook
 ) -> None:
     await install(srv, mutating(webhook.hook("pods.m.test", "/m")))
     await install(srv, validating(webhook.hook("pods.v.test", "/v")))
@@ -233,7 +233,7 @@ async def test_mutating_webhook_sees_create_before_name_generation_validating_af
 
 
 async def test_exec_is_a_connect_with_pod_exec_options_and_can_be_denied(
-    srv: SandboxApiServer, webhook: Webhook
+    srv: SandboxCluster, webhook: Webhook
 ) -> None:
     await install(
         srv,

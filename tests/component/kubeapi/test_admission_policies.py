@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sandbox.kubeapi import SandboxApiServer
+from sandbox.cluster import SandboxCluster
 from tests.component.kubeapi.helpers import pod_body
 from tests.component.kubeapi.webhook_server import (
     REG,
@@ -22,7 +22,7 @@ PODS = "/api/v1/namespaces/default/pods"
 
 
 async def test_timeout_is_a_failure_with_context_deadline_exceeded(
-    srv: SandboxApiServer, webhook: Webhook
+    srv: SandboxCluster, webhook: Webhook
 ) -> None:
     webhook.delay = 2.0
     await install(srv, validating(webhook.hook("pods.t.test", timeoutSeconds=1)))
@@ -35,7 +35,7 @@ async def test_timeout_is_a_failure_with_context_deadline_exceeded(
 
 
 async def test_failure_policy_ignore_lets_the_request_through_when_the_webhook_is_down(
-    srv: SandboxApiServer,
+    srv: SandboxCluster,
 ) -> None:
     down = await unreachable()
     await install(srv, validating(down.hook("pods.t.test", failurePolicy="Ignore")))
@@ -57,7 +57,7 @@ def _respond(path: str, req: dict[str, Any]) -> dict[str, Any]:
 
 
 async def test_if_needed_webhook_is_called_again_after_a_later_webhook_changed_the_object(
-    srv: SandboxApiServer, webhook: Webhook
+    srv: SandboxCluster, webhook: Webhook
 ) -> None:
     webhook.respond = _respond
     await install(srv, _reinvoke_config(webhook, "IfNeeded"))
@@ -71,7 +71,7 @@ async def test_if_needed_webhook_is_called_again_after_a_later_webhook_changed_t
 
 
 async def test_never_reinvocation_calls_each_mutating_webhook_once(
-    srv: SandboxApiServer, webhook: Webhook
+    srv: SandboxCluster, webhook: Webhook
 ) -> None:
     webhook.respond = _respond
     await install(srv, _reinvoke_config(webhook, "Never"))
@@ -98,7 +98,7 @@ def _crd() -> dict[str, Any]:
 
 
 async def test_match_policy_equivalent_sends_another_served_version_as_the_rule_names_it(
-    srv: SandboxApiServer, webhook: Webhook
+    srv: SandboxCluster, webhook: Webhook
 ) -> None:
     srv.api.install_crd(_crd())
     common = {"groups": ("example.com",), "versions": ("v1",), "resources": ("widgets",)}
@@ -121,7 +121,7 @@ async def test_match_policy_equivalent_sends_another_served_version_as_the_rule_
 
 
 async def test_configuration_is_validated_with_422_listing_every_bad_field(
-    srv: SandboxApiServer, webhook: Webhook
+    srv: SandboxCluster, webhook: Webhook
 ) -> None:
     hook = webhook.hook("two.segments", timeoutSeconds=31, failurePolicy="Sometimes")
     hook["sideEffects"] = "Some"
@@ -144,7 +144,7 @@ async def test_configuration_is_validated_with_422_listing_every_bad_field(
 
 
 async def test_configuration_defaults_are_filled_in_like_the_server(
-    srv: SandboxApiServer, webhook: Webhook
+    srv: SandboxCluster, webhook: Webhook
 ) -> None:
     await install(srv, mutating(webhook.hook("pods.m.test")))
     _, conf = await call(srv, "GET", f"{REG}/mutatingwebhookconfigurations/m")
@@ -165,7 +165,7 @@ async def test_configuration_defaults_are_filled_in_like_the_server(
 
 
 async def test_webhook_stopped_after_use_is_connection_refused_not_a_stale_connection(
-    srv: SandboxApiServer, webhook: Webhook
+    srv: SandboxCluster, webhook: Webhook
 ) -> None:
     await install(srv, validating(webhook.hook("pods.t.test")))
     assert (await call(srv, "POST", PODS, pod_body("a")))[0] == 201  # a kept connection

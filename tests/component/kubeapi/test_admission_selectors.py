@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sandbox.kubeapi import SandboxApiServer
+from sandbox.cluster import SandboxCluster
 from tests.component.kubeapi.helpers import pod_body
 from tests.component.kubeapi.webhook_server import Webhook, call, install, validating
 
@@ -20,7 +20,7 @@ def _paths(webhook: Webhook) -> set[str]:
 
 
 async def test_rule_scope_namespaced_cluster_and_star_pick_the_matching_resources(
-    srv: SandboxApiServer, webhook: Webhook
+    srv: SandboxCluster, webhook: Webhook
 ) -> None:
     def scoped(name: str, scope: str) -> dict[str, Any]:
         hook = webhook.hook(f"{name}.t.test", f"/{name}", resources=("*",), operations=("CREATE",))
@@ -40,7 +40,7 @@ async def test_rule_scope_namespaced_cluster_and_star_pick_the_matching_resource
 
 
 async def test_object_selector_matches_the_new_or_the_old_objects_labels(
-    srv: SandboxApiServer, webhook: Webhook
+    srv: SandboxCluster, webhook: Webhook
 ) -> None:
     selected = webhook.hook("sel.t.test", "/sel", objectSelector={"matchLabels": {"team": "a"}})
     await install(srv, validating(selected))
@@ -78,7 +78,7 @@ async def test_object_selector_matches_the_new_or_the_old_objects_labels(
 
 
 async def test_object_selector_satisfied_by_empty_labels_never_matches_a_missing_object(
-    srv: SandboxApiServer, webhook: Webhook
+    srv: SandboxCluster, webhook: Webhook
 ) -> None:
     absent = {"matchExpressions": [{"key": "skip", "operator": "DoesNotExist"}]}
     await install(srv, validating(webhook.hook("absent.t.test", objectSelector=absent)))
@@ -92,7 +92,7 @@ async def test_object_selector_satisfied_by_empty_labels_never_matches_a_missing
 
 
 async def test_namespace_selector_uses_a_namespaces_own_labels_and_ignores_cluster_objects(
-    srv: SandboxApiServer, webhook: Webhook
+    srv: SandboxCluster, webhook: Webhook
 ) -> None:
     hook = webhook.hook(
         "nssel.t.test",

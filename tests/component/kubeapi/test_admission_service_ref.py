@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from sandbox.kubeapi import SandboxApiServer
+from sandbox.cluster import SandboxCluster
 from tests.component.kubeapi.helpers import pod_body
 from tests.component.kubeapi.webhook_server import Webhook, call, install, validating
 
@@ -37,7 +37,7 @@ def _service_hook(webhook: Webhook) -> dict[str, Any]:
     return hook
 
 
-async def _service(srv: SandboxApiServer) -> None:
+async def _service(srv: SandboxCluster) -> None:
     svc = {
         "metadata": {"name": "hook"},
         "spec": {"ports": [{"name": "https", "port": 443, "targetPort": 9443}]},
@@ -47,7 +47,7 @@ async def _service(srv: SandboxApiServer) -> None:
 
 
 async def test_service_reference_is_called_through_its_endpoint_slice_with_the_svc_name(
-    srv: SandboxApiServer, svc_webhook: Webhook
+    srv: SandboxCluster, svc_webhook: Webhook
 ) -> None:
     await _service(srv)
     eps = {
@@ -69,7 +69,7 @@ async def test_service_reference_is_called_through_its_endpoint_slice_with_the_s
 
 
 async def test_service_reference_falls_back_to_endpoints(
-    srv: SandboxApiServer, svc_webhook: Webhook
+    srv: SandboxCluster, svc_webhook: Webhook
 ) -> None:
     await _service(srv)
     ep = {
@@ -88,7 +88,7 @@ async def test_service_reference_falls_back_to_endpoints(
 
 
 async def test_service_without_endpoints_fails_naming_the_service(
-    srv: SandboxApiServer, svc_webhook: Webhook
+    srv: SandboxCluster, svc_webhook: Webhook
 ) -> None:
     await _service(srv)
     await install(srv, validating(_service_hook(svc_webhook)))

@@ -9,7 +9,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from sandbox.kubeapi import SandboxApiServer
+from sandbox.cluster import SandboxCluster
 
 from .helpers import NS, binding_body, pod_body
 
@@ -105,7 +105,7 @@ async def test_typed_binding_call_raises_409_on_rebind(core: client.CoreV1Api) -
 
 
 async def test_binding_is_one_modified_event_with_a_new_resource_version(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     created = await core.create_namespaced_pod(NS, pod_body("p"))
     await _bind(core, "p", "node-a")

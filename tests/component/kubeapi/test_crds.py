@@ -10,7 +10,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from sandbox.kubeapi import SandboxApiServer
+from sandbox.cluster import SandboxCluster
 
 from .helpers import NS
 
@@ -221,7 +221,7 @@ async def test_custom_resource_put_without_resource_version_is_invalid(
 
 
 async def test_deleting_a_crd_stops_serving_its_resource(
-    srv: SandboxApiServer, ext: client.ApiextensionsV1Api, custom: client.CustomObjectsApi
+    srv: SandboxCluster, ext: client.ApiextensionsV1Api, custom: client.CustomObjectsApi
 ) -> None:
     await ext.create_custom_resource_definition(_crd())
     await custom.create_namespaced_custom_object("example.com", "v1", NS, "widgets", _widget("w"))

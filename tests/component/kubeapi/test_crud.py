@@ -9,7 +9,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from sandbox.kubeapi import SandboxApiServer
+from sandbox.cluster import SandboxCluster
 
 from .helpers import NS, pod_body
 
@@ -248,7 +248,7 @@ async def test_a_selected_list_pages_whole_without_remaining_item_count(
 
 
 async def test_continue_token_from_before_compaction_answers_410(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     for i in range(3):
         await core.create_namespaced_config_map(NS, _cm(f"cm-{i}"))

@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 from kubernetes_asyncio import client
 
-from sandbox.kubeapi import SandboxApiServer
+from sandbox.cluster import SandboxCluster
 
 from .helpers import ADMIN_HEADERS, NS, binding_body, eventually, pod_body
 
@@ -18,7 +18,7 @@ from .helpers import ADMIN_HEADERS, NS, binding_body, eventually, pod_body
 class Recorder:
     """Collects (type, name, deletionTimestamp set) from a raw watch in the background."""
 
-    def __init__(self, srv: SandboxApiServer, path: str, rv: str) -> None:
+    def __init__(self, srv: SandboxCluster, path: str, rv: str) -> None:
         self.events: list[tuple[str, str, bool]] = []
         self._task = asyncio.create_task(self._run(srv.url + path, rv))
 
@@ -52,7 +52,7 @@ async def _pod_exists(core: client.CoreV1Api, name: str) -> bool:
 
 
 async def test_delete_with_finalizers_sets_deletion_timestamp_then_deleted_on_last_removal(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     await core.create_namespaced_config_map(
         NS, {"metadata": {"name": "a", "finalizers": ["x.io/a", "x.io/b"]}}
@@ -100,7 +100,7 @@ async def test_delete_without_finalizers_answers_status_and_removes(
 
 
 async def test_deleting_an_unbound_pod_with_grace_zero_emits_modified_then_deleted(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     await core.create_namespaced_pod(NS, pod_body("p"))
     rec = Recorder(srv, f"/api/v1/namespaces/{NS}/pods", await _rv(core))
@@ -117,7 +117,7 @@ async def test_deleting_an_unbound_pod_with_default_grace_is_immediate(
 
 
 async def test_bound_pod_without_kubelet_stays_terminating_until_grace_zero(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     await core.create_namespaced_pod(NS, pod_body("p"))
     await core.create_namespaced_pod_binding(
@@ -146,7 +146,7 @@ async def test_bound_pod_with_finalizer_stays_until_finalizer_removed(
 
 
 async def test_fake_kubelet_stops_and_removes_a_deleted_running_pod(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     srv.set_node_ready("n")
     srv.kubelet.start()
@@ -169,7 +169,7 @@ async def test_fake_kubelet_stops_and_removes_a_deleted_running_pod(
 
 
 async def test_deleting_a_namespace_removes_its_contents(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     await core.create_namespace({"metadata": {"name": "tmp"}})
     await core.create_namespaced_config_map("tmp", {"metadata": {"name": "a"}})

@@ -11,15 +11,16 @@ import pytest
 import trustme
 from kubernetes_asyncio import client, config
 
-from bridge.kube.client import KubeClient
-from sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
+from sandbox.cluster import SandboxCluster
+from sandbox.kubeapi import SANDBOX_TOKEN
+from tests.clients import kube_for_host
 
 from .helpers import ADMIN_HEADERS, NS, binding_body, pod_body
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 
 
-async def _get(srv: SandboxApiServer, path: str, accept: str = "application/json") -> Any:
+async def _get(srv: SandboxCluster, path: str, accept: str = "application/json") -> Any:
     async with (
         aiohttp.ClientSession(headers=ADMIN_HEADERS) as s,
         s.get(srv.url + path, headers={"Accept": accept}) as r,
@@ -29,7 +30,7 @@ async def _get(srv: SandboxApiServer, path: str, accept: str = "application/json
         return await r.json()
 
 
-async def test_core_discovery_lists_resources_and_subresources(srv: SandboxApiServer) -> None:
+async def test_core_discovery_lists_resources_and_subresources(srv: SandboxCluster) -> None:
     doc = await _get(srv, "/api/v1")
     names = {r["name"] for r in doc["resources"]}
     assert names >= {
@@ -47,7 +48,7 @@ async def test_core_discovery_lists_resources_and_subresources(srv: SandboxApiSe
     assert (await _get(srv, "/api"))["versions"] == ["v1"]
 
 
-async def test_group_discovery_lists_builtin_and_crd_groups(srv: SandboxApiServer) -> None:
+async def test_group_discovery_lists_builtin_and_crd_groups(srv: SandboxCluster) -> None:
     groups = {g["name"] for g in (await _get(srv, "/apis"))["groups"]}
     assert groups >= {
         "coordination.k8s.io",
@@ -62,7 +63,7 @@ async def test_group_discovery_lists_builtin_and_crd_groups(srv: SandboxApiServe
 
 
 async def test_aggregated_discovery_request_falls_back_to_plain_json(
-    srv: SandboxApiServer,
+    srv: SandboxCluster,
 ) -> None:
     accept = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
     doc = await _get(srv, "/apis", accept)
@@ -75,7 +76,7 @@ async def test_version_endpoint(api: client.ApiClient) -> None:
 
 
 async def test_openapi_v3_lists_group_versions_with_field_validation(
-    srv: SandboxApiServer,
+    srv: SandboxCluster,
 ) -> None:
     root = await _get(srv, "/openapi/v3")
     assert "api/v1" in root["paths"]
@@ -84,7 +85,7 @@ async def test_openapi_v3_lists_group_versions_with_field_validation(
     assert "fieldValidation" in [p["name"] for p in patch["parameters"]]
 
 
-async def test_pod_table_has_kubectl_columns(srv: SandboxApiServer, core: client.CoreV1Api) -> None:
+async def test_pod_table_has_kubectl_columns(srv: SandboxCluster, core: client.CoreV1Api) -> None:
     await core.create_namespaced_pod(NS, pod_body("p"))
     await core.create_namespaced_pod_binding(
         "p", NS, binding_body("p", "n"), _preload_content=False
@@ -99,7 +100,7 @@ async def test_pod_table_has_kubectl_columns(srv: SandboxApiServer, core: client
     assert tab["rows"][0]["object"]["kind"] == "PartialObjectMetadata"
 
 
-async def test_table_for_a_single_object_and_custom_resources(srv: SandboxApiServer) -> None:
+async def test_table_for_a_single_object_and_custom_resources(srv: SandboxCluster) -> None:
     tab = await _get(srv, "/api/v1/namespaces/default", TABLE)
     assert tab["rows"][0]["cells"][:2] == ["default", "Active"]
     tab = await _get(srv, f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{NS}/podgroups", TABLE)
@@ -121,7 +122,7 @@ async def test_tls_listener_and_kubeconfig_with_ca(
     tmp_path: Path, tls_files: tuple[str, str, str]
 ) -> None:
     ca, cert, key = tls_files
-    async with SandboxApiServer(port=0, tls_cert=cert, tls_key=key) as srv:
+    async with SandboxCluster(port=0, tls_cert=cert, tls_key=key) as srv:
         assert srv.url.startswith("https://")
         path = srv.write_kubeconfig(tmp_path / "kc", ca_file=ca)
         cfg = client.Configuration()
@@ -138,7 +139,7 @@ async def test_tls_listener_and_kubeconfig_with_ca(
 
 
 async def test_the_builtin_workload_api_is_served_at_v1alpha2_as_kubernetes_1_36_does(
-    srv: SandboxApiServer,
+    srv: SandboxCluster,
 ) -> None:
     """1.36 (GenericWorkload on) serves Workload and PodGroup at scheduling.k8s.io/v1alpha2
     only; the bridge finds that version by discovery (KubeClient.served_versions)."""
@@ -146,6 +147,6 @@ async def test_the_builtin_workload_api_is_served_at_v1alpha2_as_kubernetes_1_36
     assert [v["version"] for v in group["versions"]] == ["v1alpha2"]
     names = {r["name"] for r in (await _get(srv, "/apis/scheduling.k8s.io/v1alpha2"))["resources"]}
     assert {"workloads", "podgroups", "podgroups/status"} <= names
-    async with KubeClient.for_host(srv.url, token=SANDBOX_TOKEN, request_timeout=10) as kube:
+    async with kube_for_host(srv.url, token=SANDBOX_TOKEN, request_timeout=10) as kube:
         assert await kube.served_versions("scheduling.k8s.io") == ("v1alpha2",)
         assert await kube.served_versions("no-such.example.com") == ()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sandbox.kubeapi import SandboxApiServer
+from sandbox.cluster import SandboxCluster
 from tests.component.kubeapi.helpers import eventually, pod_body
 from tests.component.kubeapi.webhook_server import call
 
@@ -47,7 +47,7 @@ def _allocation(*devices: str) -> dict[str, Any]:
     }
 
 
-async def test_resource_group_is_discoverable_with_the_four_kinds(srv: SandboxApiServer) -> None:
+async def test_resource_group_is_discoverable_with_the_four_kinds(srv: SandboxCluster) -> None:
     status, body = await call(srv, "GET", R)
     assert status == 200
     kinds = {r["name"]: (r["kind"], r["namespaced"]) for r in body["resources"]}
@@ -58,7 +58,7 @@ async def test_resource_group_is_discoverable_with_the_four_kinds(srv: SandboxAp
     assert kinds["resourceclaimtemplates"] == ("ResourceClaimTemplate", True)
 
 
-async def test_claim_requests_are_defaulted_to_exact_count_one(srv: SandboxApiServer) -> None:
+async def test_claim_requests_are_defaulted_to_exact_count_one(srv: SandboxCluster) -> None:
     status, claim = await call(
         srv,
         "POST",
@@ -76,7 +76,7 @@ async def test_claim_requests_are_defaulted_to_exact_count_one(srv: SandboxApiSe
 
 
 async def test_claim_without_device_class_is_invalid_naming_the_field(
-    srv: SandboxApiServer,
+    srv: SandboxCluster,
 ) -> None:
     status, body = await call(
         srv,
@@ -91,7 +91,7 @@ async def test_claim_without_device_class_is_invalid_naming_the_field(
     assert "spec.devices.requests[0].exactly.deviceClassName: Required value" in body["message"]
 
 
-async def test_claim_spec_is_immutable(srv: SandboxApiServer) -> None:
+async def test_claim_spec_is_immutable(srv: SandboxCluster) -> None:
     await call(
         srv, "POST", f"{NSR}/resourceclaims", {"metadata": {"name": "c"}, "spec": _claim_spec()}
     )
@@ -107,7 +107,7 @@ async def test_claim_spec_is_immutable(srv: SandboxApiServer) -> None:
 
 
 async def test_claim_status_allocation_is_set_once_and_reserved_only_when_allocated(
-    srv: SandboxApiServer,
+    srv: SandboxCluster,
 ) -> None:
     await call(
         srv, "POST", f"{NSR}/resourceclaims", {"metadata": {"name": "c"}, "spec": _claim_spec()}
@@ -137,7 +137,7 @@ async def test_claim_status_allocation_is_set_once_and_reserved_only_when_alloca
     assert "status.allocation: Invalid value: field is immutable" in body["message"]
 
 
-async def test_claim_allocation_holds_at_most_32_results(srv: SandboxApiServer) -> None:
+async def test_claim_allocation_holds_at_most_32_results(srv: SandboxCluster) -> None:
     await call(
         srv,
         "POST",
@@ -156,7 +156,7 @@ async def test_claim_allocation_holds_at_most_32_results(srv: SandboxApiServer) 
     assert "must have at most 32 items" in body["message"]
 
 
-async def test_resource_slices_are_selected_by_node_and_driver(srv: SandboxApiServer) -> None:
+async def test_resource_slices_are_selected_by_node_and_driver(srv: SandboxCluster) -> None:
     for node in ("n1", "n2"):
         status, _ = await call(srv, "POST", f"{R}/resourceslices", _slice(node, 2))
         assert status == 201
@@ -167,7 +167,7 @@ async def test_resource_slices_are_selected_by_node_and_driver(srv: SandboxApiSe
     assert [s["metadata"]["name"] for s in body["items"]] == ["n2-gpu"]
 
 
-async def test_resource_slice_needs_exactly_one_node_scope(srv: SandboxApiServer) -> None:
+async def test_resource_slice_needs_exactly_one_node_scope(srv: SandboxCluster) -> None:
     body = _slice("n1", 1)
     body["spec"]["allNodes"] = True
     status, err = await call(srv, "POST", f"{R}/resourceslices", body)
@@ -175,7 +175,7 @@ async def test_resource_slice_needs_exactly_one_node_scope(srv: SandboxApiServer
     assert "exactly one of `nodeName`" in err["message"]
 
 
-async def test_pod_claim_entries_need_exactly_one_source(srv: SandboxApiServer) -> None:
+async def test_pod_claim_entries_need_exactly_one_source(srv: SandboxCluster) -> None:
     status, body = await call(
         srv,
         "POST",
@@ -186,7 +186,7 @@ async def test_pod_claim_entries_need_exactly_one_source(srv: SandboxApiServer) 
     assert "spec.resourceClaims[0]" in body["message"]
 
 
-async def test_container_claim_reference_must_name_a_pod_claim(srv: SandboxApiServer) -> None:
+async def test_container_claim_reference_must_name_a_pod_claim(srv: SandboxCluster) -> None:
     pod = pod_body("p")
     pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": "nope"}]}
     status, body = await call(srv, "POST", "/api/v1/namespaces/default/pods", pod)
@@ -194,13 +194,13 @@ async def test_container_claim_reference_must_name_a_pod_claim(srv: SandboxApiSe
     assert "spec.containers[0].resources.claims[0].name" in body["message"]
 
 
-async def _pod_claim_statuses(srv: SandboxApiServer, name: str) -> list[dict[str, Any]]:
+async def _pod_claim_statuses(srv: SandboxCluster, name: str) -> list[dict[str, Any]]:
     _, pod = await call(srv, "GET", f"/api/v1/namespaces/default/pods/{name}")
     return list((pod.get("status") or {}).get("resourceClaimStatuses") or [])
 
 
 async def test_template_gives_each_pod_its_own_claim_owned_by_the_pod(
-    srv: SandboxApiServer,
+    srv: SandboxCluster,
 ) -> None:
     tmpl = {"metadata": {"name": "t"}, "spec": {"spec": _claim_spec(count=2)}}
     status, _ = await call(srv, "POST", f"{NSR}/resourceclaimtemplates", tmpl)
@@ -234,7 +234,7 @@ async def test_template_gives_each_pod_its_own_claim_owned_by_the_pod(
     assert len(set(claims.values())) == 2
 
 
-async def test_claim_of_a_finished_pod_is_deallocated_and_deleted(srv: SandboxApiServer) -> None:
+async def test_claim_of_a_finished_pod_is_deallocated_and_deleted(srv: SandboxCluster) -> None:
     await call(
         srv,
         "POST",
@@ -286,7 +286,7 @@ async def test_claim_of_a_finished_pod_is_deallocated_and_deleted(srv: SandboxAp
     await eventually(gone)
 
 
-async def test_shared_claim_is_released_but_kept_when_its_pod_ends(srv: SandboxApiServer) -> None:
+async def test_shared_claim_is_released_but_kept_when_its_pod_ends(srv: SandboxCluster) -> None:
     await call(
         srv, "POST", f"{NSR}/resourceclaims", {"metadata": {"name": "c"}, "spec": _claim_spec()}
     )
@@ -315,7 +315,7 @@ async def test_shared_claim_is_released_but_kept_when_its_pod_ends(srv: SandboxA
 
 
 async def test_pod_status_names_its_extended_resource_claim_with_request_mappings(
-    srv: SandboxApiServer,
+    srv: SandboxCluster,
 ) -> None:
     await call(srv, "POST", "/api/v1/namespaces/default/pods", pod_body("p"))
     merge = "application/merge-patch+json"

@@ -12,7 +12,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from sandbox.kubeapi import SandboxApiServer
+from sandbox.cluster import SandboxCluster
 
 from .helpers import ADMIN_HEADERS, NS, allow_everything, binding_body, eventually, pod_body
 
@@ -24,7 +24,7 @@ async def _bind(core: client.CoreV1Api, pod: str, node: str) -> None:
 
 
 async def test_injected_fault_answers_status_code_count_times(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     srv.inject_fault(r"/configmaps$", method="GET", status=503, count=2)
     for _ in range(2):
@@ -35,7 +35,7 @@ async def test_injected_fault_answers_status_code_count_times(
     assert (await core.list_namespaced_config_map(NS)).items == []
 
 
-async def test_injected_fault_matches_method(srv: SandboxApiServer, core: client.CoreV1Api) -> None:
+async def test_injected_fault_matches_method(srv: SandboxCluster, core: client.CoreV1Api) -> None:
     srv.inject_fault(r"/configmaps", method="POST", status=500, count=None)
     await core.list_namespaced_config_map(NS)
     with pytest.raises(ApiException):
@@ -45,7 +45,7 @@ async def test_injected_fault_matches_method(srv: SandboxApiServer, core: client
 
 
 async def test_injected_drop_closes_the_connection(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     # count=None: aiohttp retries an idempotent request once on a reused connection
     srv.inject_fault(r"/configmaps$", drop=True, count=None)
@@ -57,7 +57,7 @@ async def test_injected_drop_closes_the_connection(
 
 
 async def test_fault_aimed_at_a_user_spares_every_other_callers_requests(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     fault = srv.inject_fault(r"/configmaps$", method="GET", status=503, count=1, user="watcher")
     for _ in range(3):  # the admin's lists pass, and leave the fault in place
@@ -76,7 +76,7 @@ async def test_fault_aimed_at_a_user_spares_every_other_callers_requests(
 
 
 async def test_injected_delay_then_timeout_on_the_client(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     srv.inject_fault(r"/configmaps$", status=0, delay=5.0)
     with pytest.raises(asyncio.TimeoutError):
@@ -84,7 +84,7 @@ async def test_injected_delay_then_timeout_on_the_client(
 
 
 async def test_request_log_records_method_path_query_and_status(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     srv.request_log.clear()
     await core.list_namespaced_pod(NS, label_selector="a=b")
@@ -98,7 +98,7 @@ async def test_request_log_records_method_path_query_and_status(
     assert "labelSelector=a%3Db" in entries[0].query
 
 
-async def test_fake_kubelet_runs_bound_pods(srv: SandboxApiServer, core: client.CoreV1Api) -> None:
+async def test_fake_kubelet_runs_bound_pods(srv: SandboxCluster, core: client.CoreV1Api) -> None:
     srv.set_node_ready("n")
     srv.kubelet.start()
     await core.create_namespaced_pod(NS, pod_body("p"))
@@ -115,7 +115,7 @@ async def test_fake_kubelet_runs_bound_pods(srv: SandboxApiServer, core: client.
 
 
 async def test_fake_kubelet_leaves_unbound_pods_pending(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     srv.kubelet.start()
     await core.create_namespaced_pod(NS, pod_body("p"))
@@ -131,7 +131,7 @@ async def test_fake_kubelet_leaves_unbound_pods_pending(
     ],
 )
 async def test_finish_pod_sets_terminal_phase_and_exit_code(
-    srv: SandboxApiServer, core: client.CoreV1Api, exit_code: int, phase: str, reason: str
+    srv: SandboxCluster, core: client.CoreV1Api, exit_code: int, phase: str, reason: str
 ) -> None:
     await core.create_namespaced_pod(NS, pod_body("p"))
     await _bind(core, "p", "n")
@@ -143,7 +143,7 @@ async def test_finish_pod_sets_terminal_phase_and_exit_code(
 
 
 async def test_stopped_node_kubelet_leaves_pods_alone(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     srv.set_node_ready("gone")
     srv.kubelet.stop_node("gone")
@@ -155,13 +155,13 @@ async def test_stopped_node_kubelet_leaves_pods_alone(
     await core.delete_namespaced_pod("p", NS, grace_period_seconds=0)  # force works
 
 
-async def test_kubelet_can_be_turned_off(srv: SandboxApiServer, core: client.CoreV1Api) -> None:
+async def test_kubelet_can_be_turned_off(srv: SandboxCluster, core: client.CoreV1Api) -> None:
     srv.kubelet.start()
     await srv.kubelet.stop()
     assert srv.kubelet.enabled is False
 
 
-async def _http(srv: SandboxApiServer, method: str, path: str, body: Any = None) -> Any:
+async def _http(srv: SandboxCluster, method: str, path: str, body: Any = None) -> Any:
     async with (
         aiohttp.ClientSession(headers=ADMIN_HEADERS) as s,
         s.request(method, srv.url + path, json=body) as r,
@@ -171,7 +171,7 @@ async def _http(srv: SandboxApiServer, method: str, path: str, body: Any = None)
 
 
 async def test_http_hooks_fault_requests_and_compact(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     aimed = await _http(srv, "POST", "/sandbox/faults", {"path": "/secrets$", "user": "bob"})
     assert aimed["user"] == "bob"
@@ -192,7 +192,7 @@ async def test_http_hooks_fault_requests_and_compact(
 
 
 async def test_http_hooks_kubelet_finish_and_node_ready(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     await _http(srv, "POST", "/sandbox/nodes/n9/ready", {"ready": True})
     assert not (await core.read_node("n9")).spec.taints
@@ -210,7 +210,7 @@ async def test_http_hooks_kubelet_finish_and_node_ready(
 
 
 async def test_fake_kubelet_ignores_pods_bound_to_missing_nodes(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     srv.kubelet.start()
     await core.create_namespaced_pod(NS, pod_body("p"))
@@ -220,7 +220,7 @@ async def test_fake_kubelet_ignores_pods_bound_to_missing_nodes(
 
 
 async def test_watch_of_a_disconnected_client_is_unsubscribed(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     base = srv.store.subscriber_count  # the sandbox's own controllers
     async with (

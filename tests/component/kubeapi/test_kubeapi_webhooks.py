@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sandbox.kubeapi.server import SandboxApiServer
+from sandbox.cluster import SandboxCluster
 from tests.component.kubeapi.webhook_server import (
     Webhook,
     call,
@@ -48,7 +48,7 @@ def _pod(name: str) -> dict[str, Any]:
 
 
 async def test_mutating_webhook_patch_is_applied_and_validating_denial_is_returned(
-    srv: SandboxApiServer, webhook: Webhook
+    srv: SandboxCluster, webhook: Webhook
 ) -> None:
     webhook.respond = _respond
     await install(srv, mutating(_hook(webhook, "/mutate")))
@@ -63,7 +63,7 @@ async def test_mutating_webhook_patch_is_applied_and_validating_denial_is_return
 
 
 async def test_webhook_outside_its_namespace_selector_is_not_called(
-    srv: SandboxApiServer, webhook: Webhook
+    srv: SandboxCluster, webhook: Webhook
 ) -> None:
     webhook.respond = _respond
     await install(srv, validating(_hook(webhook, "/validate", "other")))
@@ -73,7 +73,7 @@ async def test_webhook_outside_its_namespace_selector_is_not_called(
 
 
 async def test_unreachable_webhook_fails_the_create_with_failure_policy_fail(
-    srv: SandboxApiServer,
+    srv: SandboxCluster,
 ) -> None:
     down = await unreachable()
     await install(srv, validating(_hook(down, "/validate")))

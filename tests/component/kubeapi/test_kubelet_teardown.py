@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from bridge.clock import FakeClock
 from sandbox.annotations import IGNORE_SIGTERM
-from sandbox.kubeapi import SandboxApiServer
+from sandbox.cluster import SandboxCluster
 from sandbox.kubeapi.verbs import POD_KEY
 from sandbox.kubelet import SIGKILL_EXIT
+from tests.fake_clock import FakeClock
 
 from .helpers import NS, eventually
 
@@ -30,18 +30,18 @@ async def clock() -> FakeClock:
 
 
 @pytest.fixture
-async def ksrv(clock: FakeClock) -> AsyncIterator[SandboxApiServer]:
-    async with SandboxApiServer(
+async def ksrv(clock: FakeClock) -> AsyncIterator[SandboxCluster]:
+    async with SandboxCluster(
         port=0, nodes=[NODE], kubelet=True, clock=clock, serviceaccount_delay=0.01
     ) as s:
         yield s
 
 
-def _pod(srv: SandboxApiServer, name: str) -> dict[str, Any] | None:
+def _pod(srv: SandboxCluster, name: str) -> dict[str, Any] | None:
     return srv.store.get(POD_KEY, NS, name)
 
 
-async def _running_pod(srv: SandboxApiServer, name: str, *, stubborn: bool = False) -> None:
+async def _running_pod(srv: SandboxCluster, name: str, *, stubborn: bool = False) -> None:
     """A bound pod the kubelet runs; it holds a finalizer so its last state stays readable."""
     md: dict[str, Any] = {"name": name, "finalizers": ["x.io/hold"]}
     if stubborn:
@@ -60,7 +60,7 @@ async def _running_pod(srv: SandboxApiServer, name: str, *, stubborn: bool = Fal
     await eventually(running)
 
 
-def _delete(srv: SandboxApiServer, name: str) -> None:
+def _delete(srv: SandboxCluster, name: str) -> None:
     srv.api.delete(srv.api.resolve("", "v1", "pods"), NS, name, {"gracePeriodSeconds": 30})
 
 
@@ -69,7 +69,7 @@ def _states(pod: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 async def test_a_deleted_pods_containers_stop_on_sigterm_then_the_final_delete_is_sent(
-    ksrv: SandboxApiServer,
+    ksrv: SandboxCluster,
 ) -> None:
     await _running_pod(ksrv, "p")
     _delete(ksrv, "p")
@@ -88,7 +88,7 @@ async def test_a_deleted_pods_containers_stop_on_sigterm_then_the_final_delete_i
 
 
 async def test_a_pod_ignoring_sigterm_runs_until_its_grace_period_ends_then_is_killed(
-    ksrv: SandboxApiServer, clock: FakeClock
+    ksrv: SandboxCluster, clock: FakeClock
 ) -> None:
     await _running_pod(ksrv, "p", stubborn=True)
     _delete(ksrv, "p")
@@ -109,7 +109,7 @@ async def test_a_pod_ignoring_sigterm_runs_until_its_grace_period_ends_then_is_k
 
 
 async def test_a_pod_set_failed_from_outside_has_its_containers_stopped(
-    ksrv: SandboxApiServer,
+    ksrv: SandboxCluster,
 ) -> None:
     await _running_pod(ksrv, "p")
     rd = ksrv.api.resolve("", "v1", "pods")
@@ -127,7 +127,7 @@ async def test_a_pod_set_failed_from_outside_has_its_containers_stopped(
 
 
 async def test_a_failed_pod_ignoring_sigterm_is_killed_after_its_own_grace_period(
-    ksrv: SandboxApiServer, clock: FakeClock
+    ksrv: SandboxCluster, clock: FakeClock
 ) -> None:
     await _running_pod(ksrv, "p", stubborn=True)
     rd = ksrv.api.resolve("", "v1", "pods")
@@ -146,7 +146,7 @@ async def test_a_failed_pod_ignoring_sigterm_is_killed_after_its_own_grace_perio
 
 
 async def test_a_deleted_pod_that_never_started_gets_its_final_delete_at_once(
-    ksrv: SandboxApiServer,
+    ksrv: SandboxCluster,
 ) -> None:
     await ksrv.kubelet.stop()
     await _running_pod_pending(ksrv, "p")
@@ -158,7 +158,7 @@ async def test_a_deleted_pod_that_never_started_gets_its_final_delete_at_once(
     assert pod["metadata"]["deletionGracePeriodSeconds"] == 0
 
 
-async def _running_pod_pending(srv: SandboxApiServer, name: str) -> None:
+async def _running_pod_pending(srv: SandboxCluster, name: str) -> None:
     body = {
         "metadata": {"name": name, "finalizers": ["x.io/hold"]},
         "spec": {"nodeName": NODE, "containers": [{"name": "main", "image": "busybox:1.36"}]},

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sandbox.kubeapi import SandboxApiServer
+from sandbox.cluster import SandboxCluster
 from tests.component.kubeapi.helpers import eventually
 from tests.component.kubeapi.webhook_server import (
     REG,
@@ -29,12 +29,12 @@ def _conditions(ns: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {c["type"]: c for c in (ns.get("status") or {}).get("conditions") or []}
 
 
-async def _ns(srv: SandboxApiServer, name: str) -> tuple[int, Any]:
+async def _ns(srv: SandboxCluster, name: str) -> tuple[int, Any]:
     return await call(srv, "GET", f"/api/v1/namespaces/{name}")
 
 
 async def test_namespace_contents_are_deleted_through_admission_as_the_namespace_controller(
-    srv: SandboxApiServer, webhook: Webhook
+    srv: SandboxCluster, webhook: Webhook
 ) -> None:
     await call(srv, "POST", "/api/v1/namespaces", _cm("tmp"))
     await call(srv, "POST", "/api/v1/namespaces/tmp/configmaps", _cm("a"))
@@ -57,7 +57,7 @@ async def test_namespace_contents_are_deleted_through_admission_as_the_namespace
 
 
 async def test_namespace_waits_for_finalizers_removed_by_their_owner_with_conditions(
-    srv: SandboxApiServer,
+    srv: SandboxCluster,
 ) -> None:
     await call(srv, "POST", "/api/v1/namespaces", _cm("tmp"))
     await call(srv, "POST", "/api/v1/namespaces/tmp/configmaps", _cm("a", finalizers=["x/y"]))
@@ -96,7 +96,7 @@ async def test_namespace_waits_for_finalizers_removed_by_their_owner_with_condit
 
 
 async def test_webhook_down_blocks_namespace_cleanup_then_retry_finishes_it(
-    srv: SandboxApiServer,
+    srv: SandboxCluster,
 ) -> None:
     down = await unreachable()
     await call(srv, "POST", "/api/v1/namespaces", _cm("tmp"))
@@ -122,7 +122,7 @@ async def test_webhook_down_blocks_namespace_cleanup_then_retry_finishes_it(
 
 
 async def test_garbage_collector_deletes_dependents_of_a_removed_owner_as_itself(
-    srv: SandboxApiServer, webhook: Webhook
+    srv: SandboxCluster, webhook: Webhook
 ) -> None:
     cms = "/api/v1/namespaces/default/configmaps"
     _, owner = await call(srv, "POST", cms, _cm("owner"))
@@ -156,7 +156,7 @@ async def test_garbage_collector_deletes_dependents_of_a_removed_owner_as_itself
     await eventually(unlinked)
 
 
-async def _owner_and_dependent(srv: SandboxApiServer, block: bool = False) -> dict[str, Any]:
+async def _owner_and_dependent(srv: SandboxCluster, block: bool = False) -> dict[str, Any]:
     cms = "/api/v1/namespaces/default/configmaps"
     _, owner = await call(srv, "POST", cms, _cm("owner"))
     md = owner["metadata"]
@@ -168,7 +168,7 @@ async def _owner_and_dependent(srv: SandboxApiServer, block: bool = False) -> di
 
 
 async def test_orphan_propagation_removes_the_owner_reference_and_keeps_the_dependent(
-    srv: SandboxApiServer,
+    srv: SandboxCluster,
 ) -> None:
     cms = "/api/v1/namespaces/default/configmaps"
     await _owner_and_dependent(srv)
@@ -186,7 +186,7 @@ async def test_orphan_propagation_removes_the_owner_reference_and_keeps_the_depe
 
 
 async def test_foreground_propagation_waits_for_blocking_dependents(
-    srv: SandboxApiServer,
+    srv: SandboxCluster,
 ) -> None:
     cms = "/api/v1/namespaces/default/configmaps"
     await _owner_and_dependent(srv, block=True)

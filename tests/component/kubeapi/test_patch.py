@@ -10,7 +10,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from sandbox.kubeapi import SandboxApiServer
+from sandbox.cluster import SandboxCluster
 from sandbox.kubeapi.patch import json_patch, merge_patch, strategic_merge
 
 from .helpers import NS, pod_body
@@ -173,7 +173,7 @@ async def test_custom_objects_patch_with_a_dict_and_no_content_type_answers_400(
 
 
 async def test_unknown_patch_content_type_answers_415(
-    srv: SandboxApiServer, api: client.ApiClient, core: client.CoreV1Api
+    srv: SandboxCluster, api: client.ApiClient, core: client.CoreV1Api
 ) -> None:
     await core.create_namespaced_config_map(NS, {"metadata": {"name": "a"}})
     status, _ = await _raw_patch(

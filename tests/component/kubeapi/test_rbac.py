@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sandbox.kubeapi import SandboxApiServer
+from sandbox.cluster import SandboxCluster
 from tests.component.kubeapi.helpers import pod_body
 from tests.component.kubeapi.webhook_server import call
 
@@ -15,7 +15,7 @@ PODS = "/api/v1/namespaces/default/pods"
 SSAR = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 
 
-async def _sa_token(srv: SandboxApiServer, ns: str, name: str) -> str:
+async def _sa_token(srv: SandboxCluster, ns: str, name: str) -> str:
     status, _ = await call(srv, "POST", f"/api/v1/namespaces/{ns}/serviceaccounts", {
         "metadata": {"name": name}})  # fmt: skip
     assert status == 201
@@ -28,7 +28,7 @@ async def _sa_token(srv: SandboxApiServer, ns: str, name: str) -> str:
 
 
 async def _grant(
-    srv: SandboxApiServer, name: str, rules: list[dict[str, Any]], subject: dict[str, Any],
+    srv: SandboxCluster, name: str, rules: list[dict[str, Any]], subject: dict[str, Any],
     namespace: str = "",
 ) -> None:  # fmt: skip
     """A (Cluster)Role ``name`` with ``rules``, bound to ``subject``."""
@@ -51,7 +51,7 @@ def _sa(ns: str, name: str) -> dict[str, Any]:
     return {"kind": "ServiceAccount", "namespace": ns, "name": name}
 
 
-async def test_an_unknown_bearer_token_is_401_unauthorized(srv: SandboxApiServer) -> None:
+async def test_an_unknown_bearer_token_is_401_unauthorized(srv: SandboxCluster) -> None:
     status, body = await call(srv, "GET", PODS, token="nobody-knows-this")
     assert status == 401
     assert body == {
@@ -61,7 +61,7 @@ async def test_an_unknown_bearer_token_is_401_unauthorized(srv: SandboxApiServer
 
 
 async def test_no_credentials_is_system_anonymous_who_may_read_only_public_info(
-    srv: SandboxApiServer,
+    srv: SandboxCluster,
 ) -> None:
     import aiohttp
 
@@ -83,7 +83,7 @@ async def test_no_credentials_is_system_anonymous_who_may_read_only_public_info(
 
 
 async def test_service_account_token_from_token_request_is_the_service_account(
-    srv: SandboxApiServer,
+    srv: SandboxCluster,
 ) -> None:
     token = await _sa_token(srv, "default", "bot")
     status, review = await call(
@@ -103,7 +103,7 @@ async def test_service_account_token_from_token_request_is_the_service_account(
     assert status == 401
 
 
-async def test_token_request_for_a_missing_service_account_is_404(srv: SandboxApiServer) -> None:
+async def test_token_request_for_a_missing_service_account_is_404(srv: SandboxCluster) -> None:
     status, body = await call(
         srv, "POST", "/api/v1/namespaces/default/serviceaccounts/nope/token", {"spec": {}}
     )
@@ -112,7 +112,7 @@ async def test_token_request_for_a_missing_service_account_is_404(srv: SandboxAp
 
 
 async def test_forbidden_names_the_user_verb_resource_group_and_scope_like_kube(
-    srv: SandboxApiServer,
+    srv: SandboxCluster,
 ) -> None:
     token = await _sa_token(srv, "default", "bot")
     status, body = await call(srv, "GET", f"{PODS}/web-0", token=token)
@@ -137,7 +137,7 @@ async def test_forbidden_names_the_user_verb_resource_group_and_scope_like_kube(
 
 
 async def test_role_binding_grants_verbs_on_resources_in_its_namespace_only(
-    srv: SandboxApiServer,
+    srv: SandboxCluster,
 ) -> None:
     token = await _sa_token(srv, "default", "bot")
     await _grant(
@@ -152,7 +152,7 @@ async def test_role_binding_grants_verbs_on_resources_in_its_namespace_only(
 
 
 async def test_subresources_wildcards_and_resource_names_match_like_rbac(
-    srv: SandboxApiServer,
+    srv: SandboxCluster,
 ) -> None:
     token = await _sa_token(srv, "default", "bot")
     assert (await call(srv, "POST", PODS, pod_body("a")))[0] == 201
@@ -179,7 +179,7 @@ async def test_subresources_wildcards_and_resource_names_match_like_rbac(
     ] == 403  # a list is "list", not "get"
 
 
-async def test_a_binding_to_a_missing_role_says_so_in_the_reason(srv: SandboxApiServer) -> None:
+async def test_a_binding_to_a_missing_role_says_so_in_the_reason(srv: SandboxCluster) -> None:
     token = await _sa_token(srv, "default", "bot")
     binding = {
         "metadata": {"name": "dangling"},
@@ -194,7 +194,7 @@ async def test_a_binding_to_a_missing_role_says_so_in_the_reason(srv: SandboxApi
 
 
 async def test_self_subject_access_review_answers_kubectl_auth_can_i(
-    srv: SandboxApiServer,
+    srv: SandboxCluster,
 ) -> None:
     token = await _sa_token(srv, "default", "bot")
     await _grant(
@@ -223,7 +223,7 @@ async def test_self_subject_access_review_answers_kubectl_auth_can_i(
 
 
 async def test_resource_claim_allocation_needs_the_synthetic_binding_subresource(
-    srv: SandboxApiServer,
+    srv: SandboxCluster,
 ) -> None:
     """Kubernetes 1.36 (DRAResourceClaimGranularStatusAuthorization): resourceclaims/status
     alone no longer lets a scheduler write status.allocation."""
@@ -262,7 +262,7 @@ async def test_resource_claim_allocation_needs_the_synthetic_binding_subresource
 
 
 async def test_a_namespace_object_is_in_its_own_namespace_and_url_prefixes_match(
-    srv: SandboxApiServer,
+    srv: SandboxCluster,
 ) -> None:
     """As kube's RequestInfo: GET /api/v1/namespaces/<ns> is in namespace <ns> (a
     RoleBinding there may grant it); nonResourceURLs ``/metrics/*`` is a prefix."""

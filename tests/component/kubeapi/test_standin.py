@@ -9,9 +9,9 @@ import io
 from pathlib import Path
 from typing import Any
 
+from sandbox.cluster import SandboxCluster
 from sandbox.controllers import workload_controller
 from sandbox.controllers.workload_pods import load_example
-from sandbox.kubeapi import SandboxApiServer
 
 NS = "slurm-bridge"
 
@@ -20,7 +20,7 @@ async def tick(s: workload_controller.StandIn) -> None:
     await asyncio.to_thread(s.tick)  # urllib is blocking; the server runs on this loop
 
 
-def stand_in(srv: SandboxApiServer, tmp_path: Path) -> workload_controller.StandIn:
+def stand_in(srv: SandboxCluster, tmp_path: Path) -> workload_controller.StandIn:
     api = workload_controller.Api.from_kubeconfig(srv.write_kubeconfig(tmp_path / "kubeconfig"))
     return workload_controller.StandIn(api, out=io.StringIO())
 
@@ -47,7 +47,7 @@ async def pods(s: workload_controller.StandIn) -> dict[str, Any]:
 async def test_an_applied_indexed_job_gets_its_pods_once_owned_by_the_job(
     tmp_path: Path,
 ) -> None:
-    async with SandboxApiServer(port=0) as srv:
+    async with SandboxCluster(port=0) as srv:
         s = stand_in(srv, tmp_path)
         job = await create(s, "indexed-job")
         await tick(s)
@@ -63,7 +63,7 @@ async def test_an_applied_indexed_job_gets_its_pods_once_owned_by_the_job(
 async def test_a_jobset_gets_its_jobs_and_pods_and_an_lws_its_leader_and_workers(
     tmp_path: Path,
 ) -> None:
-    async with SandboxApiServer(port=0) as srv:
+    async with SandboxCluster(port=0) as srv:
         s = stand_in(srv, tmp_path)
         await create(s, "jobset")
         await create(s, "lws")
@@ -88,7 +88,7 @@ async def test_a_jobset_gets_its_jobs_and_pods_and_an_lws_its_leader_and_workers
 async def test_ended_pods_lose_the_job_tracking_finalizer_and_a_deleted_job_takes_its_pods(
     tmp_path: Path,
 ) -> None:
-    async with SandboxApiServer(port=0, nodes=["kube-node-0"], kubelet=True) as srv:
+    async with SandboxCluster(port=0, nodes=["kube-node-0"], kubelet=True) as srv:
         s = stand_in(srv, tmp_path)
         await create(s, "indexed-job")
         await tick(s)
@@ -110,7 +110,7 @@ async def test_ended_pods_lose_the_job_tracking_finalizer_and_a_deleted_job_take
         assert await pods(s) == {}
 
 
-async def _fail(srv: SandboxApiServer, name: str, *, disruption: bool) -> None:
+async def _fail(srv: SandboxCluster, name: str, *, disruption: bool) -> None:
     """The pod Failed as the bridge fails it when Slurm preempted its job (or not)."""
     status: dict[str, Any] = {"phase": "Failed"}
     if disruption:
@@ -131,7 +131,7 @@ async def _job(s: workload_controller.StandIn, name: str) -> Any:
 async def test_pod_failure_policy_ignores_a_disruption_and_replaces_the_pod(
     tmp_path: Path,
 ) -> None:
-    async with SandboxApiServer(port=0) as srv:
+    async with SandboxCluster(port=0) as srv:
         s = stand_in(srv, tmp_path)
         await create(s, "preemptible-job")
         await tick(s)
@@ -153,7 +153,7 @@ async def test_pod_failure_policy_ignores_a_disruption_and_replaces_the_pod(
 async def test_a_program_failure_counts_against_backoff_limit_and_fails_the_job(
     tmp_path: Path,
 ) -> None:
-    async with SandboxApiServer(port=0, nodes=["kube-node-0"], kubelet=True) as srv:
+    async with SandboxCluster(port=0, nodes=["kube-node-0"], kubelet=True) as srv:
         s = stand_in(srv, tmp_path)
         await create(s, "preemptible-job")
         await tick(s)
@@ -169,7 +169,7 @@ async def test_a_program_failure_counts_against_backoff_limit_and_fails_the_job(
 async def test_an_exit_code_matching_a_fail_job_rule_fails_the_job_naming_the_rule(
     tmp_path: Path,
 ) -> None:
-    async with SandboxApiServer(port=0, nodes=["kube-node-0"], kubelet=True) as srv:
+    async with SandboxCluster(port=0, nodes=["kube-node-0"], kubelet=True) as srv:
         s = stand_in(srv, tmp_path)
         await create(s, "preemptible-job")
         await tick(s)

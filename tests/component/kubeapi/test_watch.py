@@ -13,12 +13,12 @@ import pytest
 from kubernetes_asyncio import client, config, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from sandbox.kubeapi import SandboxApiServer
+from sandbox.cluster import SandboxCluster
 
 from .helpers import ADMIN_HEADERS, NS, eventually, pod_body
 
 
-async def _raw_watch(srv: SandboxApiServer, path: str, n: int, **params: str) -> list[Any]:
+async def _raw_watch(srv: SandboxCluster, path: str, n: int, **params: str) -> list[Any]:
     """Read ``n`` events (or until the server closes) from a raw watch stream."""
     out: list[Any] = []
     async with (
@@ -43,7 +43,7 @@ def _cm(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
 
 @pytest.mark.parametrize("flag", ["true", "1", "True"], ids=["true", "one", "python-True"])
 async def test_watch_query_flag_spellings_open_a_watch(
-    srv: SandboxApiServer, core: client.CoreV1Api, flag: str
+    srv: SandboxCluster, core: client.CoreV1Api, flag: str
 ) -> None:
     await core.create_namespaced_config_map(NS, _cm("a"))
     async with (
@@ -58,7 +58,7 @@ async def test_watch_query_flag_spellings_open_a_watch(
 
 
 async def test_watch_without_version_sends_synthetic_added_for_current_state(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     await core.create_namespaced_config_map(NS, _cm("a"))
     await core.create_namespaced_config_map(NS, _cm("b"))
@@ -71,7 +71,7 @@ async def test_watch_without_version_sends_synthetic_added_for_current_state(
 
 
 async def test_watch_from_resource_version_zero_also_sends_current_state(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     await core.create_namespaced_config_map(NS, _cm("a"))
     evs = await _raw_watch(
@@ -81,7 +81,7 @@ async def test_watch_from_resource_version_zero_also_sends_current_state(
 
 
 async def test_watch_from_resource_version_sends_only_newer_events(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     await core.create_namespaced_config_map(NS, _cm("old"))
     lst = await core.list_namespaced_config_map(NS)
@@ -103,7 +103,7 @@ async def test_watch_from_resource_version_sends_only_newer_events(
 
 
 async def test_watch_sends_bookmarks_when_allowed(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     await core.create_namespaced_config_map(NS, _cm("a"))
     rv = (await core.list_namespaced_config_map(NS)).metadata.resource_version
@@ -121,7 +121,7 @@ async def test_watch_sends_bookmarks_when_allowed(
 
 
 async def test_watch_without_bookmark_flag_sends_no_bookmarks(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     rv = (await core.list_namespaced_config_map(NS)).metadata.resource_version
     # bookmark interval is 0.2 s in these tests; the watch lasts 1 s and must stay silent
@@ -132,7 +132,7 @@ async def test_watch_without_bookmark_flag_sends_no_bookmarks(
 
 
 async def test_watch_closes_after_timeout_seconds(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     rv = (await core.list_namespaced_config_map(NS)).metadata.resource_version
     evs = await asyncio.wait_for(
@@ -145,7 +145,7 @@ async def test_watch_closes_after_timeout_seconds(
 
 
 async def test_watch_from_compacted_version_sends_error_event_with_410_expired(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     cm = await core.create_namespaced_config_map(NS, _cm("a"))
     await core.patch_namespaced_config_map("a", NS, {"data": {"k": "v"}})
@@ -163,7 +163,7 @@ async def test_watch_from_compacted_version_sends_error_event_with_410_expired(
 
 
 async def test_bounded_history_compacts_old_versions() -> None:
-    async with SandboxApiServer(port=0, history_size=5) as srv:
+    async with SandboxCluster(port=0, history_size=5) as srv:
         rd = srv.api.resolve("", "v1", "configmaps")
         first = srv.api.create(rd, NS, _cm("a"))
         for i in range(10):
@@ -179,7 +179,7 @@ async def test_bounded_history_compacts_old_versions() -> None:
 
 
 async def test_object_entering_and_leaving_a_label_selector_is_added_then_deleted(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     await core.create_namespaced_config_map(NS, _cm("a"))
     rv = (await core.list_namespaced_config_map(NS)).metadata.resource_version
@@ -198,7 +198,7 @@ async def test_object_entering_and_leaving_a_label_selector_is_added_then_delete
 
 
 async def test_pod_leaving_unscheduled_field_selector_is_deleted_for_the_watcher(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     await core.create_namespaced_pod(NS, pod_body("p", schedulerName="slurm-bridge-scheduler"))
     rv = (await core.list_namespaced_pod(NS)).metadata.resource_version
@@ -221,7 +221,7 @@ async def test_pod_leaving_unscheduled_field_selector_is_deleted_for_the_watcher
 
 
 async def test_namespaced_watch_sees_only_its_namespace(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     rv = (await core.list_config_map_for_all_namespaces()).metadata.resource_version
     await core.create_namespaced_config_map("kube-system", _cm("other"))
@@ -233,7 +233,7 @@ async def test_namespaced_watch_sees_only_its_namespace(
 
 
 async def test_kubernetes_asyncio_watch_streams_typed_events(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     rv = (await core.list_namespaced_pod(NS)).metadata.resource_version
 
@@ -257,7 +257,7 @@ async def test_kubernetes_asyncio_watch_streams_typed_events(
 
 
 async def test_kubernetes_asyncio_watch_raises_410_after_compaction(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     """Pitfall: Watch retries a 410 once with the same stale version, then raises."""
     cm = await core.create_namespaced_config_map(NS, _cm("a"))
@@ -281,7 +281,7 @@ async def test_kubernetes_asyncio_watch_raises_410_after_compaction(
 
 
 async def test_kubernetes_asyncio_watch_handles_bookmarks(
-    srv: SandboxApiServer, core: client.CoreV1Api
+    srv: SandboxCluster, core: client.CoreV1Api
 ) -> None:
     rv = (await core.list_namespaced_pod(NS)).metadata.resource_version
     async with watch.Watch() as w:
@@ -303,7 +303,7 @@ async def test_server_closing_a_watch_lets_kubernetes_asyncio_resume_without_rep
 ) -> None:
     """The server ends watches after its default timeout; kubernetes_asyncio's Watch
     (no timeout_seconds) reconnects from its last version: no event lost or repeated."""
-    async with SandboxApiServer(port=0, watch_timeout=0.3) as srv:
+    async with SandboxCluster(port=0, watch_timeout=0.3) as srv:
         cfg = client.Configuration()
         await config.load_kube_config(
             config_file=str(srv.write_kubeconfig(tmp_path / "kc")), client_configuration=cfg

@@ -9,7 +9,7 @@ from typing import Any
 
 import aiohttp
 
-from sandbox.kubeapi import SandboxApiServer
+from sandbox.cluster import SandboxCluster
 from tests.component.kubeapi.webhook_server import call
 
 from .helpers import ADMIN_HEADERS
@@ -23,7 +23,7 @@ WATCHLIST = {
 }
 
 
-async def _events(srv: SandboxApiServer, params: dict[str, str], n: int) -> list[dict[str, Any]]:
+async def _events(srv: SandboxCluster, params: dict[str, str], n: int) -> list[dict[str, Any]]:
     out = []
     async with (
         aiohttp.ClientSession(headers=ADMIN_HEADERS) as s,
@@ -38,7 +38,7 @@ async def _events(srv: SandboxApiServer, params: dict[str, str], n: int) -> list
 
 
 async def test_watchlist_sends_added_then_one_initial_events_end_bookmark_then_changes(
-    srv: SandboxApiServer,
+    srv: SandboxCluster,
 ) -> None:
     for n in ("a", "b"):
         await call(srv, "POST", CMS, {"metadata": {"name": n}})
@@ -57,7 +57,7 @@ async def test_watchlist_sends_added_then_one_initial_events_end_bookmark_then_c
 
 
 async def test_watchlist_without_bookmarks_sends_the_initial_events_without_the_marker(
-    srv: SandboxApiServer,
+    srv: SandboxCluster,
 ) -> None:
     await call(srv, "POST", CMS, {"metadata": {"name": "a"}})
     params = {k: v for k, v in WATCHLIST.items() if k != "allowWatchBookmarks"}
@@ -66,7 +66,7 @@ async def test_watchlist_without_bookmarks_sends_the_initial_events_without_the_
 
 
 async def test_send_initial_events_false_streams_only_later_changes(
-    srv: SandboxApiServer,
+    srv: SandboxCluster,
 ) -> None:
     await call(srv, "POST", CMS, {"metadata": {"name": "a"}})
     params = WATCHLIST | {"sendInitialEvents": "false"}
@@ -80,7 +80,7 @@ async def test_send_initial_events_false_streams_only_later_changes(
 
 
 async def test_invalid_watchlist_combinations_are_422_with_kubes_messages(
-    srv: SandboxApiServer,
+    srv: SandboxCluster,
 ) -> None:
     cases = {
         "?sendInitialEvents=true": (

@@ -18,7 +18,8 @@ import aiohttp
 import trustme
 from aiohttp import web
 
-from sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
+from sandbox.cluster import SandboxCluster
+from sandbox.kubeapi import SANDBOX_TOKEN
 
 Respond = Callable[[str, dict[str, Any]], dict[str, Any]]
 REG = "/apis/admissionregistration.k8s.io/v1"
@@ -144,7 +145,7 @@ def mutating(*hooks: dict[str, Any], name: str = "m") -> dict[str, Any]:
 
 
 async def call(
-    srv: SandboxApiServer,
+    srv: SandboxCluster,
     method: str,
     path: str,
     body: Any = None,
@@ -166,7 +167,7 @@ async def call(
         return r.status, await r.json(content_type=None)
 
 
-async def install(srv: SandboxApiServer, configuration: dict[str, Any]) -> None:
+async def install(srv: SandboxCluster, configuration: dict[str, Any]) -> None:
     """Create a webhook configuration (asserting 201)."""
     plural = configuration["kind"].lower() + "s"
     status, body = await call(srv, "POST", f"{REG}/{plural}", configuration)

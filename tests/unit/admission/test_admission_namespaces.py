@@ -7,9 +7,9 @@ from collections.abc import Mapping
 
 import pytest
 
-from bridge.clock import FakeClock
 from bridge.errors import KubeUnavailable
 from bridge.kube.namespaces import MAX_NAMESPACES, CachedNamespaceLabels
+from tests.fake_clock import FakeClock
 
 
 class Source:

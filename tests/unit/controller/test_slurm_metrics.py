@@ -11,7 +11,6 @@ from typing import Any, cast
 import pytest
 from prometheus_client import CollectorRegistry
 
-from bridge.clock import FakeClock
 from bridge.config import parse_config
 from bridge.kube.client import KubeClient
 from bridge.models import GroupId
@@ -35,6 +34,7 @@ from controller.slurm_metrics import (
     summarize_nodes,
     summarize_polled,
 )
+from tests.fake_clock import FakeClock
 from tests.prom import scrape
 
 OURS = admin_comment(GroupId(kind="Pod", namespace="ns", name="p", uid="u"), ["ns/p"])

@@ -351,7 +351,8 @@ def test_settings_from_config() -> None:
         }
     )
     s = TranslateSettings.from_config(cfg)
-    assert (s.partition, s.gres_mapping, s.jobset_grouping) == ("p", {"x/y": "y"}, "replicatedJob")
+    assert (s.partition, s.gres_mapping["x/y"], s.jobset_grouping) == ("p", "y", "replicatedJob")
+    assert s.gres_mapping["nvidia.com/mig-1g.10gb"] == "gpu:1g.10gb"  # the defaults stay
 
 
 GID = GroupId(kind="PodGroup", namespace="ns", name="pg-1", uid="u-1")

@@ -1,4 +1,6 @@
-"""``slurm-bridge sandbox kube-api up|down|status|serve``.
+"""``slurm-bridge sandbox kube-api up|down|status|serve``: a sandbox cluster
+(:class:`~sandbox.cluster.SandboxCluster`: the API server with its controllers and
+kubelet) as a process.
 
     up      --port N --kubeconfig FILE [--nodes a,b] [--kubelet]
             [--tls-cert C --tls-key K [--tls-ca CA]] [--bookmark-interval S]
@@ -99,10 +101,10 @@ def _alive(pid: int) -> bool:
 
 
 async def _serve(ns: argparse.Namespace) -> None:
-    from sandbox.kubeapi.server import SandboxApiServer
+    from sandbox.cluster import SandboxCluster
 
     nodes = [n for n in ns.nodes.split(",") if n]
-    srv = SandboxApiServer(
+    srv = SandboxCluster(
         host=ns.host,
         port=ns.port,
         nodes=nodes,
@@ -143,7 +145,7 @@ def _up(ns: argparse.Namespace, argv: list[str]) -> int:
     log = open(d / "kube-api.log", "ab")  # noqa: SIM115 - handed to the child
     args = ["serve", *argv[1:]]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sandbox.kubeapi.cli", *args],
+        [sys.executable, "-m", "sandbox.cluster_cli", *args],
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,

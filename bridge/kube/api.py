@@ -1,0 +1,299 @@
+"""The request path to the Kubernetes API server: one session, a timeout on every request,
+and ONE mapping of answers to the bridge's error tree.
+
+Decisions (and the kubernetes_asyncio pitfalls behind them):
+
+* Objects are plain dicts, exactly the JSON the server sent (:data:`KubeObject`). The pure
+  translation layer consumes dicts; no generated model leaves the client. Every request
+  goes through :meth:`KubeApi._send` on kubernetes_asyncio's aiohttp session and
+  credentials (:mod:`bridge.kube.auth`), JSON by :mod:`bridge.fastjson`: the generated
+  models and ``call_api`` are never used (the typed binding call raises ``ValueError`` on
+  the ``Status`` the server answers with, custom resources have no model, and
+  ``call_api``'s serializer cost 5-12% of the scheduler's CPU).
+* Every request carries a timeout (``kubeRequestTimeoutSeconds``); kubernetes_asyncio has
+  none by default.
+* Errors are mapped in ONE place, :func:`error_for_status` / :func:`_translate`, by HTTP
+  status (and exception class for transport failures), never by message text.
+
+The verbs build on this: :mod:`bridge.kube.fetching`, :mod:`bridge.kube.creating`,
+:mod:`bridge.kube.patching`, :mod:`bridge.kube.deleting`, and the watch
+(:mod:`bridge.kube.watch`, on :meth:`KubeApi.open_stream`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Self
+from urllib.parse import urlencode
+
+import aiohttp
+from kubernetes_asyncio.client import Configuration
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from bridge import fastjson
+from bridge.clock import Clock, SystemClock
+from bridge.config import BridgeConfig
+from bridge.errors import (
+    ConfigError,
+    KubeConflict,
+    KubeError,
+    KubeForbidden,
+    KubeGone,
+    KubeInvalid,
+    KubeNotFound,
+    KubeTimeout,
+    KubeUnavailable,
+)
+from bridge.kube.auth import load_configuration, open_session
+from bridge.kube.resources import KubeObject
+
+
+# --------------------------------------------------------------------------- errors
+def status_text(body: bytes | str | None) -> tuple[str, str]:
+    """``(reason, message)`` of a ``Status`` body, for messages only (never to classify)."""
+    if not body:
+        return "", ""
+    try:
+        data = fastjson.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+        return "", text[:300]
+    if not isinstance(data, dict):
+        return "", ""
+    return str(data.get("reason") or ""), str(data.get("message") or "")
+
+
+def error_for_status(status: int, body: bytes | str | None, what: str) -> KubeError:
+    """THE mapping from an HTTP status to the bridge's error tree."""
+    reason, message = status_text(body)
+    text = (
+        f"{what}: HTTP {status}"
+        + (f" {reason}" if reason else "")
+        + (f": {message}" if message else "")
+    )
+    cls: type[KubeError]
+    if status == 409:
+        cls = KubeConflict
+    elif status == 404:
+        cls = KubeNotFound
+    elif status == 410:
+        cls = KubeGone
+    elif status in (401, 403):
+        cls = KubeForbidden
+    elif status in (400, 415, 422):
+        cls = KubeInvalid
+    elif status == 429 or status >= 500:
+        cls = KubeUnavailable
+    else:
+        cls = KubeError
+    return cls(text, status=status, reason=reason)
+
+
+def _translate(exc: BaseException, what: str) -> KubeError:
+    """Transport failures -> KubeTimeout / KubeUnavailable; ApiException -> by status."""
+    if isinstance(exc, KubeError):
+        return exc
+    if isinstance(exc, ApiException):
+        return error_for_status(int(exc.status or 0), exc.body, what)
+    # aiohttp's ServerTimeoutError is both a ClientError and a TimeoutError: test timeouts first.
+    if isinstance(exc, TimeoutError):
+        return KubeTimeout(f"{what}: no answer within the request timeout")
+    if isinstance(exc, aiohttp.ClientError | OSError):
+        return KubeUnavailable(f"{what}: {type(exc).__name__}: {exc}")
+    raise exc
+
+
+# --------------------------------------------------------------------------- transport
+class KubeApi:
+    """One aiohttp session to the API server, with a timeout on every request.
+
+    Build it with :meth:`connect` (kubeconfig or in-cluster) or :meth:`from_config`; close
+    it with :meth:`close` or ``async with``.
+    """
+
+    def __init__(
+        self,
+        configuration: Configuration,
+        *,
+        request_timeout: float,
+        clock: Clock | None = None,
+    ) -> None:
+        if request_timeout <= 0:
+            raise ConfigError("kubeRequestTimeoutSeconds", "must be > 0")
+        self.configuration = configuration
+        self.request_timeout = request_timeout
+        self.clock: Clock = clock or SystemClock()
+        self._api = open_session(configuration)
+
+    # -- construction -----------------------------------------------------------------
+    @classmethod
+    async def connect(
+        cls,
+        *,
+        kubeconfig: Path | None,
+        request_timeout: float,
+        context: str | None = None,
+        clock: Clock | None = None,
+    ) -> Self:
+        """From ``kubeconfig``; when None, in-cluster, then ``~/.kube/config``."""
+        conf = await load_configuration(kubeconfig, context=context)
+        return cls(conf, request_timeout=request_timeout, clock=clock)
+
+    @classmethod
+    async def from_config(cls, cfg: BridgeConfig, *, clock: Clock | None = None) -> Self:
+        return await cls.connect(
+            kubeconfig=cfg.kubeconfig,
+            request_timeout=cfg.kube_request_timeout_seconds,
+            clock=clock,
+        )
+
+    def new_session(self) -> Self:
+        """Another client on the same credentials with its OWN aiohttp session.
+
+        Each watch owns one, so a long-lived stream never holds a connection of the
+        request pool; close it with the watch.
+        """
+        return type(self)(
+            self.configuration, request_timeout=self.request_timeout, clock=self.clock
+        )
+
+    async def close(self) -> None:
+        await self._api.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- the request path -------------------------------------------------------------
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, Any]] = (),
+        body: Any = None,
+        content_type: str = "application/json",
+        client_timeout: aiohttp.ClientTimeout,
+        what: str,
+    ) -> aiohttp.ClientResponse:
+        """One request on kubernetes_asyncio's session and credentials, sent directly.
+
+        ``ApiClient.call_api`` walks every body and header through its generic
+        serializer and encodes with :mod:`json`: 5-12% of the scheduler's CPU in a burst
+        (profiled). The credentials still come from it (``update_params_for_auth``: a
+        rotated in-cluster token or an exec plugin's refresh), and the session carries
+        its TLS settings; the proxy was read once (:func:`bridge.kube.auth.open_session`)."""
+        api = self._api
+        rest = api.rest_client
+        headers = {
+            **api.default_headers,
+            "Accept": "application/json",
+            "Content-Type": content_type,
+        }
+        params = list(query)
+        url = str(self.configuration.host) + path
+        try:
+            await api.update_params_for_auth(headers, params, ["BearerToken"])
+            if params:
+                url += "?" + urlencode(params)
+            data = None
+            if body is not None:
+                data = body if isinstance(body, bytes) else fastjson.dumps(body)
+            extra: dict[str, Any] = {}
+            if rest.proxy:
+                extra["proxy"] = rest.proxy
+                if rest.proxy_headers:
+                    extra["proxy_headers"] = rest.proxy_headers
+            if rest.server_hostname:
+                extra["server_hostname"] = rest.server_hostname
+            resp: aiohttp.ClientResponse = await rest.pool_manager.request(
+                method, url, data=data, headers=headers, timeout=client_timeout, **extra
+            )
+        except (ApiException, TimeoutError, aiohttp.ClientError, OSError) as e:
+            raise _translate(e, what) from e
+        return resp
+
+    async def raw(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, Any]] = (),
+        body: Any = None,
+        content_type: str = "application/json",
+        what: str = "",
+    ) -> tuple[int, bytes]:
+        """One request: ``(status, body)``; HTTP errors are NOT raised (caller decides)."""
+        what = what or f"{method} {path}"
+        timeout = aiohttp.ClientTimeout(total=self.request_timeout)
+        resp = await self._send(
+            method,
+            path,
+            query=query,
+            body=body,
+            content_type=content_type,
+            client_timeout=timeout,
+            what=what,
+        )
+        try:
+            data = await resp.read()
+        except (TimeoutError, aiohttp.ClientError, OSError) as e:
+            raise _translate(e, what) from e
+        finally:
+            resp.release()
+        return resp.status, data
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, Any]] = (),
+        body: Any = None,
+        content_type: str = "application/json",
+        what: str = "",
+    ) -> KubeObject:
+        """One request; a non-2xx answer raises the mapped :class:`KubeError`."""
+        what = what or f"{method} {path}"
+        status, data = await self.raw(
+            method, path, query=query, body=body, content_type=content_type, what=what
+        )
+        if not 200 <= status < 300:
+            raise error_for_status(status, data, what)
+        if not data:
+            return {}
+        try:
+            parsed = fastjson.loads(data)
+        except ValueError:
+            raise KubeUnavailable(f"{what}: answer is not JSON", status=status) from None
+        return parsed if isinstance(parsed, dict) else {"items": parsed}
+
+    async def open_stream(
+        self, path: str, query: Sequence[tuple[str, Any]], *, read_timeout: float, what: str
+    ) -> aiohttp.ClientResponse:
+        """Start a streaming GET (watch). The caller reads lines and releases the response.
+
+        Connecting is bounded by the request timeout; each read by ``read_timeout`` (the
+        server's ``timeoutSeconds`` plus a margin), so a silent dead connection is noticed.
+        """
+        timeout = aiohttp.ClientTimeout(
+            connect=self.request_timeout,
+            sock_connect=self.request_timeout,
+            sock_read=read_timeout,
+        )
+        resp = await self._send("GET", path, query=query, client_timeout=timeout, what=what)
+        if not 200 <= resp.status < 300:
+            try:
+                data = await resp.read()
+            except (TimeoutError, aiohttp.ClientError, OSError) as e:
+                raise _translate(e, what) from e
+            finally:
+                resp.release()
+            raise error_for_status(resp.status, data, what)
+        return resp
+
+
+__all__ = ["KubeApi", "error_for_status", "status_text"]

@@ -1,0 +1,138 @@
+"""Reading objects: ``get``, and ``list`` / ``pages`` that follow ``continue`` tokens.
+
+Every read goes through :meth:`bridge.kube.api.KubeApi.request`; the watch
+(:mod:`bridge.kube.watch`) lists with :meth:`KubeFetching.pages` before it watches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bridge import fastjson
+from bridge.errors import KubeGone, KubeUnavailable
+from bridge.kube.api import KubeApi, error_for_status
+from bridge.kube.resources import KubeObject, Resource
+
+
+@dataclass(frozen=True)
+class ObjectList:
+    """A list answer: the items and the list's resourceVersion (where a watch resumes)."""
+
+    items: list[KubeObject]
+    resource_version: str
+
+
+class KubeFetching(KubeApi):
+    """The read verbs, on any :class:`~bridge.kube.resources.Resource`, and discovery."""
+
+    async def served_versions(self, group: str) -> tuple[str, ...]:
+        """The versions the server serves of API ``group`` (discovery: ``GET /apis/<group>``),
+        its preferred version first; () when it serves none."""
+        status, data = await self.raw("GET", f"/apis/{group}", what=f"discovery of {group}")
+        if status == 404:
+            return ()
+        if not 200 <= status < 300:
+            raise error_for_status(status, data, f"discovery of {group}")
+        try:
+            body = fastjson.loads(data)
+        except ValueError:
+            raise KubeUnavailable(
+                f"discovery of {group}: answer is not JSON", status=status
+            ) from None
+        versions = [
+            str(v.get("version"))
+            for v in (body.get("versions") or [])
+            if isinstance(v, dict) and v.get("version")
+        ]
+        preferred = (body.get("preferredVersion") or {}).get("version")
+        if preferred in versions:
+            versions.remove(preferred)
+            versions.insert(0, preferred)
+        return tuple(versions)
+
+    async def get(self, res: Resource, name: str, namespace: str | None = None) -> KubeObject:
+        return await self.request(
+            "GET", res.path(namespace, name), what=f"get {res.describe(namespace, name)}"
+        )
+
+    async def list(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        page_size: int = 500,
+    ) -> ObjectList:
+        """All objects (following ``continue`` pages); the first page's resourceVersion.
+
+        Items get ``apiVersion`` and ``kind`` filled in when the server left them out.
+
+        A continue token that expired (410) restarts the list from the beginning once.
+        """
+        items: list[KubeObject] = []
+        rv = ""
+        async for page, page_rv in self.pages(
+            res,
+            namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            page_size=page_size,
+        ):
+            if page_rv is None:  # restarted from the beginning
+                items.clear()
+                rv = ""
+                continue
+            rv = rv or page_rv
+            items += page
+        return ObjectList(items, rv)
+
+    async def pages(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        page_size: int = 500,
+    ) -> AsyncIterator[tuple[Sequence[KubeObject], str | None]]:
+        """The list, one page at a time (at most ``page_size`` objects held), with the
+        first page's resourceVersion. An empty page with resourceVersion None means the
+        continue token expired and the list starts again from the beginning (once)."""
+        base: list[tuple[str, Any]] = []
+        if label_selector:
+            base.append(("labelSelector", label_selector))
+        if field_selector:
+            base.append(("fieldSelector", field_selector))
+        what = f"list {res.plural}" + (f" in {namespace}" if namespace else "")
+        for attempt in range(2):
+            rv = ""
+            cont = ""
+            try:
+                while True:
+                    query = [*base, ("limit", page_size)]
+                    if cont:
+                        query.append(("continue", cont))
+                    page = await self.request("GET", res.path(namespace), query=query, what=what)
+                    meta = page.get("metadata") or {}
+                    rv = rv or str(meta.get("resourceVersion") or "")
+                    items: list[KubeObject] = []
+                    for item in page.get("items") or []:
+                        # List items come without kind/apiVersion (watch objects have
+                        # them): fill them so every object dict has the same shape.
+                        item.setdefault("apiVersion", res.api_version)
+                        item.setdefault("kind", res.kind)
+                        items.append(item)
+                    cont = str(meta.get("continue") or "")
+                    yield items, rv
+                    if not cont:
+                        return
+            except KubeGone:
+                if attempt or not cont:
+                    raise
+                yield [], None
+
+
+__all__ = ["KubeFetching", "ObjectList"]
