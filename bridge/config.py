@@ -233,6 +233,8 @@ def nvidia_mig_gpu(model: str) -> MigGpu:
 
 
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+# Whole GPUs: always the GRES gpu, typed (gpu:a100) if gresMapping says so.
+WHOLE_GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
 # Extended resource -> Slurm GRES (``name`` or typed ``name:type``): whole GPUs, and each
 # MIG profile as the typed GRES Slurm's AutoDetect=nvml (or gres.conf Type=) gives it.
 DEFAULT_GRES_MAPPING: Mapping[str, str] = {
@@ -257,7 +259,8 @@ class SchedulerSettings(_Section):
     # (docs/hetjob.md); "largest": one plain job, every member sized like the largest.
     gang_sizing: Literal["hetjob", "largest"] = "hetjob"
     # Extended resource name -> Slurm GRES name (typed: "gpu:1g.10gb"), on top of (and
-    # overriding) DEFAULT_GRES_MAPPING; nvidia.com/gpu and amd.com/gpu are always "gpu".
+    # overriding) DEFAULT_GRES_MAPPING; nvidia.com/gpu and amd.com/gpu are always GPUs:
+    # "gpu", or a typed "gpu:a100" where nodes also have MIG slices (docs/fractional-gpus.md).
     gres_mapping: dict[str, str] = Field(default_factory=dict)
     # DRA: DeviceClass name -> Slurm GRES name, for the extended-resource form
     # (deviceclass.resource.kubernetes.io/<class>), DeviceClasses with extendedResourceName,
@@ -291,6 +294,8 @@ class SchedulerSettings(_Section):
                     f"{resource}: {gres!r} is not a Slurm GRES name (name or name:type, "
                     "letters, digits, '_', '.', '-')"
                 )
+            if resource in WHOLE_GPU_RESOURCES and gres.partition(":")[0] != "gpu":
+                raise ValueError(f"{resource}: {gres!r} is not a GPU (gpu or gpu:<type>)")
         return v
 
     def gres_table(self) -> dict[str, str]:
