@@ -11,8 +11,12 @@ whole type>``; with ``--untyped-whole`` it stays ``gpu``, and Slurm may give it 
 twice the devices), each held ``--hold`` seconds (random up to) once bound, then ended
 (its Slurm job cancelled, its pod finished).
 
-What Slurm holds is SAMPLED while the pods run (every ``--sample`` s, ``GET /jobs/``: every
-running job's ``gres_detail``, one entry per node, with the indices Slurm gave). The
+What Slurm holds is checked two ways. SAMPLED while the pods run (every ``--sample`` s,
+``GET /jobs/``: every running job's ``gres_detail``, one entry per node, with the indices
+Slurm gave): each sample is one consistent view of slurmctld. And per JOB WINDOW: from the
+bench's read of a bound pod's running job to its cancel's answer, the job surely held
+what it read; the windows are replayed at each one's start, so every overlap is checked,
+not only those a sample fell on. The
 sandbox lays each MIG node's GPUs out as ``--mig-layout`` (sandbox/slurm/mig.py): device
 index -> physical GPU and type; each profile's compute and memory slices come from
 bridge/config.py ``NVIDIA_MIG_GPUS`` for ``--mig-gpu``. Output, ONE JSON line:
@@ -20,12 +24,13 @@ bridge/config.py ``NVIDIA_MIG_GPUS`` for ``--mig-gpu``. Output, ONE JSON line:
 * ``slices_requested`` / ``slices_allocated``: MIG slices the pods asked, and those Slurm
   held for them (read from their job when bound, of the profile asked); the same for
   ``whole_gpus_*``; ``wrong_type``: pods whose job held another type than asked;
-* ``counter_overcommits``: (sample, GPU) pairs where the slices held on one physical GPU
-  consume more compute or memory slices than it has (must be 0);
+* ``counter_overcommits``: (sample or window start, GPU) pairs where the slices held on
+  one physical GPU consume more compute or memory slices than it has (must be 0);
 * ``double_allocations``: (node, index) devices seen held by two jobs at once (must be 0);
 * ``layout_mismatches``: held devices whose type is not the layout's at that index (the
   benchmark's own check of its index -> GPU map; 0);
-* ``wait_s`` (created -> bound: ``p50``, ``p99``), ``peak_devices_held``, ``samples``.
+* ``wait_s`` (created -> bound: ``p50``, ``p99``), ``peak_devices_held``, ``samples``,
+  ``job_windows``.
 
 Sandbox: the one ``$SLURM_SANDBOX_MIG_ENV`` or ``$SLURM_SANDBOX_ENV`` names when it has
 MIG nodes with a layout, else one of its own (``up --mig-nodes 3 --mig-layout
@@ -161,6 +166,24 @@ class Ledger:
         )
 
 
+@dataclass(frozen=True)
+class Window:
+    """What one job surely held, and when: from the bench's read of its running record
+    (``gres_detail``) to its cancel's answer (monotonic seconds)."""
+
+    job_id: int
+    start: float
+    end: float
+    held: Mapping[str, tuple[Held, ...]]
+
+
+def replay(ledger: Ledger, windows: list[Window]) -> None:
+    """Feed ``ledger`` what every job held at each moment one began: every overlap of two
+    windows is seen, not only those a sample fell on."""
+    for w in windows:
+        ledger.sample({o.job_id: o.held for o in windows if o.start <= w.start < o.end})
+
+
 def mig_env_file(environ: Mapping[str, str]) -> Path | None:
     """The env file of a sandbox the environment names that has MIG nodes with a layout."""
     for given in (environ.get(ENV_MIG), environ.get(ENV_FILE)):
@@ -226,6 +249,7 @@ class Run:
         self.asked: dict[str, int] = {}
         self.got: dict[str, int] = {}
         self.wrong_type = 0
+        self.windows: list[Window] = []
 
     async def pod(self, i: int, kind: str, hold: float, limit: float) -> None:
         name = f"mig-{secrets.token_hex(2)}-{i}"
@@ -240,6 +264,7 @@ class Run:
         p = await eventually(bound, within=limit, what=f"pod {name} bound", every=0.05)
         self.waits.append(time.monotonic() - started)
         job = await self.sb.slurm.get_job(int(p["metadata"]["labels"][LABEL_JOB_ID]))
+        read = time.monotonic()
         want = self.whole_type if kind == WHOLE else kind
         for entry in job.gres_detail:
             for h in held_gpus(entry):
@@ -250,6 +275,8 @@ class Run:
         await asyncio.sleep(hold)
         with contextlib.suppress(SlurmError):
             await self.sb.slurm.cancel(job.job_id)
+        held = {n: held_gpus(e) for n, e in zip(job.nodes, job.gres_detail, strict=False)}
+        self.windows.append(Window(job.job_id, read, time.monotonic(), held))
         self.sb.api.finish_pod(NS, name)
 
 
@@ -332,6 +359,8 @@ async def run_pods(
                     await watch
                 finally:
                     await Sandboxes(kube, slurm, api).cancel_jobs()
+    windows = Ledger(layout, model)
+    replay(windows, run.windows)
     mig_kinds = [k for k in run.asked if k != WHOLE]
     by_profile = {
         k: {"requested": run.asked.get(k, 0), "allocated": run.got.get(k, 0)}
@@ -346,15 +375,16 @@ async def run_pods(
         "whole_gpus_requested": run.asked.get(WHOLE, 0),
         "whole_gpus_allocated": run.got.get(WHOLE, 0),
         "wrong_type": run.wrong_type,
-        "counter_overcommits": ledger.overcommits,
-        "double_allocations": len(ledger.doubles),
-        "layout_mismatches": ledger.mismatches,
+        "counter_overcommits": ledger.overcommits + windows.overcommits,
+        "double_allocations": len(ledger.doubles | windows.doubles),
+        "layout_mismatches": ledger.mismatches + windows.mismatches,
         "wait_s": {
             "p50": round(statistics.median(run.waits), 3) if run.waits else 0.0,
             "p99": round(percentile(run.waits, 0.99), 3) if run.waits else 0.0,
         },
         "bound": len(run.waits),
         "samples": ledger.samples,
+        "job_windows": len(run.windows),
         "peak_devices_held": ledger.peak,
         "by_profile": by_profile,
     }

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from bridge.config import nvidia_mig_gpu
 from sandbox.slurm.mig import MigLayout
-from tests.bench.mig_fit import Held, Ledger, held_gpus, parse_mix
+from tests.bench.mig_fit import Held, Ledger, Window, held_gpus, parse_mix, replay
 
 MIXED = MigLayout.parse("a100,3g.40gb+2g.20gb+1g.10gb*2")
 
@@ -63,3 +63,13 @@ def test_a_held_type_other_than_the_layouts_at_its_index_is_a_mismatch() -> None
 
 def test_the_mix_repeats_kinds() -> None:
     assert parse_mix("1g.10gb*2,whole") == ["1g.10gb", "1g.10gb", "whole"]
+
+
+def test_job_windows_that_overlap_on_one_slice_are_a_double_however_short() -> None:
+    a = Window(1, 0.0, 1.0, {"n0": (Held("1g.10gb", 1, (3,)),)})
+    b = Window(2, 0.9, 2.0, {"n0": (Held("1g.10gb", 1, (3,)),)})
+    after = Window(3, 2.0, 3.0, {"n0": (Held("1g.10gb", 1, (3,)),)})  # b had ended
+    lg = ledger()
+    replay(lg, [a, b, after])
+    assert lg.doubles == {("n0", 3, frozenset({1, 2}))}
+    assert lg.samples == 3
