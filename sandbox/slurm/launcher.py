@@ -58,6 +58,9 @@ EXTERNAL_PREFIX = "kube-node-"
 # slice (JOB_GRES=gpu:1g.10gb:0) and afterwards refuses GRES jobs ("Requested nodes are
 # busy") until slurmctld restarts (26.05.5); a created one reports indices and frees them.
 MIG_PREFIX = "mig-node-"
+# --mig-full-gpus N: each MIG node also has N whole GPUs (typed gpu:a100, before its
+# slices): a mixed node, one full GPU and the slices of another
+MIG_FULL_TYPE = "a100"
 MIG_FEATURE = "mig"
 MIG_NODESET = "mignodes"
 PARTITION = "slurm-bridge"
@@ -145,6 +148,7 @@ class Settings:
     mig_nodes: int = 0
     mig_profile: str = "1g.10gb"
     mig_slices: int = 7
+    mig_full_gpus: int = 0
     # --mig-layout: each MIG node's GPUs (sandbox/slurm/mig.py), e.g. a whole GPU and a
     # sliced one "h100,3g.40gb+2g.20gb+1g.10gb*2", checked against --mig-gpu's counters;
     # "" is one GPU of --mig-slices --mig-profile slices
@@ -166,7 +170,14 @@ class Settings:
             raise ConfigError("mig_slices", "must be 1..7 (a GPU has at most 7 MIG slices)")
         if not MIG_PROFILE.fullmatch(self.mig_profile):
             raise ConfigError("mig_profile", f"{self.mig_profile!r} is not a MIG profile (1g.10gb)")
+        if not 0 <= self.mig_full_gpus <= 8:
+            raise ConfigError("mig_full_gpus", "must be 0..8")
         if self.mig_layout:
+            if self.mig_full_gpus:
+                raise ConfigError(
+                    "mig_full_gpus",
+                    f"the whole GPUs are part of --mig-layout ({MIG_FULL_TYPE},...)",
+                )
             MigLayout.parse(self.mig_layout).check(nvidia_mig_gpu(self.mig_gpu))
         for name in ("node_cpus", "node_mem_mb"):
             if getattr(self, name) < 1:
@@ -200,7 +211,8 @@ class Settings:
         """The GPUs of each MIG node."""
         if self.mig_layout:
             return MigLayout.parse(self.mig_layout)
-        return MigLayout.uniform(self.mig_profile, self.mig_slices)
+        whole = MigLayout(((MIG_FULL_TYPE,),) * self.mig_full_gpus)
+        return whole + MigLayout.uniform(self.mig_profile, self.mig_slices)
 
     @property
     def tag(self) -> str:
@@ -837,6 +849,11 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--mig-profile", help="their slices' MIG profile (default 1g.10gb)")
     up.add_argument("--mig-slices", type=int, help="slices per node, 1..7 (default 7)")
     up.add_argument(
+        "--mig-full-gpus",
+        type=int,
+        help=f"whole GPUs (gpu:{MIG_FULL_TYPE}) per MIG node before its slices (default 0)",
+    )
+    up.add_argument(
         "--mig-layout",
         help="each MIG node's GPUs instead: a whole GPU's type or MIG profiles joined by +, "
         "*N repeating one, GPUs separated by , (e.g. h100,3g.40gb+2g.20gb+1g.10gb*2)",
@@ -879,6 +896,7 @@ UP_OPTIONS = (
     "mig_nodes",
     "mig_profile",
     "mig_slices",
+    "mig_full_gpus",
     "mig_layout",
     "mig_gpu",
 )

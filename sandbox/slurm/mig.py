@@ -74,6 +74,10 @@ class MigLayout:
             gpus.append(tuple(devices))
         return cls(tuple(gpus))
 
+    def __add__(self, other: MigLayout) -> MigLayout:
+        """This node's GPUs, then ``other``'s."""
+        return MigLayout(self.gpus + other.gpus)
+
     def __str__(self) -> str:
         parts = []
         for gpu in self.gpus:

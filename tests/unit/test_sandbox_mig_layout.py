@@ -65,3 +65,12 @@ def test_a_layout_no_gpu_can_hold_is_refused_naming_it(layout: str, gpu: str, wh
 
 def test_every_gpu_of_the_default_benchmark_layout_fits_an_a100_80gb() -> None:
     MigLayout.parse(MIXED).check(nvidia_mig_gpu("A100-80GB"))
+
+
+def test_whole_gpus_before_the_slices_make_a_mixed_node() -> None:
+    s = Settings(external_nodes=0, node_gpus=0, mig_nodes=1, mig_full_gpus=1)
+    assert str(s.mig) == "a100,1g.10gb*7"
+    assert s.mig.gres == "gpu:a100:1,gpu:1g.10gb:7"
+    assert "Gres=gpu:a100:1,gpu:1g.10gb:7 " in mig_node_conf(s)
+    with pytest.raises(ConfigError, match="part of --mig-layout"):
+        Settings(mig_nodes=1, mig_full_gpus=1, mig_layout=MIXED)
