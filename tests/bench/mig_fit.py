@@ -29,8 +29,9 @@ bridge/config.py ``NVIDIA_MIG_GPUS`` for ``--mig-gpu``. Output, ONE JSON line:
 * ``double_allocations``: (node, index) devices seen held by two jobs at once (must be 0);
 * ``layout_mismatches``: held devices whose type is not the layout's at that index (the
   benchmark's own check of its index -> GPU map; 0);
-* ``wait_s`` (created -> bound: ``p50``, ``p99``), ``peak_devices_held``, ``samples``,
-  ``job_windows``.
+* ``wait_s`` (created -> bound: ``p50``, ``p99``), ``bound``, ``unbound`` (pods not bound
+  within ``--limit`` s: counted and deleted, the run goes on), ``peak_devices_held``,
+  ``samples``, ``job_windows``.
 
 Sandbox: the one ``$SLURM_SANDBOX_MIG_ENV`` or ``$SLURM_SANDBOX_ENV`` names when it has
 MIG nodes with a layout, else one of its own (``up --mig-nodes 3 --mig-layout
@@ -56,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.config import MigGpu, nvidia_mig_gpu
-from bridge.errors import ConfigError, SlurmError
+from bridge.errors import ConfigError, KubeError, SlurmError
 from bridge.kube.resources import PODS
 from bridge.slurm.client import SlurmClient
 from bridge.wellknown import LABEL_JOB_ID, slurmjob_annotation
@@ -249,6 +250,7 @@ class Run:
         self.asked: dict[str, int] = {}
         self.got: dict[str, int] = {}
         self.wrong_type = 0
+        self.unbound = 0
         self.windows: list[Window] = []
 
     async def pod(self, i: int, kind: str, hold: float, limit: float) -> None:
@@ -261,7 +263,13 @@ class Run:
             p = await self.sb.get_pod(name)
             return p if (p.get("spec") or {}).get("nodeName") else None
 
-        p = await eventually(bound, within=limit, what=f"pod {name} bound", every=0.05)
+        try:
+            p = await eventually(bound, within=limit, what=f"pod {name} bound", every=0.05)
+        except AssertionError:  # never bound within --limit: counted, and deleted
+            self.unbound += 1
+            with contextlib.suppress(KubeError):
+                await self.sb.kube.delete_pod(NS, name)
+            return
         self.waits.append(time.monotonic() - started)
         job = await self.sb.slurm.get_job(int(p["metadata"]["labels"][LABEL_JOB_ID]))
         read = time.monotonic()
@@ -383,6 +391,7 @@ async def run_pods(
             "p99": round(percentile(run.waits, 0.99), 3) if run.waits else 0.0,
         },
         "bound": len(run.waits),
+        "unbound": run.unbound,
         "samples": ledger.samples,
         "job_windows": len(run.windows),
         "peak_devices_held": ledger.peak,
