@@ -30,7 +30,8 @@ bridge/config.py ``NVIDIA_MIG_GPUS`` for ``--mig-gpu``. Output, ONE JSON line:
 * ``layout_mismatches``: held devices whose type is not the layout's at that index (the
   benchmark's own check of its index -> GPU map; 0);
 * ``wait_s`` (created -> bound: ``p50``, ``p99``), ``bound``, ``unbound`` (pods not bound
-  within ``--limit`` s: counted and deleted, the run goes on), ``peak_devices_held``,
+  within ``--limit`` s: counted and deleted, the run goes on), ``scheduler_cancels`` (jobs
+  the scheduler cancelled: given back to Slurm, or of a pod deleted), ``peak_devices_held``,
   ``samples``, ``job_windows``.
 
 ``--claims``: the pods ask by ResourceClaimTemplate instead (a slice: class
@@ -543,7 +544,7 @@ async def run_pods(
     with tempfile.TemporaryDirectory() as tmp:
         async with (
             SandboxCluster(nodes=list(sb.external_nodes), kubelet=True) as api,
-            scheduler_for(sb, api, Path(tmp), "mig", **config) as (kube, _counting),
+            scheduler_for(sb, api, Path(tmp), "mig", **config) as (kube, counting),
             make_client(sb) as slurm,
         ):
             pool = None
@@ -577,6 +578,7 @@ async def run_pods(
                         await watch_claims
                 finally:
                     await Sandboxes(kube, slurm, api).cancel_jobs()
+            given_back = counting.calls["job_cancel"]
     windows = Ledger(layout, model)
     replay(windows, run.windows)
     replay_claims(claim_windows, run.claim_windows)
@@ -608,6 +610,7 @@ async def run_pods(
         },
         "bound": len(run.waits),
         "unbound": run.unbound,
+        "scheduler_cancels": given_back,
         "samples": ledger.samples,
         "job_windows": len(run.windows),
         "peak_devices_held": ledger.peak,
