@@ -25,9 +25,9 @@ What it does, and no more:
 * a connection the server closed while idle is never reused; an idempotent request
   (GET, HEAD, PUT, DELETE, OPTIONS) whose reused connection fails before any byte of the
   answer came is sent once more on a new connection (the server closed it just then);
-* one deadline per request (``TimeoutError``); a transport failure raises ``OSError``
-  (``ConnectionError``; ``ssl.SSLError`` for TLS): the callers map both to their error
-  trees.
+* a transport failure raises ``OSError`` (``ConnectionError``; ``ssl.SSLError`` for
+  TLS); the caller bounds each request in time (``asyncio.timeout``) and maps both to its
+  error tree.
 """
 
 from __future__ import annotations
@@ -36,9 +36,10 @@ import asyncio
 import ssl
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from typing import Any, cast
+from urllib.parse import quote, urlencode, urlsplit
 
 # An idle kept-alive connection is closed after this long (aiohttp's keepalive_timeout).
 IDLE_SECONDS = 15.0
@@ -47,6 +48,17 @@ MAX_HEAD_BYTES = 64 << 10
 IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
 _CRLF = b"\r\n"
 _HEAD_END = b"\r\n\r\n"
+
+
+# Characters a path keeps as they are (RFC 3986 pchar and "/"; "%": already escaped), as
+# aiohttp (yarl) leaves them.
+_PATH_SAFE = "/%:@!$&'()*+,;="
+
+
+def target(path: str, query: Mapping[str, Any] | Sequence[tuple[str, Any]] | None = None) -> str:
+    """A request target: ``path`` quoted, then the query (form-encoded), if any."""
+    quoted = quote(path, safe=_PATH_SAFE)
+    return f"{quoted}?{urlencode(query)}" if query else quoted
 
 
 class BodyTooLarge(ValueError):
@@ -93,8 +105,8 @@ class _Connection(asyncio.Protocol):
 
     # -- asyncio.Protocol --------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # a stream transport (uvloop's is not registered as an asyncio.Transport)
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         answer = self._answer
@@ -297,15 +309,14 @@ class Http1Pool:
         *,
         headers: Mapping[str, str],
         body: bytes | None = None,
-        timeout: float,
         max_body: int | None = None,
     ) -> Answer:
-        """One exchange: the answer whatever its status; ``TimeoutError`` past ``timeout``
-        seconds (connecting included), ``OSError`` when the connection fails,
-        :class:`BodyTooLarge` past ``max_body``."""
+        """One exchange: the answer whatever its status; ``OSError`` when the connection
+        fails, :class:`BodyTooLarge` past ``max_body``. The caller bounds it in time
+        (``asyncio.timeout``: the wait for a connection included, as aiohttp's total
+        timeout); a connection left mid-exchange is closed, never reused."""
         request = self._encode(method, target, headers, body)
-        # The deadline covers the wait for a connection too, as aiohttp's total timeout.
-        async with asyncio.timeout(timeout), self._slots:
+        async with self._slots:
             while True:
                 conn = self._take_idle()
                 reused = conn is not None
@@ -331,10 +342,10 @@ class Http1Pool:
         lines += [f"{k}: {v}" for k, v in headers.items()]
         if body is not None or method in ("POST", "PUT", "PATCH"):
             lines.append(f"Content-Length: {len(body or b'')}")
-        head = "\r\n".join(lines)
-        if "\n" in head or "\r" in head.replace("\r\n", ""):
+        if any("\n" in line or "\r" in line for line in lines):
             # A target or header value with a line break would split the request.
             raise ValueError("a request target or header holds CR or LF")
+        head = "\r\n".join(lines)
         return head.encode("latin-1") + b"\r\n\r\n" + (body or b"")
 
     def _take_idle(self) -> _Connection | None:
@@ -355,10 +366,16 @@ class Http1Pool:
 
     async def _connect(self) -> _Connection:
         loop = asyncio.get_running_loop()
-        kwargs: dict[str, object] = {}
-        if self._ssl is not None:
-            kwargs = {"ssl": self._ssl, "server_hostname": self._server_hostname or self._host}
-        _, conn = await loop.create_connection(_Connection, self._host, self._port, **kwargs)  # type: ignore[arg-type]
+        if self._ssl is None:
+            _, conn = await loop.create_connection(_Connection, self._host, self._port)
+        else:
+            _, conn = await loop.create_connection(
+                _Connection,
+                self._host,
+                self._port,
+                ssl=self._ssl,
+                server_hostname=self._server_hostname or self._host,
+            )
         return conn
 
     async def close(self) -> None:
@@ -367,4 +384,4 @@ class Http1Pool:
             self._idle.pop().close()
 
 
-__all__ = ["IDEMPOTENT", "Answer", "BodyTooLarge", "Http1Pool"]
+__all__ = ["IDEMPOTENT", "Answer", "BodyTooLarge", "Http1Pool", "target"]
