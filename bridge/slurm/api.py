@@ -257,10 +257,16 @@ class SlurmApi:
         try:
             if stream is None:
                 status, raw = await self._exchange(method, path, headers, data, params, timeout)
-            else:
-                status, raw, streamed = await self._streamed(
-                    method, path, headers, data, params, timeout, stream, endpoint
-                )
+            else:  # a whole-table read, chunk by chunk, on the aiohttp session
+                url = self._base + path
+                async with self._session_or_open().request(
+                    method, url, headers=headers, data=data, params=params, timeout=timeout
+                ) as resp:
+                    status = resp.status
+                    if status >= 400:
+                        raw = await read_capped(resp, self._max_body, endpoint, url)
+                    else:
+                        streamed = await stream(resp.content)
         except BodyTooLarge:
             raise _too_large(endpoint, self._base + path, self._max_body) from None
         except (TimeoutError, aiohttp.ClientError, OSError) as e:
@@ -307,28 +313,6 @@ class SlurmApi:
                 method, target, headers=headers, body=data, max_body=self._max_body
             )
         return answer.status, answer.body
-
-    async def _streamed(
-        self,
-        method: str,
-        path: str,
-        headers: dict[str, str],
-        data: bytes | None,
-        params: Mapping[str, str] | Sequence[tuple[str, str]] | None,
-        limits: aiohttp.ClientTimeout,
-        stream: Callable[[aiohttp.StreamReader], Awaitable[Mapping[str, Any]]],
-        endpoint: str,
-    ) -> tuple[int, bytes, Mapping[str, Any] | None]:
-        """A whole-table read on the aiohttp session: ``stream`` reads a successful
-        answer's body chunk by chunk; an error answer is read whole."""
-        session = self._session_or_open()
-        async with session.request(
-            method, self._base + path, headers=headers, data=data, params=params, timeout=limits
-        ) as resp:
-            if resp.status >= 400:
-                url = self._base + path
-                return resp.status, await read_capped(resp, self._max_body, endpoint, url), None
-            return resp.status, b"", await stream(resp.content)
 
     def _raise_for_errors(self, endpoint: str, status: int, parsed: Any, text: str) -> None:
         """Raise the classified SlurmError an answer (HTTP status, ``errors[]``) carries."""
