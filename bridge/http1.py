@@ -25,9 +25,9 @@ What it does, and no more:
 * a connection the server closed while idle is never reused; an idempotent request
   (GET, HEAD, PUT, DELETE, OPTIONS) whose reused connection fails before any byte of the
   answer came is sent once more on a new connection (the server closed it just then);
-* a transport failure raises ``OSError`` (``ConnectionError``; ``ssl.SSLError`` for
-  TLS); the caller bounds each request in time (``asyncio.timeout``) and maps both to its
-  error tree.
+* one deadline per request (``TimeoutError``); a transport failure raises ``OSError``
+  (``ConnectionError``; ``ssl.SSLError`` for TLS): the callers map both to their error
+  trees.
 """
 
 from __future__ import annotations
@@ -91,6 +91,7 @@ class _Connection(asyncio.Protocol):
         self._max_body: int | None = None
         self._head_request = False  # a HEAD: no body follows the answer's headers
         self._got = False  # a byte of the current answer came
+        self._timer: asyncio.TimerHandle | None = None  # the current exchange's deadline
         self._reset()
 
     def _reset(self) -> None:
@@ -149,16 +150,32 @@ class _Connection(asyncio.Protocol):
 
     # -- the exchange ------------------------------------------------------------------
     def send(
-        self, request: bytes, max_body: int | None, *, head: bool = False
+        self, request: bytes, max_body: int | None, *, head: bool, deadline: float
     ) -> asyncio.Future[Answer]:
+        """Send ``request``; the future is its answer, or ``TimeoutError`` at ``deadline``
+        (the loop's clock). One timer per exchange, cancelled by :meth:`disarm`: a third
+        of what ``asyncio.timeout`` costs (profiled, 2% of the scheduler's CPU)."""
         assert self.transport is not None
         self._reset()
         self._got = False
         self._max_body = max_body
         self._head_request = head
-        self._answer = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        self._answer = loop.create_future()
+        self._timer = loop.call_at(deadline, self._expire)
         self.transport.write(request)
         return self._answer
+
+    def _expire(self) -> None:
+        answer = self._answer
+        if answer is not None and not answer.done():
+            answer.set_exception(TimeoutError("no answer before the deadline"))
+        self.close()
+
+    def disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     @property
     def got_bytes(self) -> bool:
@@ -309,21 +326,30 @@ class Http1Pool:
         *,
         headers: Mapping[str, str],
         body: bytes | None = None,
+        seconds: float,
         max_body: int | None = None,
     ) -> Answer:
-        """One exchange: the answer whatever its status; ``OSError`` when the connection
-        fails, :class:`BodyTooLarge` past ``max_body``. The caller bounds it in time
-        (``asyncio.timeout``: the wait for a connection included, as aiohttp's total
-        timeout); a connection left mid-exchange is closed, never reused."""
+        """One exchange: the answer whatever its status; ``TimeoutError`` once ``seconds``
+        have passed (the wait for a connection included, as aiohttp's total timeout),
+        ``OSError`` when the connection fails, :class:`BodyTooLarge` past ``max_body``. A
+        connection left mid-exchange (the deadline, a cancellation) is closed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
         request = self._encode(method, target, headers, body)
-        async with self._slots:
+        if self._slots.locked():  # every connection busy: wait for one, within the deadline
+            await asyncio.wait_for(self._slots.acquire(), seconds)
+        else:
+            await self._slots.acquire()  # at once
+        try:
             while True:
                 conn = self._take_idle()
                 reused = conn is not None
                 if conn is None:
-                    conn = await self._connect()
+                    conn = await asyncio.wait_for(self._connect(), deadline - loop.time())
                 try:
-                    answer = await conn.send(request, max_body, head=method == "HEAD")
+                    answer = await conn.send(
+                        request, max_body, head=method == "HEAD", deadline=deadline
+                    )
                 except OSError:
                     conn.close()
                     if reused and not conn.got_bytes and method in IDEMPOTENT:
@@ -332,8 +358,12 @@ class Http1Pool:
                 except BaseException:  # the deadline, a cancellation, a body too large
                     conn.close()
                     raise
+                finally:
+                    conn.disarm()
                 self._keep(conn)
                 return answer
+        finally:
+            self._slots.release()
 
     def _encode(
         self, method: str, target: str, headers: Mapping[str, str], body: bytes | None
