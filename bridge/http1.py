@@ -33,6 +33,7 @@ What it does, and no more:
 from __future__ import annotations
 
 import asyncio
+import re
 import ssl
 import time
 from collections import deque
@@ -55,9 +56,14 @@ _HEAD_END = b"\r\n\r\n"
 _PATH_SAFE = "/%:@!$&'()*+,;="
 
 
+_NEEDS_QUOTING = re.compile(r"[^A-Za-z0-9/%:@!$&'()*+,;=._~-]")
+
+
 def target(path: str, query: Mapping[str, Any] | Sequence[tuple[str, Any]] | None = None) -> str:
-    """A request target: ``path`` quoted, then the query (form-encoded), if any."""
-    quoted = quote(path, safe=_PATH_SAFE)
+    """A request target: ``path`` quoted, then the query (form-encoded), if any. A path
+    that needs no quoting (nearly every one) is taken as it is: ``quote`` cost 2% of the
+    scheduler's CPU (profiled)."""
+    quoted = quote(path, safe=_PATH_SAFE) if _NEEDS_QUOTING.search(path) else path
     return f"{quoted}?{urlencode(query)}" if query else quoted
 
 
