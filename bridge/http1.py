@@ -343,7 +343,8 @@ class Http1Pool:
         deadline = loop.time() + seconds
         request = self._encode(method, target, headers, body)
         if self._slots.locked():  # every connection busy: wait for one, within the deadline
-            await asyncio.wait_for(self._slots.acquire(), seconds)
+            async with asyncio.timeout_at(deadline):
+                await self._slots.acquire()
         else:
             await self._slots.acquire()  # at once
         try:
@@ -351,7 +352,8 @@ class Http1Pool:
                 conn = self._take_idle()
                 reused = conn is not None
                 if conn is None:
-                    conn = await asyncio.wait_for(self._connect(), deadline - loop.time())
+                    async with asyncio.timeout_at(deadline):
+                        conn = await self._connect()
                 try:
                     answer = await conn.send(
                         request, max_body, head=method == "HEAD", deadline=deadline

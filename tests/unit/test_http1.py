@@ -180,3 +180,16 @@ def test_a_target_is_quoted_as_aiohttp_would_and_carries_its_query() -> None:
         "/x/%2F/y:z@w?labelSelector=a%3Db%2Cc&limit=5"
     )
     assert target("/p", {}) == "/p"
+
+
+async def test_a_request_waits_for_a_busy_connection_within_its_deadline(serve: Serve) -> None:
+    s = await serve([b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhalf", ok(b"next")])
+    p = Http1Pool(f"http://127.0.0.1:{s.port}", limit=1)
+    first = asyncio.ensure_future(p.request("GET", "/", headers={}, seconds=0.5))
+    await asyncio.sleep(0.05)
+    with pytest.raises(TimeoutError):  # the only connection is busy past this deadline
+        await p.request("GET", "/", headers={}, seconds=0.1)
+    with pytest.raises(TimeoutError):
+        await first
+    assert (await p.request("GET", "/", headers={}, seconds=5)).body == b"next"  # slot freed
+    await p.close()
