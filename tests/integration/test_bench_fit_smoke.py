@@ -48,3 +48,23 @@ async def test_mig_benchmark_holds_every_slice_asked_without_overcommit_or_doubl
     assert report["layout_mismatches"] == 0
     assert report["samples"] > 0
     assert report["wait_s"]["p99"] >= report["wait_s"]["p50"] >= 0
+
+
+async def test_mig_benchmark_by_claim_never_overcommits_a_gpu_nor_gives_a_slice_twice() -> None:
+    """``--mig --claims``: the same pods asking by ResourceClaimTemplate on the DRA driver
+    stand-in's partitionable pool (every placement of every profile): the claims get
+    Slurm's slices on placements that hold together, never past the GPU's counters."""
+    args = parser().parse_args(
+        ["--mig", "--claims", "--pods", "16", "--hold", "0.3", "--mig-nodes", "1"]
+    )
+    report = await run(args)
+    assert report["bound"] == 16
+    assert report["slices_allocated"] == report["slices_requested"]
+    assert report["whole_gpus_allocated"] == report["whole_gpus_requested"]
+    assert report["claims"]["wrong_device"] == 0
+    assert report["claims"]["unknown_devices"] == 0
+    assert report["claims"]["counter_overcommits"] == 0
+    assert report["claims"]["double_allocations"] == 0
+    assert report["counter_overcommits"] == 0
+    assert report["double_allocations"] == 0
+    assert report["claims"]["samples"] > 0
