@@ -25,6 +25,7 @@ import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from bridge.config import MIG_RESOURCE_PREFIX
 from bridge.errors import InvalidInput, KubeConflict, KubeNotFound
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import RESOURCE_CLAIMS, KubeObject, Resource
@@ -129,6 +130,25 @@ class DraCache:
     def slices_on(self, node: str) -> list[KubeObject]:
         return list(self._slices.get(node, {}).values())
 
+    def all_slices(self) -> list[KubeObject]:
+        return [s for by_name in self._slices.values() for s in by_name.values()]
+
+
+def gres_offsets(node_gres: str) -> dict[str, int]:
+    """Where each typed GRES starts in a node's numbering: Slurm numbers a node's devices
+    of one name once across its types, in the order of ``Gres=``
+    (``gpu:a100:1,gpu:1g.10gb:7`` -> ``{gpu:a100: 0, gpu:1g.10gb: 1}``)."""
+    out: dict[str, int] = {}
+    next_of: dict[str, int] = {}
+    for part in node_gres.split(","):
+        fields = part.split("(")[0].strip().split(":")
+        if len(fields) != 3 or not fields[2].isdigit():
+            continue
+        name, typ, count = fields[0], fields[1], int(fields[2])
+        out[f"{name}:{typ}"] = next_of.get(name, 0)
+        next_of[name] = next_of.get(name, 0) + count
+    return out
+
 
 class DraAllocator:
     def __init__(
@@ -143,6 +163,12 @@ class DraAllocator:
         self.slurm = slurm
         self.device_class_gres = dict(device_class_gres)
         self.gres_mapping = dict(gres_mapping)
+        # typed GRES -> MIG profile (gpu:1g.10gb -> 1g.10gb), to read Slurm's indices
+        self.profiles = {
+            g: r.removeprefix(MIG_RESOURCE_PREFIX)
+            for r, g in self.gres_mapping.items()
+            if r.startswith(MIG_RESOURCE_PREFIX)
+        }
         self.cache = DraCache()
 
     async def inputs(self, pods: Sequence[KubeObject]) -> DraInputs | None:
@@ -163,7 +189,9 @@ class DraAllocator:
         try:
             classes = await self._classes()
         except KubeNotFound:  # no resource.k8s.io/v1 (Kubernetes < 1.34): nothing to read
-            return DraInputs(device_class_gres=self.device_class_gres)
+            return DraInputs(
+                device_class_gres=self.device_class_gres, gres_mapping=self.gres_mapping
+            )
         claims, templates = await asyncio.gather(
             asyncio.gather(*(self._claim(ns, n) for ns, n in sorted(claim_names))),
             asyncio.gather(
@@ -176,7 +204,16 @@ class DraAllocator:
             claims=_by_name([c for c in claims if c is not None]),
             templates=_by_name([t for t in templates if t is not None]),
             device_class_gres=self.device_class_gres,
+            gres_mapping=self.gres_mapping,
+            slices=await self._all_slices(),
         )
+
+    async def _all_slices(self) -> list[KubeObject]:
+        """Every ResourceSlice (what selectors can match): the cache once synced, else a
+        list."""
+        if RESOURCE_SLICES.plural in self.cache.synced:
+            return self.cache.all_slices()
+        return list((await self.kube.list(RESOURCE_SLICES)).items)
 
     async def _classes(self) -> dict[str, KubeObject]:
         if DEVICE_CLASSES.plural in self.cache.synced:
@@ -226,10 +263,18 @@ class DraAllocator:
         resources = await self.slurm.get_job_resources(job_id)
         views: dict[str, SlurmNodeView] = {}
         for r in resources:
+            gres = {
+                (f"{g.name}:{g.type}" if g.type else g.name): g.indices for g in r.gres if g.count
+            }
+            offsets: dict[str, int] = {}
+            if any(":" in k and v is not None for k, v in gres.items()):
+                # typed indices count from the node's first device of the name
+                offsets = gres_offsets((await self.slurm.get_node(r.node)).gres)
             views[to_kube.get(r.node, r.node)] = SlurmNodeView(
                 cores=r.cores,
-                gres={g.name: g.indices for g in r.gres},
+                gres=gres,
                 cores_per_socket=r.cores_per_socket,
+                gres_offsets=offsets,
             )
         nodes = sorted({n for _, n, _ in wanted})
         slice_lists = await asyncio.gather(*(self._slices_on(n) for n in nodes))
@@ -294,7 +339,7 @@ class DraAllocator:
                 todo[i] = (claim, entry, reqs)
             if claim is None or kobj.get(claim, "status", "allocation") is None:
                 pick += reqs
-        picked = allocate_pod(node, pick, view, slices, taken)
+        picked = allocate_pod(node, pick, view, slices, taken, self.profiles)
         written = 0
         extended: KubeObject | None = None
         for claim, entry, reqs in todo:

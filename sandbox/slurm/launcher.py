@@ -56,6 +56,9 @@ EXTERNAL_PREFIX = "kube-node-"
 # slice (JOB_GRES=gpu:1g.10gb:0) and afterwards refuses GRES jobs ("Requested nodes are
 # busy") until slurmctld restarts (26.05.5); a created one reports indices and frees them.
 MIG_PREFIX = "mig-node-"
+# --mig-full-gpus N: each MIG node also has N whole GPUs (typed gpu:a100, before its
+# slices in gres.conf): a mixed node, one full GPU and the slices of another
+MIG_FULL_TYPE = "a100"
 MIG_FEATURE = "mig"
 MIG_NODESET = "mignodes"
 _MIG_PROFILE = re.compile(r"[0-9]+g\.[0-9]+gb")
@@ -144,6 +147,7 @@ class Settings:
     mig_nodes: int = 0
     mig_profile: str = "1g.10gb"
     mig_slices: int = 7
+    mig_full_gpus: int = 0
     rest_port: int = 6820
     ctld_port: int = 6817
     slurmd_port: int = 17000
@@ -156,6 +160,8 @@ class Settings:
         for name in ("nodes", "external_nodes", "node_gpus", "mig_nodes"):
             if getattr(self, name) < 0:
                 raise ConfigError(name, "must be >= 0")
+        if not 0 <= self.mig_full_gpus <= 8:
+            raise ConfigError("mig_full_gpus", "must be 0..8")
         if not 1 <= self.mig_slices <= 7:
             raise ConfigError("mig_slices", "must be 1..7 (a GPU has at most 7 MIG slices)")
         if not _MIG_PROFILE.fullmatch(self.mig_profile):
@@ -382,8 +388,14 @@ def mig_node_conf(s: Settings) -> str:
     return (
         "NodeAddr=127.0.0.1 NodeHostname=localhost State=EXTERNAL "
         f"CPUs={s.node_cpus} RealMemory={s.node_mem_mb} "
-        f"Gres=gpu:{s.mig_profile}:{s.mig_slices} Features={MIG_FEATURE}"
+        f"Gres={mig_gres(s)} Features={MIG_FEATURE}"
     )
+
+
+def mig_gres(s: Settings) -> str:
+    """A MIG node's GRES: ``gpu:1g.10gb:7``, or with whole GPUs ``gpu:a100:1,gpu:1g.10gb:7``."""
+    slices = f"gpu:{s.mig_profile}:{s.mig_slices}"
+    return f"gpu:{MIG_FULL_TYPE}:{s.mig_full_gpus},{slices}" if s.mig_full_gpus else slices
 
 
 def render_gres_conf(s: Settings) -> str:
@@ -404,6 +416,12 @@ def render_gres_conf(s: Settings) -> str:
         # GRES list") and refuses Gres=gpu:1g.10gb:N on the node. With File=, jobs read
         # back indices: gres_detail gpu:1g.10gb:1(IDX:3). docs/slurm-configuration.md.
         files = "mig0" if s.mig_slices == 1 else f"mig[0-{s.mig_slices - 1}]"
+        if s.mig_full_gpus:
+            full = "migfull0" if s.mig_full_gpus == 1 else f"migfull[0-{s.mig_full_gpus - 1}]"
+            lines.append(
+                f"NodeName={hostlist(MIG_PREFIX, s.mig_nodes)} Name=gpu Type={MIG_FULL_TYPE} "
+                f"File=/var/lib/fakegpu/{full}"
+            )
         lines.append(
             f"NodeName={hostlist(MIG_PREFIX, s.mig_nodes)} Name=gpu Type={s.mig_profile} "
             f"File=/var/lib/fakegpu/{files}"
@@ -513,7 +531,7 @@ def render_env_file(s: Settings, paths: Paths, api_version: str, slurm_version: 
         "SLURM_NODE_MEM_MB": str(s.node_mem_mb),
         "SLURM_NODE_GPUS": str(s.node_gpus),
         "SLURM_MIG_NODES": hostlist(MIG_PREFIX, s.mig_nodes) if s.mig_nodes else "",
-        "SLURM_MIG_GRES": f"gpu:{s.mig_profile}:{s.mig_slices}" if s.mig_nodes else "",
+        "SLURM_MIG_GRES": mig_gres(s) if s.mig_nodes else "",
         "SLURM_VERSION": slurm_version,
         "SLURM_SANDBOX_DIR": str(paths.dir),
         "SLURM_TOPOLOGY": s.topology,
@@ -818,6 +836,11 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--mig-profile", help="their slices' MIG profile (default 1g.10gb)")
     up.add_argument("--mig-slices", type=int, help="slices per node, 1..7 (default 7)")
     up.add_argument(
+        "--mig-full-gpus",
+        type=int,
+        help=f"whole GPUs (gpu:{MIG_FULL_TYPE}) per MIG node before its slices (default 0)",
+    )
+    up.add_argument(
         "--defaults", action="store_true", help="start from the defaults, not the saved settings"
     )
     up.add_argument(
@@ -852,6 +875,7 @@ UP_OPTIONS = (
     "mig_nodes",
     "mig_profile",
     "mig_slices",
+    "mig_full_gpus",
 )
 
 
