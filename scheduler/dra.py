@@ -64,12 +64,17 @@ class ClaimsNotReady(Exception):
     it and names it in ``status.resourceClaimStatuses``): try again shortly."""
 
 
-def wants_dra(pod: Mapping[str, Any], gres_mapping: Mapping[str, str]) -> bool:
+def wants_dra(
+    pod: Mapping[str, Any], gres_mapping: Mapping[str, str], claimed: Iterable[str] = ()
+) -> bool:
     """Whether a pod may have DRA requests (claims, or an extended resource that is not a
-    native or configured one, which a DeviceClass may back)."""
+    native or configured one, which a DeviceClass may back, or one a DeviceClass's
+    ``extendedResourceName`` in ``claimed`` names)."""
     if kobj.sequence(pod, "spec", "resourceClaims"):
         return True
     known = {**BUILTIN_GRES, **gres_mapping}
+    for name in claimed:
+        known.pop(name, None)
     for kind in ("initContainers", "containers"):
         for c in kobj.sequence(pod, "spec", kind):
             for which in ("requests", "limits"):
@@ -174,7 +179,10 @@ class DraAllocator:
     async def inputs(self, pods: Sequence[KubeObject]) -> DraInputs | None:
         """What the pods' DRA requests name (None when no pod has any): the classes from
         the cache, the claims and templates the pods name, by name."""
-        wanting = [p for p in pods if wants_dra(p, self.gres_mapping)]
+        claimed = {
+            kobj.text(c, "spec", "extendedResourceName") for c in self.cache.classes.values()
+        } - {""}
+        wanting = [p for p in pods if wants_dra(p, self.gres_mapping, claimed)]
         if not wanting:
             return None
         claim_names: set[tuple[str, str]] = set()

@@ -215,6 +215,13 @@ def with_devices(pod: Obj, own: PodResources, dra: DraInputs | None) -> PodResou
     gres = dict(own.gres)
     for name, n in devices.gres.items():
         gres[name] = gres.get(name, 0) + n
+    for r in devices.extended:
+        # a name both the GRES table and a DeviceClass's extendedResourceName know
+        # (nvidia.com/mig-1g.10gb): the DRA form owns it, the pod's own GRES drop it
+        if r.gres is not None and dra.gres_mapping.get(r.resource) == r.gres:
+            gres[r.gres] -= r.count
+            if gres[r.gres] <= 0:
+                del gres[r.gres]
     return PodResources(cpus=max(own.cpus, devices.cpus), memory_mib=own.memory_mib, gres=gres)
 
 

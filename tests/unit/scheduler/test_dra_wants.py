@@ -36,3 +36,10 @@ def test_only_pods_that_may_have_dra_requests_read_dra_objects(
     p: dict[str, Any], want: bool
 ) -> None:
     assert wants_dra(p, {"example.com/fpga": "fpga"}) is want
+
+
+def test_a_gres_table_name_a_device_class_claims_goes_through_dra() -> None:
+    p = pod({"nvidia.com/mig-1g.10gb": "1"})
+    table = {"nvidia.com/mig-1g.10gb": "gpu:1g.10gb"}
+    assert wants_dra(p, table) is False
+    assert wants_dra(p, table, claimed={"nvidia.com/mig-1g.10gb"}) is True

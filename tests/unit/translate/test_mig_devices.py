@@ -21,6 +21,8 @@ from bridge.translate.devices import (
     taken_devices,
 )
 from bridge.translate.dra import DeviceRequest, DraInputs, pod_devices
+from bridge.translate.job import with_devices
+from bridge.translate.resources import pod_resources
 from bridge.translate.selectors import compile_selectors, device_variable, matches
 from sandbox.controllers import dra_driver
 
@@ -354,3 +356,18 @@ def test_taken_devices_of_claims_feed_the_counters() -> None:
     taken = taken_devices([claim])
     with pytest.raises(DeviceMismatch):
         allocate_pod("n1", [mig_request()], view({"gpu:1g.10gb": (1,)}), SLICES, taken, PROFILES)
+
+
+def test_a_device_plugin_name_a_device_class_claims_is_counted_once() -> None:
+    cls = dra_driver.mig_profile_class("1g.10gb", "nvidia.com/mig-1g.10gb")
+    name = cls["metadata"]["name"]
+    p = {
+        "metadata": {"name": "p", "namespace": "ns"},
+        "spec": {
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/mig-1g.10gb": "2"}}}]
+        },
+    }
+    own = pod_resources(p, DEFAULT_GRES_MAPPING)
+    assert own.gres == {"gpu:1g.10gb": 2}
+    both = with_devices(p, own, inputs(classes={**CLASSES, name: cls}))
+    assert both.gres == {"gpu:1g.10gb": 2}
