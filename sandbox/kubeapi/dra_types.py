@@ -228,27 +228,30 @@ def _counters(obj: Obj, counters: Any, where: str, most: int) -> None:
             )
 
 
-def _validate_counter_sets(obj: Obj, sets: Any) -> None:
-    if sets is None:
+def _counter_list(obj: Obj, items: Any, path: str, key: str, most: int, counters_most: int) -> None:
+    """``sharedCounters`` (``key`` ``name``) or a device's ``consumesCounters`` (``key``
+    ``counterSet``): a list of at most ``most``, each a unique DNS label under ``key`` with
+    1 to ``counters_most`` counters."""
+    if items is None:
         return
-    where = "spec.sharedCounters"
-    if not isinstance(sets, list):
-        raise _bad("ResourceSlice", obj, where, "Invalid value: must be a list")
-    if len(sets) > COUNTER_SETS_MAX:
+    if not isinstance(items, list):
+        raise _bad("ResourceSlice", obj, path, "Invalid value: must be a list")
+    if len(items) > most:
         raise _bad(
-            "ResourceSlice",
-            obj,
-            where,
-            f"Too many: {len(sets)}: must have at most {COUNTER_SETS_MAX} items",
+            "ResourceSlice", obj, path, f"Too many: {len(items)}: must have at most {most} items"
         )
     seen: set[str] = set()
-    for i, cs in enumerate(sets):
-        name = (cs or {}).get("name") if isinstance(cs, dict) else None
-        _label("ResourceSlice", obj, f"{where}[{i}].name", name)
+    for i, item in enumerate(items):
+        name = item.get(key) if isinstance(item, dict) else None
+        _label("ResourceSlice", obj, f"{path}[{i}].{key}", name)
         if name in seen:
-            raise _bad("ResourceSlice", obj, f"{where}[{i}].name", f'Duplicate value: "{name}"')
+            raise _bad("ResourceSlice", obj, f"{path}[{i}].{key}", f'Duplicate value: "{name}"')
         seen.add(str(name))
-        _counters(obj, cs.get("counters"), f"{where}[{i}].counters", COUNTERS_PER_SET_MAX)
+        _counters(obj, item.get("counters"), f"{path}[{i}].counters", counters_most)
+
+
+def _validate_counter_sets(obj: Obj, sets: Any) -> None:
+    _counter_list(obj, sets, "spec.sharedCounters", "name", COUNTER_SETS_MAX, COUNTERS_PER_SET_MAX)
 
 
 def _validate_device(obj: Obj, d: Obj, where: str) -> None:
@@ -261,29 +264,14 @@ def _validate_device(obj: Obj, d: Obj, where: str) -> None:
             f"Invalid value: {n}: the total number of attributes and capacities must not "
             f"exceed {ATTRIBUTES_AND_CAPACITIES_MAX}",
         )
-    consumes = d.get("consumesCounters")
-    if consumes is None:
-        return
-    path = f"{where}.consumesCounters"
-    if not isinstance(consumes, list):
-        raise _bad("ResourceSlice", obj, path, "Invalid value: must be a list")
-    if len(consumes) > CONSUMPTIONS_PER_DEVICE_MAX:
-        raise _bad(
-            "ResourceSlice",
-            obj,
-            path,
-            f"Too many: {len(consumes)}: must have at most {CONSUMPTIONS_PER_DEVICE_MAX} items",
-        )
-    seen: set[str] = set()
-    for j, c in enumerate(consumes):
-        cset = (c or {}).get("counterSet") if isinstance(c, dict) else None
-        _label("ResourceSlice", obj, f"{path}[{j}].counterSet", cset)
-        if cset in seen:
-            raise _bad(
-                "ResourceSlice", obj, f"{path}[{j}].counterSet", f'Duplicate value: "{cset}"'
-            )
-        seen.add(str(cset))
-        _counters(obj, c.get("counters"), f"{path}[{j}].counters", COUNTERS_PER_CONSUMPTION_MAX)
+    _counter_list(
+        obj,
+        d.get("consumesCounters"),
+        f"{where}.consumesCounters",
+        "counterSet",
+        CONSUMPTIONS_PER_DEVICE_MAX,
+        COUNTERS_PER_CONSUMPTION_MAX,
+    )
 
 
 def check_update(key: tuple[str, str], old: Obj, new: Obj, subresource: str) -> None:

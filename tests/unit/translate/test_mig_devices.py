@@ -96,16 +96,17 @@ def test_per_profile_class_needs_no_request_selector() -> None:
     assert (r.gres, r.profile) == ("gpu:2g.20gb", "2g.20gb")
 
 
+def class_and_pod(resource: str, n: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A 1g.10gb DeviceClass naming ``resource`` as its extendedResourceName, and a pod
+    with a limit of ``n`` of it."""
+    cls = dra_driver.mig_profile_class("1g.10gb", resource)
+    containers = [{"name": "c", "resources": {"limits": {resource: n}}}]
+    return cls, {"metadata": {"name": "p", "namespace": "ns"}, "spec": {"containers": containers}}
+
+
 def test_dra_extended_resource_form_of_a_mig_class_is_the_typed_gres() -> None:
-    cls = dra_driver.mig_profile_class("1g.10gb", "example.com/mig-1g.10gb")
-    name = cls["metadata"]["name"]
-    p = {
-        "metadata": {"name": "p", "namespace": "ns"},
-        "spec": {
-            "containers": [{"name": "c", "resources": {"limits": {"example.com/mig-1g.10gb": "3"}}}]
-        },
-    }
-    (r,) = pod_devices(p, inputs(classes={**CLASSES, name: cls})).requests
+    cls, p = class_and_pod("example.com/mig-1g.10gb", "3")
+    (r,) = pod_devices(p, inputs(classes={**CLASSES, cls["metadata"]["name"]: cls})).requests
     assert (r.claim, r.gres, r.profile, r.count) == (None, "gpu:1g.10gb", "1g.10gb", 3)
 
 
@@ -359,14 +360,8 @@ def test_taken_devices_of_claims_feed_the_counters() -> None:
 
 
 def test_a_device_plugin_name_a_device_class_claims_is_counted_once() -> None:
-    cls = dra_driver.mig_profile_class("1g.10gb", "nvidia.com/mig-1g.10gb")
+    cls, p = class_and_pod("nvidia.com/mig-1g.10gb", "2")
     name = cls["metadata"]["name"]
-    p = {
-        "metadata": {"name": "p", "namespace": "ns"},
-        "spec": {
-            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/mig-1g.10gb": "2"}}}]
-        },
-    }
     own = pod_resources(p, DEFAULT_GRES_MAPPING)
     assert own.gres == {"gpu:1g.10gb": 2}
     both = with_devices(p, own, inputs(classes={**CLASSES, name: cls}))
