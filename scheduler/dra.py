@@ -43,6 +43,7 @@ from bridge.translate.devices import (
 from bridge.translate.dra import (
     EXTENDED_CLAIM_ANNOTATION,
     EXTENDED_PREFIX,
+    DeviceKind,
     DeviceRequest,
     DraInputs,
     PodDevices,
@@ -57,6 +58,7 @@ CLAIM_TEMPLATES = Resource(
     "resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True
 )
 DELETE_PROTECTION = CLAIM_DELETE_PROTECTION
+KINDS_MAX = 1024  # resolved (class, selectors) kept per cache generation
 
 
 class ClaimsNotReady(Exception):
@@ -105,17 +107,22 @@ class DraCache:
         self._slices: dict[str, dict[str, KubeObject]] = {}  # node -> name -> slice
         self._slice_node: dict[str, str] = {}  # slice name -> node
         self.synced: set[str] = set()
+        # bumped by every class and slice change: what a selector resolves to may change
+        self.generation = 0
 
     def listed(self, res: Resource) -> None:
+        self.generation += 1
         self.synced.add(res.plural)
 
     def on_class_event(self, kind: str, obj: KubeObject) -> None:
+        self.generation += 1
         if kind == "DELETED":
             self.classes.pop(kobj.name(obj), None)
         else:
             self.classes[kobj.name(obj)] = obj
 
     def on_slice_event(self, kind: str, obj: KubeObject) -> None:
+        self.generation += 1
         name = kobj.name(obj)
         old = self._slice_node.pop(name, None)
         if old is not None:
@@ -175,6 +182,10 @@ class DraAllocator:
             if r.startswith(MIG_RESOURCE_PREFIX)
         }
         self.cache = DraCache()
+        # what (class, request selectors) resolve to against the cached classes and slices,
+        # valid for one cache generation
+        self._kinds: dict[tuple[str, tuple[str, ...]], DeviceKind] = {}
+        self._kinds_generation = -1
 
     async def inputs(self, pods: Sequence[KubeObject]) -> DraInputs | None:
         """What the pods' DRA requests name (None when no pod has any): the classes from
@@ -214,7 +225,18 @@ class DraAllocator:
             device_class_gres=self.device_class_gres,
             gres_mapping=self.gres_mapping,
             slices=await self._all_slices(),
+            kinds=self._kind_memo(),
         )
+
+    def _kind_memo(self) -> dict[tuple[str, tuple[str, ...]], DeviceKind] | None:
+        """The resolution memo while classes and slices come from the cache (None when
+        they are read from the API)."""
+        if not {DEVICE_CLASSES.plural, RESOURCE_SLICES.plural} <= self.cache.synced:
+            return None
+        if self._kinds_generation != self.cache.generation or len(self._kinds) > KINDS_MAX:
+            self._kinds = {}
+            self._kinds_generation = self.cache.generation
+        return self._kinds
 
     async def _all_slices(self) -> list[KubeObject]:
         """Every ResourceSlice (what selectors can match): the cache once synced, else a

@@ -28,7 +28,7 @@ nothing, are refused naming the field.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,6 +85,11 @@ class DraInputs:
     gres_mapping: Mapping[str, str] = field(default_factory=dict)
     # the cluster's ResourceSlices: what a class's and a request's selectors can match
     slices: Sequence[kobj.Obj] = ()
+    # (class, request selector sources) -> what they resolved to, for these classes and
+    # slices (the caller keeps it while they do not change); None: resolve every time
+    kinds: MutableMapping[tuple[str, tuple[str, ...]], DeviceKind] | None = field(
+        default=None, compare=False
+    )
 
     def mig_gres(self) -> dict[str, str]:
         """MIG profile -> its typed GRES."""
@@ -172,6 +177,26 @@ def device_kind(
     by_gres = {g: p for p, g in inputs.mig_gres().items()}
     if configured is not None and not request_selectors:
         return DeviceKind(configured, by_gres.get(configured), selectors)
+    key = (cls, tuple(kobj.text(sel, "cel", "expression") for sel in request_selectors))
+    if inputs.kinds is not None and key in inputs.kinds:
+        return inputs.kinds[key]
+    kind = _resolve(cls, class_obj, selectors, configured, where, prefix, inputs, obj)
+    if inputs.kinds is not None:
+        inputs.kinds[key] = kind
+    return kind
+
+
+def _resolve(
+    cls: str,
+    class_obj: kobj.Obj | None,
+    selectors: tuple[Selector, ...],
+    configured: str | None,
+    where: str,
+    prefix: str,
+    inputs: DraInputs,
+    obj: str,
+) -> DeviceKind:
+    """What the devices ``selectors`` match in the cluster's slices ask Slurm for."""
     driver = class_driver(cls, class_obj)
     profiles: set[str] = set()
     whole = 0

@@ -366,3 +366,14 @@ def test_a_device_plugin_name_a_device_class_claims_is_counted_once() -> None:
     assert own.gres == {"gpu:1g.10gb": 2}
     both = with_devices(p, own, inputs(classes={**CLASSES, name: cls}))
     assert both.gres == {"gpu:1g.10gb": 2}
+
+
+def test_a_resolved_selector_is_kept_in_the_callers_memo() -> None:
+    memo: dict[Any, Any] = {}
+    r = translate(claim_pod("mig.nvidia.com", [attr("profile")]), kinds=memo)
+    assert list(memo) == [
+        ("mig.nvidia.com", (f'device.attributes["{DRIVER}"].profile == "1g.10gb"',))
+    ]
+    # the same class and selectors again: answered from the memo (no slice is read)
+    again = translate(claim_pod("mig.nvidia.com", [attr("profile")]), kinds=memo, slices=())
+    assert (again.gres, again.profile) == (r.gres, r.profile)
