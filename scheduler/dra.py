@@ -25,6 +25,7 @@ import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from bridge.bounded import BoundedMap
 from bridge.config import MIG_RESOURCE_PREFIX
 from bridge.errors import InvalidInput, KubeConflict, KubeNotFound
 from bridge.kube.client import KubeClient
@@ -182,9 +183,11 @@ class DraAllocator:
             if r.startswith(MIG_RESOURCE_PREFIX)
         }
         self.cache = DraCache()
-        # what (class, request selectors) resolve to against the cached classes and slices,
-        # valid for one cache generation
-        self._kinds: dict[tuple[str, tuple[str, ...]], DeviceKind] = {}
+        # what (class, request selectors: tenant text) resolve to against the cached
+        # classes and slices, valid for one cache generation
+        self._kinds: BoundedMap[tuple[str, tuple[str, ...]], DeviceKind] = BoundedMap(
+            "dra-selector-kinds", KINDS_MAX
+        )
         self._kinds_generation = -1
 
     async def inputs(self, pods: Sequence[KubeObject]) -> DraInputs | None:
@@ -228,13 +231,13 @@ class DraAllocator:
             kinds=self._kind_memo(),
         )
 
-    def _kind_memo(self) -> dict[tuple[str, tuple[str, ...]], DeviceKind] | None:
+    def _kind_memo(self) -> BoundedMap[tuple[str, tuple[str, ...]], DeviceKind] | None:
         """The resolution memo while classes and slices come from the cache (None when
         they are read from the API)."""
         if not {DEVICE_CLASSES.plural, RESOURCE_SLICES.plural} <= self.cache.synced:
             return None
-        if self._kinds_generation != self.cache.generation or len(self._kinds) > KINDS_MAX:
-            self._kinds = {}
+        if self._kinds_generation != self.cache.generation:
+            self._kinds.clear()
             self._kinds_generation = self.cache.generation
         return self._kinds
 

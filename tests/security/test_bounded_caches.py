@@ -23,12 +23,14 @@ from bridge.models import GroupId
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import JobState, SlurmJob
 from bridge.translate import NodeSet, TranslateSettings, admin_comment
+from bridge.translate.dra import DeviceKind
 from bridge.translate.placement import PLACEMENT_MEMO_MAX
 from bridge.wellknown import LABEL_JOB_ID, LABEL_POD_GROUP
 from controller.caches import DEPARTED_JOBS_MAX, DEPARTED_PODS_PER_JOB_MAX
 from controller.model import Action, JobKind, SlurmJobStatus
 from controller.runtime import Controller
 from scheduler.cycle import Scheduler
+from scheduler.dra import DEVICE_CLASSES, KINDS_MAX, RESOURCE_SLICES, DraAllocator
 from scheduler.owners import OwnerCache
 from scheduler.report import PENDING_REASONS_MAX, REASON_LABEL_MAX, pending_reason_labels
 from scheduler.slurm_state import GONE_MAX
@@ -199,6 +201,25 @@ def test_a_hundred_thousand_distinct_placements_keep_the_memo_at_its_bound() -> 
     assert ns.memo_size() == PLACEMENT_MEMO_MAX
 
 
+def test_a_hundred_thousand_distinct_selectors_keep_the_dra_memo_at_its_bound() -> None:
+    # a request's CEL selector is tenant text: each distinct one is resolved and kept
+    dra = DraAllocator(
+        cast(KubeClient, object()),
+        cast(SlurmClient, object()),
+        device_class_gres={},
+        gres_mapping={},
+    )
+    for res in (DEVICE_CLASSES, RESOURCE_SLICES):
+        dra.cache.listed(res)
+    for i in range(MANY):
+        memo = dra._kind_memo()
+        assert memo is not None
+        memo[("mig.nvidia.com", (f"device.attributes['x'].n == {i}",))] = DeviceKind(
+            "gpu:1g.10gb", "1g.10gb", ()
+        )
+    assert len(dra._kinds) == KINDS_MAX
+
+
 def test_a_hundred_thousand_owner_uids_keep_the_owner_cache_at_its_bound() -> None:
     cache = OwnerCache(FakeClock())
     for i in range(MANY):
@@ -282,7 +303,15 @@ KNOWN: dict[str, str] = {
     "ArrayStream.rest": "the other top-level keys of one Slurm answer (its size is capped)",
     "_Group.jobs": VALUE + " (the status CLI)",
     "SlurmNodeView.gres": VALUE,
+    "SlurmNodeView.gres_offsets": VALUE + " (a node's GRES types)",
     "Device.capacity": VALUE,
+    "Device.raw": VALUE + " (one device of a ResourceSlice)",
+    "Ledger.sets": VALUE + " (one node's counter sets, per allocation)",
+    "Ledger.used": VALUE + " (one node's counter sets, per allocation)",
+    "Ledger.whole": VALUE + " (one node's GPUs, per allocation)",
+    "Ledger.sliced": VALUE + " (one node's GPUs, per allocation)",
+    "DraInputs.gres_mapping": VALUE,
+    "DraAllocator.profiles": FIXED,
     "DraInputs.classes": VALUE,
     "DraInputs.claims": VALUE,
     "DraInputs.templates": VALUE,
