@@ -166,8 +166,8 @@ def test_extra_conf_lines_come_last() -> None:
             Settings(node_gpus=0, external_nodes=0, mig_nodes=1, mig_full_gpus=1),
             [
                 "AutoDetect=off",
-                "NodeName=mig-node-0 Name=gpu Type=a100 File=/var/lib/fakegpu/migfull0",
-                "NodeName=mig-node-0 Name=gpu Type=1g.10gb File=/var/lib/fakegpu/mig[0-6]",
+                "NodeName=mig-node-0 Name=gpu Type=a100 File=/var/lib/fakegpu/mig0",
+                "NodeName=mig-node-0 Name=gpu Type=1g.10gb File=/var/lib/fakegpu/mig[1-7]",
             ],
             id="mixed-mig-node-whole-gpu-first",
         ),
