@@ -147,20 +147,16 @@ class DraCache:
         return [s for by_name in self._slices.values() for s in by_name.values()]
 
 
-def gres_offsets(node_gres: str) -> dict[str, int]:
-    """Where each typed GRES starts in a node's numbering: Slurm numbers a node's devices
-    of one name once across its types, in the order of ``Gres=``
-    (``gpu:a100:1,gpu:1g.10gb:7`` -> ``{gpu:a100: 0, gpu:1g.10gb: 1}``)."""
-    out: dict[str, int] = {}
-    next_of: dict[str, int] = {}
+def gres_layout(node_gres: str) -> tuple[tuple[str, int], ...]:
+    """A node's typed GRES and counts in the order of its ``Gres=``, which is how Slurm
+    numbers its devices of one name, once across the types
+    (``gpu:a100:1,gpu:1g.10gb:7(S:0)`` -> ``(("gpu:a100", 1), ("gpu:1g.10gb", 7))``)."""
+    out: list[tuple[str, int]] = []
     for part in node_gres.split(","):
         fields = part.split("(")[0].strip().split(":")
-        if len(fields) != 3 or not fields[2].isdigit():
-            continue
-        name, typ, count = fields[0], fields[1], int(fields[2])
-        out[f"{name}:{typ}"] = next_of.get(name, 0)
-        next_of[name] = next_of.get(name, 0) + count
-    return out
+        if len(fields) == 3 and fields[2].isdigit():
+            out.append((f"{fields[0]}:{fields[1]}", int(fields[2])))
+    return tuple(out)
 
 
 class DraAllocator:
@@ -299,15 +295,15 @@ class DraAllocator:
             gres = {
                 (f"{g.name}:{g.type}" if g.type else g.name): g.indices for g in r.gres if g.count
             }
-            offsets: dict[str, int] = {}
+            layout: tuple[tuple[str, int], ...] = ()
             if any(":" in k and v is not None for k, v in gres.items()):
                 # typed indices count from the node's first device of the name
-                offsets = gres_offsets((await self.slurm.get_node(r.node)).gres)
+                layout = gres_layout((await self.slurm.get_node(r.node)).gres)
             views[to_kube.get(r.node, r.node)] = SlurmNodeView(
                 cores=r.cores,
                 gres=gres,
                 cores_per_socket=r.cores_per_socket,
-                gres_offsets=offsets,
+                gres_layout=layout,
             )
         nodes = sorted({n for _, n, _ in wanted})
         slice_lists = await asyncio.gather(*(self._slices_on(n) for n in nodes))

@@ -19,10 +19,15 @@ GRES ``gpu:1g.10gb``, ``DeviceRequest.profile``) gets only devices with ``type: 
 that ``profile``; a request for whole GPUs never gets one with ``type: mig``; every device
 passes the class's and the request's CEL selectors. Slurm numbers a node's GPUs once
 across its types, in gres.conf order (``gpu:a100:1(IDX:0),gpu:1g.10gb:7(IDX:1-7)``):
-index ``i`` of type ``T`` is the ``i - offset(T)``-th device of that type on the node
-(``SlurmNodeView.gres_offsets``, from the node's ``Gres=`` order), MIG devices in
-(parent GPU, placement) order (NVIDIA's names ``gpu-<minor>-mig-<profile>-<id>-<start>``),
-whole GPUs by ``index``. Where Slurm only counts, any free device of the profile.
+index ``i`` of type ``T`` is the ``k = i - first(T)``-th device of that type
+(``SlurmNodeView.gres_layout``: the node's ``Gres=``, each type's devices together). Which
+DRA device that is: Slurm's whole layout is packed once onto the node's devices
+(:func:`slurm_packing`: every Slurm device a distinct DRA device, all together within the
+GPUs' counters, first fit in (GPU, placement) order with backtracking, so a GPU cut into
+``3g.40gb+2g.20gb+1g.10gb*2`` gets placements that coexist); without the layout, the
+``k``-th device of the type, MIG devices in (parent GPU, placement) order (NVIDIA's names
+``gpu-<minor>-mig-<profile>-<id>-<start>``), whole GPUs by ``index``. Where Slurm only
+counts, any free device of the profile.
 Either way a device is given only when it **fits its GPU's counters**: the sum of what
 every allocated device of the pool consumes (``consumesCounters``, across every claim)
 plus its own stays within the counter set (``sharedCounters``), so a slice is never given
@@ -77,9 +82,21 @@ class SlurmNodeView:
     cores: tuple[int, ...] = ()
     gres: Mapping[str, tuple[int, ...] | None] = field(default_factory=dict)
     cores_per_socket: int | None = None
-    # typed GRES -> its first index in the node's numbering (Slurm numbers a node's GPUs
-    # once across types, in gres.conf order); empty: every type starts at 0
-    gres_offsets: Mapping[str, int] = field(default_factory=dict)
+    # the node's typed GRES in Slurm's order with their counts (its Gres=:
+    # (("gpu:a100", 1), ("gpu:1g.10gb", 7))): Slurm numbers a node's GPUs once across the
+    # types; empty: every type starts at 0
+    gres_layout: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def gres_offsets(self) -> dict[str, int]:
+        """Typed GRES -> its first index in the node's numbering."""
+        out: dict[str, int] = {}
+        next_of: dict[str, int] = {}
+        for key, count in self.gres_layout:
+            name = key.split(":")[0]
+            out.setdefault(key, next_of.get(name, 0))
+            next_of[name] = next_of.get(name, 0) + count
+        return out
 
     def given(self, gres: str) -> list[tuple[str, tuple[int, ...] | None]]:
         """What Slurm gave for a request of ``gres``: that GRES itself, or for an untyped
@@ -293,6 +310,14 @@ class Ledger:
         if not d.is_mig and d.uuid:
             self.whole.add(d.uuid)
 
+    def copy(self) -> Ledger:
+        return Ledger(
+            self.sets,
+            {k: dict(v) for k, v in self.used.items()},
+            set(self.whole),
+            set(self.sliced),
+        )
+
     def overcommitted(self) -> list[str]:
         """Counters used beyond their set (never, when every device went through
         :meth:`why_not`)."""
@@ -422,6 +447,49 @@ def _of_type(devices: Sequence[Device], key: str, profiles: Mapping[str, str]) -
     return sorted((d for d in devices if not d.is_mig), key=_order)
 
 
+PACKING_STEPS_MAX = 20_000  # backtracking steps before the packing gives up
+
+
+def slurm_packing(
+    devices: Sequence[Device],
+    slices: Sequence[kobj.Obj],
+    layout: Sequence[tuple[str, int]],
+    profiles: Mapping[str, str],
+) -> dict[tuple[str, int], Device] | None:
+    """Slurm's devices of a node (``layout``: its typed GRES and counts, in Slurm's order)
+    packed onto the node's DRA devices: ``(type, k)`` -> a device of that kind, all
+    distinct and together within the GPUs' counters (as if all were allocated), first fit
+    in (GPU, placement) order, backtracking. None when they cannot all fit (or the search
+    passes :data:`PACKING_STEPS_MAX` steps)."""
+    wanted = [(key, k) for key, count in layout for k in range(count)]
+    options = {key: _of_type(devices, key, profiles) for key, _ in layout}
+    out: dict[tuple[str, int], Device] = {}
+    steps = 0
+
+    def place(i: int, ledger: Ledger, used: set[DeviceId]) -> bool:
+        nonlocal steps
+        if i == len(wanted):
+            return True
+        key = wanted[i][0]
+        for d in options[key]:
+            steps += 1
+            if steps > PACKING_STEPS_MAX:
+                return False
+            if d.id in used or ledger.why_not(d) is not None:
+                continue
+            nxt = ledger.copy()
+            nxt.take(d)
+            out[wanted[i]] = d
+            if place(i + 1, nxt, used | {d.id}):
+                return True
+        out.pop(wanted[i], None)
+        return False
+
+    if not wanted or not place(0, Ledger.of(devices, slices, set()), set()):
+        return None
+    return out
+
+
 def _slurm_devices(
     node: str,
     r: DeviceRequest,
@@ -429,9 +497,13 @@ def _slurm_devices(
     given: Sequence[tuple[str, tuple[int, ...]]],
     slurm: SlurmNodeView,
     profiles: Mapping[str, str],
+    slices: Sequence[kobj.Obj],
 ) -> list[Device]:
     """The devices Slurm's indices name (Slurm numbers a node's GPUs once across types)."""
     out: list[Device] = []
+    typed = [k for k, _ in slurm.gres_layout if k in profiles or ":" in k]
+    packing = slurm_packing(devices, slices, slurm.gres_layout, profiles) if typed else None
+    offsets = slurm.gres_offsets
     for key, indices in given:
         if ":" not in key and key not in profiles:
             by_index = {d.index: d for d in devices if d.index is not None}
@@ -446,7 +518,7 @@ def _slurm_devices(
             out += [by_index[i] for i in indices]
             continue
         order = _of_type(devices, key, profiles)
-        offset = slurm.gres_offsets.get(key, 0)
+        offset = offsets.get(key, 0)
         for i in indices:
             k = i - offset
             if not 0 <= k < len(order):
@@ -456,7 +528,7 @@ def _slurm_devices(
                     f"Slurm gave {key} index {i}, which the node's ResourceSlices do not show "
                     f"(they publish {len(order)} devices of it, numbered from {offset})",
                 )
-            out.append(order[k])
+            out.append(packing.get((key, k), order[k]) if packing is not None else order[k])
     for d in out:
         why = _unfit(r, d)
         if why is not None:
@@ -482,7 +554,7 @@ def _pick_gres(
         )
     indexed = [(k, idx) for k, idx in given if idx is not None]
     if indexed:
-        candidates = _slurm_devices(node, r, devices, indexed, slurm, profiles)
+        candidates = _slurm_devices(node, r, devices, indexed, slurm, profiles, slices)
     else:
         candidates = sorted((d for d in devices if _unfit(r, d) is None), key=_order)
     ledger = Ledger.of(devices, slices, taken)

@@ -303,7 +303,6 @@ KNOWN: dict[str, str] = {
     "ArrayStream.rest": "the other top-level keys of one Slurm answer (its size is capped)",
     "_Group.jobs": VALUE + " (the status CLI)",
     "SlurmNodeView.gres": VALUE,
-    "SlurmNodeView.gres_offsets": VALUE + " (a node's GRES types)",
     "Device.capacity": VALUE,
     "Device.raw": VALUE + " (one device of a ResourceSlice)",
     "Ledger.sets": VALUE + " (one node's counter sets, per allocation)",

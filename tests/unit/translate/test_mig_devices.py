@@ -18,6 +18,7 @@ from bridge.translate.devices import (
     SlurmNodeView,
     allocate_pod,
     node_devices,
+    slurm_packing,
     taken_devices,
 )
 from bridge.translate.dra import DeviceRequest, DraInputs, pod_devices
@@ -208,11 +209,11 @@ def whole_request(gres: str = "gpu:a100") -> DeviceRequest:
 
 
 # Slurm's numbering of the mixed node: gpu:a100:1(IDX:0),gpu:1g.10gb:7(IDX:1-7)
-MIXED = {"gpu:a100": 0, "gpu:1g.10gb": 1}
+MIXED = (("gpu:a100", 1), ("gpu:1g.10gb", 7))
 
 
 def view(gres: dict[str, tuple[int, ...] | None]) -> SlurmNodeView:
-    return SlurmNodeView(gres=gres, gres_offsets=MIXED)
+    return SlurmNodeView(gres=gres, gres_layout=MIXED)
 
 
 def picked(got: dict[Any, Any]) -> list[str]:
@@ -276,8 +277,7 @@ def test_a_placement_overlapping_an_allocated_slice_does_not_fit() -> None:
 def test_slurm_and_the_slices_disagreeing_is_a_mismatch(
     gres: dict[str, Any], req: DeviceRequest, words: list[str]
 ) -> None:
-    offsets = {**MIXED, "gpu:2g.20gb": 1}
-    v = SlurmNodeView(gres=gres, gres_offsets=offsets)
+    v = SlurmNodeView(gres=gres, gres_layout=MIXED)
     with pytest.raises(DeviceMismatch) as e:
         allocate_pod("n1", [req], v, SLICES, set(), PROFILES)
     for w in words:
@@ -306,13 +306,15 @@ KINDS = ["1g.10gb", "2g.20gb", "3g.40gb", "whole"]
             st.one_of(st.none(), st.lists(st.integers(0, 8), min_size=1, max_size=3)),
         ),
         max_size=12,
-    )
+    ),
+    st.sampled_from(
+        [(), (("gpu:1g.10gb", 14),), (("gpu:3g.40gb", 2), ("gpu:2g.20gb", 2), ("gpu:1g.10gb", 4))]
+    ),
 )
 def test_random_claim_sets_never_overcommit_a_counter_nor_share_a_device(
-    claims: list[tuple[str, int, list[int] | None]],
+    claims: list[tuple[str, int, list[int] | None]], layout: tuple[tuple[str, int], ...]
 ) -> None:
     slices = dra_driver.mig_slices("n1", 2)  # two partitionable GPUs
-    offsets = {"gpu:1g.10gb": 0, "gpu:2g.20gb": 0, "gpu:3g.40gb": 0}
     taken: set[DeviceId] = set()
     held: list[tuple[str, ...]] = []
     for kind, count, indices in claims:
@@ -326,7 +328,7 @@ def test_random_claim_sets_never_overcommit_a_counter_nor_share_a_device(
             count=count,
             profile=None if kind == "whole" else kind,
         )
-        v = SlurmNodeView(gres={gres: tuple(indices) if indices else None}, gres_offsets=offsets)
+        v = SlurmNodeView(gres={gres: tuple(indices) if indices else None}, gres_layout=layout)
         before = set(taken)
         try:
             got = allocate_pod("n1", [req], v, slices, taken, PROFILES)
@@ -377,3 +379,35 @@ def test_a_resolved_selector_is_kept_in_the_callers_memo() -> None:
     # the same class and selectors again: answered from the memo (no slice is read)
     again = translate(claim_pod("mig.nvidia.com", [attr("profile")]), kinds=memo, slices=())
     assert (again.gres, again.profile) == (r.gres, r.profile)
+
+
+def test_a_gpu_cut_into_several_profiles_gets_placements_that_coexist() -> None:
+    # migbench's layout a100,3g.40gb+2g.20gb+1g.10gb*2: IDX 0 whole, 1 3g, 2 2g, 3-4 1g;
+    # the k-th placement of each type (3g at 0, 2g at 0, 1g at 0) would overlap
+    layout = (("gpu:a100", 1), ("gpu:3g.40gb", 1), ("gpu:2g.20gb", 1), ("gpu:1g.10gb", 2))
+    asks = [
+        (whole_request(), {"gpu:a100": (0,)}),
+        (mig_request("3g.40gb"), {"gpu:3g.40gb": (1,)}),
+        (mig_request("2g.20gb"), {"gpu:2g.20gb": (2,)}),
+        (mig_request("1g.10gb"), {"gpu:1g.10gb": (3,)}),
+        (mig_request("1g.10gb"), {"gpu:1g.10gb": (4,)}),
+    ]
+    taken: set[DeviceId] = set()
+    got = []
+    for req, gres in asks:
+        v = SlurmNodeView(gres=gres, gres_layout=layout)
+        got += picked(allocate_pod("n1", [req], v, SLICES, taken, PROFILES))
+    assert got == [
+        "gpu-0",
+        "gpu-1-mig-3g40gb-9-4",
+        "gpu-1-mig-2g20gb-14-0",
+        "gpu-1-mig-1g10gb-19-2",
+        "gpu-1-mig-1g10gb-19-3",
+    ]
+    ledger = Ledger.of(node_devices(SLICES, DRIVER), SLICES, taken)
+    assert ledger.overcommitted() == []
+
+
+def test_a_layout_no_gpu_can_hold_is_not_packed() -> None:
+    devices = node_devices(SLICES, DRIVER)
+    assert slurm_packing(devices, SLICES, (("gpu:4g.40gb", 2),), {"gpu:4g.40gb": "4g.40gb"}) is None
