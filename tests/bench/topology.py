@@ -50,7 +50,7 @@ from bridge.wellknown import ANNOTATION_KUEUE_REQUIRED_TOPOLOGY, LABEL_JOB_ID, L
 from sandbox.cluster import SandboxCluster
 from scheduler.app import run_scheduler
 from scheduler.cycle import Scheduler
-from tests.bench.scheduler import CountingSlurmClient
+from tests.bench.scheduler_child import CountingSlurmClient
 from tests.integration.conftest import SlurmSandbox, load_sandbox, make_client, sandbox_config_data
 from tests.topology_sandbox import leaf_of, topology_sandbox
 from tests.waiting import eventually

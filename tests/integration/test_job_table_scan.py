@@ -21,7 +21,7 @@ from bridge.slurm.fetching import state_requests
 from bridge.translate.identity import admin_comment
 from controller.runtime import Controller
 from scheduler.cycle import Scheduler
-from tests.bench.scheduler import CountingSlurmClient
+from tests.bench.scheduler_child import CountingSlurmClient
 from tests.bench.slurm_fill import fill_finished_jobs
 from tests.clients import list_jobs
 from tests.integration.bridge_harness import Bridge, running_bridge
