@@ -44,7 +44,9 @@ class AdmissionMetrics:
         )
         self.latency = Histogram(
             "slurm_bridge_admission_review_seconds",
-            "Time to answer one AdmissionReview, by endpoint.",
+            "Seconds the webhook spent on one AdmissionReview, by endpoint: from its "
+            "headers to its answer encoded (the body read, decoded, decided); TLS and the "
+            "network are not in it.",
             ["endpoint"],
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0),
             registry=self.registry,
