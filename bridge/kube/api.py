@@ -176,6 +176,7 @@ class KubeApi:
         query: Sequence[tuple[str, Any]] = (),
         body: Any = None,
         content_type: str = "application/json",
+        accept: str = "application/json",
         client_timeout: aiohttp.ClientTimeout,
         what: str,
     ) -> aiohttp.ClientResponse:
@@ -190,7 +191,7 @@ class KubeApi:
         rest = api.rest_client
         headers = {
             **api.default_headers,
-            "Accept": "application/json",
+            "Accept": accept,
             "Content-Type": content_type,
         }
         params = list(query)
@@ -224,9 +225,12 @@ class KubeApi:
         query: Sequence[tuple[str, Any]] = (),
         body: Any = None,
         content_type: str = "application/json",
+        accept: str = "application/json",
         what: str = "",
     ) -> tuple[int, bytes]:
-        """One request: ``(status, body)``; HTTP errors are NOT raised (caller decides)."""
+        """One request: ``(status, body)``; HTTP errors are NOT raised (caller decides).
+        ``accept``: the media types asked for (e.g.
+        :data:`bridge.kube.fetching.METADATA_LIST`)."""
         what = what or f"{method} {path}"
         timeout = aiohttp.ClientTimeout(total=self.request_timeout)
         resp = await self._send(
@@ -235,6 +239,7 @@ class KubeApi:
             query=query,
             body=body,
             content_type=content_type,
+            accept=accept,
             client_timeout=timeout,
             what=what,
         )
@@ -254,12 +259,19 @@ class KubeApi:
         query: Sequence[tuple[str, Any]] = (),
         body: Any = None,
         content_type: str = "application/json",
+        accept: str = "application/json",
         what: str = "",
     ) -> KubeObject:
         """One request; a non-2xx answer raises the mapped :class:`KubeError`."""
         what = what or f"{method} {path}"
         status, data = await self.raw(
-            method, path, query=query, body=body, content_type=content_type, what=what
+            method,
+            path,
+            query=query,
+            body=body,
+            content_type=content_type,
+            accept=accept,
+            what=what,
         )
         if not 200 <= status < 300:
             raise error_for_status(status, data, what)
