@@ -284,14 +284,14 @@ class SlurmState:
         return waited
 
     async def _labelled_jobs(self, *, bound_only: bool) -> set[int]:
-        """Job ids the pods' job-id labels name (every namespace, a page at a time;
-        ``bound_only``: of the pods bound to a node)."""
+        """Job ids the pods' job-id labels name (every namespace, a page at a time of the
+        pods' metadata only; ``bound_only``: of the pods bound to a node)."""
         out: set[int] = set()
         fields = f"spec.schedulerName={self.state.cfg.scheduler_name}"
         if bound_only:
             fields += ",spec.nodeName!="
         async for page, _ in self.kube.pages(
-            PODS, label_selector=LABEL_JOB_ID, field_selector=fields
+            PODS, label_selector=LABEL_JOB_ID, field_selector=fields, metadata_only=True
         ):
             out.update(j for j in map(pod_job_id, page) if j is not None)
         return out
