@@ -267,8 +267,10 @@ class Run:
         self.sb = sb
         self.api = api
         self.stamps = Stamps(api)
-        self.writes = WriteCounter()
-        api.request_log = self.writes
+        # the API server's request log, set before it started (its handlers keep the one
+        # they were given)
+        assert isinstance(api.request_log, WriteCounter)
+        self.writes = api.request_log
         self.out: dict[str, Any] = {}
         self.rss: dict[str, float] = {"scheduler": 0.0, "controller": 0.0}
         # --base: that commit's worktree and python, for the restarts marked "base"
@@ -325,12 +327,8 @@ class Run:
         await create_pods(kube, [bench_pod(probe)], 1)
         log = a.logs / f"restart-{i}-{side}.log" if a.logs else None
         t0 = time.monotonic()
-        spy = a.py_spy_restarts / f"restart-{i}-{side}.txt" if a.py_spy_restarts else None
         python = self.base[1] if self.base is not None and side == "base" else None
-        async with (
-            scheduler_proc(cfg, python, log) as sched,
-            py_spy(spy, sched.proc.pid),
-        ):
+        async with scheduler_proc(cfg, python, log) as sched:
             await wait_child(sched, "the restarted scheduler", a.limit)
             listed = time.monotonic() - t0
             await create_pods(kube, [bench_pod(probe_new)], 1)
@@ -387,9 +385,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         args.nodes, args.finished = min(args.nodes, 3), min(args.finished, 30)
         args.wave1, args.wave2, args.pending = 2, 4, 3
         args.window, args.settle = 1.0, 0.5
-    for d in (args.logs, args.py_spy_restarts):
-        if d:
-            d.mkdir(parents=True, exist_ok=True)
+    if args.logs:
+        args.logs.mkdir(parents=True, exist_ok=True)
     sb = load_sandbox()
     if len(sb.external_nodes) < args.nodes:
         raise SystemExit(
@@ -407,6 +404,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         finished = await ensure_finished(slurm, sb, args.finished)
         with tempfile.TemporaryDirectory(prefix="scale-bench-") as tmp:
             api = SandboxCluster(nodes=list(nodes), history_size=1_000_000)
+            api.request_log = WriteCounter()
             async with (
                 api,
                 kube_for_host(api.url, request_timeout=120, token=SANDBOX_TOKEN) as kube,
@@ -526,9 +524,6 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--settle", type=float, default=3.0, help="wait before the window (s)")
     ap.add_argument("--limit", type=float, default=1800.0, help="give up after (s) per phase")
     ap.add_argument("--py-spy", type=Path, help="profile the scheduler in each wave into DIR")
-    ap.add_argument(
-        "--py-spy-restarts", type=Path, help="profile each restarted scheduler into DIR"
-    )
     ap.add_argument(
         "--restarts",
         type=int,

@@ -346,7 +346,8 @@ async def py_spy(out: Path | None, pid: int) -> AsyncIterator[None]:
     try:
         yield
     finally:
-        spy.send_signal(2)  # SIGINT: py-spy writes its file and exits
+        with contextlib.suppress(ProcessLookupError):  # it ended already (cannot attach)
+            spy.send_signal(2)  # SIGINT: py-spy writes its file and exits
         await asyncio.wait_for(spy.wait(), 30)
 
 
