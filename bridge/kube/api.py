@@ -49,6 +49,22 @@ from bridge.kube.auth import load_configuration, open_session
 from bridge.kube.resources import KubeObject
 
 
+# --------------------------------------------------------------------------- answers
+def answer_object(status: int, data: bytes, what: str) -> KubeObject:
+    """A request's answer as an object: a non-2xx status raises the mapped
+    :class:`KubeError`, an empty body is ``{}``, a body that is not JSON is
+    :class:`KubeUnavailable`."""
+    if not 200 <= status < 300:
+        raise error_for_status(status, data, what)
+    if not data:
+        return {}
+    try:
+        parsed = fastjson.loads(data)
+    except ValueError:
+        raise KubeUnavailable(f"{what}: answer is not JSON", status=status) from None
+    return parsed if isinstance(parsed, dict) else {"items": parsed}
+
+
 # --------------------------------------------------------------------------- errors
 def status_text(body: bytes | str | None) -> tuple[str, str]:
     """``(reason, message)`` of a ``Status`` body, for messages only (never to classify)."""
@@ -259,29 +275,14 @@ class KubeApi:
         query: Sequence[tuple[str, Any]] = (),
         body: Any = None,
         content_type: str = "application/json",
-        accept: str = "application/json",
         what: str = "",
     ) -> KubeObject:
         """One request; a non-2xx answer raises the mapped :class:`KubeError`."""
         what = what or f"{method} {path}"
         status, data = await self.raw(
-            method,
-            path,
-            query=query,
-            body=body,
-            content_type=content_type,
-            accept=accept,
-            what=what,
+            method, path, query=query, body=body, content_type=content_type, what=what
         )
-        if not 200 <= status < 300:
-            raise error_for_status(status, data, what)
-        if not data:
-            return {}
-        try:
-            parsed = fastjson.loads(data)
-        except ValueError:
-            raise KubeUnavailable(f"{what}: answer is not JSON", status=status) from None
-        return parsed if isinstance(parsed, dict) else {"items": parsed}
+        return answer_object(status, data, what)
 
     async def open_stream(
         self, path: str, query: Sequence[tuple[str, Any]], *, read_timeout: float, what: str
@@ -308,4 +309,4 @@ class KubeApi:
         return resp
 
 
-__all__ = ["KubeApi", "error_for_status", "status_text"]
+__all__ = ["KubeApi", "answer_object", "error_for_status", "status_text"]

@@ -12,7 +12,7 @@ from typing import Any
 
 from bridge import fastjson
 from bridge.errors import KubeGone, KubeUnavailable
-from bridge.kube.api import KubeApi, error_for_status
+from bridge.kube.api import KubeApi, answer_object, error_for_status
 from bridge.kube.resources import KubeObject, Resource
 
 # A list of the objects' metadata only (kube-apiserver's PartialObjectMetadataList, as
@@ -126,9 +126,10 @@ class KubeFetching(KubeApi):
                     query = [*base, ("limit", page_size)]
                     if cont:
                         query.append(("continue", cont))
-                    page = await self.request(
+                    status, data = await self.raw(
                         "GET", res.path(namespace), query=query, accept=accept, what=what
                     )
+                    page = answer_object(status, data, what)
                     meta = page.get("metadata") or {}
                     rv = rv or str(meta.get("resourceVersion") or "")
                     items: list[KubeObject] = []
