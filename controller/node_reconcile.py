@@ -16,6 +16,7 @@ from bridge.logging import get_logger
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import SlurmNode
 from bridge.translate import TranslateSettings
+from bridge.translate.dra import DRA_CPU
 from bridge.workqueue import WorkQueue
 from controller import nodes
 from controller.apply import Applier
@@ -84,6 +85,8 @@ class NodeReconcile:
             sync_state=c.controller.sync_node_state,
             cordon_on_slurm_drain=c.controller.cordon_on_slurm_drain,
             topology=TranslateSettings.from_config(c).topology,
+            gpu_drivers={d: g for d, g in c.scheduler.device_class_gres.items() if d != DRA_CPU},
+            gres_table=c.scheduler.gres_table(),
         )
         return self._policy
 
@@ -109,7 +112,8 @@ class NodeReconcile:
             return
         sname = nodes.slurm_name(node)
         before = self.slurm_nodes.get(sname)
-        actions = nodes.plan(node, before, self.policy(), self.slurm_nodes_known)
+        slices = self.caches.node_slices(name)
+        actions = nodes.plan(node, before, self.policy(), self.slurm_nodes_known, slices)
         try:
             await self.applier.apply(actions)
         finally:

@@ -28,7 +28,7 @@ from bridge.config import BridgeConfig
 from bridge.errors import BridgeError
 from bridge.kube.client import KubeClient
 from bridge.kube.events import EventRecorder
-from bridge.kube.resources import NODES, PODS, slim
+from bridge.kube.resources import NODES, PODS, RESOURCE_SLICES, slim
 from bridge.kube.watch import Watcher, WatchEvent, list_then_watch
 from bridge.logging import get_logger
 from bridge.loops import LoopCounter, LoopGuard
@@ -130,6 +130,30 @@ class Controller:
         for j in change.jobs:  # its pods may now count as stuck Terminating
             self.queue.add(job_key(j))
 
+    async def on_slice(self, ev: WatchEvent) -> None:
+        for node in self.caches.on_slice(ev):
+            self.queue.add(node_key(node))
+
+    def slices_listed(self) -> None:
+        """The node's devices are known from now on: every node is looked at again."""
+        self.caches.slices_known = True
+        for name in self.caches.nodes:
+            self.queue.add(node_key(name))
+
+    async def _follow_slices(self) -> None:
+        """The ResourceSlices (for the nodes' GRES). A cluster that serves none (before
+        Kubernetes 1.34) ends the watch quietly: every node then has none."""
+        await list_then_watch(
+            Watcher(self.kube, RESOURCE_SLICES, clock=self.clock),
+            self.on_slice,
+            listed=self.slices_listed,
+            keep_on_list_error=True,
+            absent_ok=True,
+            guard=self._guard("controller-watch-resourceslices"),
+        )
+        if not self.caches.slices_known:
+            self.slices_listed()
+
     # ------------------------------------------------------------------ steps
     async def reconcile(self, key: Key) -> None:
         kind, ident = key
@@ -223,6 +247,7 @@ class Controller:
                     guard=self._guard("controller-watch-nodes"),
                 )
             ),
+            asyncio.create_task(self._follow_slices()),
         ]
         # Not among ``tasks``: the first sweep awaits it (and sees its error, if any).
         self.sweeper.start_first_scan()
