@@ -175,8 +175,10 @@ class WatchCaches:
 
 
 def slim_slice(s: KubeObject) -> KubeObject:
-    """What the GRES comparison reads of a ResourceSlice: its name and spec."""
-    return {"metadata": {"name": kobj.name(s)}, "spec": kobj.mapping(s, "spec")}
+    """What the GRES comparison reads of a ResourceSlice: its name, resourceVersion (the
+    devices read from it are kept until it changes) and spec."""
+    meta = {"name": kobj.name(s), "resourceVersion": kobj.text(s, "metadata", "resourceVersion")}
+    return {"metadata": meta, "spec": kobj.mapping(s, "spec")}
 
 
 def _node_of(pod: KubeObject) -> str:

@@ -46,6 +46,7 @@ from bridge.translate.node_gres import (
     REASON_INCOMPATIBLE,
     REASON_UNVERIFIED,
     Agreement,
+    GresTable,
     KubeInventory,
     Verdict,
     compare,
@@ -113,7 +114,7 @@ class NodePolicy:
     # The node's GPUs: ResourceSlice driver -> Slurm GRES name (scheduler.deviceClassGres
     # but dra.cpu), and extended resource -> GRES (scheduler.gresMapping with defaults).
     gpu_drivers: Mapping[str, str] = field(default_factory=lambda: {"gpu.nvidia.com": "gpu"})
-    gres_table: Mapping[str, str] = field(default_factory=lambda: {"nvidia.com/gpu": "gpu"})
+    gres_table: GresTable = field(default_factory=lambda: GresTable.of({"nvidia.com/gpu": "gpu"}))
 
     @property
     def marker(self) -> str:
@@ -246,22 +247,32 @@ def deregister(slurm: SlurmNode) -> list[Action]:
 
 
 # --------------------------------------------------------------------------- plans
-def _inventory(node: KubeObject, slices: Sequence[KubeObject], policy: NodePolicy) -> KubeInventory:
-    return kube_inventory(node, slices, policy.gpu_drivers, policy.gres_table)
+# The node's devices as the plans see them: read (or why not), or None while not known.
+Devices = KubeInventory | InvalidInput
+
+
+def node_devices(node: KubeObject, slices: Sequence[KubeObject], policy: NodePolicy) -> Devices:
+    """The node's GPU devices (its ResourceSlices', else its allocatable), or the
+    InvalidInput that says why they cannot be read."""
+    try:
+        return kube_inventory(node, slices, policy.gpu_drivers, policy.gres_table)
+    except InvalidInput as e:
+        return e
 
 
 def _external(
     node: KubeObject,
     slurm: SlurmNode | None,
     policy: NodePolicy,
-    slices: Sequence[KubeObject] | None,
+    devices: Devices | None,
 ) -> list[Action]:
     name, sname = node_name(node), slurm_name(node)
     if not is_external(node):
         return deregister(slurm) if slurm is not None and owned(slurm, policy) else []
     try:
-        inventory = None if slices is None else _inventory(node, slices, policy)
-        spec = external_spec(node, policy.default_partition, inventory)
+        if isinstance(devices, InvalidInput):
+            raise devices
+        spec = external_spec(node, policy.default_partition, devices)
         topology = node_topology(node, policy.topology)
     except InvalidInput as e:
         return [NodeWarning(name, EVENT_EXTERNAL_NODE_INVALID, str(e))]
@@ -342,31 +353,24 @@ def managed(slurm: SlurmNode | None, policy: NodePolicy) -> bool:
     return owned(slurm, policy) or any(p in policy.bridge_partitions for p in slurm.partitions)
 
 
-def gres_verdict(
-    node: KubeObject, slurm: SlurmNode, policy: NodePolicy, slices: Sequence[KubeObject]
-) -> Verdict:
+def gres_verdict(slurm: SlurmNode, policy: NodePolicy, devices: Devices) -> Verdict:
     """Do the Slurm node's GRES and the node's devices agree (the condition's content)?"""
-    try:
-        inventory = _inventory(node, slices, policy)
-    except InvalidInput as e:
-        return Verdict(
-            Agreement.UNKNOWN,
-            REASON_UNVERIFIED,
-            f"Could not read the node's devices: {e}",
-        )
-    return compare(slurm.gres, inventory, slurm_node=slurm.name, gres_table=policy.gres_table)
+    if isinstance(devices, InvalidInput):
+        message = f"Could not read the node's devices: {devices}"
+        return Verdict(Agreement.UNKNOWN, REASON_UNVERIFIED, message)
+    return compare(slurm.gres, devices, slurm_node=slurm.name, table=policy.gres_table)
 
 
 def _gres_condition(
     node: KubeObject,
     slurm: SlurmNode | None,
     policy: NodePolicy,
-    slices: Sequence[KubeObject] | None,
+    devices: Devices | None,
 ) -> list[Action]:
     """``SlinkySlurmGRESCompatible`` on every managed node (a Warning Event
     ``IncompatibleSlurmGRES`` when it turns False or its message changes); taken off a node
     that is no longer managed. Nothing while the node's slices are not known yet."""
-    if slices is None:
+    if devices is None:
         return []
     name = node_name(node)
     have = next(
@@ -379,7 +383,7 @@ def _gres_condition(
     )
     if slurm is None or not managed(slurm, policy):
         return [] if have is None else [RemoveNodeCondition(name, CONDITION_SLURM_GRES_COMPATIBLE)]
-    v = gres_verdict(node, slurm, policy, slices)
+    v = gres_verdict(slurm, policy, devices)
     said = (kobj.text(have, "status"), kobj.text(have, "reason"), kobj.text(have, "message"))
     if have is not None and said == (v.status.value, v.reason, v.message):
         return []
@@ -396,19 +400,20 @@ def plan(
     slurm: SlurmNode | None,
     policy: NodePolicy,
     slurm_known: bool = True,
-    slices: Sequence[KubeObject] | None = None,
+    devices: Devices | None = None,
 ) -> list[Action]:
     """Actions for one Kubernetes node. ``slurm``: its Slurm node (None: Slurm has none);
     ``slurm_known``: False while Slurm's node list could not be read (then nothing is
-    done: unknown is not gone); ``slices``: the node's ResourceSlices (None: not known
-    yet, so no GRES condition, and registration takes GPUs from allocatable)."""
+    done: unknown is not gone); ``devices``: the node's (:func:`node_devices`; None while
+    its slices are not known yet: no GRES condition, and registration takes GPUs from
+    allocatable)."""
     if not slurm_known:
         return []
-    actions = _external(node, slurm, policy, slices)
+    actions = _external(node, slurm, policy, devices)
     if policy.sync_state:
         actions += _state(node, slurm, policy)
     actions += _managed_taint(node, slurm, policy)
-    actions += _gres_condition(node, slurm, policy, slices)
+    actions += _gres_condition(node, slurm, policy, devices)
     return actions
 
 

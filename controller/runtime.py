@@ -123,6 +123,7 @@ class Controller:
         if change.external:
             self.node_reconcile.external_nodes_changed()
         if ev.type == "DELETED":
+            self.node_reconcile.forget(ev.key)
             if self.events is not None:
                 self.events.forget(ev.object)
         else:

@@ -91,28 +91,36 @@ def parse_slurm_gres(text: str, *, field_name: str = "gres") -> dict[GresKind, i
     return out
 
 
-def mig_types(gres_table: Mapping[str, str]) -> frozenset[str]:
-    """The GRES types the mapping table gives MIG profiles (``1g.10gb``, ``a100_1g.10gb``)."""
-    out = set()
-    for resource, gres in gres_table.items():
-        typ = gres.partition(":")[2]
-        if typ and resource.startswith("nvidia.com/mig-"):
-            out.add(typ)
-    return frozenset(out)
+@dataclass(frozen=True)
+class GresTable:
+    """The mapping table (extended resource -> GRES) and what the comparison derives from
+    it once: the GRES types of MIG profiles and the GRES names of devices."""
 
+    mapping: Mapping[str, str]
+    mig: frozenset[str]  # the types MIG profiles map to (``1g.10gb``, ``a100_1g.10gb``)
+    names: frozenset[str]  # GRES names the table maps to (``gpu``)
 
-def is_slice(kind: GresKind, mig: frozenset[str]) -> bool:
-    return kind.type in mig or bool(_MIG_PROFILE.match(kind.type))
+    @classmethod
+    def of(cls, mapping: Mapping[str, str]) -> GresTable:
+        mig = {
+            gres.partition(":")[2]
+            for resource, gres in mapping.items()
+            if resource.startswith("nvidia.com/mig-") and ":" in gres
+        }
+        names = {gres.partition(":")[0] for gres in mapping.values()}
+        return cls(dict(mapping), frozenset(mig), frozenset(names))
 
+    def is_slice(self, kind: GresKind) -> bool:
+        return kind.type in self.mig or bool(_MIG_PROFILE.match(kind.type))
 
-def profile_kind(profile: str, gres_name: str, gres_table: Mapping[str, str]) -> GresKind:
-    """The typed GRES of a MIG profile: the table's (``nvidia.com/mig-<profile>``), else
-    ``<gres_name>:<profile>``."""
-    mapped = gres_table.get(f"nvidia.com/mig-{profile}")
-    if mapped and ":" in mapped:
-        name, _, typ = mapped.partition(":")
-        return GresKind(name, typ)
-    return GresKind(gres_name, profile)
+    def profile_kind(self, profile: str, gres_name: str) -> GresKind:
+        """The typed GRES of a MIG profile: the table's (``nvidia.com/mig-<profile>``),
+        else ``<gres_name>:<profile>``."""
+        mapped = self.mapping.get(f"nvidia.com/mig-{profile}")
+        if mapped and ":" in mapped:
+            name, _, typ = mapped.partition(":")
+            return GresKind(name, typ)
+        return GresKind(gres_name, profile)
 
 
 # --------------------------------------------------------------------------- Kubernetes
@@ -160,7 +168,7 @@ def _attr(device: Mapping[str, object], name: str, driver: str) -> str:
 
 
 def slice_inventory(
-    slices: Iterable[kobj.Obj], drivers: Mapping[str, str], gres_table: Mapping[str, str]
+    slices: Iterable[kobj.Obj], drivers: Mapping[str, str], table: GresTable
 ) -> KubeInventory:
     """The GPU devices of a node's ResourceSlices (``drivers``: driver -> GRES name), and
     the counter sets of their pools. A malformed counter is InvalidInput naming it."""
@@ -184,7 +192,7 @@ def slice_inventory(
             name = kobj.text(d, "name")
             profile = _attr(d, "profile", driver)
             if _attr(d, "type", driver) == MIG_TYPE and profile:
-                kind = profile_kind(profile, gres_name, gres_table)
+                kind = table.profile_kind(profile, gres_name)
             else:
                 kind = GresKind(gres_name)
             where = f"ResourceSlice {kobj.name(s)}: device {name}: consumesCounters"
@@ -198,13 +206,13 @@ def slice_inventory(
     return KubeInventory(tuple(devices), counters)
 
 
-def allocatable_inventory(node: kobj.Obj, gres_table: Mapping[str, str]) -> KubeInventory:
+def allocatable_inventory(node: kobj.Obj, table: GresTable) -> KubeInventory:
     """The node's allocatable extended resources of the mapping table (the device plugin:
     ``nvidia.com/gpu: 2``), one independent device each."""
     devices: list[KubeDevice] = []
     alloc = kobj.mapping(node, "status", "allocatable") or kobj.mapping(node, "status", "capacity")
     for resource in sorted(alloc):
-        gres = gres_table.get(resource)
+        gres = table.mapping.get(resource)
         if gres is None:
             continue
         n = whole_count(str(alloc[resource]), field=f"status.allocatable[{resource}]")
@@ -217,12 +225,12 @@ def kube_inventory(
     node: kobj.Obj,
     slices: Iterable[kobj.Obj],
     drivers: Mapping[str, str],
-    gres_table: Mapping[str, str],
+    table: GresTable,
 ) -> KubeInventory:
     """The node's GPU devices: its ResourceSlices' when it has any of a GPU driver, else
     its allocatable extended resources."""
-    inv = slice_inventory(slices, drivers, gres_table)
-    return inv if inv.devices else allocatable_inventory(node, gres_table)
+    inv = slice_inventory(slices, drivers, table)
+    return inv if inv.devices else allocatable_inventory(node, table)
 
 
 # --------------------------------------------------------------------------- choosing
@@ -318,7 +326,7 @@ def compare(
     inv: KubeInventory,
     *,
     slurm_node: str,
-    gres_table: Mapping[str, str],
+    table: GresTable,
 ) -> Verdict:
     """Do Slurm's GRES of ``slurm_node`` (its ``gres``) and the node's devices agree?"""
     try:
@@ -326,15 +334,14 @@ def compare(
     except InvalidInput as e:
         return Verdict(Agreement.UNKNOWN, REASON_UNVERIFIED, f"Could not verify Slurm GRES: {e}")
     # Only the GRES Kubernetes can publish (GPUs): Slurm's other GRES are not compared.
-    names = {k.name for k in inv.counts()} | {g.partition(":")[0] for g in gres_table.values()}
+    have = inv.counts()
+    names = table.names | {h.name for h in have}
     slurm = {k: n for k, n in slurm.items() if k.name in names}
-    mig = mig_types(gres_table)
     # A GPU typed by model (gpu:a100) is a whole GPU: Kubernetes publishes it untyped.
     want: dict[GresKind, int] = {}
     for k, n in slurm.items():
-        key = k if is_slice(k, mig) else GresKind(k.name)
+        key = k if table.is_slice(k) else GresKind(k.name)
         want[key] = want.get(key, 0) + n
-    have = inv.counts()
     problems: list[str] = []
     chosen, short = pick(inv, want)
     for kind, n in sorted(short.items()):

@@ -11,6 +11,7 @@ from bridge.errors import InvalidInput
 from bridge.translate.node_gres import (
     Agreement,
     GresKind,
+    GresTable,
     compare,
     gres_text,
     kube_inventory,
@@ -20,7 +21,7 @@ from bridge.translate.node_gres import (
 )
 
 DRIVERS = {"gpu.nvidia.com": "gpu"}
-TABLE = dict(DEFAULT_GRES_MAPPING)
+TABLE = GresTable.of(DEFAULT_GRES_MAPPING)
 GPU = GresKind("gpu")
 MIG1 = GresKind("gpu", "1g.10gb")
 
@@ -77,7 +78,7 @@ def partitionable(g: int) -> list[Any]:
 
 def verdict(slurm: str, slices: list[Any], node: dict[str, Any] | None = None) -> Any:
     inv = kube_inventory(node or {}, slices, DRIVERS, TABLE)
-    return compare(slurm, inv, slurm_node="n", gres_table=TABLE)
+    return compare(slurm, inv, slurm_node="n", table=TABLE)
 
 
 @pytest.mark.parametrize(
@@ -135,10 +136,10 @@ def test_slices_that_slurm_has_as_whole_gpus_disagree_on_the_type() -> None:
 
 
 def test_a_mig_profile_is_the_typed_gres_of_the_mapping_table() -> None:
-    table = {**TABLE, "nvidia.com/mig-1g.10gb": "gpu:a100_1g.10gb"}
+    table = GresTable.of({**DEFAULT_GRES_MAPPING, "nvidia.com/mig-1g.10gb": "gpu:a100_1g.10gb"})
     inv = slice_inventory([rslice("s", [mig("m0", "1g.10gb")])], DRIVERS, table)
     assert inv.counts() == {GresKind("gpu", "a100_1g.10gb"): 1}
-    v = compare("gpu:a100_1g.10gb:1", inv, slurm_node="n", gres_table=table)
+    v = compare("gpu:a100_1g.10gb:1", inv, slurm_node="n", table=table)
     assert v.status is Agreement.COMPATIBLE
 
 
