@@ -40,6 +40,7 @@ from tests.integration.controller_harness import (
     sandbox_kube,
     unique_mcs,
 )
+from tests.integration.test_node_gres_e2e import mig_slice
 from tests.mig_sandbox import mig_sandbox
 from tests.waiting import eventually
 
@@ -140,29 +141,6 @@ async def test_slurm_refuses_a_typed_gpu_on_an_external_node_gres_conf_gives_no_
             await remove_dynamic_node(slurm, name)
 
 
-def mig_devices_slice(node: str, slices: int) -> dict[str, Any]:
-    """A GPU cut into ``slices`` 1g.10gb slices ahead (no whole-GPU device), as NVIDIA's DRA
-    driver publishes a MIG layout set up on the node."""
-    devices = [
-        {
-            "name": f"gpu-0-mig-1g10gb-{k}",
-            "attributes": {"type": {"string": "mig"}, "profile": {"string": "1g.10gb"}},
-        }
-        for k in range(slices)
-    ]
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-gpu"},
-        "spec": {
-            "driver": "gpu.nvidia.com",
-            "nodeName": node,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices,
-        },
-    }
-
-
 async def test_the_controller_registers_a_mig_node_with_the_typed_gres_of_its_slices(
     mig: SlurmSandbox,
 ) -> None:
@@ -177,7 +155,7 @@ async def test_the_controller_registers_a_mig_node_with_the_typed_gres_of_its_sl
         await remove_dynamic_node(slurm, node)
         try:
             async with sandbox_kube(mig) as (_srv, kube), running_controller(cfg, kube):
-                await kube.create(RESOURCE_SLICES, mig_devices_slice(node, SLICES))
+                await kube.create(RESOURCE_SLICES, mig_slice(node, SLICES))
                 labels = {LABEL_EXTERNAL_NODE: "true"}
                 await kube.patch_node(node, {"metadata": {"labels": labels}}, patch_type="merge")
 

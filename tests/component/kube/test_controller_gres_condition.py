@@ -25,6 +25,7 @@ from bridge.wellknown import CONDITION_SLURM_GRES_COMPATIBLE
 from controller.model import node_key
 from controller.runtime import Controller
 from sandbox.cluster import SandboxCluster
+from sandbox.controllers import dra_driver as sandbox_dra
 from sandbox.kubeapi import SANDBOX_TOKEN
 from tests.clients import kube_for_host
 
@@ -32,17 +33,9 @@ NODE = "gpu-node-0"
 
 
 def slice_of(node: str, devices: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-gpu"},
-        "spec": {
-            "driver": "gpu.nvidia.com",
-            "nodeName": node,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices,
-        },
-    }
+    s = sandbox_dra.gpu_slice(node, 0)
+    s["spec"]["devices"] = devices
+    return s
 
 
 def gpus(n: int) -> list[dict[str, Any]]:
