@@ -19,6 +19,7 @@ from bridge.translate.node_gres import (
     registration_gres,
     slice_inventory,
 )
+from sandbox.controllers import dra_driver as sandbox_dra
 
 DRIVERS = {"gpu.nvidia.com": "gpu"}
 TABLE = GresTable.of(DEFAULT_GRES_MAPPING)
@@ -201,3 +202,31 @@ def test_a_malformed_counter_names_the_slice_and_the_device() -> None:
     with pytest.raises(InvalidInput) as e:
         slice_inventory([rslice("s", [bad])], DRIVERS, TABLE)
     assert "ResourceSlice s: device gpu-0: consumesCounters[c].memory.value" in str(e.value)
+
+
+# --------------------------------------------------------------------------- the stand-in
+# What the sandbox's NVIDIA driver stand-in publishes (partitionable A100-80GB GPUs: the
+# whole GPU and every placement of five profiles on one counter set per GPU).
+@pytest.mark.parametrize(
+    ("slurm", "status"),
+    [
+        ("gpu:1g.10gb:7", Agreement.COMPATIBLE),
+        ("gpu:1", Agreement.COMPATIBLE),
+        ("gpu:2g.20gb:3,gpu:1g.10gb:1", Agreement.COMPATIBLE),
+        ("gpu:3g.40gb:2", Agreement.COMPATIBLE),
+        ("gpu:1g.10gb:8", Agreement.INCOMPATIBLE),
+        ("gpu:7g.80gb:1,gpu:1g.10gb:1", Agreement.INCOMPATIBLE),
+        ("", Agreement.INCOMPATIBLE),
+    ],
+)
+def test_slurms_gres_against_the_sandbox_drivers_partitionable_gpu(
+    slurm: str, status: Agreement
+) -> None:
+    assert verdict(slurm, sandbox_dra.mig_slices("n", 1)).status is status
+
+
+def test_a_mixed_node_of_the_sandbox_driver_agrees_with_a_typed_whole_gpu_beside_slices() -> None:
+    slices = sandbox_dra.mig_slices("n", 1, full_gpus=1)
+    assert verdict("gpu:a100:1,gpu:1g.10gb:7", slices).status is Agreement.COMPATIBLE
+    inv = slice_inventory(slices, DRIVERS, TABLE)
+    assert gres_text(registration_gres(inv)) == "gpu:2"  # whole GPUs unless set up as slices
