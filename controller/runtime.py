@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 
 from bridge.clock import Clock, PollPace, SystemClock, sleep_or_wake
 from bridge.config import BridgeConfig
-from bridge.errors import BridgeError
+from bridge.errors import BridgeError, KubeError
 from bridge.kube.client import KubeClient
 from bridge.kube.events import EventRecorder
 from bridge.kube.resources import NODES, PODS, RESOURCE_SLICES, slim
@@ -143,15 +143,27 @@ class Controller:
 
     async def _follow_slices(self) -> None:
         """The ResourceSlices (for the nodes' GRES). A cluster that serves none (before
-        Kubernetes 1.34) ends the watch quietly: every node then has none."""
-        await list_then_watch(
-            Watcher(self.kube, RESOURCE_SLICES, clock=self.clock),
-            self.on_slice,
-            listed=self.slices_listed,
-            keep_on_list_error=True,
-            absent_ok=True,
-            guard=self._guard("controller-watch-resourceslices"),
-        )
+        Kubernetes 1.34) ends the watch quietly: every node then has none. A failed first
+        list is tried again with backoff: the nodes' devices are known only once one
+        list arrived whole."""
+        failures = 0
+        while True:
+            try:
+                await list_then_watch(
+                    Watcher(self.kube, RESOURCE_SLICES, clock=self.clock),
+                    self.on_slice,
+                    listed=self.slices_listed,
+                    absent_ok=True,
+                    guard=self._guard("controller-watch-resourceslices"),
+                )
+            except KubeError as e:
+                failures += 1
+                log.warning("initial_list_failed", resource=RESOURCE_SLICES.plural, error=str(e))
+                await self.clock.sleep(
+                    min(RETRY_MAX_SECONDS, RETRY_BASE_SECONDS * 2 ** min(failures, 10))
+                )
+                continue
+            break
         if not self.caches.slices_known:
             self.slices_listed()
 

@@ -54,7 +54,9 @@ async def test_a_batch_job_and_pods_share_a_slurmd_node_each_on_its_own_gpu(
     shared, other = sandbox.slurmd_nodes[0], sandbox.slurmd_nodes[1]
     part = sandbox.batch_partition
     native: list[int] = []
-    async with dra_bridge(sandbox, tmp_path, controller=True) as b:
+    # The bridge's partition is the shared node's (a partition only the pods name becomes
+    # the bridge's once the controller has read a job of the bridge there).
+    async with dra_bridge(sandbox, tmp_path, controller=True, partition=part) as b:
         try:
             # native jobs: one GPU of the shared node, both GPUs of the other node
             held = await sbatch(
@@ -103,15 +105,16 @@ async def test_a_batch_job_and_pods_share_a_slurmd_node_each_on_its_own_gpu(
             assert "Resources" in msg, msg
 
             # the controller: the shared node's Slurm GRES and its slice agree
-            async def compatible() -> str:
+            async def condition() -> dict[str, str]:
                 node = await b.kube.get(NODES, shared)
                 for c in node["status"].get("conditions") or []:
-                    if c["type"] == CONDITION_SLURM_GRES_COMPATIBLE and c["status"] == "True":
-                        return str(c["message"])
-                return ""
+                    if c["type"] == CONDITION_SLURM_GRES_COMPATIBLE:
+                        return {k: str(v) for k, v in c.items()}
+                return {}
 
-            said = await b.wait_for("SlinkySlurmGRESCompatible=True on the shared node", compatible)
-            assert f"Slurm node {shared} has Gres=gpu:2" in said
+            said = await b.wait_for("SlinkySlurmGRESCompatible on the shared node", condition)
+            assert said["status"] == "True", said
+            assert f"Slurm node {shared} has Gres=gpu:2" in said["message"]
 
             # the batch job ends: the waiting pod gets the GPU it held, never the pod's
             await b.slurm.cancel(held)
