@@ -22,7 +22,6 @@ The verbs build on this: :mod:`bridge.kube.fetching`, :mod:`bridge.kube.creating
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Self
@@ -262,10 +261,13 @@ class KubeApi:
         if lean is not None:
             try:
                 headers, target = await self._prepared(path, query, content_type)
-                async with asyncio.timeout(self.request_timeout):
-                    answer = await lean.request(
-                        method, target, headers=headers, body=_encoded(body)
-                    )
+                answer = await lean.request(
+                    method,
+                    target,
+                    headers=headers,
+                    body=_encoded(body),
+                    seconds=self.request_timeout,
+                )
             except (ApiException, TimeoutError, OSError) as e:
                 raise _translate(e, what) from e
             return answer.status, answer.body

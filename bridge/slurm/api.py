@@ -308,10 +308,14 @@ class SlurmApi:
         if self._lean is None:
             self._lean = Http1Pool(self._base, ssl_context=self._ssl, limit=SLURM_CONNECTIONS)
         target = http1.target(self._path + path, params)
-        async with asyncio.timeout(limits.total):
-            answer = await self._lean.request(
-                method, target, headers=headers, body=data, max_body=self._max_body
-            )
+        answer = await self._lean.request(
+            method,
+            target,
+            headers=headers,
+            body=data,
+            seconds=limits.total or BULK_TIMEOUT_MIN_SECONDS,
+            max_body=self._max_body,
+        )
         return answer.status, answer.body
 
     def _raise_for_errors(self, endpoint: str, status: int, parsed: Any, text: str) -> None:

@@ -81,8 +81,8 @@ def pool(s: Server) -> Http1Pool:
 async def test_a_kept_alive_connection_carries_the_next_request(serve: Serve) -> None:
     s = await serve([ok(b'{"a":1}'), ok(b'{"b":2}')])
     p = pool(s)
-    first = await p.request("GET", "/x", headers={"Accept": "application/json"})
-    second = await p.request("POST", "/y", headers={}, body=b'{"c":3}')
+    first = await p.request("GET", "/x", headers={"Accept": "application/json"}, seconds=5)
+    second = await p.request("POST", "/y", headers={}, body=b'{"c":3}', seconds=5)
     await p.close()
     assert (first.status, first.body, second.body) == (200, b'{"a":1}', b'{"b":2}')
     assert s.connections == 1
@@ -97,8 +97,8 @@ async def test_a_chunked_answer_is_put_together(serve: Serve) -> None:
     )
     s = await serve([chunked, ok(b"next")])
     p = pool(s)
-    answer = await p.request("GET", "/", headers={})
-    again = await p.request("GET", "/", headers={})
+    answer = await p.request("GET", "/", headers={}, seconds=5)
+    again = await p.request("GET", "/", headers={}, seconds=5)
     await p.close()
     assert (answer.status, answer.body, answer.headers["x-a"]) == (201, b"abcdefg", "1, 2")
     assert again.body == b"next"
@@ -114,8 +114,8 @@ async def test_slurmrestds_doubled_error_answer_is_read_and_its_copy_dropped(ser
     )
     s = await serve([doubled, ok(b"fresh")], close_after=lambda i: i == 0)
     p = pool(s)
-    answer = await p.request("GET", "/job/5", headers={})
-    fresh = await p.request("GET", "/job/6", headers={})
+    answer = await p.request("GET", "/job/5", headers={}, seconds=5)
+    fresh = await p.request("GET", "/job/6", headers={}, seconds=5)
     await p.close()
     assert (answer.status, answer.body) == (404, body)
     assert fresh.body == b"fresh"
@@ -125,7 +125,7 @@ async def test_slurmrestds_doubled_error_answer_is_read_and_its_copy_dropped(ser
 async def test_an_answer_without_a_length_runs_until_the_server_closes(serve: Serve) -> None:
     s = await serve([b"HTTP/1.1 200 OK\r\n\r\nall of it"], close_after=lambda i: True)
     p = pool(s)
-    answer = await p.request("GET", "/", headers={})
+    answer = await p.request("GET", "/", headers={}, seconds=5)
     await p.close()
     assert answer.body == b"all of it"
 
@@ -135,9 +135,9 @@ async def test_a_body_past_the_cap_is_refused(serve: Serve) -> None:
     s = await serve([ok(b"x" * 100), chunked])
     p = pool(s)
     with pytest.raises(BodyTooLarge):
-        await p.request("GET", "/", headers={}, max_body=10)
+        await p.request("GET", "/", headers={}, max_body=10, seconds=5)
     with pytest.raises(BodyTooLarge):
-        await p.request("GET", "/", headers={}, max_body=5)
+        await p.request("GET", "/", headers={}, max_body=5, seconds=5)
     await p.close()
     assert s.connections == 2  # a refused answer's connection is not used again
 
@@ -145,9 +145,9 @@ async def test_a_body_past_the_cap_is_refused(serve: Serve) -> None:
 async def test_a_connection_the_server_closed_while_idle_is_not_used_again(serve: Serve) -> None:
     s = await serve([ok(b"one"), ok(b"two")], close_after=lambda i: i == 0)
     p = pool(s)
-    assert (await p.request("POST", "/", headers={}, body=b"")).body == b"one"
+    assert (await p.request("POST", "/", headers={}, body=b"", seconds=5)).body == b"one"
     await asyncio.sleep(0.05)  # the server's FIN arrives while the connection is idle
-    assert (await p.request("POST", "/", headers={}, body=b"")).body == b"two"
+    assert (await p.request("POST", "/", headers={}, body=b"", seconds=5)).body == b"two"
     await p.close()
     assert s.connections == 2
 
@@ -156,9 +156,9 @@ async def test_a_line_break_in_a_header_or_target_is_refused(serve: Serve) -> No
     s = await serve([ok(b"")])
     p = pool(s)
     with pytest.raises(ValueError, match="CR or LF"):
-        await p.request("GET", "/", headers={"X-A": "a\r\nX-Injected: 1"})
+        await p.request("GET", "/", headers={"X-A": "a\r\nX-Injected: 1"}, seconds=5)
     with pytest.raises(ValueError, match="CR or LF"):
-        await p.request("GET", "/a HTTP/1.1\r\nX: y", headers={})
+        await p.request("GET", "/a HTTP/1.1\r\nX: y", headers={}, seconds=5)
     await p.close()
     assert s.requests == []
 
@@ -167,9 +167,8 @@ async def test_a_request_cut_by_its_deadline_leaves_no_connection_behind(serve: 
     s = await serve([b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhalf", ok(b"later")])
     p = pool(s)
     with pytest.raises(TimeoutError):
-        async with asyncio.timeout(0.2):
-            await p.request("GET", "/", headers={})
-    answer = await p.request("GET", "/", headers={})
+        await p.request("GET", "/", headers={}, seconds=0.2)
+    answer = await p.request("GET", "/", headers={}, seconds=5)
     await p.close()
     assert answer.body == b"later"
     assert s.connections == 2
@@ -181,3 +180,16 @@ def test_a_target_is_quoted_as_aiohttp_would_and_carries_its_query() -> None:
         "/x/%2F/y:z@w?labelSelector=a%3Db%2Cc&limit=5"
     )
     assert target("/p", {}) == "/p"
+
+
+async def test_a_request_waits_for_a_busy_connection_within_its_deadline(serve: Serve) -> None:
+    s = await serve([b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhalf", ok(b"next")])
+    p = Http1Pool(f"http://127.0.0.1:{s.port}", limit=1)
+    first = asyncio.ensure_future(p.request("GET", "/", headers={}, seconds=0.5))
+    await asyncio.sleep(0.05)
+    with pytest.raises(TimeoutError):  # the only connection is busy past this deadline
+        await p.request("GET", "/", headers={}, seconds=0.1)
+    with pytest.raises(TimeoutError):
+        await first
+    assert (await p.request("GET", "/", headers={}, seconds=5)).body == b"next"  # slot freed
+    await p.close()
