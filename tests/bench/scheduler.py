@@ -71,6 +71,7 @@ from tests.bench.scheduler_child import (
     CPROFILE_ENV,
     LINE,
     report,
+    run_as_the_scheduler,
     scheduler_child,
 )
 from tests.bench.slurm_cpu import daemon_cpu_seconds, per_pod_ms
@@ -693,7 +694,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     configure_logging("warning", "console")
     if args.role == "scheduler":  # older callers' name for tests.bench.scheduler_child
-        asyncio.run(scheduler_child(args.config))
+        run_as_the_scheduler(scheduler_child(args.config))
     elif args.role == "raw":
         asyncio.run(raw_child(args.kubeconfig, args.workers))
     else:

@@ -20,9 +20,11 @@ import os
 import signal
 import time
 from collections import Counter
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
+from bridge import loops
 from bridge.clock import SystemClock
 from bridge.config import load_config
 from bridge.kube.client import KubeClient
@@ -106,11 +108,17 @@ async def scheduler_child(config: Path) -> None:
                 task.result()
 
 
+def run_as_the_scheduler(main: Coroutine[Any, Any, None]) -> None:
+    """Run ``main`` as ``slurm-bridge scheduler`` runs its loop (``bridge.loops.run``), or,
+    in an older tree without it, with ``asyncio.run``."""
+    getattr(loops, "run", asyncio.run)(main)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="tests/bench/scheduler_child.py", description=__doc__)
     ap.add_argument("--config", type=Path, required=True, help="the scheduler's config file")
     args = ap.parse_args(argv)
-    asyncio.run(scheduler_child(args.config))
+    run_as_the_scheduler(scheduler_child(args.config))
     return 0
 
 
