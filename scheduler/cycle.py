@@ -185,7 +185,11 @@ class Scheduler:
         g = self.state.groups.get(gkey)
         if g is None:
             return NOTHING
-        # 1. the group's unbound pods
+        # 1. the group's unbound pods (a built-in PodGroup's, seen before its Workload
+        # could be read, go to the Workload's gang: none starts alone)
+        if g.ref.kind == "WorkloadPodGroup" and g.job is None:
+            for moved_to in await self.state.regroup(g):
+                self.queue.add(moved_to)
         pods = self.state.pods_of(g)
         if not pods:
             self._drop(g)

@@ -214,12 +214,13 @@ class Snapshots:
         to a JobSpec or the reason it cannot be) and Slurm facts (its job, looked up if
         not held yet; whether a job may be made; whether Slurm answers)."""
         gobj = await self.state.group_object(g.ref)
+        pod_groups = await self.state.pod_groups(g.ref)  # a Workload gang's PodGroups
         # A gang still filling is processed on each new member: it is known to wait without
         # translating every member each time (O(n) per arrival, O(n^2) per gang).
-        want = expected_size(g.ref, gobj, pods)
+        want = expected_size(g.ref, gobj, pods, pod_groups)
         filling = want is not None and len(pods) < want
         if not filling:
-            pods = [dict(p) for p in order_pods(g.ref, gobj, pods)]
+            pods = [dict(p) for p in order_pods(g.ref, gobj, pods, pod_groups)]
         spec: JobSpec | None = None
         invalid: InvalidInput | None = None
         expected = len(pods)
@@ -246,6 +247,7 @@ class Snapshots:
                         g.ref.namespace,
                         self.state.namespace_labels.get(g.ref.namespace, {}),
                     ),
+                    pod_groups=pod_groups,
                 )
             )
             if isinstance(result, Waiting):
