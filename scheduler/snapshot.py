@@ -214,6 +214,8 @@ class Snapshots:
         to a JobSpec or the reason it cannot be) and Slurm facts (its job, looked up if
         not held yet; whether a job may be made; whether Slurm answers)."""
         gobj = await self.state.group_object(g.ref)
+        if workload := await self.state.missing_workload(g.ref, gobj):
+            gobj = None  # its Workload is not there yet: the group waits for it
         pod_groups = await self.state.pod_groups(g.ref)  # a Workload gang's PodGroups
         # A gang still filling is processed on each new member: it is known to wait without
         # translating every member each time (O(n) per arrival, O(n^2) per gang).
@@ -275,7 +277,9 @@ class Snapshots:
             invalid=invalid,
             job=job_view(job) if job is not None else None,
             job_unread=unread,
-            waiting_for=missing_source(g.ref, pods) if gobj is None and want is None else "",
+            waiting_for=(
+                missing_source(g.ref, pods, workload) if gobj is None and want is None else ""
+            ),
             job_reason_awaited=job is not None
             and self.slurm_state.poller.awaits_reason(job.job_id),
             may_create=self.slurm_state.may_create(g, pods),

@@ -372,6 +372,17 @@ class KubeState:
             return None
         return await self._get_object(res, src.namespace, src.name)
 
+    async def missing_workload(self, ref: GroupRef, podgroup: KubeObject | None) -> str:
+        """The Workload a built-in PodGroup's group names when it cannot be read (""
+        otherwise): the group waits for it, since its PodGroups may be one gang (a
+        PodGroup made before its Workload must not start alone)."""
+        if ref.kind != "WorkloadPodGroup":
+            return ""
+        name = workload_ref(podgroup)[0]
+        if not name:
+            return ""
+        return "" if await self._builtin_named("workloads", ref.namespace, name) else name
+
     async def pod_groups(self, ref: GroupRef) -> list[KubeObject]:
         """A Workload gang's built-in PodGroups: those of its namespace made from that
         Workload, read again on each cycle (a PodGroup may come after its first pods);

@@ -311,11 +311,17 @@ def check_source(
                 )
 
 
-def missing_source(ref: GroupRef, pods: Sequence[Mapping[str, Any]]) -> str:
-    """Why a group whose object does not exist waits, naming the field that names it."""
+def missing_source(ref: GroupRef, pods: Sequence[Mapping[str, Any]], workload: str = "") -> str:
+    """Why a group whose object does not exist waits, naming the field that names it;
+    ``workload``: the Workload a built-in PodGroup names, which does not exist (yet)."""
     src = ref.source
     if src is None:
         return ""
+    if workload:
+        return (
+            f"waiting for Workload {src.namespace}/{workload} (spec.podGroupTemplateRef."
+            f"workload.workloadName of PodGroup {src.namespace}/{src.name}): it does not exist"
+        )
     field = {
         "PodGroup": f"metadata.labels[{LABEL_POD_GROUP}]",
         "WorkloadPodGroup": "spec.schedulingGroup.podGroupName",

@@ -30,7 +30,9 @@ READY_EVENT = "scheduler_running"
 def write_scheduler_config(
     path: Path, sb: SlurmSandbox, kubeconfig: Path, **overrides: Any
 ) -> Path:
-    """A scheduler config file for the sandboxes; ``overrides`` are top-level keys."""
+    """A scheduler config file for the sandboxes; ``overrides`` are top-level keys (the
+    ``scheduler`` section's keys are added to the file's)."""
+    scheduler = {"rejectBackoffSeconds": 0.5, "workers": 8} | overrides.pop("scheduler", {})
     cfg = sandbox_config_data(
         sb,
         kubeconfig=str(kubeconfig),
@@ -38,7 +40,7 @@ def write_scheduler_config(
         metricsPort=0,
         slurmPollIntervalSeconds=0.2,
         logFormat="json",
-        scheduler={"rejectBackoffSeconds": 0.5, "workers": 8},
+        scheduler=scheduler,
         **overrides,
     )
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
