@@ -20,10 +20,9 @@ touch: see docs/sandbox-kube-api.md), and of the pod fields ``spec.resourceClaim
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from sandbox.kubeapi.errors import ApiError, invalid
+from sandbox.kubeapi.errors import ApiError, check_dns_label, check_max_items, invalid
 from sandbox.kubeapi.identity import service_account
 from sandbox.kubeapi.store import Obj
 
@@ -42,25 +41,13 @@ RESERVED_FOR_MAX = 256
 REQUESTS_MAX = 32
 DEVICES_PER_SLICE_MAX = 128
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-
 
 def _bad(kind: str, obj: Obj, field: str, reason: str) -> ApiError:
     return invalid(kind, str(obj["metadata"].get("name", "")), field, reason, GROUP)
 
 
 def _label(kind: str, obj: Obj, field: str, value: Any) -> None:
-    if not isinstance(value, str) or not value:
-        raise _bad(kind, obj, field, "Required value")
-    if len(value) > 63 or not _DNS_LABEL.match(value):
-        raise _bad(
-            kind,
-            obj,
-            field,
-            f'Invalid value: "{value}": a lowercase RFC 1123 label must consist of lower case '
-            "alphanumeric characters or '-', and must start and end with an alphanumeric "
-            "character",
-        )
+    check_dns_label(kind, obj, field, value, GROUP)
 
 
 def default_claim_spec(kind: str, obj: Obj, spec: Any, path: str) -> None:
@@ -167,13 +154,7 @@ def validate_slice(obj: Obj) -> None:
             "`perDeviceNodeSelection` is required",
         )
     devices = spec.get("devices") or []
-    if len(devices) > DEVICES_PER_SLICE_MAX:
-        raise _bad(
-            "ResourceSlice",
-            obj,
-            "spec.devices",
-            f"Too many: {len(devices)}: must have at most {DEVICES_PER_SLICE_MAX} items",
-        )
+    check_max_items("ResourceSlice", obj, "spec.devices", devices, DEVICES_PER_SLICE_MAX, GROUP)
     names: set[str] = set()
     for i, d in enumerate(devices):
         _label("ResourceSlice", obj, f"spec.devices[{i}].name", (d or {}).get("name"))

@@ -16,10 +16,9 @@ Kubernetes types: staging/src/k8s.io/api/scheduling/v1alpha2/types.go.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from sandbox.kubeapi.errors import ApiError, invalid
+from sandbox.kubeapi.errors import ApiError, check_dns_label, check_max_items, invalid
 from sandbox.kubeapi.store import Obj
 
 GROUP = "scheduling.k8s.io"
@@ -28,25 +27,13 @@ PODGROUP_KEY = (GROUP, "podgroups")
 KEYS = (WORKLOAD_KEY, PODGROUP_KEY)
 TEMPLATES_MAX = 8  # WorkloadMaxPodGroupTemplates
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-
 
 def _bad(kind: str, obj: Obj, field: str, reason: str) -> ApiError:
     return invalid(kind, str(obj["metadata"].get("name", "")), field, reason, GROUP)
 
 
 def _name(kind: str, obj: Obj, field: str, value: Any) -> None:
-    if not isinstance(value, str) or not value:
-        raise _bad(kind, obj, field, "Required value")
-    if len(value) > 63 or not _DNS_LABEL.match(value):
-        raise _bad(
-            kind,
-            obj,
-            field,
-            f'Invalid value: "{value}": a lowercase RFC 1123 label must consist of lower case '
-            "alphanumeric characters or '-', and must start and end with an alphanumeric "
-            "character",
-        )
+    check_dns_label(kind, obj, field, value, GROUP)
 
 
 def _policy(kind: str, obj: Obj, path: str, policy: Any) -> None:
@@ -80,13 +67,7 @@ def _validate_workload(obj: Obj) -> None:
         raise _bad("Workload", obj, "spec.podGroupTemplates", "Required value")
     if not isinstance(templates, list):
         raise _bad("Workload", obj, "spec.podGroupTemplates", "Invalid value: must be a list")
-    if len(templates) > TEMPLATES_MAX:
-        raise _bad(
-            "Workload",
-            obj,
-            "spec.podGroupTemplates",
-            f"Too many: {len(templates)}: must have at most {TEMPLATES_MAX} items",
-        )
+    check_max_items("Workload", obj, "spec.podGroupTemplates", templates, TEMPLATES_MAX, GROUP)
     seen: set[str] = set()
     for i, t in enumerate(templates):
         where = f"spec.podGroupTemplates[{i}]"

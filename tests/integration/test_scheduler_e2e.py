@@ -26,6 +26,7 @@ from tests.integration.bridge_harness import (
     NS,
     Bridge,
     Sandboxes,
+    create_podgroup,
     has_job,
     job_of,
     podgroup,
@@ -347,16 +348,7 @@ async def test_leader_failover_after_sigkill_binds_new_pods_once_without_double_
         b.start()  # b stands by: it must not schedule while a leads
         await sb.create_pod("before-0")
         await sb.bound("before-0")
-        await sb.kube.create(
-            PODGROUPS,
-            {
-                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-                "kind": "PodGroup",
-                "metadata": {"name": "fo-pg"},
-                "spec": {"minMember": 2},
-            },
-            NS,
-        )
+        await create_podgroup(sb, "fo-pg", 2)
         await sb.slurm.cancel(job_of(await sb.get_pod("before-0")))  # free its node
         assert not b.ready(), "the standby replica must not run the scheduler"
 
