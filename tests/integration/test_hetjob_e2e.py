@@ -8,6 +8,7 @@ component k run on component k's nodes, and Slurm holds exactly the GPUs the pod
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import secrets
@@ -32,8 +33,10 @@ from tests.integration.bridge_harness import (
     mixed_podgroup,
     pod,
     running_bridge,
+    running_sandboxes,
 )
 from tests.integration.conftest import SlurmSandbox, blocker_spec
+from tests.integration.sched_proc import electing_replicas, jobs_by_group_uid, successful_bindings
 from tests.workloads import load_example
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
@@ -419,3 +422,60 @@ async def test_pods_made_before_their_podgroups_and_workload_wait_for_them_and_s
         await bridge.bound(n)
     job = await hetjob_of(bridge, names)
     await assert_each_pod_on_its_components_nodes(bridge, job, [names[:1], names[1:]])
+
+
+async def test_a_new_leader_adopts_the_hetjobs_started_and_in_flight_never_submitting_another(
+    sandbox: SlurmSandbox, tmp_path: Path
+) -> None:
+    """Two scheduler processes with leader election: the leader is SIGKILLed while one
+    gang's hetjob RUNS with a pod still unbound (its Binding failing) and another gang's
+    hetjob is PENDING. The new leader binds the rest of the first to its components'
+    nodes and the second when Slurm starts it: one hetjob per gang, one Binding per pod."""
+    lease = 3.0
+    hold_binds = {"gangSizing": "hetjob", "bindGiveUpAttempts": 1000, "bindGiveUpSeconds": 600}
+    async with running_sandboxes(sandbox) as sb:
+        a, b = await electing_replicas(sb.kube, sandbox, tmp_path, lease, scheduler=hold_binds)
+        try:
+            a.start()
+            await a.wait_ready()  # a leads
+            b.start()  # b stands by
+            gpus = sandbox.node_gpus
+            fault = sb.api.inject_fault(r"/pods/started-w1/binding$", method="POST", count=None)
+            started_pg, started = await mixed_podgroup(sb, "started", gpus)
+            for n in started[:2]:
+                await sb.bound(n)
+            await sb.wait_for(
+                "a failed binding of started-w1", lambda: asyncio.sleep(0, fault.hits)
+            )
+            # every GPU node is held by the started hetjob: the next one waits in Slurm
+            pending_pg, pending = await mixed_podgroup(sb, "inflight", gpus)
+
+            async def pending_hetjob() -> int:
+                msg = await sb.scheduled_message(pending[1])
+                p = await sb.get_pod(pending[1])
+                return job_of(p) if "(hetjob component " in msg and has_job(p) else 0
+
+            pending_id = await sb.wait_for("the pending hetjob on the pods", pending_hetjob)
+            assert not b.ready(), "the standby replica must not run the scheduler"
+
+            a.kill()  # SIGKILL: no lease release
+            sb.api.clear_faults()
+            await b.wait_ready(deadline=lease * 10)
+            await sb.bound(started[2])
+            started_id = job_of(await sb.get_pod(started[0]))
+            assert {job_of(await sb.get_pod(n)) for n in started} == {started_id}
+            job = await sb.slurm.get_job(started_id)
+            assert await sb.bound(started[2]) in job.components[1].nodes
+            await sb.slurm.cancel(started_id)  # its nodes free: the pending hetjob starts
+            for n in pending:
+                await sb.bound(n)
+            assert {job_of(await sb.get_pod(n)) for n in pending} == {pending_id}
+
+            by_uid = jobs_by_group_uid((await list_jobs(sb.slurm)).jobs)
+            for pg, job_id in ((started_pg, started_id), (pending_pg, pending_id)):
+                [only] = by_uid[pg["metadata"]["uid"]]  # never a second hetjob
+                assert (only.job_id, len(only.components)) == (job_id, 2)
+            assert successful_bindings(sb.api.request_log) == dict.fromkeys(started + pending, 1)
+        finally:
+            a.kill()
+            await b.stop()
