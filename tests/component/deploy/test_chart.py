@@ -487,6 +487,7 @@ def test_webhook_entries_are_complete_and_configurable(helm: Helm, values: tuple
         ("", "pods/resize", ("CREATE", "UPDATE")),  # a bound pod's resize is refused
         ("scheduling.x-k8s.io", "podgroups", ("CREATE", "UPDATE")),
         ("scheduling.k8s.io", "podgroups", ("CREATE", "UPDATE")),
+        ("scheduling.k8s.io", "workloads", ("CREATE", "UPDATE")),  # a Workload gang's
         ("jobset.x-k8s.io", "jobsets", ("CREATE", "UPDATE")),
         ("leaderworkerset.x-k8s.io", "leaderworkersets", ("CREATE", "UPDATE")),
         ("batch", "jobs", ("CREATE", "UPDATE")),
