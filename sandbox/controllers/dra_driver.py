@@ -1,7 +1,19 @@
 """What DRA drivers would publish on the sandbox's nodes: the DeviceClasses and one
 ResourceSlice per node and driver, as NVIDIA's GPU driver (``gpu.nvidia.com``, devices
-``gpu-<i>`` with attribute ``index``) and the DRA CPU driver (``dra.cpu``, devices
-``cpudev<NNN>`` with ``dra.cpu/cpuID``, ``coreID``, ``socketID``) publish them.
+``gpu-<i>`` with attributes ``type: gpu`` and ``index``) and the DRA CPU driver
+(``dra.cpu``, devices ``cpudev<NNN>`` with ``dra.cpu/cpuID``, ``coreID``, ``socketID``)
+publish them.
+
+**MIG** (:func:`mig_slices`): NVIDIA's driver with partitionable devices (KEP-4815) on a
+node whose GPUs may be cut into MIG slices. Per GPU, a counter set
+``gpu-<i>-counter-set`` (``multiprocessors``, ``memory``, one ``memory-slice-<k>`` of 1
+per memory slice); the full GPU ``gpu-<i>`` consumes all of it, and every placement of
+every profile is a device ``gpu-<i>-mig-<profile without dots>-<profileID>-<start>``
+(attributes ``type: mig``, ``profile``, ``parentUUID``, ``parentIndex``, ``placement``)
+consuming its share and its memory slices. As a real 1.36 API server requires, the
+counter sets are in their own ResourceSlice of the pool (``sharedCounters`` and
+``devices`` never share a slice; ``resourceSliceCount: 2``). The DeviceClasses
+``gpu.nvidia.com`` and ``mig.nvidia.com`` select ``type == "gpu"`` and ``"mig"``.
 
 The CPU layout follows the Slurm sandbox's nodes: ``CPUs=N`` only, so Slurm counts N
 sockets of one core each (core ``i`` of a core bitmap is CPU ``i``).
@@ -9,7 +21,8 @@ sockets of one core each (core ``i`` of a core bitmap is CPU ``i``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 GPU_DRIVER = "gpu.nvidia.com"
@@ -18,27 +31,54 @@ CPU_DRIVER = "dra.cpu"
 Obj = dict[str, Any]
 
 
+MIG_CLASS = "mig.nvidia.com"
+
+
+def _class(name: str, expression: str, extended: str | None = None) -> Obj:
+    spec: Obj = {"selectors": [{"cel": {"expression": expression}}]}
+    if extended:
+        spec["extendedResourceName"] = extended
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def _typed(kind: str) -> str:
+    return f'device.driver == "{GPU_DRIVER}" && device.attributes["{GPU_DRIVER}"].type == "{kind}"'
+
+
 def device_classes() -> list[Obj]:
+    """``gpu.nvidia.com`` (full GPUs), ``mig.nvidia.com`` (MIG slices) and ``dra.cpu``,
+    with the selectors NVIDIA's and the CPU driver's charts install."""
     return [
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": name},
-            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{name}"'}}]},
-        }
-        for name in (GPU_DRIVER, CPU_DRIVER)
+        _class(GPU_DRIVER, _typed("gpu")),
+        _class(MIG_CLASS, _typed("mig")),
+        _class(CPU_DRIVER, f'device.driver == "{CPU_DRIVER}"'),
     ]
 
 
-def _slice(node: str, driver: str, devices: list[Obj]) -> Obj:
+def mig_profile_class(profile: str, extended_resource: str | None = None) -> Obj:
+    """A DeviceClass of one MIG profile (``mig-1g.10gb.nvidia.com``), optionally the DRA
+    extended-resource form (``spec.extendedResourceName``)."""
+    return _class(
+        f"mig-{profile}.nvidia.com",
+        f'{_typed("mig")} && device.attributes["{GPU_DRIVER}"].profile == "{profile}"',
+        extended_resource,
+    )
+
+
+def _slice(node: str, driver: str, devices: list[Obj], *, count: int = 1, suffix: str = "") -> Obj:
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-{driver.replace('.', '-')}"},
+        "metadata": {"name": f"{node}-{driver.replace('.', '-')}{suffix}"},
         "spec": {
             "driver": driver,
             "nodeName": node,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": count},
             "devices": devices,
         },
     }
@@ -52,6 +92,7 @@ def gpu_slice(node: str, gpus: int) -> Obj:
             {
                 "name": f"gpu-{i}",
                 "attributes": {
+                    "type": {"string": "gpu"},
                     "index": {"int": i},
                     "uuid": {"string": f"GPU-{node}-{i}"},
                     "productName": {"string": "Sandbox GPU"},
@@ -105,3 +146,118 @@ def node_slices(nodes: Iterable[str], *, cpus: int, gpus: int) -> list[Obj]:
             out.append(gpu_slice(n, gpus))
         out.append(cpu_slice(n, cpus))
     return out
+
+
+@dataclass(frozen=True)
+class MigProfile:
+    """One MIG profile of a GPU model: its GPU-instance profile id, compute slices
+    (``g``), memory slices, and the memory-slice starts it may be placed at."""
+
+    name: str
+    profile_id: int
+    compute: int
+    memory_slices: int
+    starts: tuple[int, ...]
+
+
+# A100-SXM4-80GB / H100-80GB (7 compute slices of 14 SMs, 8 memory slices of 10 GiB)
+SM_PER_SLICE = 14
+MEMORY_SLICES = 8
+MEMORY_SLICE_GIB = 10
+A100_80GB_PROFILES = (
+    MigProfile("1g.10gb", 19, 1, 1, (0, 1, 2, 3, 4, 5, 6)),
+    MigProfile("2g.20gb", 14, 2, 2, (0, 2, 4)),
+    MigProfile("3g.40gb", 9, 3, 4, (0, 4)),
+    MigProfile("4g.40gb", 5, 4, 4, (0,)),
+    MigProfile("7g.80gb", 0, 7, 8, (0,)),
+)
+
+
+def _counters(sms: int, mem_gib: int, slices: Iterable[int]) -> dict[str, Obj]:
+    out: dict[str, Obj] = {
+        "multiprocessors": {"value": str(sms)},
+        "memory": {"value": f"{mem_gib}Gi"},
+    }
+    for k in slices:
+        out[f"memory-slice-{k}"] = {"value": "1"}
+    return out
+
+
+def mig_device_name(gpu: int, profile: str, profile_id: int, start: int) -> str:
+    """NVIDIA's canonical name of a MIG placement: ``gpu-0-mig-1g10gb-19-3``."""
+    return f"gpu-{gpu}-mig-{profile.replace('.', '')}-{profile_id}-{start}"
+
+
+def counter_set_name(gpu: int) -> str:
+    return f"gpu-{gpu}-counter-set"
+
+
+def mig_slices(
+    node: str,
+    gpus: int,
+    *,
+    profiles: Sequence[MigProfile] = A100_80GB_PROFILES,
+    full_gpus: int = 0,
+) -> list[Obj]:
+    """The GPU driver's pool on a node with ``full_gpus`` GPUs that are not partitionable
+    (``gpu-0`` ...) and then ``gpus`` partitionable ones: a slice of devices (the full
+    GPUs, and each partitionable GPU with every placement of ``profiles``, all consuming
+    counters) and a slice of the partitionable GPUs' counter sets. A mixed node is
+    ``full_gpus=1, gpus=1``."""
+    devices: list[Obj] = list(gpu_slice(node, full_gpus)["spec"]["devices"])
+    first_gpu = full_gpus
+    counter_sets: list[Obj] = []
+    full_sms = 7 * SM_PER_SLICE
+    full_mem = MEMORY_SLICES * MEMORY_SLICE_GIB
+    for g in range(first_gpu, first_gpu + gpus):
+        uuid = f"GPU-{node}-{g}"
+        cset = counter_set_name(g)
+        counter_sets.append({"name": cset, "counters": _counters(full_sms, full_mem, range(8))})
+        devices.append(
+            {
+                "name": f"gpu-{g}",
+                "attributes": {
+                    "type": {"string": "gpu"},
+                    "index": {"int": g},
+                    "uuid": {"string": uuid},
+                    "productName": {"string": "Sandbox GPU"},
+                },
+                "capacity": {"memory": {"value": f"{full_mem}Gi"}},
+                "consumesCounters": [
+                    {"counterSet": cset, "counters": _counters(full_sms, full_mem, range(8))}
+                ],
+            }
+        )
+        for p in profiles:
+            for start in p.starts:
+                devices.append(
+                    {
+                        "name": mig_device_name(g, p.name, p.profile_id, start),
+                        "attributes": {
+                            "type": {"string": "mig"},
+                            "profile": {"string": p.name},
+                            "parentUUID": {"string": uuid},
+                            "parentIndex": {"int": g},
+                            "placement": {"int": start},
+                            "productName": {"string": "Sandbox GPU"},
+                        },
+                        "capacity": {
+                            "multiprocessors": {"value": str(p.compute * SM_PER_SLICE)},
+                            "memory": {"value": f"{p.memory_slices * MEMORY_SLICE_GIB}Gi"},
+                        },
+                        "consumesCounters": [
+                            {
+                                "counterSet": cset,
+                                "counters": _counters(
+                                    p.compute * SM_PER_SLICE,
+                                    p.memory_slices * MEMORY_SLICE_GIB,
+                                    range(start, start + p.memory_slices),
+                                ),
+                            }
+                        ],
+                    }
+                )
+    counters = _slice(node, GPU_DRIVER, [], count=2, suffix="-counters")
+    del counters["spec"]["devices"]
+    counters["spec"]["sharedCounters"] = counter_sets
+    return [_slice(node, GPU_DRIVER, devices, count=2), counters]

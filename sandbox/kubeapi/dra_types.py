@@ -20,6 +20,7 @@ touch: see docs/sandbox-kube-api.md), and of the pod fields ``spec.resourceClaim
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from sandbox.kubeapi.errors import ApiError, check_dns_label, check_max_items, invalid
@@ -40,6 +41,14 @@ ALLOCATION_RESULTS_MAX = 32  # resource.k8s.io/v1 AllocationResultsMaxSize
 RESERVED_FOR_MAX = 256
 REQUESTS_MAX = 32
 DEVICES_PER_SLICE_MAX = 128
+# KEP-4815 partitionable devices (pkg/apis/resource: ResourceSliceMax...)
+DEVICES_WITH_COUNTERS_MAX = 64  # when any device consumes counters or has taints
+COUNTER_SETS_MAX = 8
+COUNTERS_PER_SET_MAX = 32
+CONSUMPTIONS_PER_DEVICE_MAX = 2
+COUNTERS_PER_CONSUMPTION_MAX = 32
+ATTRIBUTES_AND_CAPACITIES_MAX = 32
+_QUANTITY = re.compile(r"^[+]?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+|[KMGTPE]i|[numkMGTPE])?$")
 
 
 def _bad(kind: str, obj: Obj, field: str, reason: str) -> ApiError:
@@ -153,8 +162,18 @@ def validate_slice(obj: Obj) -> None:
             "Invalid value: exactly one of `nodeName`, `nodeSelector`, `allNodes`, "
             "`perDeviceNodeSelection` is required",
         )
+    if spec.get("sharedCounters") is not None and spec.get("devices") is not None:
+        raise _bad(
+            "ResourceSlice",
+            obj,
+            "spec",
+            "Invalid value: only one of `sharedCounters` or `devices` is allowed",
+        )
     devices = spec.get("devices") or []
-    check_max_items("ResourceSlice", obj, "spec.devices", devices, DEVICES_PER_SLICE_MAX, GROUP)
+    limit = DEVICES_PER_SLICE_MAX
+    if any((d or {}).get("consumesCounters") or (d or {}).get("taints") for d in devices):
+        limit = DEVICES_WITH_COUNTERS_MAX
+    check_max_items("ResourceSlice", obj, "spec.devices", devices, limit, GROUP)
     names: set[str] = set()
     for i, d in enumerate(devices):
         _label("ResourceSlice", obj, f"spec.devices[{i}].name", (d or {}).get("name"))
@@ -163,6 +182,90 @@ def validate_slice(obj: Obj) -> None:
                 "ResourceSlice", obj, f"spec.devices[{i}].name", f'Duplicate value: "{d["name"]}"'
             )
         names.add(d["name"])
+        _validate_device(obj, d, f"spec.devices[{i}]")
+    _validate_counter_sets(obj, spec.get("sharedCounters"))
+
+
+def _counters(obj: Obj, counters: Any, where: str, most: int) -> None:
+    """A map of counter name (DNS label) -> ``{value: <quantity>}``, non-empty."""
+    if not isinstance(counters, dict) or not counters:
+        raise _bad("ResourceSlice", obj, where, "Required value")
+    if len(counters) > most:
+        raise _bad(
+            "ResourceSlice",
+            obj,
+            where,
+            f"Too many: {len(counters)}: must have at most {most} items",
+        )
+    for name, c in counters.items():
+        _label("ResourceSlice", obj, f"{where}[{name}]", name)
+        value = (c or {}).get("value") if isinstance(c, dict) else None
+        if not isinstance(value, str | int) or not _QUANTITY.match(str(value)):
+            raise _bad(
+                "ResourceSlice",
+                obj,
+                f"{where}[{name}].value",
+                f'Invalid value: "{value}": quantities must match the regular expression '
+                "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+            )
+
+
+def _validate_counter_sets(obj: Obj, sets: Any) -> None:
+    if sets is None:
+        return
+    where = "spec.sharedCounters"
+    if not isinstance(sets, list):
+        raise _bad("ResourceSlice", obj, where, "Invalid value: must be a list")
+    if len(sets) > COUNTER_SETS_MAX:
+        raise _bad(
+            "ResourceSlice",
+            obj,
+            where,
+            f"Too many: {len(sets)}: must have at most {COUNTER_SETS_MAX} items",
+        )
+    seen: set[str] = set()
+    for i, cs in enumerate(sets):
+        name = (cs or {}).get("name") if isinstance(cs, dict) else None
+        _label("ResourceSlice", obj, f"{where}[{i}].name", name)
+        if name in seen:
+            raise _bad("ResourceSlice", obj, f"{where}[{i}].name", f'Duplicate value: "{name}"')
+        seen.add(str(name))
+        _counters(obj, cs.get("counters"), f"{where}[{i}].counters", COUNTERS_PER_SET_MAX)
+
+
+def _validate_device(obj: Obj, d: Obj, where: str) -> None:
+    n = len(d.get("attributes") or {}) + len(d.get("capacity") or {})
+    if n > ATTRIBUTES_AND_CAPACITIES_MAX:
+        raise _bad(
+            "ResourceSlice",
+            obj,
+            where,
+            f"Invalid value: {n}: the total number of attributes and capacities must not "
+            f"exceed {ATTRIBUTES_AND_CAPACITIES_MAX}",
+        )
+    consumes = d.get("consumesCounters")
+    if consumes is None:
+        return
+    path = f"{where}.consumesCounters"
+    if not isinstance(consumes, list):
+        raise _bad("ResourceSlice", obj, path, "Invalid value: must be a list")
+    if len(consumes) > CONSUMPTIONS_PER_DEVICE_MAX:
+        raise _bad(
+            "ResourceSlice",
+            obj,
+            path,
+            f"Too many: {len(consumes)}: must have at most {CONSUMPTIONS_PER_DEVICE_MAX} items",
+        )
+    seen: set[str] = set()
+    for j, c in enumerate(consumes):
+        cset = (c or {}).get("counterSet") if isinstance(c, dict) else None
+        _label("ResourceSlice", obj, f"{path}[{j}].counterSet", cset)
+        if cset in seen:
+            raise _bad(
+                "ResourceSlice", obj, f"{path}[{j}].counterSet", f'Duplicate value: "{cset}"'
+            )
+        seen.add(str(cset))
+        _counters(obj, c.get("counters"), f"{path}[{j}].counters", COUNTERS_PER_CONSUMPTION_MAX)
 
 
 def check_update(key: tuple[str, str], old: Obj, new: Obj, subresource: str) -> None:

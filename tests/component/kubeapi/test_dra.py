@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from sandbox.cluster import SandboxCluster
+from sandbox.controllers import dra_driver as sandbox_dra
 from tests.component.kubeapi.helpers import eventually, pod_body
 from tests.component.kubeapi.webhook_server import call
 
@@ -173,6 +176,122 @@ async def test_resource_slice_needs_exactly_one_node_scope(srv: SandboxCluster) 
     status, err = await call(srv, "POST", f"{R}/resourceslices", body)
     assert status == 422
     assert "exactly one of `nodeName`" in err["message"]
+
+
+async def test_stand_in_mig_pool_is_accepted_as_a_real_1_36_server_accepts_it(
+    srv: SandboxCluster,
+) -> None:
+    # a mixed node: gpu-0 whole, gpu-1 partitionable (full device + every MIG placement)
+    for body in sandbox_dra.mig_slices("n1", 1, full_gpus=1):
+        status, got = await call(srv, "POST", f"{R}/resourceslices", body)
+        assert status == 201, got
+    status, body = await call(srv, "GET", f"{R}/resourceslices?fieldSelector=spec.nodeName=n1")
+    specs = [s["spec"] for s in body["items"]]
+    assert {s["pool"]["resourceSliceCount"] for s in specs} == {2}
+    assert [("devices" in s, "sharedCounters" in s) for s in specs] == [
+        (True, False),
+        (False, True),
+    ]
+
+
+def _counter_slice(**spec: Any) -> dict[str, Any]:
+    body = _slice("n1", 0)
+    del body["spec"]["devices"]
+    body["spec"].update(spec)
+    return body
+
+
+def _consuming(n: int, consumes: list[dict[str, Any]]) -> dict[str, Any]:
+    body = _slice("n1", n)
+    for d in body["spec"]["devices"]:
+        d["consumesCounters"] = consumes
+    return body
+
+
+def _sets(n: int, counters: int = 1) -> list[dict[str, Any]]:
+    c = {f"c{i}": {"value": "1"} for i in range(counters)}
+    return [{"name": f"s{i}", "counters": c} for i in range(n)]
+
+
+_ONE = {"counterSet": "gpu-0-counter-set", "counters": {"memory-slice-0": {"value": "1"}}}
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "why"),
+    [
+        (
+            _counter_slice(
+                devices=[{"name": "gpu-0"}],
+                sharedCounters=[{"name": "s", "counters": {"c": {"value": "1"}}}],
+            ),
+            "spec",
+            "only one of `sharedCounters` or `devices` is allowed",
+        ),
+        (
+            _counter_slice(sharedCounters=_sets(9)),
+            "spec.sharedCounters",
+            "must have at most 8 items",
+        ),
+        (
+            _counter_slice(sharedCounters=_sets(1, 33)),
+            "spec.sharedCounters[0].counters",
+            "must have at most 32 items",
+        ),
+        (
+            _counter_slice(sharedCounters=[{"name": "s", "counters": {}}]),
+            "spec.sharedCounters[0].counters",
+            "Required value",
+        ),
+        (
+            _counter_slice(sharedCounters=[{"name": "S_1", "counters": {"c": {"value": "1"}}}]),
+            "spec.sharedCounters[0].name",
+            "RFC 1123 label",
+        ),
+        (
+            _counter_slice(
+                sharedCounters=[
+                    {"name": "s", "counters": {"c": {"value": "1"}}},
+                    {"name": "s", "counters": {"c": {"value": "1"}}},
+                ]
+            ),
+            "spec.sharedCounters[1].name",
+            "Duplicate value",
+        ),
+        (
+            _counter_slice(sharedCounters=[{"name": "s", "counters": {"c": {"value": "ten"}}}]),
+            "spec.sharedCounters[0].counters[c].value",
+            "quantities must match",
+        ),
+        (_consuming(65, [_ONE]), "spec.devices", "must have at most 64 items"),
+        (
+            _consuming(1, [_ONE, {**_ONE, "counterSet": "b"}, {**_ONE, "counterSet": "c"}]),
+            "spec.devices[0].consumesCounters",
+            "must have at most 2 items",
+        ),
+        (
+            _consuming(1, [_ONE, _ONE]),
+            "spec.devices[0].consumesCounters[1].counterSet",
+            "Duplicate value",
+        ),
+        (
+            _consuming(1, [{"counterSet": "s", "counters": {}}]),
+            "spec.devices[0].consumesCounters[0].counters",
+            "Required value",
+        ),
+    ],
+)
+async def test_partitionable_slice_is_refused_past_kube_apiserver_limits_naming_the_field(
+    srv: SandboxCluster, body: dict[str, Any], field: str, why: str
+) -> None:
+    status, err = await call(srv, "POST", f"{R}/resourceslices", body)
+    assert status == 422
+    assert f"{field}:" in err["message"], err["message"]
+    assert why in err["message"], err["message"]
+
+
+async def test_slice_of_128_devices_without_counters_is_accepted(srv: SandboxCluster) -> None:
+    status, _ = await call(srv, "POST", f"{R}/resourceslices", _slice("n1", 128))
+    assert status == 201
 
 
 async def test_pod_claim_entries_need_exactly_one_source(srv: SandboxCluster) -> None:
