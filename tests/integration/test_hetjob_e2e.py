@@ -69,6 +69,17 @@ async def hetjob_of(b: Bridge, names: list[str]) -> SlurmJob:
     return await b.slurm.get_job(ids.pop())
 
 
+async def bound_hetjob(b: Bridge, parts: list[list[str]]) -> SlurmJob:
+    """Every pod of ``parts`` (component k's pods, in order) bound: their ONE hetjob,
+    each pod on its own component's nodes."""
+    names = [n for part in parts for n in part]
+    for n in names:
+        await b.bound(n)
+    job = await hetjob_of(b, names)
+    await assert_each_pod_on_its_components_nodes(b, job, parts)
+    return job
+
+
 async def component_nodes(b: Bridge, job: SlurmJob) -> list[tuple[str, ...]]:
     return [c.nodes for c in job.components]
 
@@ -94,10 +105,7 @@ async def test_podgroup_of_a_cpu_driver_and_gpu_workers_is_one_hetjob_holding_on
         bridge.api.set_node_ready(cpu_node)
         gpus = sandbox.node_gpus
         _, names = await mixed_podgroup(bridge, "mixed", gpus)
-        for n in names:
-            await bridge.bound(n)
-        job = await hetjob_of(bridge, names)
-        await assert_each_pod_on_its_components_nodes(bridge, job, [names[:1], names[1:]])
+        job = await bound_hetjob(bridge, [names[:1], names[1:]])
         driver, gpu_workers = job.components
         # exactly the GPUs the pods asked: none for the driver, every one for each worker
         assert driver.gres_detail == ()
@@ -117,12 +125,8 @@ async def test_jobset_driver_and_gpu_workers_are_the_hetjobs_components(
     workers = js["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]
     workers["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": str(sandbox.node_gpus)}
     names = await bridge.create_workload([js])
-    for n in names:
-        await bridge.bound(n)
-    job = await hetjob_of(bridge, names)
     driver = [n for n in names if "-driver-" in n]
-    rest = [n for n in names if n not in driver]
-    await assert_each_pod_on_its_components_nodes(bridge, job, [driver, rest])
+    job = await bound_hetjob(bridge, [driver, [n for n in names if n not in driver]])
     assert job.het_components[0].gres_detail == (f"gpu(CNT:{sandbox.node_gpus})",) * 2
 
 
@@ -136,13 +140,8 @@ async def test_lws_with_a_cpu_leader_and_gpu_workers_is_one_hetjob_leader_first(
     worker = lwt["workerTemplate"]["spec"]["containers"][0]
     worker["resources"]["limits"] = {"nvidia.com/gpu": "1"}
     names = await bridge.create_workload([lws])
-    for n in names:
-        await bridge.bound(n)
-    job = await hetjob_of(bridge, names)
     leader = [n for n in names if n == "het-lws-0"]
-    await assert_each_pod_on_its_components_nodes(
-        bridge, job, [leader, [n for n in names if n not in leader]]
-    )
+    job = await bound_hetjob(bridge, [leader, [n for n in names if n not in leader]])
     assert job.components[0].gres_detail == ()
 
 
@@ -251,10 +250,7 @@ async def test_builtin_podgroup_of_mixed_shapes_read_at_the_served_version_is_on
     names = ["wl-driver", "wl-w0", "wl-w1"]
     for n, (cpu, gpus) in zip(names, [("1", 0), ("2", 1), ("2", 1)], strict=True):
         await bridge.kube.create(PODS, member(n, "wl", cpu, gpus), NS)
-    for n in names:
-        await bridge.bound(n)
-    job = await hetjob_of(bridge, names)
-    await assert_each_pod_on_its_components_nodes(bridge, job, [names[:1], names[1:]])
+    await bound_hetjob(bridge, [names[:1], names[1:]])
 
 
 async def test_a_restarted_scheduler_adopts_the_pending_hetjob_and_never_submits_another(
@@ -381,11 +377,7 @@ async def test_a_workload_with_a_cpu_podgroup_and_a_gpu_podgroup_is_one_hetjob(
     await bridge.wait_for("the workers waiting for the driver's PodGroup", waiting_for_the_driver)
     assert not any([has_job(await bridge.get_pod(n)) for n in workers])
     await bridge.kube.create(PODS, member("train-d0", "train-driver"), NS)
-    names = ["train-d0", *workers]
-    for n in names:
-        await bridge.bound(n)
-    job = await hetjob_of(bridge, names)
-    await assert_each_pod_on_its_components_nodes(bridge, job, [names[:1], workers])
+    job = await bound_hetjob(bridge, [["train-d0"], workers])
     assert "slurm-bridge: Workload slurm-bridge/train" in job.comment
     assert job.components[1].gres_detail == (f"gpu(CNT:{sandbox.node_gpus})",) * 2
     squeue = sandbox.cli("exec", "--", "squeue", "-h", "-j", str(job.job_id), "-o", "%i")
@@ -418,10 +410,7 @@ async def test_pods_made_before_their_podgroups_and_workload_wait_for_them_and_s
     )
     assert not any([has_job(await bridge.get_pod(n)) for n in names])
     await builtin_workload(bridge, "late", {"driver": 1, "workers": 2}, podgroups=False)
-    for n in names:
-        await bridge.bound(n)
-    job = await hetjob_of(bridge, names)
-    await assert_each_pod_on_its_components_nodes(bridge, job, [names[:1], names[1:]])
+    await bound_hetjob(bridge, [names[:1], names[1:]])
 
 
 async def test_a_new_leader_adopts_the_hetjobs_started_and_in_flight_never_submitting_another(
