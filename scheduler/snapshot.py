@@ -209,13 +209,20 @@ class Snapshots:
         self.dra = dra
         self.outage = outage
 
-    async def take(self, g: GroupState, pods: list[KubeObject]) -> Snapshot:
+    async def take(
+        self,
+        g: GroupState,
+        pods: list[KubeObject],
+        read: tuple[KubeObject | None] | None = None,
+    ) -> Snapshot:
         """The group's Kubernetes facts (its object, its pods in group order, translated
         to a JobSpec or the reason it cannot be) and Slurm facts (its job, looked up if
-        not held yet; whether a job may be made; whether Slurm answers)."""
-        gobj = await self.state.group_object(g.ref)
-        if workload := await self.state.missing_workload(g.ref, gobj):
-            gobj = None  # its Workload is not there yet: the group waits for it
+        not held yet; whether a job may be made; whether Slurm answers). ``read``: the
+        group's object when the cycle read it already (a 1-tuple: it may be None)."""
+        gobj = read[0] if read is not None else await self.state.group_object(g.ref)
+        workload = g.awaits_workload if g.ref.kind == "WorkloadPodGroup" else ""
+        if workload:
+            gobj = None  # its PodGroup names a Workload not there yet: it waits for it
         pod_groups = await self.state.pod_groups(g.ref)  # a Workload gang's PodGroups
         # A gang still filling is processed on each new member: it is known to wait without
         # translating every member each time (O(n) per arrival, O(n^2) per gang).

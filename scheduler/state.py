@@ -79,6 +79,9 @@ class GroupState:
     # not read from Slurm: only a Pending decision may act on it (a no-op); any other
     # reads it first (the ReadJob decision).
     unread: bool = False
+    # a built-in PodGroup's group: the Workload its PodGroup names, which could not be
+    # read at the last :meth:`KubeState.regroup` ("" none): the group waits for it
+    awaits_workload: str = ""
 
 
 def scheduled_condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -277,24 +280,30 @@ class KubeState:
             self._builtin_uids[(namespace, plural, name)] = kobj.uid(obj)
         return obj
 
-    async def _workloads_of(self, pod: KubeObject) -> dict[str, str]:
-        """PodGroup name -> Workload name, for the built-in PodGroup the pod names when its
-        Workload makes one gang of its PodGroups (:func:`bridge.translate.gang_workload`);
-        empty otherwise, or when either cannot be read now (the pod is then its
+    async def _podgroup_workload(
+        self, namespace: str, podgroup: KubeObject | None
+    ) -> tuple[str, str]:
+        """For a built-in PodGroup (None: not there), from ONE read of its Workload: the
+        Workload whose gang its pods join (:func:`bridge.translate.gang_workload`; ""
+        none), and the Workload it names that cannot be read ("" none)."""
+        wl_name = workload_ref(podgroup)[0]
+        wl = await self._builtin_named("workloads", namespace, wl_name) if wl_name else None
+        return gang_workload(podgroup, wl), wl_name if wl_name and wl is None else ""
+
+    async def _workload_gang_of(self, pod: KubeObject) -> str:
+        """The Workload whose gang a pod naming a built-in PodGroup joins ("" none, or
+        when its PodGroup or Workload cannot be read now: the pod is then its
         PodGroup's, and :meth:`regroup` moves it once both are read)."""
         wpg = podgroup_name(pod)
         if not wpg:
-            return {}
+            return ""
         ns = kobj.namespace(pod)
         try:
             pg = await self._builtin_named("podgroups", ns, wpg)
-            wl_name = workload_ref(pg)[0]
-            wl = await self._builtin_named("workloads", ns, wl_name) if wl_name else None
+            return (await self._podgroup_workload(ns, pg))[0]
         except KubeError as e:
             log.warning("podgroup_read_failed", pod=kobj.pod_key(pod), error=str(e))
-            return {}
-        wl_gang = gang_workload(pg, wl)
-        return {wpg: wl_gang} if wl_gang else {}
+            return ""
 
     async def _resolve_group(self, pod: KubeObject) -> GroupRef:
         """Walk the pod's controller chain, reading the owners grouping needs (and a
@@ -322,34 +331,36 @@ class KubeState:
             if owner is None:
                 break
             current = owner
-        workloads = await self._workloads_of(pod)
+        gang = await self._workload_gang_of(pod)
+        workloads = {podgroup_name(pod): gang} if gang else {}
         return group_of(pod, self.owners.in_namespace(ns), self.settings, workloads)
 
-    async def regroup(self, g: GroupState) -> list[str]:
-        """A built-in PodGroup's group whose pods came before their PodGroup or Workload
-        could be read: when they now belong to their Workload's gang, move them there
-        (never leaving a part of the gang to start alone). The keys of the groups they
-        went to (empty: they stay)."""
+    async def regroup(self, g: GroupState) -> tuple[str, KubeObject | None]:
+        """A built-in PodGroup's group (its pods all name that PodGroup), before it has a
+        job: read its PodGroup (answered, for the cycle to use: no second read) and the
+        Workload it names. When that Workload makes one gang of its PodGroups, move the
+        pods there (they came before the PodGroup or the Workload could be read) and
+        answer that gang's key; else "", and ``g.awaits_workload`` names the Workload the
+        PodGroup names that cannot be read. One read decides both: a part of the gang
+        never starts alone."""
+        podgroup = await self.group_object(g.ref)
         pods = self.pods_of(g)
-        if not pods:
-            return []
-        ref = await self._resolve_group(pods[0])
-        if ref.key == g.ref.key:
-            return []
-        moved: set[str] = set()
+        gang, g.awaits_workload = await self._podgroup_workload(g.ref.namespace, podgroup)
+        if not gang or not pods:
+            return "", podgroup
+        ns = g.ref.namespace
+        new = group_of(pods[0], self.owners.in_namespace(ns), self.settings, {g.ref.name: gang})
+        target = self.groups.get(new.key)
+        if target is None:
+            target = self.groups[new.key] = GroupState(new)
         for pod in pods:
             key = kobj.pod_key(pod)
-            new = await self._resolve_group(pod)
-            target = self.groups.get(new.key)
-            if target is None:
-                target = self.groups[new.key] = GroupState(new)
             target.pods.add(key)
             target.first_seen.setdefault(key, g.first_seen.get(key, time.monotonic()))
             g.pods.discard(key)
             g.first_seen.pop(key, None)
             self.pod_group[key] = new.key
-            moved.add(new.key)
-        return sorted(moved)
+        return new.key, podgroup
 
     async def group_object(self, ref: GroupRef) -> KubeObject | None:
         """The object the group is (a PodGroup, a Job ...), read again for a PodGroup
@@ -371,17 +382,6 @@ class KubeState:
         if res is None:
             return None
         return await self._get_object(res, src.namespace, src.name)
-
-    async def missing_workload(self, ref: GroupRef, podgroup: KubeObject | None) -> str:
-        """The Workload a built-in PodGroup's group names when it cannot be read (""
-        otherwise): the group waits for it, since its PodGroups may be one gang (a
-        PodGroup made before its Workload must not start alone)."""
-        if ref.kind != "WorkloadPodGroup":
-            return ""
-        name = workload_ref(podgroup)[0]
-        if not name:
-            return ""
-        return "" if await self._builtin_named("workloads", ref.namespace, name) else name
 
     async def pod_groups(self, ref: GroupRef) -> list[KubeObject]:
         """A Workload gang's built-in PodGroups: those of its namespace made from that
