@@ -22,6 +22,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -162,19 +163,78 @@ class NamespacePolicy(_Section):
         )
 
 
-# NVIDIA's MIG profiles (A30; A100 40/80 GB; H100 80/94/96 GB; H200; B200), as the device
-# plugin's mixed strategy names them (nvidia.com/mig-<profile>); "+me" variants are left
-# to gresMapping.
-NVIDIA_MIG_PROFILES = (
-    "1g.6gb", "2g.12gb", "4g.24gb",
-    "1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb",
-    "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb",
-    "1g.12gb", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb",
-    "3g.48gb", "4g.48gb", "7g.96gb",
-    "1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb",
-    "1g.23gb", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb",
+@dataclass(frozen=True)
+class MigProfile:
+    """One MIG profile of one GPU model and the counters its instance consumes of the
+    GPU's: compute slices (GPCs, each 1/7 of the SMs; 1/4 on A30) and memory slices (1/8
+    of the memory; 1/4 on A30). NVIDIA's MIG user guide, "Supported MIG Profiles"."""
+
+    name: str
+    compute: int
+    memory: int
+
+
+@dataclass(frozen=True)
+class MigGpu:
+    """A MIG-capable GPU model: its counters and the profiles cut from them."""
+
+    model: str
+    compute: int
+    memory: int
+    profiles: tuple[MigProfile, ...]
+
+    def profile(self, name: str) -> MigProfile:
+        """``name``'s counters on this model (ConfigError naming it when it has none)."""
+        for p in self.profiles:
+            if p.name == name:
+                return p
+        known = ", ".join(p.name for p in self.profiles)
+        raise ConfigError("mig_profile", f"{self.model} has no MIG profile {name!r} ({known})")
+
+
+def _gpu(model: str, compute: int, memory: int, *profiles: tuple[str, int, int]) -> MigGpu:
+    return MigGpu(model, compute, memory, tuple(MigProfile(*p) for p in profiles))
+
+
+# NVIDIA's MIG-capable GPUs as the device plugin's mixed strategy names their profiles
+# (nvidia.com/mig-<profile>), each profile with the (compute, memory) slices it takes of
+# the GPU's. A name can mean different counters on different models (1g.10gb is 1/8 of an
+# 80 GB GPU's memory, 2/8 of a 40 GB one's). "+me" variants are left to gresMapping.
+NVIDIA_MIG_GPUS: tuple[MigGpu, ...] = (
+    _gpu("A30-24GB", 4, 4, ("1g.6gb", 1, 1), ("2g.12gb", 2, 2), ("4g.24gb", 4, 4)),
+    _gpu("A100-40GB", 7, 8, ("1g.5gb", 1, 1), ("1g.10gb", 1, 2), ("2g.10gb", 2, 2),
+         ("3g.20gb", 3, 4), ("4g.20gb", 4, 4), ("7g.40gb", 7, 8)),
+    _gpu("A100-80GB", 7, 8, ("1g.10gb", 1, 1), ("1g.20gb", 1, 2), ("2g.20gb", 2, 2),
+         ("3g.40gb", 3, 4), ("4g.40gb", 4, 4), ("7g.80gb", 7, 8)),
+    _gpu("H100-80GB", 7, 8, ("1g.10gb", 1, 1), ("1g.20gb", 1, 2), ("2g.20gb", 2, 2),
+         ("3g.40gb", 3, 4), ("4g.40gb", 4, 4), ("7g.80gb", 7, 8)),
+    _gpu("H100-94GB", 7, 8, ("1g.12gb", 1, 1), ("1g.24gb", 1, 2), ("2g.24gb", 2, 2),
+         ("3g.47gb", 3, 4), ("4g.47gb", 4, 4), ("7g.94gb", 7, 8)),
+    _gpu("H100-96GB", 7, 8, ("1g.12gb", 1, 1), ("1g.24gb", 1, 2), ("2g.24gb", 2, 2),
+         ("3g.48gb", 3, 4), ("4g.48gb", 4, 4), ("7g.96gb", 7, 8)),
+    _gpu("H200-141GB", 7, 8, ("1g.18gb", 1, 1), ("1g.35gb", 1, 2), ("2g.35gb", 2, 2),
+         ("3g.71gb", 3, 4), ("4g.71gb", 4, 4), ("7g.141gb", 7, 8)),
+    _gpu("B200-180GB", 7, 8, ("1g.23gb", 1, 1), ("1g.45gb", 1, 2), ("2g.45gb", 2, 2),
+         ("3g.90gb", 3, 4), ("4g.90gb", 4, 4), ("7g.180gb", 7, 8)),
 )  # fmt: skip
+# Every profile name of those models, once, in table order.
+NVIDIA_MIG_PROFILES: tuple[str, ...] = tuple(
+    dict.fromkeys(p.name for g in NVIDIA_MIG_GPUS for p in g.profiles)
+)
+
+
+def nvidia_mig_gpu(model: str) -> MigGpu:
+    """The MIG table's GPU ``model`` (ConfigError naming the known ones otherwise)."""
+    for g in NVIDIA_MIG_GPUS:
+        if g.model == model:
+            return g
+    known = ", ".join(g.model for g in NVIDIA_MIG_GPUS)
+    raise ConfigError("mig_gpu", f"{model!r} is not a MIG GPU model ({known})")
+
+
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+# Whole GPUs: always the GRES gpu, typed (gpu:a100) if gresMapping says so.
+WHOLE_GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
 # Extended resource -> Slurm GRES (``name`` or typed ``name:type``): whole GPUs, and each
 # MIG profile as the typed GRES Slurm's AutoDetect=nvml (or gres.conf Type=) gives it.
 DEFAULT_GRES_MAPPING: Mapping[str, str] = {
@@ -199,7 +259,8 @@ class SchedulerSettings(_Section):
     # (docs/hetjob.md); "largest": one plain job, every member sized like the largest.
     gang_sizing: Literal["hetjob", "largest"] = "hetjob"
     # Extended resource name -> Slurm GRES name (typed: "gpu:1g.10gb"), on top of (and
-    # overriding) DEFAULT_GRES_MAPPING; nvidia.com/gpu and amd.com/gpu are always "gpu".
+    # overriding) DEFAULT_GRES_MAPPING; nvidia.com/gpu and amd.com/gpu are always GPUs:
+    # "gpu", or a typed "gpu:a100" where nodes also have MIG slices (docs/fractional-gpus.md).
     gres_mapping: dict[str, str] = Field(default_factory=dict)
     # DRA: DeviceClass name -> Slurm GRES name, for the extended-resource form
     # (deviceclass.resource.kubernetes.io/<class>), DeviceClasses with extendedResourceName,
@@ -233,6 +294,8 @@ class SchedulerSettings(_Section):
                     f"{resource}: {gres!r} is not a Slurm GRES name (name or name:type, "
                     "letters, digits, '_', '.', '-')"
                 )
+            if resource in WHOLE_GPU_RESOURCES and gres.partition(":")[0] != "gpu":
+                raise ValueError(f"{resource}: {gres!r} is not a GPU (gpu or gpu:<type>)")
         return v
 
     def gres_table(self) -> dict[str, str]:

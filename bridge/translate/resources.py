@@ -53,8 +53,14 @@ Amounts = dict[str, Decimal]
 
 def gres_names_of(gres_mapping: Mapping[str, str]) -> dict[str, str]:
     """The table actually applied: ``gres_mapping`` (the config's defaults and entries,
-    ``SchedulerSettings.gres_table()``), with ``nvidia.com/gpu``/``amd.com/gpu`` always GPUs."""
-    return {**gres_mapping, **BUILTIN_GRES}
+    ``SchedulerSettings.gres_table()``), with ``nvidia.com/gpu``/``amd.com/gpu`` always GPUs:
+    ``gpu``, or the typed ``gpu:<type>`` the config names (whole GPUs on nodes that also
+    have MIG slices: untyped, Slurm may give a whole-GPU pod a slice)."""
+    out = dict(gres_mapping)
+    for resource, gres in BUILTIN_GRES.items():
+        mapped = out.get(resource, gres)
+        out[resource] = mapped if mapped.partition(":")[0] == gres else gres
+    return out
 
 
 def _unknown_device(resource: str, gres_names: Mapping[str, str]) -> str | None:

@@ -39,7 +39,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from bridge.config import nvidia_mig_gpu
 from bridge.errors import ConfigError
+from sandbox.slurm.mig import MIG_PROFILE, MigLayout
 
 ENV_DIR = "SLURM_BRIDGE_SANDBOX_DIR"
 ENV_MIRROR = "SLURM_SANDBOX_MIRROR"
@@ -56,9 +58,11 @@ EXTERNAL_PREFIX = "kube-node-"
 # slice (JOB_GRES=gpu:1g.10gb:0) and afterwards refuses GRES jobs ("Requested nodes are
 # busy") until slurmctld restarts (26.05.5); a created one reports indices and frees them.
 MIG_PREFIX = "mig-node-"
+# --mig-full-gpus N: each MIG node also has N whole GPUs (typed gpu:a100, before its
+# slices): a mixed node, one full GPU and the slices of another
+MIG_FULL_TYPE = "a100"
 MIG_FEATURE = "mig"
 MIG_NODESET = "mignodes"
-_MIG_PROFILE = re.compile(r"[0-9]+g\.[0-9]+gb")
 PARTITION = "slurm-bridge"
 BATCH_PARTITION = "batch"
 TOKEN_USER = "slurm"
@@ -144,6 +148,12 @@ class Settings:
     mig_nodes: int = 0
     mig_profile: str = "1g.10gb"
     mig_slices: int = 7
+    mig_full_gpus: int = 0
+    # --mig-layout: each MIG node's GPUs (sandbox/slurm/mig.py), e.g. a whole GPU and a
+    # sliced one "h100,3g.40gb+2g.20gb+1g.10gb*2", checked against --mig-gpu's counters;
+    # "" is one GPU of --mig-slices --mig-profile slices
+    mig_layout: str = ""
+    mig_gpu: str = "A100-80GB"
     rest_port: int = 6820
     ctld_port: int = 6817
     slurmd_port: int = 17000
@@ -158,8 +168,17 @@ class Settings:
                 raise ConfigError(name, "must be >= 0")
         if not 1 <= self.mig_slices <= 7:
             raise ConfigError("mig_slices", "must be 1..7 (a GPU has at most 7 MIG slices)")
-        if not _MIG_PROFILE.fullmatch(self.mig_profile):
+        if not MIG_PROFILE.fullmatch(self.mig_profile):
             raise ConfigError("mig_profile", f"{self.mig_profile!r} is not a MIG profile (1g.10gb)")
+        if not 0 <= self.mig_full_gpus <= 8:
+            raise ConfigError("mig_full_gpus", "must be 0..8")
+        if self.mig_layout:
+            if self.mig_full_gpus:
+                raise ConfigError(
+                    "mig_full_gpus",
+                    f"the whole GPUs are part of --mig-layout ({MIG_FULL_TYPE},...)",
+                )
+            MigLayout.parse(self.mig_layout).check(nvidia_mig_gpu(self.mig_gpu))
         for name in ("node_cpus", "node_mem_mb"):
             if getattr(self, name) < 1:
                 raise ConfigError(name, "must be >= 1")
@@ -186,6 +205,14 @@ class Settings:
     def network(self) -> Topology | None:
         """The parsed ``topology`` setting; None for ``none``."""
         return None if self.topology == "none" else Topology.parse(self.topology)
+
+    @property
+    def mig(self) -> MigLayout:
+        """The GPUs of each MIG node."""
+        if self.mig_layout:
+            return MigLayout.parse(self.mig_layout)
+        whole = MigLayout(((MIG_FULL_TYPE,),) * self.mig_full_gpus)
+        return whole + MigLayout.uniform(self.mig_profile, self.mig_slices)
 
     @property
     def tag(self) -> str:
@@ -382,7 +409,7 @@ def mig_node_conf(s: Settings) -> str:
     return (
         "NodeAddr=127.0.0.1 NodeHostname=localhost State=EXTERNAL "
         f"CPUs={s.node_cpus} RealMemory={s.node_mem_mb} "
-        f"Gres=gpu:{s.mig_profile}:{s.mig_slices} Features={MIG_FEATURE}"
+        f"Gres={s.mig.gres} Features={MIG_FEATURE}"
     )
 
 
@@ -403,11 +430,13 @@ def render_gres_conf(s: Settings) -> str:
         # Count= only, slurmctld drops it ("Ignoring file-less GPU gpu:1g.10gb from final
         # GRES list") and refuses Gres=gpu:1g.10gb:N on the node. With File=, jobs read
         # back indices: gres_detail gpu:1g.10gb:1(IDX:3). docs/slurm-configuration.md.
-        files = "mig0" if s.mig_slices == 1 else f"mig[0-{s.mig_slices - 1}]"
-        lines.append(
-            f"NodeName={hostlist(MIG_PREFIX, s.mig_nodes)} Name=gpu Type={s.mig_profile} "
-            f"File=/var/lib/fakegpu/{files}"
-        )
+        # one line per run of devices of one type, in index order (Slurm's IDX)
+        for kind, first, last in s.mig.gres_conf_runs():
+            files = f"mig{first}" if first == last else f"mig[{first}-{last}]"
+            lines.append(
+                f"NodeName={hostlist(MIG_PREFIX, s.mig_nodes)} Name=gpu Type={kind} "
+                f"File=/var/lib/fakegpu/{files}"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -513,7 +542,9 @@ def render_env_file(s: Settings, paths: Paths, api_version: str, slurm_version: 
         "SLURM_NODE_MEM_MB": str(s.node_mem_mb),
         "SLURM_NODE_GPUS": str(s.node_gpus),
         "SLURM_MIG_NODES": hostlist(MIG_PREFIX, s.mig_nodes) if s.mig_nodes else "",
-        "SLURM_MIG_GRES": f"gpu:{s.mig_profile}:{s.mig_slices}" if s.mig_nodes else "",
+        "SLURM_MIG_GRES": s.mig.gres if s.mig_nodes else "",
+        "SLURM_MIG_LAYOUT": str(s.mig) if s.mig_nodes else "",
+        "SLURM_MIG_GPU": s.mig_gpu if s.mig_nodes else "",
         "SLURM_VERSION": slurm_version,
         "SLURM_SANDBOX_DIR": str(paths.dir),
         "SLURM_TOPOLOGY": s.topology,
@@ -818,6 +849,19 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--mig-profile", help="their slices' MIG profile (default 1g.10gb)")
     up.add_argument("--mig-slices", type=int, help="slices per node, 1..7 (default 7)")
     up.add_argument(
+        "--mig-full-gpus",
+        type=int,
+        help=f"whole GPUs (gpu:{MIG_FULL_TYPE}) per MIG node before its slices (default 0)",
+    )
+    up.add_argument(
+        "--mig-layout",
+        help="each MIG node's GPUs instead: a whole GPU's type or MIG profiles joined by +, "
+        "*N repeating one, GPUs separated by , (e.g. h100,3g.40gb+2g.20gb+1g.10gb*2)",
+    )
+    up.add_argument(
+        "--mig-gpu", help="the GPU model whose counters the layout must fit (default A100-80GB)"
+    )
+    up.add_argument(
         "--defaults", action="store_true", help="start from the defaults, not the saved settings"
     )
     up.add_argument(
@@ -852,6 +896,9 @@ UP_OPTIONS = (
     "mig_nodes",
     "mig_profile",
     "mig_slices",
+    "mig_full_gpus",
+    "mig_layout",
+    "mig_gpu",
 )
 
 

@@ -33,6 +33,10 @@ Either way ``--cpu-nodes`` CPU-only external nodes are added for the run (``POST
 /new/node/``, Kubernetes nodes of the same names) and deleted after.
 
 Run: ``python -m tests.bench.fit [--gangs 120]``.
+
+``--mig`` runs the MIG benchmark instead (tests/bench/mig_fit.py): pods asking MIG slices
+of several profiles and whole GPUs through a busy cluster of MIG nodes, checking from what
+Slurm holds that no GPU's counters are overcommitted and no slice is held twice.
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ from bridge.slurm.models import SlurmJob
 from bridge.wellknown import LABEL_JOB_ID, LABEL_POD_GROUP, slurmjob_annotation
 from sandbox.cluster import SandboxCluster
 from sandbox.slurm.launcher import ENV_FILE
+from tests.bench.mig_fit import add_mig_args, run_mig
 from tests.bench.topology import cli, gang_bench_parser, scheduler_for
 from tests.integration.bridge_harness import Sandboxes
 from tests.integration.conftest import SlurmSandbox, load_sandbox, make_client
@@ -284,6 +289,8 @@ async def run_mode(
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
+    if args.mig:
+        return await run_mig(args)
     with fit_sandbox() as env_file:
         sb = load_sandbox(env_file)
         if sb.node_gpus < 2:
@@ -322,6 +329,7 @@ def parser() -> argparse.ArgumentParser:
         seed=32,
     )
     ap.add_argument("--cpu-nodes", type=int, default=2, help="CPU-only external nodes added")
+    add_mig_args(ap)
     return ap
 
 

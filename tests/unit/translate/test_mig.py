@@ -72,6 +72,17 @@ def test_the_config_overrides_a_default_and_adds_a_profile() -> None:
     assert s.gres_mapping["nvidia.com/mig-3g.40gb"] == "gpu:3g.40gb"  # other defaults stay
 
 
+def test_whole_gpus_may_be_typed_so_a_mixed_node_never_gives_a_whole_gpu_pod_a_slice() -> None:
+    cfg = parse_config({"scheduler": {"gresMapping": {"nvidia.com/gpu": "gpu:a100"}}}, env={})
+    s = TranslateSettings.from_config(cfg)
+    p = pod_asking({"nvidia.com/gpu": "1", "nvidia.com/mig-1g.10gb": "1"})
+    assert pod_resources(p, s.gres_mapping).gres == {"gpu:a100": 1, "gpu:1g.10gb": 1}
+    # whatever a table passed in says, a whole GPU stays a GPU
+    assert pod_resources(pod_asking({"nvidia.com/gpu": "1"}), {"nvidia.com/gpu": "fpga"}).gres == {
+        "gpu": 1
+    }
+
+
 @pytest.mark.parametrize(
     ("mapping", "why"),
     [
@@ -79,6 +90,7 @@ def test_the_config_overrides_a_default_and_adds_a_profile() -> None:
         pytest.param({"nvidia.com/mig-x": "gpu:a:b"}, "not a Slurm GRES name", id="two-types"),
         pytest.param({"nvidia.com/mig-x": ""}, "not a Slurm GRES name", id="empty"),
         pytest.param({"fpga": "fpga"}, "not an extended resource name", id="no-domain"),
+        pytest.param({"nvidia.com/gpu": "fpga:a100"}, "is not a GPU", id="whole-gpu-not-gpu"),
     ],
 )
 def test_a_bad_gres_mapping_is_a_config_error_naming_the_key(
