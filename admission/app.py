@@ -19,6 +19,7 @@ from admission.metrics import AdmissionMetrics
 from admission.policy import AdmissionContext
 from admission.server import WebhookDeps, build_webhook_app
 from admission.tls import CertReloader
+from bridge import loops
 from bridge.clock import Clock, SystemClock
 from bridge.config import BridgeConfig, load_config
 from bridge.errors import ConfigError
@@ -195,7 +196,7 @@ def main(argv: list[str]) -> int:
     try:
         cfg = load_config(args.config)
         configure_logging(cfg.log_level, cfg.log_format)
-        return asyncio.run(_main_async(cfg))
+        return loops.run(_main_async(cfg))
     except ConfigError as e:
         print(f"slurm-bridge admission: {e}", file=sys.stderr)
         return 1

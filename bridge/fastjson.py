@@ -6,6 +6,8 @@ goes through one of these (py-spy: :mod:`json` was 9% of the scheduler's CPU in 
   (orjson's error is a :class:`json.JSONDecodeError`), as :func:`json.loads` does.
 - :func:`dumps` returns compact UTF-8 ``bytes``. Only JSON types are accepted (``str`` keys;
   tuples become arrays); anything else raises :class:`TypeError`.
+- :func:`canonical` is a comparable key of a JSON tree: keys sorted at every level,
+  anything not JSON as its ``str``.
 - :func:`clone` deep-copies a JSON tree (dicts, lists, scalars), ~10x faster than
   :func:`copy.deepcopy`; a tree that is not pure JSON falls back to ``deepcopy``.
 """
@@ -33,6 +35,13 @@ def loads(data: bytes | bytearray | memoryview | str) -> Any:
 
 def dumps(obj: Any) -> bytes:
     return orjson.dumps(obj)
+
+
+def canonical(obj: Any) -> str:
+    """``json.dumps(obj, sort_keys=True, default=str)``, compact, in a tenth of the time
+    (a pod's placement fields are keyed so on every translation)."""
+    option = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+    return orjson.dumps(obj, option=option, default=str).decode()
 
 
 def clone(obj: T) -> T:

@@ -13,8 +13,10 @@ The loops' names are fixed in code (a metric label never comes from input).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Callable, Coroutine
 from types import TracebackType
+from typing import Any, TypeVar
 
 from bridge.clock import Clock, backoff_delay
 from bridge.errors import BridgeError
@@ -26,6 +28,26 @@ LOOP_BACKOFF_BASE_SECONDS = 1.0
 LOOP_BACKOFF_MAX_SECONDS = 60.0
 
 LoopCounter = Callable[[str], None]
+T = TypeVar("T")
+
+
+def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
+    """uvloop's event loop (libuv) when it is installed (a dependency of the bridge), else
+    asyncio's own. The scheduler's CPU per pod is mostly the event loop, its sockets and
+    aiohttp's request path; on uvloop the same work costs less (docs/benchmarks.md, "The
+    cost of a pod, paired")."""
+    try:
+        import uvloop
+    except ImportError:  # an environment set up before the dependency came
+        return asyncio.new_event_loop
+    return uvloop.new_event_loop
+
+
+def run(main: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(main)`` on :func:`event_loop_factory`'s loop: how each component's
+    ``main`` runs."""
+    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+        return runner.run(main)
 
 
 def _no_count(loop: str) -> None:

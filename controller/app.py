@@ -21,6 +21,7 @@ import sys
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from bridge import loops
 from bridge.clock import Clock, SystemClock
 from bridge.config import BridgeConfig, load_config
 from bridge.errors import ConfigError
@@ -140,7 +141,7 @@ def main(argv: list[str]) -> int:
         await serve(cfg, stop=stop)
 
     try:
-        asyncio.run(run())
+        loops.run(run())
     except ConfigError as e:
         print(f"invalid configuration: {e}", file=sys.stderr)
         return 2

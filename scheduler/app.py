@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import structlog
 
+from bridge import loops
 from bridge.clock import Clock, SystemClock
 from bridge.config import BridgeConfig, load_config
 from bridge.errors import BridgeError, ConfigError
@@ -193,7 +194,7 @@ def main(argv: list[str]) -> int:
             await task
 
     try:
-        asyncio.run(runner())
+        loops.run(runner())
     except BridgeError as e:
         log.error("scheduler_failed", error=str(e))
         return 1

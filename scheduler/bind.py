@@ -228,7 +228,7 @@ class Binder:
         notes = {ANNOTATION_SLURM_NODE: node} if note else None
         await self.kube.bind_pod(kobj.namespace(pod), kobj.name(pod), kobj.uid(pod), node, notes)
         # Bound: it leaves this scheduler now, not when the watch says so (no second bind);
-        # the group is processed once more (Outcome.pods_bound) and dropped when none of
+        # the group is processed once more (Outcome.pods_bound), or dropped when none of
         # its pods is left.
         started = self.state.bound(pod, key)
         if started is not None:

@@ -226,6 +226,10 @@ class Scheduler:
         if outcome.forget:
             self.queue.forget(gkey)
         if outcome.pods_bound:
+            g = self.state.groups[gkey]
+            if not self.state.pods_of(g):
+                self._drop(g)  # what the next cycle would do: none of its pods is left
+                return
             self.queue.add(gkey)
         match outcome.requeue:
             case Requeue.NOW:

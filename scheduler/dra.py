@@ -141,6 +141,10 @@ class DraAllocator:
     ) -> None:
         self.kube = kube
         self.slurm = slurm
+        # One allocation at a time: each reads what the claims hold, picks and writes
+        # before the next one reads (jobs started together on one node, by parallel
+        # workers, picked from one read: the same device for every claim).
+        self._picking = asyncio.Lock()
         self.device_class_gres = dict(device_class_gres)
         self.gres_mapping = dict(gres_mapping)
         self.cache = DraCache()
@@ -236,20 +240,21 @@ class DraAllocator:
         slices = dict(zip(nodes, slice_lists, strict=True))
         # claims by (namespace, name), kept current as they are written (a claim two pods
         # of the group share is allocated once, then only reserved for the second)
-        known = await self._all_claims()
-        taken = taken_devices(list(known.values()))
-        written = 0
-        for pod, node, devices in wanted:
-            written += await self._allocate_pod(
-                pod,
-                node,
-                devices,
-                inputs,
-                views.get(node, SlurmNodeView()),
-                slices[node],
-                known,
-                taken,
-            )
+        async with self._picking:
+            known = await self._all_claims()
+            taken = taken_devices(list(known.values()))
+            written = 0
+            for pod, node, devices in wanted:
+                written += await self._allocate_pod(
+                    pod,
+                    node,
+                    devices,
+                    inputs,
+                    views.get(node, SlurmNodeView()),
+                    slices[node],
+                    known,
+                    taken,
+                )
         return written
 
     def _claim_of(self, pod: KubeObject, entry: Mapping[str, Any]) -> str:

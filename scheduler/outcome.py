@@ -32,8 +32,8 @@ class Outcome:
     after: float = 0.0  # seconds, for Requeue.AFTER (the first step of Requeue.RETRY)
     # the group got its job, or its pods were bound: its failures are forgotten first
     forget: bool = False
-    # pods of the group were bound: it is processed once more at once (and dropped when
-    # none is left), whatever ``requeue`` says
+    # pods of the group were bound: it is processed once more at once, or dropped at once
+    # when none is left, whatever ``requeue`` says
     pods_bound: bool = False
     # the step failed with this (the cycle counts and logs it; ``requeue`` is RETRY)
     error: Exception | None = None

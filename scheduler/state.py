@@ -234,9 +234,10 @@ class KubeState:
 
     def bound(self, pod: KubeObject, key: str | None = None) -> float | None:
         """This scheduler bound ``pod`` (``key``: its pod key, when known): it leaves now,
-        not when the watch says so (no second bind); the cycle processes its group again
-        (:attr:`scheduler.outcome.Outcome.pods_bound`). Returns when the pod was first
-        seen (the bind latency's start; None: unknown)."""
+        not when the watch says so (no second bind); the cycle processes its group again,
+        or drops it when none of its pods is left
+        (:attr:`scheduler.outcome.Outcome.pods_bound`). Returns when the pod was first seen
+        (the bind latency's start; None: unknown)."""
         key = key or kobj.pod_key(pod)
         gkey = self.pod_group.get(key)
         g = self.groups.get(gkey) if gkey else None

@@ -25,13 +25,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Self
-from urllib.parse import urlencode
 
 import aiohttp
 from kubernetes_asyncio.client import Configuration
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from bridge import fastjson
+from bridge import fastjson, http1
 from bridge.clock import Clock, SystemClock
 from bridge.config import BridgeConfig
 from bridge.errors import (
@@ -45,7 +44,8 @@ from bridge.errors import (
     KubeTimeout,
     KubeUnavailable,
 )
-from bridge.kube.auth import load_configuration, open_session
+from bridge.http1 import Http1Pool
+from bridge.kube.auth import load_configuration, open_session, tls_context
 from bridge.kube.resources import KubeObject
 
 
@@ -105,6 +105,13 @@ def _translate(exc: BaseException, what: str) -> KubeError:
 
 
 # --------------------------------------------------------------------------- transport
+def _encoded(body: Any) -> bytes | None:
+    """A request body: bytes as given, anything else JSON (:mod:`bridge.fastjson`)."""
+    if body is None:
+        return None
+    return body if isinstance(body, bytes) else fastjson.dumps(body)
+
+
 class KubeApi:
     """One aiohttp session to the API server, with a timeout on every request.
 
@@ -125,6 +132,7 @@ class KubeApi:
         self.request_timeout = request_timeout
         self.clock: Clock = clock or SystemClock()
         self._api = open_session(configuration)
+        self._lean: Http1Pool | None = None  # the plain requests' connections (raw())
 
     # -- construction -----------------------------------------------------------------
     @classmethod
@@ -159,6 +167,8 @@ class KubeApi:
         )
 
     async def close(self) -> None:
+        if self._lean is not None:
+            await self._lean.close()
         await self._api.close()
 
     async def __aenter__(self) -> Self:
@@ -168,6 +178,36 @@ class KubeApi:
         await self.close()
 
     # -- the request path -------------------------------------------------------------
+    def _lean_pool(self) -> Http1Pool | None:
+        """The connections of the plain requests (:mod:`bridge.http1`: a third of
+        aiohttp's CPU per request); None behind a proxy (aiohttp's session speaks to it)."""
+        if self._lean is None and not self._api.rest_client.proxy:
+            conf = self.configuration
+            host = str(conf.host)
+            self._lean = Http1Pool(
+                host,
+                ssl_context=tls_context(conf) if host.startswith("https://") else None,
+                server_hostname=conf.tls_server_name,
+                limit=conf.connection_pool_maxsize,
+            )
+        return self._lean
+
+    async def _prepared(
+        self, path: str, query: Sequence[tuple[str, Any]], content_type: str
+    ) -> tuple[dict[str, str], str]:
+        """A request's headers, with the credentials as the session has them now
+        (``update_params_for_auth``: a rotated token is picked up), and its target (the
+        path, quoted as aiohttp would, and the query)."""
+        api = self._api
+        headers = {
+            **api.default_headers,
+            "Accept": "application/json",
+            "Content-Type": content_type,
+        }
+        params = list(query)
+        await api.update_params_for_auth(headers, params, ["BearerToken"])
+        return headers, http1.target(path, params)
+
     async def _send(
         self,
         method: str,
@@ -186,22 +226,11 @@ class KubeApi:
         (profiled). The credentials still come from it (``update_params_for_auth``: a
         rotated in-cluster token or an exec plugin's refresh), and the session carries
         its TLS settings; the proxy was read once (:func:`bridge.kube.auth.open_session`)."""
-        api = self._api
-        rest = api.rest_client
-        headers = {
-            **api.default_headers,
-            "Accept": "application/json",
-            "Content-Type": content_type,
-        }
-        params = list(query)
-        url = str(self.configuration.host) + path
+        rest = self._api.rest_client
         try:
-            await api.update_params_for_auth(headers, params, ["BearerToken"])
-            if params:
-                url += "?" + urlencode(params)
-            data = None
-            if body is not None:
-                data = body if isinstance(body, bytes) else fastjson.dumps(body)
+            headers, target = await self._prepared(path, query, content_type)
+            url = str(self.configuration.host) + target
+            data = _encoded(body)
             extra: dict[str, Any] = {}
             if rest.proxy:
                 extra["proxy"] = rest.proxy
@@ -228,6 +257,20 @@ class KubeApi:
     ) -> tuple[int, bytes]:
         """One request: ``(status, body)``; HTTP errors are NOT raised (caller decides)."""
         what = what or f"{method} {path}"
+        lean = self._lean_pool()
+        if lean is not None:
+            try:
+                headers, target = await self._prepared(path, query, content_type)
+                answer = await lean.request(
+                    method,
+                    target,
+                    headers=headers,
+                    body=_encoded(body),
+                    seconds=self.request_timeout,
+                )
+            except (ApiException, TimeoutError, OSError) as e:
+                raise _translate(e, what) from e
+            return answer.status, answer.body
         timeout = aiohttp.ClientTimeout(total=self.request_timeout)
         resp = await self._send(
             method,

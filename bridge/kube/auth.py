@@ -12,6 +12,7 @@ session again (``update_params_for_auth``: a rotated token is picked up), in
 
 from __future__ import annotations
 
+import ssl
 from pathlib import Path
 
 from aiohttp.helpers import get_env_proxy_for_url
@@ -74,3 +75,18 @@ def _env_read_once(api: ApiClient, configuration: Configuration) -> None:
         if proxy is not None:
             rest.proxy = str(proxy)
     rest.pool_manager._trust_env = False
+
+
+def tls_context(configuration: Configuration) -> ssl.SSLContext:
+    """The TLS settings of ``configuration`` (its CA, client certificate, verification),
+    as kubernetes_asyncio's own session builds them (``RESTClientObject``): for
+    :mod:`bridge.http1`, which carries the plain requests."""
+    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, keyfile=configuration.key_file)
+    if not configuration.verify_ssl:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if configuration.disable_strict_ssl_verification:
+        context.verify_flags &= ~ssl.VERIFY_X509_STRICT
+    return context

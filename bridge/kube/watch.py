@@ -95,7 +95,8 @@ class Watcher:
     ) -> None:
         """``keep``: what of each object is held and delivered (a consumer that reads a
         few fields of tens of thousands of objects keeps only those; it must keep
-        ``metadata`` name, namespace, uid and resourceVersion). Default: all of it."""
+        ``metadata`` name, namespace, uid and resourceVersion). Default: all of it. A
+        DELETED event's object is delivered as it came (nothing holds it)."""
         self._session = client.new_session()
         self._keep = keep
         self.resource = resource
@@ -250,7 +251,8 @@ class Watcher:
             return None
         if etype not in ("ADDED", "MODIFIED", "DELETED"):
             raise KubeUnavailable(f"{what}: unknown watch event type {etype!r}")
-        if self._keep is not None:
+        if self._keep is not None and etype != "DELETED":
+            # a deleted object leaves every cache at once: nothing to slim it for
             obj = self._keep(obj)
         ev = self._record(WatchEvent(etype, obj))
         if rv:

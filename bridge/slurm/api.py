@@ -24,14 +24,16 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import ssl
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
+from urllib.parse import urlsplit
 
 import aiohttp
 
-from bridge import fastjson
+from bridge import fastjson, http1
 from bridge.clock import Clock, SystemClock, backoff_delay
 from bridge.config import BridgeConfig
 from bridge.errors import (
@@ -42,6 +44,7 @@ from bridge.errors import (
     SlurmUnavailable,
     classify_slurm_error,
 )
+from bridge.http1 import BodyTooLarge, Http1Pool
 from bridge.logging import get_logger
 from bridge.slurm.codec import CODECS, SUPPORTED_VERSIONS, Codec, codec_for
 from bridge.slurm.stream import ArrayStream
@@ -59,6 +62,8 @@ SCAN_CHUNK_BYTES = 1 << 16  # read size of a streamed whole-table answer
 # answers are not the bridge's to trust with its memory: a 256 MiB body used to be read
 # whole, +511 MiB RSS). Config: slurmMaxResponseBytes.
 MAX_RESPONSE_BYTES = 64 << 20
+# Connections to slurmrestd at most (aiohttp's default limit, which it had before).
+SLURM_CONNECTIONS = 100
 
 _log = get_logger("bridge.slurm")
 T = TypeVar("T")
@@ -70,16 +75,20 @@ def _transport_failure(
     """The SlurmError for a request that got no answer."""
     if isinstance(error, TimeoutError):
         return SlurmTimeout(f"{endpoint}: no answer within {timeout.total}s", endpoint=endpoint)
+    cert_error: BaseException | None = None
     if isinstance(error, aiohttp.ClientConnectorCertificateError):
-        # The verifier's own words (about the certificate: never the request or its token).
         cert_error = error.certificate_error
+    elif isinstance(error, ssl.SSLCertVerificationError):  # bridge.http1's connection
+        cert_error = error
+    if cert_error is not None:
+        # The verifier's own words (about the certificate: never the request or its token).
         why = getattr(cert_error, "verify_message", None) or type(cert_error).__name__
         return SlurmUnavailable(
             f"{endpoint}: TLS certificate of {base_url} not trusted ({why}): "
             "set slurmCaFile to the CA that signed slurmrestd's certificate",
             endpoint=endpoint,
         )
-    if isinstance(error, aiohttp.ClientSSLError):
+    if isinstance(error, aiohttp.ClientSSLError | ssl.SSLError):
         return SlurmUnavailable(
             f"{endpoint}: TLS handshake with {base_url} failed: {type(error).__name__}",
             endpoint=endpoint,
@@ -105,15 +114,19 @@ def _not_json(endpoint: str, error: ValueError) -> InvalidInput:
     return InvalidInput(f"{endpoint} response", f"slurmrestd's answer is not JSON: {reason}")
 
 
+def _too_large(endpoint: str, url: str, limit: int) -> InvalidInput:
+    return InvalidInput(
+        f"{endpoint} response",
+        f"the answer of {url} is larger than slurmMaxResponseBytes ({limit} bytes)",
+    )
+
+
 async def read_capped(resp: aiohttp.ClientResponse, limit: int, endpoint: str, url: str) -> bytes:
     """The body of ``resp``, refused once it is longer than ``limit`` bytes (by its
     Content-Length, or as it arrives), naming the URL (never a header: no token)."""
 
     def too_large() -> InvalidInput:
-        return InvalidInput(
-            f"{endpoint} response",
-            f"the answer of {url} is larger than slurmMaxResponseBytes ({limit} bytes)",
-        )
+        return _too_large(endpoint, url, limit)
 
     if resp.content_length is not None and resp.content_length > limit:
         raise too_large()
@@ -146,6 +159,7 @@ class SlurmApi:
         if request_timeout_seconds <= 0:
             raise ConfigError("slurmRequestTimeoutSeconds", "must be > 0")
         self._base = base_url.rstrip("/")
+        self._path = urlsplit(self._base).path  # a prefix the server is mounted under
         self._ssl = client_tls_context(ca_file) if self._base.startswith("https://") else None
         self._token = token
         self._api_version = api_version
@@ -158,6 +172,9 @@ class SlurmApi:
         self._clock = clock or SystemClock()
         self._max_body = max_response_bytes
         self._session: aiohttp.ClientSession | None = None
+        # The plain requests' connections (bridge.http1: a third of aiohttp's CPU per
+        # request); the streamed whole-table reads use the aiohttp session.
+        self._lean: Http1Pool | None = None
         self._codec: Codec | None = None if api_version == "auto" else codec_for(api_version)
         self._codec_lock = asyncio.Lock()
 
@@ -194,6 +211,9 @@ class SlurmApi:
         await self.close()
 
     async def close(self) -> None:
+        if self._lean is not None:
+            await self._lean.close()
+            self._lean = None
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -230,30 +250,30 @@ class SlurmApi:
         if body is not None:
             headers["Content-Type"] = "application/json"
             data = fastjson.dumps(body)
-        session = self._session_or_open()
         started = self._clock.monotonic()
         failure: SlurmError | None = None
         status, raw = 0, b""
         streamed: Mapping[str, Any] | None = None
         try:
-            async with session.request(
-                method,
-                self._base + path,
-                headers=headers,
-                data=data,
-                params=params,
-                timeout=timeout,
-            ) as resp:
-                status = resp.status
-                if stream is None or status >= 400:
-                    raw = await read_capped(resp, self._max_body, endpoint, self._base + path)
-                else:
-                    streamed = await stream(resp.content)
-        except (TimeoutError, aiohttp.ClientError) as e:
+            if stream is None:
+                status, raw = await self._exchange(method, path, headers, data, params, timeout)
+            else:  # a whole-table read, chunk by chunk, on the aiohttp session
+                url = self._base + path
+                async with self._session_or_open().request(
+                    method, url, headers=headers, data=data, params=params, timeout=timeout
+                ) as resp:
+                    status = resp.status
+                    if status >= 400:
+                        raw = await read_capped(resp, self._max_body, endpoint, url)
+                    else:
+                        streamed = await stream(resp.content)
+        except BodyTooLarge:
+            raise _too_large(endpoint, self._base + path, self._max_body) from None
+        except (TimeoutError, aiohttp.ClientError, OSError) as e:
             failure = _transport_failure(e, endpoint, timeout, self._base)
         del headers
         if failure is not None:
-            # Raised outside the except block: no __context__ holding the aiohttp error.
+            # Raised outside the except block: no __context__ holding the transport's error.
             raise failure
         parsed: Any = streamed
         text = ""
@@ -274,6 +294,29 @@ class SlurmApi:
         if accept is None or not accept(parsed):
             self._raise_for_errors(endpoint, status, parsed, text)
         return _Response(status, parsed)
+
+    async def _exchange(
+        self,
+        method: str,
+        path: str,
+        headers: dict[str, str],
+        data: bytes | None,
+        params: Mapping[str, str] | Sequence[tuple[str, str]] | None,
+        limits: aiohttp.ClientTimeout,
+    ) -> tuple[int, bytes]:
+        """A plain request, on :mod:`bridge.http1`'s connections: ``(status, body)``."""
+        if self._lean is None:
+            self._lean = Http1Pool(self._base, ssl_context=self._ssl, limit=SLURM_CONNECTIONS)
+        target = http1.target(self._path + path, params)
+        answer = await self._lean.request(
+            method,
+            target,
+            headers=headers,
+            body=data,
+            seconds=limits.total or BULK_TIMEOUT_MIN_SECONDS,
+            max_body=self._max_body,
+        )
+        return answer.status, answer.body
 
     def _raise_for_errors(self, endpoint: str, status: int, parsed: Any, text: str) -> None:
         """Raise the classified SlurmError an answer (HTTP status, ``errors[]``) carries."""

@@ -39,7 +39,10 @@ class _TrailingDataFilter(ResponseHandler):
         self._passthrough = False
 
     def data_received(self, data: bytes) -> None:
-        if self._passthrough:
+        if self._passthrough or not data:
+            # b"": aiohttp resuming its parser after a flow-control pause
+            # (BaseProtocol.resume_reading); swallowing it left a paused streamed read
+            # waiting until its timeout (seen on uvloop, whose reads are larger).
             super().data_received(data)
             return
         out = bytearray()

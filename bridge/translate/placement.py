@@ -19,10 +19,10 @@ allocates fits every pod, and the binder may put any pod on any allocated node):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from bridge import fastjson
 from bridge.bounded import BoundedMap
 from bridge.errors import InvalidInput
 from bridge.translate import kobj
@@ -159,7 +159,7 @@ def placement_key(pod: kobj.Obj) -> str:
     if not isinstance(spec, Mapping):
         return ""
     fields = {k: spec.get(k) for k in ("tolerations", "nodeSelector", "affinity")}
-    return json.dumps(fields, sort_keys=True, default=str)
+    return fastjson.canonical(fields)
 
 
 def _distinct(pods: Sequence[kobj.Obj]) -> dict[str, _PodPlacement]:
@@ -215,7 +215,7 @@ def _node_fingerprint(node: kobj.Obj) -> str:
         "taints": spec.get("taints") if isinstance(spec, Mapping) else None,
         "unschedulable": spec.get("unschedulable") if isinstance(spec, Mapping) else None,
     }
-    return json.dumps(fields, sort_keys=True, default=str)
+    return fastjson.canonical(fields)
 
 
 class NodeSet:

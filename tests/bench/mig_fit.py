@@ -30,8 +30,21 @@ bridge/config.py ``NVIDIA_MIG_GPUS`` for ``--mig-gpu``. Output, ONE JSON line:
 * ``layout_mismatches``: held devices whose type is not the layout's at that index (the
   benchmark's own check of its index -> GPU map; 0);
 * ``wait_s`` (created -> bound: ``p50``, ``p99``), ``bound``, ``unbound`` (pods not bound
-  within ``--limit`` s: counted and deleted, the run goes on), ``peak_devices_held``,
+  within ``--limit`` s: counted and deleted, the run goes on), ``scheduler_cancels`` (jobs
+  the scheduler cancelled: given back to Slurm, or of a pod deleted), ``peak_devices_held``,
   ``samples``, ``job_windows``.
+
+``--claims``: the pods ask by ResourceClaimTemplate instead (a slice: class
+``mig.nvidia.com`` and a CEL selector on ``profile``; a whole GPU: ``gpu.nvidia.com``,
+``scheduler.deviceClassGres`` typing it), on every node the sandbox DRA driver stand-in's
+pool (sandbox/controllers/dra_driver.py ``mig_slices``: the layout's whole GPUs, then each
+cut GPU with every placement of every profile and its ``sharedCounters``). The claims'
+allocations are checked the same two ways, in DRA's own terms (every allocated claim of
+the API server sampled every 0.05 s; each claim's window from its read once the pod is
+bound to the pod's end): ``claims``: ``counter_overcommits`` (a counter set whose
+devices held consume more than it has), ``double_allocations`` (a device in two claims),
+``wrong_device`` (a claim given a device of another profile or kind), ``unknown_devices``
+(a device no slice publishes); the totals above include them.
 
 Sandbox: the one ``$SLURM_SANDBOX_MIG_ENV`` or ``$SLURM_SANDBOX_ENV`` names when it has
 MIG nodes with a layout, else one of its own (``up --mig-nodes 3 --mig-layout
@@ -53,17 +66,21 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from bridge.config import MigGpu, nvidia_mig_gpu
 from bridge.errors import ConfigError, KubeError, SlurmError
-from bridge.kube.resources import PODS
+from bridge.kube.resources import PODS, RESOURCE_CLAIMS
 from bridge.slurm.client import SlurmClient
+from bridge.translate.quantity import parse_non_negative
 from bridge.wellknown import LABEL_JOB_ID, slurmjob_annotation
 from sandbox.cluster import SandboxCluster
+from sandbox.controllers import dra_driver
 from sandbox.slurm.launcher import ENV_FILE, parse_env_file
-from sandbox.slurm.mig import MigLayout
+from sandbox.slurm.mig import MIG_PROFILE, MigLayout
+from scheduler.dra import CLAIM_TEMPLATES, DEVICE_CLASSES, RESOURCE_SLICES
 from tests.bench.scheduler import percentile
 from tests.bench.topology import scheduler_for
 from tests.clients import list_jobs
@@ -185,6 +202,93 @@ def replay(ledger: Ledger, windows: list[Window]) -> None:
         ledger.sample({o.job_id: o.held for o in windows if o.start <= w.start < o.end})
 
 
+# ------------------------------------------------------------------ --claims: ask by claim
+DeviceKey = tuple[str, str, str]  # (driver, pool, device)
+CounterKey = tuple[str, str, str]  # (driver, pool, counter set)
+
+
+@dataclass(frozen=True)
+class Pool:
+    """What the nodes' ResourceSlices publish: each device's counter consumption and
+    attributes, each counter set's size."""
+
+    consumes: Mapping[DeviceKey, tuple[tuple[CounterKey, Mapping[str, Decimal]], ...]]
+    attributes: Mapping[DeviceKey, Mapping[str, Any]]
+    shared: Mapping[CounterKey, Mapping[str, Decimal]]
+
+    @classmethod
+    def of(cls, slices: list[Mapping[str, Any]]) -> Pool:
+        consumes: dict[DeviceKey, tuple[tuple[CounterKey, Mapping[str, Decimal]], ...]] = {}
+        attributes: dict[DeviceKey, Mapping[str, Any]] = {}
+        shared: dict[CounterKey, Mapping[str, Decimal]] = {}
+        for s in slices:
+            spec = s.get("spec") or {}
+            driver, pool = spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")
+            for cs in spec.get("sharedCounters") or []:
+                shared[(driver, pool, cs["name"])] = _amounts(cs.get("counters"))
+            for d in spec.get("devices") or []:
+                key = (driver, pool, d["name"])
+                attributes[key] = {
+                    k: next(iter(v.values()), None) for k, v in (d.get("attributes") or {}).items()
+                }
+                consumes[key] = tuple(
+                    ((driver, pool, c["counterSet"]), _amounts(c.get("counters")))
+                    for c in d.get("consumesCounters") or []
+                )
+        return cls(consumes, attributes, shared)
+
+
+def _amounts(counters: Any) -> dict[str, Decimal]:
+    return {
+        name: parse_non_negative(str(c.get("value", "0")), field=f"counters[{name}]")
+        for name, c in (counters or {}).items()
+    }
+
+
+def claim_devices(claim: Mapping[str, Any]) -> tuple[DeviceKey, ...]:
+    """The devices a claim's allocation gives (none while it has none)."""
+    alloc = (claim.get("status") or {}).get("allocation") or {}
+    return tuple(
+        (r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
+        for r in (alloc.get("devices") or {}).get("results") or []
+    )
+
+
+@dataclass
+class ClaimLedger:
+    """What the ResourceClaims held, sample by sample, against the pool's shared
+    counters: the same checks as :class:`Ledger`, in DRA's own terms."""
+
+    pool: Pool
+    samples: int = 0
+    overcommits: int = 0
+    unknown: int = 0
+    doubles: set[tuple[DeviceKey, frozenset[str]]] = field(default_factory=set)
+
+    def sample(self, held: Mapping[str, tuple[DeviceKey, ...]]) -> None:
+        """One snapshot: claim uid -> the devices its allocation gives."""
+        self.samples += 1
+        owners: dict[DeviceKey, set[str]] = {}
+        for uid, devices in held.items():
+            for d in devices:
+                owners.setdefault(d, set()).add(uid)
+        use: dict[CounterKey, dict[str, Decimal]] = {}
+        for d, uids in owners.items():
+            if len(uids) > 1:
+                self.doubles.add((d, frozenset(uids)))
+            if d not in self.pool.consumes:
+                self.unknown += 1
+                continue
+            for cset, amounts in self.pool.consumes[d]:
+                u = use.setdefault(cset, {})
+                for name, q in amounts.items():
+                    u[name] = u.get(name, Decimal(0)) + q * len(uids)
+        for cset, u in use.items():
+            size = self.pool.shared.get(cset, {})
+            if any(q > size.get(name, Decimal(0)) for name, q in u.items()):
+                self.overcommits += 1
+
+
 def mig_env_file(environ: Mapping[str, str]) -> Path | None:
     """The env file of a sandbox the environment names that has MIG nodes with a layout."""
     for given in (environ.get(ENV_MIG), environ.get(ENV_FILE)):
@@ -219,33 +323,75 @@ def parse_mix(text: str) -> list[str]:
     return out
 
 
-def slice_pod(name: str, kind: str) -> dict[str, Any]:
-    resource = "nvidia.com/gpu" if kind == WHOLE else f"nvidia.com/mig-{kind}"
+def template_name(kind: str) -> str:
+    return "whole-gpu" if kind == WHOLE else f"mig-{kind.replace('.', '-')}"
+
+
+def claim_template(kind: str) -> dict[str, Any]:
+    """One device of ``kind``: a MIG profile picked by ``mig.nvidia.com`` and CEL, or a
+    whole GPU of ``gpu.nvidia.com``."""
+    exactly: dict[str, Any] = {"deviceClassName": dra_driver.GPU_DRIVER}
+    if kind != WHOLE:
+        expr = f'device.attributes["{dra_driver.GPU_DRIVER}"].profile == "{kind}"'
+        exactly = {
+            "deviceClassName": dra_driver.MIG_CLASS,
+            "selectors": [{"cel": {"expression": expr}}],
+        }
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": template_name(kind)},
+        "spec": {"spec": {"devices": {"requests": [{"name": "dev", "exactly": exactly}]}}},
+    }
+
+
+def slice_pod(name: str, kind: str, *, by_claim: bool = False) -> dict[str, Any]:
+    """A pod asking one device of ``kind``: the extended resource, or (``by_claim``) a
+    claim from :func:`claim_template`'s template."""
+    resources: dict[str, Any] = {"requests": {"cpu": "100m", "memory": "100Mi"}}
+    spec: dict[str, Any] = {"schedulerName": "slurm-bridge-scheduler"}
+    if by_claim:
+        resources["claims"] = [{"name": "dev"}]
+        spec["resourceClaims"] = [{"name": "dev", "resourceClaimTemplateName": template_name(kind)}]
+    else:
+        resource = "nvidia.com/gpu" if kind == WHOLE else f"nvidia.com/mig-{kind}"
+        resources["limits"] = {resource: "1"}
+    spec["containers"] = [
+        {"name": "main", "image": "registry.k8s.io/pause:3.10", "resources": resources}
+    ]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "annotations": {slurmjob_annotation("exclusive"): "false"}},
-        "spec": {
-            "schedulerName": "slurm-bridge-scheduler",
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.k8s.io/pause:3.10",
-                    "resources": {
-                        "requests": {"cpu": "100m", "memory": "100Mi"},
-                        "limits": {resource: "1"},
-                    },
-                }
-            ],
-        },
+        "spec": spec,
     }
+
+
+@dataclass(frozen=True)
+class ClaimWindow:
+    """What one claim surely held, and when: from the read of its allocation once its pod
+    was bound to the pod's end (monotonic seconds)."""
+
+    uid: str
+    start: float
+    end: float
+    devices: tuple[DeviceKey, ...]
+
+
+def replay_claims(ledger: ClaimLedger, windows: list[ClaimWindow]) -> None:
+    """:func:`replay` for claims."""
+    for w in windows:
+        ledger.sample({o.uid: o.devices for o in windows if o.start <= w.start < o.end})
 
 
 class Run:
     """The pods, what they asked and what Slurm held for them."""
 
-    def __init__(self, sb: Sandboxes, whole_type: str) -> None:
+    def __init__(self, sb: Sandboxes, whole_type: str, pool: Pool | None = None) -> None:
         self.sb, self.whole_type = sb, whole_type
+        self.pool = pool  # asking by claim: what the nodes publish
+        self.claim_windows: list[ClaimWindow] = []
+        self.claim_wrong = 0
         self.waits: list[float] = []
         self.asked: dict[str, int] = {}
         self.got: dict[str, int] = {}
@@ -256,7 +402,7 @@ class Run:
     async def pod(self, i: int, kind: str, hold: float, limit: float) -> None:
         name = f"mig-{secrets.token_hex(2)}-{i}"
         started = time.monotonic()
-        await self.sb.kube.create(PODS, slice_pod(name, kind), NS)
+        await self.sb.kube.create(PODS, slice_pod(name, kind, by_claim=self.pool is not None), NS)
         self.asked[kind] = self.asked.get(kind, 0) + 1
 
         async def bound() -> dict[str, Any] | None:
@@ -280,12 +426,35 @@ class Run:
                     self.got[kind] = self.got.get(kind, 0) + h.count
                 else:
                     self.wrong_type += 1
+        claim = await self.claim_of(p, kind) if self.pool is not None else None
+        claimed = time.monotonic()
         await asyncio.sleep(hold)
         with contextlib.suppress(SlurmError):
             await self.sb.slurm.cancel(job.job_id)
         held = {n: held_gpus(e) for n, e in zip(job.nodes, job.gres_detail, strict=False)}
         self.windows.append(Window(job.job_id, read, time.monotonic(), held))
         self.sb.api.finish_pod(NS, name)
+        if claim is not None:
+            uid = claim["metadata"]["uid"]
+            self.claim_windows.append(
+                ClaimWindow(uid, claimed, time.monotonic(), claim_devices(claim))
+            )
+
+    async def claim_of(self, pod: dict[str, Any], kind: str) -> dict[str, Any] | None:
+        """The bound pod's claim as allocated (the bridge writes it before binding); a
+        device not of ``kind`` counts in ``claim_wrong``."""
+        assert self.pool is not None
+        statuses = (pod.get("status") or {}).get("resourceClaimStatuses") or []
+        names = [s.get("resourceClaimName") for s in statuses if s.get("resourceClaimName")]
+        if not names:
+            self.claim_wrong += 1
+            return None
+        claim = await self.sb.kube.get(RESOURCE_CLAIMS, names[0], NS)
+        for d in claim_devices(claim) or [("", "", "")]:
+            attrs = self.pool.attributes.get(d, {})
+            ok = attrs.get("type") == "gpu" if kind == WHOLE else attrs.get("profile") == kind
+            self.claim_wrong += not ok
+        return dict(claim)
 
 
 async def sampler(slurm: SlurmClient, ledger: Ledger, every: float, stop: asyncio.Event) -> None:
@@ -302,6 +471,33 @@ async def sampler(slurm: SlurmClient, ledger: Ledger, every: float, stop: asynci
         ledger.sample(held)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), every)
+
+
+async def claim_sampler(
+    api: SandboxCluster, ledger: ClaimLedger, every: float, stop: asyncio.Event
+) -> None:
+    """Every ``every`` s, what each allocated ResourceClaim of the API server gives."""
+    key = (RESOURCE_CLAIMS.group, RESOURCE_CLAIMS.plural)
+    while not stop.is_set():
+        ledger.sample({c["metadata"]["uid"]: claim_devices(c) for c in api.store.list(key)})
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), every)
+
+
+async def publish(kube: Any, nodes: list[str], layout: MigLayout) -> Pool:
+    """NVIDIA's DeviceClasses, the claim templates, and each node's pool as the DRA
+    driver stand-in publishes it for ``layout`` (its whole GPUs first, then the GPUs it
+    cuts: each with every placement of every profile and its shared counters)."""
+    whole = sum(1 for g in layout.gpus if len(g) == 1 and not MIG_PROFILE.fullmatch(g[0]))
+    if any(len(g) == 1 and not MIG_PROFILE.fullmatch(g[0]) for g in layout.gpus[whole:]):
+        raise ConfigError("mig_layout", f"{layout}: --claims needs the whole GPUs first")
+    for obj in dra_driver.device_classes():
+        await kube.create(DEVICE_CLASSES, obj)
+    slices: list[dict[str, Any]] = []
+    for node in nodes:
+        for obj in dra_driver.mig_slices(node, len(layout.gpus) - whole, full_gpus=whole):
+            slices.append(dict(await kube.create(RESOURCE_SLICES, obj)))
+    return Pool.of(slices)
 
 
 async def run_mig(args: argparse.Namespace) -> dict[str, Any]:
@@ -340,20 +536,33 @@ async def run_pods(
     # whole GPUs typed: untyped, Slurm may give a whole-GPU pod a MIG slice
     typed = whole_type and not args.untyped_whole
     mapping = {"nvidia.com/gpu": f"gpu:{whole_type}"} if typed else {}
-    config = {"scheduler": {"workers": 8, "gresMapping": mapping}}
+    classes = {dra_driver.GPU_DRIVER: f"gpu:{whole_type}" if typed else "gpu"}
+    config = {"scheduler": {"workers": 8, "gresMapping": mapping, "deviceClassGres": classes}}
+    claims: ClaimLedger | None = None
+    claim_windows = ClaimLedger(Pool({}, {}, {}))
     stop = asyncio.Event()
     with tempfile.TemporaryDirectory() as tmp:
         async with (
             SandboxCluster(nodes=list(sb.external_nodes), kubelet=True) as api,
-            scheduler_for(sb, api, Path(tmp), "mig", **config) as (kube, _counting),
+            scheduler_for(sb, api, Path(tmp), "mig", **config) as (kube, counting),
             make_client(sb) as slurm,
         ):
-            run = Run(Sandboxes(kube, slurm, api), whole_type)
+            pool = None
+            if args.claims:
+                pool = await publish(kube, list(sb.external_nodes), layout)
+                claims = ClaimLedger(pool)
+                claim_windows = ClaimLedger(pool)
+                for kind in sorted(set(kinds)):
+                    await kube.create(CLAIM_TEMPLATES, claim_template(kind), NS)
+            run = Run(Sandboxes(kube, slurm, api), whole_type, pool)
             slots = asyncio.Semaphore(in_flight)
             rng = random.Random(args.seed)
             plan = [(kinds[i % len(kinds)], rng.random() * args.hold) for i in range(args.pods)]
             rng.shuffle(plan)
             watch = asyncio.create_task(sampler(slurm, ledger, args.sample, stop))
+            watch_claims = (
+                asyncio.create_task(claim_sampler(api, claims, 0.05, stop)) if claims else None
+            )
 
             async def one(i: int) -> None:
                 async with slots:
@@ -365,17 +574,22 @@ async def run_pods(
                 stop.set()
                 try:
                     await watch
+                    if watch_claims is not None:
+                        await watch_claims
                 finally:
                     await Sandboxes(kube, slurm, api).cancel_jobs()
+            given_back = counting.calls["job_cancel"]
     windows = Ledger(layout, model)
     replay(windows, run.windows)
+    replay_claims(claim_windows, run.claim_windows)
+    by_claim = claims or ClaimLedger(Pool({}, {}, {}))
     mig_kinds = [k for k in run.asked if k != WHOLE]
     by_profile = {
         k: {"requested": run.asked.get(k, 0), "allocated": run.got.get(k, 0)}
         for k in sorted(run.asked)
     }
     return {
-        "mode": "mig",
+        "mode": "mig-claims" if claims is not None else "mig",
         "pods": args.pods,
         "in_flight": in_flight,
         "slices_requested": sum(run.asked[k] for k in mig_kinds),
@@ -383,8 +597,12 @@ async def run_pods(
         "whole_gpus_requested": run.asked.get(WHOLE, 0),
         "whole_gpus_allocated": run.got.get(WHOLE, 0),
         "wrong_type": run.wrong_type,
-        "counter_overcommits": ledger.overcommits + windows.overcommits,
-        "double_allocations": len(ledger.doubles | windows.doubles),
+        "counter_overcommits": ledger.overcommits
+        + windows.overcommits
+        + by_claim.overcommits
+        + claim_windows.overcommits,
+        "double_allocations": len(ledger.doubles | windows.doubles)
+        + len(by_claim.doubles | claim_windows.doubles),
         "layout_mismatches": ledger.mismatches + windows.mismatches,
         "wait_s": {
             "p50": round(statistics.median(run.waits), 3) if run.waits else 0.0,
@@ -392,16 +610,37 @@ async def run_pods(
         },
         "bound": len(run.waits),
         "unbound": run.unbound,
+        "scheduler_cancels": given_back,
         "samples": ledger.samples,
         "job_windows": len(run.windows),
         "peak_devices_held": ledger.peak,
         "by_profile": by_profile,
+        **(
+            {
+                "claims": {
+                    "counter_overcommits": by_claim.overcommits + claim_windows.overcommits,
+                    "double_allocations": len(by_claim.doubles | claim_windows.doubles),
+                    "wrong_device": run.claim_wrong,
+                    "unknown_devices": by_claim.unknown + claim_windows.unknown,
+                    "samples": by_claim.samples,
+                    "claim_windows": len(run.claim_windows),
+                }
+            }
+            if claims is not None
+            else {}
+        ),
     }
 
 
 def add_mig_args(ap: argparse.ArgumentParser) -> None:
     g = ap.add_argument_group("--mig: MIG slices through a busy cluster")
     g.add_argument("--mig", action="store_true", help="run the MIG benchmark instead of gangs")
+    g.add_argument(
+        "--claims",
+        action="store_true",
+        help="pods ask by ResourceClaimTemplate (mig.nvidia.com + CEL, gpu.nvidia.com) on the "
+        "DRA driver stand-in's partitionable devices; their allocations are checked too",
+    )
     g.add_argument("--pods", type=int, default=120, help="pods, one device each (--mig)")
     g.add_argument("--mix", default=MIX, help=f"what the pods ask in turn (default {MIX})")
     g.add_argument("--mig-in-flight", dest="in_flight_mig", type=int, default=0,

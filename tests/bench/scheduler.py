@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bridge import loops
 from bridge.clock import SystemClock
 from bridge.config import load_config, parse_config
 from bridge.errors import SlurmError
@@ -749,7 +750,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     configure_logging("warning", "console")
     if args.role == "scheduler":
-        asyncio.run(scheduler_child(args.config))
+        loops.run(scheduler_child(args.config))  # as `slurm-bridge scheduler` runs
     elif args.role == "raw":
         asyncio.run(raw_child(args.kubeconfig, args.workers))
     else:

@@ -137,14 +137,19 @@ async def test_rejected_job_gives_a_warning_event_with_slurms_message(bridge: Br
         return msg if "Invalid partition" in msg else ""
 
     await bridge.wait_for("Slurm's rejection on the pod", rejected)
-    evs = (await bridge.kube.list(EVENTS, NS)).items
-    assert any(
-        e.get("type") == "Warning"
-        and e.get("reason") == "FailedScheduling"
-        and "Invalid partition" in e.get("message", "")
-        and e["involvedObject"]["name"] == "bad-part"
-        for e in evs
-    )
+
+    # the event is its own write, after the condition's: waited for, not read at once
+    async def warned() -> bool:
+        evs = (await bridge.kube.list(EVENTS, NS)).items
+        return any(
+            e.get("type") == "Warning"
+            and e.get("reason") == "FailedScheduling"
+            and "Invalid partition" in e.get("message", "")
+            and e["involvedObject"]["name"] == "bad-part"
+            for e in evs
+        )
+
+    await bridge.wait_for("the Warning event with Slurm's message", warned)
 
 
 async def test_shared_pods_pack_onto_one_node(bridge: Bridge) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bridge import loops
 from bridge.clock import SystemClock
 from bridge.errors import SlurmNotFound, SlurmRejected, SlurmUnauthorized
 from bridge.models import JobSpec
@@ -368,3 +369,18 @@ async def test_allocate_never_overtakes_a_job_pending_in_the_partition(
     assert isinstance(got, AllocationRefused)  # 2013 (insufficient priority) or 2016 (busy)
     assert got.error_number in (2013, 2016)
     await wait_job(slurm, first, running, "RUNNING")
+
+
+def test_slurmrestds_openapi_document_is_read_on_the_components_loop(
+    sandbox: SlurmSandbox,
+) -> None:
+    """The OpenAPI document (~0.9 MB) is bigger than aiohttp's read buffer: the connection
+    pauses, and aiohttp resumes its parser with an empty ``data_received``, which the
+    doubled-response filter (bridge.slurm.transport) used to swallow; on uvloop, the loop
+    the components run on (bridge.loops.run), the read then waited for its timeout."""
+
+    async def version() -> str:
+        async with make_client(sandbox, request_timeout_seconds=5) as client:
+            return (await client.codec()).version
+
+    assert loops.run(version()).startswith("v0.0.")

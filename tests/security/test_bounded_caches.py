@@ -280,6 +280,8 @@ KNOWN: dict[str, str] = {
     "CachedNamespaceLabels._inflight": "lookups in flight, each removed when it ends",
     "Watcher.known": MIRROR,
     "ArrayStream.rest": "the other top-level keys of one Slurm answer (its size is capped)",
+    "Answer.headers": VALUE + " (one HTTP answer's headers: at most MAX_HEAD_BYTES)",
+    "_Connection._headers": VALUE + " (one HTTP answer's headers: at most MAX_HEAD_BYTES)",
     "_Group.jobs": VALUE + " (the status CLI)",
     "SlurmNodeView.gres": VALUE,
     "Device.capacity": VALUE,

@@ -6,7 +6,17 @@ from __future__ import annotations
 
 from bridge.config import nvidia_mig_gpu
 from sandbox.slurm.mig import MigLayout
-from tests.bench.mig_fit import Held, Ledger, Window, held_gpus, parse_mix, replay
+from tests.bench.mig_fit import (
+    ClaimLedger,
+    Held,
+    Ledger,
+    Pool,
+    Window,
+    claim_devices,
+    held_gpus,
+    parse_mix,
+    replay,
+)
 
 MIXED = MigLayout.parse("a100,3g.40gb+2g.20gb+1g.10gb*2")
 
@@ -73,3 +83,58 @@ def test_job_windows_that_overlap_on_one_slice_are_a_double_however_short() -> N
     replay(lg, [a, b, after])
     assert lg.doubles == {("n0", 3, frozenset({1, 2}))}
     assert lg.samples == 3
+
+
+def _pool_obj(node: str) -> list[dict[str, object]]:
+    counters = {"mem": {"value": "2"}}
+    return [
+        {
+            "spec": {
+                "driver": "gpu.nvidia.com",
+                "pool": {"name": node},
+                "sharedCounters": [{"name": "gpu-0-counter-set", "counters": counters}],
+            }
+        },
+        {
+            "spec": {
+                "driver": "gpu.nvidia.com",
+                "pool": {"name": node},
+                "devices": [
+                    {
+                        "name": name,
+                        "attributes": {"profile": {"string": profile}},
+                        "consumesCounters": [
+                            {"counterSet": "gpu-0-counter-set", "counters": {"mem": {"value": m}}}
+                        ],
+                    }
+                    for name, profile, m in (("a", "1g", "1"), ("b", "1g", "1"), ("big", "2g", "2"))
+                ],
+            }
+        },
+    ]
+
+
+def _claim(*devices: str) -> dict[str, object]:
+    results = [{"driver": "gpu.nvidia.com", "pool": "n0", "device": d} for d in devices]
+    return {"status": {"allocation": {"devices": {"results": results}}}}
+
+
+def test_claims_whose_devices_overlap_in_a_counter_set_are_an_overcommit() -> None:
+    pool = Pool.of(_pool_obj("n0"))  # type: ignore[arg-type]
+    assert pool.attributes[("gpu.nvidia.com", "n0", "big")] == {"profile": "2g"}
+    lg = ClaimLedger(pool)
+    lg.sample({"c1": claim_devices(_claim("a")), "c2": claim_devices(_claim("b"))})
+    assert (lg.overcommits, lg.doubles) == (0, set())
+    lg.sample({"c1": claim_devices(_claim("a")), "c3": claim_devices(_claim("big"))})
+    assert lg.overcommits == 1  # 1 + 2 of 2
+    assert not lg.doubles  # two devices, one counter set
+
+
+def test_one_device_in_two_claims_is_a_double_allocation() -> None:
+    lg = ClaimLedger(Pool.of(_pool_obj("n0")))  # type: ignore[arg-type]
+    lg.sample({"c1": claim_devices(_claim("a")), "c2": claim_devices(_claim("a"))})
+    assert lg.doubles == {(("gpu.nvidia.com", "n0", "a"), frozenset({"c1", "c2"}))}
+    assert lg.unknown == 0
+    lg.sample({"c4": claim_devices(_claim("ghost"))})
+    assert lg.unknown == 1
+    assert claim_devices({"status": {}}) == ()

@@ -76,3 +76,25 @@ def test_clone_keeps_a_datetime_a_datetime() -> None:
 def test_clone_of_a_top_level_tuple_stays_a_tuple() -> None:
     assert fastjson.clone((1, [2])) == (1, [2])
     assert isinstance(fastjson.clone((1, [2])), tuple)
+
+
+def test_canonical_is_the_same_key_whatever_the_order_at_any_level() -> None:
+    a = {
+        "tolerations": [{"key": "k", "effect": "NoSchedule"}],
+        "nodeSelector": {"b": "2", "a": "1"},
+    }
+    b = {
+        "nodeSelector": {"a": "1", "b": "2"},
+        "tolerations": [{"effect": "NoSchedule", "key": "k"}],
+    }
+    assert fastjson.canonical(a) == fastjson.canonical(b)
+    assert json.loads(fastjson.canonical(a)) == a
+    assert fastjson.canonical({"x": [1]}) != fastjson.canonical({"x": [2]})
+
+
+def test_canonical_takes_what_is_not_json_as_its_text() -> None:
+    when = dt.datetime(2026, 11, 24, tzinfo=dt.UTC)
+    assert json.loads(fastjson.canonical({"s": {3}, 1: when})) == {
+        "1": when.isoformat(),
+        "s": "{3}",
+    }
