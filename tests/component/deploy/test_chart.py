@@ -63,6 +63,8 @@ EXPECTED_RULES: dict[str, dict[tuple[str, str], frozenset[str]]] = {
         ("", "pods"): READ | {"patch", "delete"},
         ("", "pods/status"): PATCH,
         ("", "nodes"): READ | PATCH,
+        ("", "nodes/status"): PATCH,
+        ("resource.k8s.io", "resourceslices"): LIST_WATCH,
         ("", "events"): frozenset({"create", "patch"}),
         ("scheduling.x-k8s.io", "podgroups/status"): PATCH,
         ("resource.k8s.io", "resourceclaims"): frozenset({"get", "patch", "delete"}),
