@@ -10,7 +10,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
 ENDPOINTS = frozenset({"mutate", "validate"})
-KINDS = frozenset({"Pod", "PodGroup", "JobSet", "LeaderWorkerSet", "Job"})
+KINDS = frozenset({"Pod", "PodGroup", "Workload", "JobSet", "LeaderWorkerSet", "Job"})
 OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
 RESULTS = frozenset(
     {"allowed", "patched", "denied", "error", "bad_request", "too_large", "unsupported_media"}

@@ -127,6 +127,7 @@ def slurmjob_annotation(key: str) -> str:
 # --- API versions of the group objects translation reads --------------------------------
 API_POD_GROUP = "scheduling.x-k8s.io/v1alpha1"  # coscheduling PodGroup (kind PodGroup)
 API_WORKLOAD_POD_GROUP = "scheduling.k8s.io/v1alpha2"  # built-in PodGroup (Kubernetes 1.36)
+API_WORKLOAD = "scheduling.k8s.io/v1alpha2"  # built-in Workload (Kubernetes 1.36)
 API_LWS = "leaderworkerset.x-k8s.io/v1"
 API_JOBSET = "jobset.x-k8s.io/v1alpha2"
 API_JOB = "batch/v1"

@@ -328,6 +328,7 @@ KNOWN: dict[str, str] = {
     "KubeState.nodes": MIRROR,
     "KubeState.namespace_labels": MIRROR + " (namespaces: created by admins)",
     "KubeState._listed_uids": "the pods of the first list, cleared when the start-up sweep ends",
+    "KubeState._builtin": "the built-in podgroups and workloads resources: two keys at most",
     "WatchCaches.pods": MIRROR,
     "WatchCaches.by_job": MIRROR + " (the labelled pods, by job)",
     "WatchCaches.by_node": MIRROR,
