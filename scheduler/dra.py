@@ -30,6 +30,7 @@ from bridge.config import MIG_RESOURCE_PREFIX
 from bridge.errors import InvalidInput, KubeConflict, KubeNotFound
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import RESOURCE_CLAIMS, KubeObject, Resource
+from bridge.kube.resources import RESOURCE_SLICES as RESOURCE_SLICES  # re-exported
 from bridge.slurm.client import SlurmClient
 from bridge.translate import kobj
 from bridge.translate.devices import (
@@ -54,7 +55,6 @@ from bridge.translate.resources import BUILTIN_GRES
 from bridge.wellknown import CLAIM_DELETE_PROTECTION
 
 DEVICE_CLASSES = Resource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False)
-RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False)
 CLAIM_TEMPLATES = Resource(
     "resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True
 )

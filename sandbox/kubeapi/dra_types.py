@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sandbox.kubeapi.errors import ApiError, invalid
+from sandbox.kubeapi.errors import ApiError, check_dns_label, check_max_items, invalid
 from sandbox.kubeapi.identity import service_account
 from sandbox.kubeapi.store import Obj
 
@@ -50,25 +50,13 @@ COUNTERS_PER_CONSUMPTION_MAX = 32
 ATTRIBUTES_AND_CAPACITIES_MAX = 32
 _QUANTITY = re.compile(r"^[+]?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+|[KMGTPE]i|[numkMGTPE])?$")
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-
 
 def _bad(kind: str, obj: Obj, field: str, reason: str) -> ApiError:
     return invalid(kind, str(obj["metadata"].get("name", "")), field, reason, GROUP)
 
 
 def _label(kind: str, obj: Obj, field: str, value: Any) -> None:
-    if not isinstance(value, str) or not value:
-        raise _bad(kind, obj, field, "Required value")
-    if len(value) > 63 or not _DNS_LABEL.match(value):
-        raise _bad(
-            kind,
-            obj,
-            field,
-            f'Invalid value: "{value}": a lowercase RFC 1123 label must consist of lower case '
-            "alphanumeric characters or '-', and must start and end with an alphanumeric "
-            "character",
-        )
+    check_dns_label(kind, obj, field, value, GROUP)
 
 
 def default_claim_spec(kind: str, obj: Obj, spec: Any, path: str) -> None:
@@ -185,13 +173,7 @@ def validate_slice(obj: Obj) -> None:
     limit = DEVICES_PER_SLICE_MAX
     if any((d or {}).get("consumesCounters") or (d or {}).get("taints") for d in devices):
         limit = DEVICES_WITH_COUNTERS_MAX
-    if len(devices) > limit:
-        raise _bad(
-            "ResourceSlice",
-            obj,
-            "spec.devices",
-            f"Too many: {len(devices)}: must have at most {limit} items",
-        )
+    check_max_items("ResourceSlice", obj, "spec.devices", devices, limit, GROUP)
     names: set[str] = set()
     for i, d in enumerate(devices):
         _label("ResourceSlice", obj, f"spec.devices[{i}].name", (d or {}).get("name"))
