@@ -10,7 +10,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
 ENDPOINTS = frozenset({"mutate", "validate"})
-KINDS = frozenset({"Pod", "PodGroup", "JobSet", "LeaderWorkerSet", "Job"})
+KINDS = frozenset({"Pod", "PodGroup", "Workload", "JobSet", "LeaderWorkerSet", "Job"})
 OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
 RESULTS = frozenset(
     {"allowed", "patched", "denied", "error", "bad_request", "too_large", "unsupported_media"}
@@ -44,7 +44,9 @@ class AdmissionMetrics:
         )
         self.latency = Histogram(
             "slurm_bridge_admission_review_seconds",
-            "Time to answer one AdmissionReview, by endpoint.",
+            "Seconds the webhook spent on one AdmissionReview, by endpoint: from its "
+            "headers to its answer encoded (the body read, decoded, decided); TLS and the "
+            "network are not in it.",
             ["endpoint"],
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0),
             registry=self.registry,

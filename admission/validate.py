@@ -49,6 +49,7 @@ GROUP_KINDS = frozenset(
     {
         ("scheduling.x-k8s.io", "PodGroup"),
         ("scheduling.k8s.io", "PodGroup"),
+        ("scheduling.k8s.io", "Workload"),  # a Workload gang's annotations (docs/hetjob.md)
         ("jobset.x-k8s.io", "JobSet"),
         ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"),
         ("batch", "Job"),

@@ -8,6 +8,7 @@ Slurm error numbers, never by message text.
     +-- ConfigError              bad configuration: names each key at fault and the reason
     +-- InvalidInput             bad user input (annotation, quantity, field): names it
     +-- DeviceAllocationError    DRA: a node's ResourceSlices do not hold what Slurm allocated
+    |    +-- DeviceMismatch       Slurm gave a slice the slices do not show, or not as asked
     +-- CelError                 a CEL expression does not compile or fails to evaluate
     +-- SlurmError               talking to slurmrestd
     |   +-- SlurmUnauthorized    401/403/511, or Slurm auth error numbers
@@ -78,6 +79,13 @@ class DeviceAllocationError(BridgeError):
         self.driver = driver
         self.reason = reason
         super().__init__(f"node {node}, driver {driver}: {reason}")
+
+
+class DeviceMismatch(DeviceAllocationError):
+    """Slurm's allocation and the node's ResourceSlices disagree on a MIG slice (an index
+    no device of the type has, a slice of another profile or kind than asked, one that does
+    not fit its GPU's counters, no free slice of the profile): retrying cannot help, the
+    job is given back."""
 
 
 class CelError(BridgeError):

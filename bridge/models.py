@@ -12,7 +12,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-GroupKind = Literal["Pod", "PodGroup", "LeaderWorkerSet", "Job", "JobSet", "WorkloadPodGroup"]
+GroupKind = Literal[
+    "Pod", "PodGroup", "LeaderWorkerSet", "Job", "JobSet", "WorkloadPodGroup", "Workload"
+]
 
 
 class _Frozen(BaseModel):

@@ -106,6 +106,11 @@ CONDITION_SLURM_JOB_ENDED = "slinky.slurm.net/SlurmJobEnded"
 # preemption, the taint manager, the Eviction API and PodGC set it): a Job's
 # podFailurePolicy ``onPodConditions`` can tell such pods from program failures.
 CONDITION_DISRUPTION_TARGET = "DisruptionTarget"
+# Node condition (upstream's name): do the Slurm node's GRES and the node's devices (its
+# ResourceSlices, else its allocatable extended resources) agree? Reasons and the Warning
+# event: bridge.translate.node_gres (SlurmGRESCompatible, IncompatibleSlurmGRES,
+# SlurmGRESVerificationError).
+CONDITION_SLURM_GRES_COMPATIBLE = "SlinkySlurmGRESCompatible"
 # Node taint set when Slurm reports the node DOWN, DRAIN or FAIL.
 TAINT_SLURM_NODE_UNAVAILABLE = SLINKY + "slurm-node-unavailable"
 # Prefix of Slurm node reasons the bridge sets (only these drains are undone by uncordon).
@@ -122,6 +127,7 @@ def slurmjob_annotation(key: str) -> str:
 # --- API versions of the group objects translation reads --------------------------------
 API_POD_GROUP = "scheduling.x-k8s.io/v1alpha1"  # coscheduling PodGroup (kind PodGroup)
 API_WORKLOAD_POD_GROUP = "scheduling.k8s.io/v1alpha2"  # built-in PodGroup (Kubernetes 1.36)
+API_WORKLOAD = "scheduling.k8s.io/v1alpha2"  # built-in Workload (Kubernetes 1.36)
 API_LWS = "leaderworkerset.x-k8s.io/v1"
 API_JOBSET = "jobset.x-k8s.io/v1alpha2"
 API_JOB = "batch/v1"

@@ -45,7 +45,9 @@ from controller.model import (
     RegisterExternalNode,
     ReleaseClaim,
     RemoveFinalizer,
+    RemoveNodeCondition,
     ResumeSlurmNode,
+    SetNodeCondition,
     SetNodeTopology,
     SetPodGroupPhase,
     TaintNode,
@@ -124,7 +126,7 @@ class Applier:
             log.info("partition_update_unsupported", partition=partition, node=slurm_node)
 
     async def _register(self, a: RegisterExternalNode) -> None:
-        gres = f"gpu:{a.gpus}" if a.gpus else None
+        gres = a.gres or None
         try:
             await self.slurm.create_external_node(
                 a.slurm_node,
@@ -148,7 +150,8 @@ class Applier:
                     "Warning",
                     EVENT_EXTERNAL_NODE_NO_GPUS,
                     f"Slurm refused Gres={gres} on dynamic node {a.slurm_node} "
-                    f"({e.slurm_message or e}); registered without GPUs",
+                    f"({e.slurm_message or e}); registered without GPUs (typed GPUs and MIG "
+                    "slices need a gres.conf line with File= for the node)",
                 )
         await self.slurm.set_node_comment(a.slurm_node, a.comment)
         for p in a.partitions:
@@ -158,7 +161,7 @@ class Applier:
             "Normal",
             EVENT_EXTERNAL_NODE_REGISTERED,
             f"registered in Slurm as EXTERNAL node {a.slurm_node}: {a.cpus} CPUs, "
-            f"{a.memory_mib} MiB, {a.gpus} GPUs, partitions {','.join(a.partitions)}",
+            f"{a.memory_mib} MiB, Gres={a.gres or 'none'}, partitions {','.join(a.partitions)}",
         )
 
     async def _release_claim(self, a: ReleaseClaim) -> None:
@@ -296,6 +299,12 @@ class Applier:
             case DeleteSlurmNode():
                 await self.slurm.delete_node(a.slurm_node)
                 log.info("external_node_deleted", slurm_node=a.slurm_node)
+            case SetNodeCondition():
+                await self.kube.set_node_condition(
+                    a.node, a.type, a.status, reason=a.reason, message=a.message
+                )
+            case RemoveNodeCondition():
+                await self.kube.remove_node_condition(a.node, a.type)
             case NodeWarning():
                 await self._node_event(a.node, "Warning", a.reason, a.message)
             case ReleaseClaim():

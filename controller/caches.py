@@ -61,6 +61,36 @@ class WatchCaches:
         )
         self.departs: Callable[[int, KubeObject], bool] = lambda _job, _pod: True
         self.nodes: dict[str, KubeObject] = {}
+        # node name -> slice name -> the node's ResourceSlices (their spec only);
+        # ``slices_known`` once the slice watch listed (or the cluster serves none)
+        self.slices: dict[str, dict[str, KubeObject]] = {}
+        self.slices_known = False
+        self._slice_node: dict[str, str] = {}  # slice name -> its node
+
+    def node_slices(self, node: str) -> list[KubeObject] | None:
+        """The node's ResourceSlices, or None while they are not known yet."""
+        if not self.slices_known:
+            return None
+        return list(self.slices.get(node, {}).values())
+
+    def on_slice(self, ev: WatchEvent) -> list[str]:
+        """Apply a ResourceSlice event; the nodes whose slices it changed."""
+        name = kobj.name(ev.object)
+        touched: list[str] = []
+        old = self._slice_node.pop(name, None)
+        if old is not None:
+            by_name = self.slices.get(old, {})
+            by_name.pop(name, None)
+            if not by_name:
+                self.slices.pop(old, None)
+            touched.append(old)
+        node = kobj.text(ev.object, "spec", "nodeName")
+        if ev.type != "DELETED" and node:
+            self.slices.setdefault(node, {})[name] = slim_slice(ev.object)
+            self._slice_node[name] = node
+            if node != old:
+                touched.append(node)
+        return touched
 
     def job_pods(self, job_id: int) -> list[KubeObject]:
         """The pods labelled with ``job_id``, in key order."""
@@ -142,6 +172,13 @@ class WatchCaches:
             if (j := pod_job_id(self.pods[key])) is not None:
                 change.jobs.append(j)
         return change
+
+
+def slim_slice(s: KubeObject) -> KubeObject:
+    """What the GRES comparison reads of a ResourceSlice: its name, resourceVersion (the
+    devices read from it are kept until it changes) and spec."""
+    meta = {"name": kobj.name(s), "resourceVersion": kobj.text(s, "metadata", "resourceVersion")}
+    return {"metadata": meta, "spec": kobj.mapping(s, "spec")}
 
 
 def _node_of(pod: KubeObject) -> str:

@@ -156,7 +156,7 @@ class RegisterExternalNode:
     slurm_node: str
     cpus: int
     memory_mib: int
-    gpus: int
+    gres: str  # Gres= ("gpu:2", "gpu:1,gpu:1g.10gb:7"; "" for none)
     features: tuple[str, ...]
     partitions: tuple[str, ...]
     comment: str  # the bridge's mark (EXTERNAL_NODE_COMMENT_PREFIX + mcsLabel)
@@ -189,6 +189,24 @@ class SetNodeTopology:
 @dataclass(frozen=True)
 class DeleteSlurmNode:
     slurm_node: str
+
+
+@dataclass(frozen=True)
+class SetNodeCondition:
+    """Set one condition of the Kubernetes node (``lastTransitionTime`` moves only when the
+    status does)."""
+
+    node: str
+    type: str
+    status: str  # "True" | "False" | "Unknown"
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class RemoveNodeCondition:
+    node: str
+    type: str
 
 
 @dataclass(frozen=True)
@@ -237,6 +255,8 @@ Action = (
     | JoinPartition
     | SetNodeTopology
     | DeleteSlurmNode
+    | SetNodeCondition
+    | RemoveNodeCondition
     | NodeWarning
     | ReleaseClaim
     | DeleteClaim
@@ -260,6 +280,8 @@ ACTION_KINDS: Mapping[type, str] = {
     JoinPartition: "external_node_joined_partition",
     SetNodeTopology: "external_node_topology_set",
     DeleteSlurmNode: "external_node_deleted",
+    SetNodeCondition: "node_condition_set",
+    RemoveNodeCondition: "node_condition_removed",
     NodeWarning: "node_warning",
     ReleaseClaim: "claim_released",
     DeleteClaim: "claim_deleted",

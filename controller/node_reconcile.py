@@ -15,7 +15,9 @@ from bridge.errors import SlurmError, SlurmNotFound
 from bridge.logging import get_logger
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import SlurmNode
-from bridge.translate import TranslateSettings
+from bridge.translate import TranslateSettings, kobj
+from bridge.translate.dra import DRA_CPU
+from bridge.translate.node_gres import GresTable
 from bridge.workqueue import WorkQueue
 from controller import nodes
 from controller.apply import Applier
@@ -25,6 +27,7 @@ from controller.model import (
     DrainSlurmNode,
     JoinPartition,
     Key,
+    KubeObject,
     MarkExternalNode,
     RegisterExternalNode,
     ResumeSlurmNode,
@@ -65,6 +68,9 @@ class NodeReconcile:
         # Partitions the bridge's jobs were seen in (managed-node taints); only grows.
         self.job_partitions: set[str] = set()
         self._policy: nodes.NodePolicy | None = None  # cached; dropped when inputs change
+        # node -> (its slices' names and resourceVersions, their devices): read again only
+        # when a slice changed (a GPU's placements are many devices with many counters)
+        self._inventories: dict[str, tuple[tuple[tuple[str, str], ...], nodes.Devices]] = {}
 
     def bridge_partitions(self) -> frozenset[str]:
         """The partitions of the bridge: ``partition``, its jobs', its external nodes'."""
@@ -84,8 +90,32 @@ class NodeReconcile:
             sync_state=c.controller.sync_node_state,
             cordon_on_slurm_drain=c.controller.cordon_on_slurm_drain,
             topology=TranslateSettings.from_config(c).topology,
+            gpu_drivers={d: g for d, g in c.scheduler.device_class_gres.items() if d != DRA_CPU},
+            gres_table=GresTable.of(c.scheduler.gres_table()),
         )
         return self._policy
+
+    def _devices(self, name: str, node: KubeObject) -> nodes.Devices | None:
+        """The node's devices (None while its slices are not known yet)."""
+        slices = self.caches.node_slices(name)
+        if slices is None:
+            return None
+        if not slices:
+            self._inventories.pop(name, None)
+            return nodes.node_devices(node, slices, self.policy())  # allocatable: cheap
+        key = tuple(
+            sorted((kobj.name(s), kobj.text(s, "metadata", "resourceVersion")) for s in slices)
+        )
+        hit = self._inventories.get(name)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        devices = nodes.node_devices(node, slices, self.policy())
+        self._inventories[name] = (key, devices)
+        return devices
+
+    def forget(self, name: str) -> None:
+        """The Kubernetes node was deleted."""
+        self._inventories.pop(name, None)
 
     def external_nodes_changed(self) -> None:
         """The partitions external nodes name may have changed: build the policy again."""
@@ -106,10 +136,12 @@ class NodeReconcile:
     async def reconcile(self, name: str) -> None:
         node = self.caches.nodes.get(name)
         if node is None:
+            self._inventories.pop(name, None)
             return
         sname = nodes.slurm_name(node)
         before = self.slurm_nodes.get(sname)
-        actions = nodes.plan(node, before, self.policy(), self.slurm_nodes_known)
+        devices = self._devices(name, node)
+        actions = nodes.plan(node, before, self.policy(), self.slurm_nodes_known, devices)
         try:
             await self.applier.apply(actions)
         finally:

@@ -35,18 +35,31 @@ Slurm ``Topology=`` and is set again whenever the two differ (docs/topology.md).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from bridge.errors import InvalidInput
 from bridge.slurm.models import SlurmNode
 from bridge.translate import kobj
+from bridge.translate.node_gres import (
+    REASON_INCOMPATIBLE,
+    REASON_UNVERIFIED,
+    Agreement,
+    GresTable,
+    KubeInventory,
+    Verdict,
+    compare,
+    gres_text,
+    kube_inventory,
+    registration_gres,
+)
 from bridge.translate.quantity import MIB, parse_non_negative, whole_count
 from bridge.translate.topology import TopologyPolicy, node_topology
 from bridge.wellknown import (
     ANNOTATION_CORDONED_BY_BRIDGE,
     ANNOTATION_EXTERNAL_NODE_PARTITIONS,
+    CONDITION_SLURM_GRES_COMPATIBLE,
     EVENT_EXTERNAL_NODE_INVALID,
     EXTERNAL_NODE_COMMENT_PREFIX,
     LABEL_EXTERNAL_NODE,
@@ -65,7 +78,9 @@ from controller.model import (
     MarkExternalNode,
     NodeWarning,
     RegisterExternalNode,
+    RemoveNodeCondition,
     ResumeSlurmNode,
+    SetNodeCondition,
     SetNodeTopology,
     TaintNode,
     UncordonNode,
@@ -96,6 +111,10 @@ class NodePolicy:
     sync_state: bool = True
     cordon_on_slurm_drain: bool = False
     topology: TopologyPolicy = field(default_factory=TopologyPolicy)
+    # The node's GPUs: ResourceSlice driver -> Slurm GRES name (scheduler.deviceClassGres
+    # but dra.cpu), and extended resource -> GRES (scheduler.gresMapping with defaults).
+    gpu_drivers: Mapping[str, str] = field(default_factory=lambda: {"gpu.nvidia.com": "gpu"})
+    gres_table: GresTable = field(default_factory=lambda: GresTable.of({"nvidia.com/gpu": "gpu"}))
 
     @property
     def marker(self) -> str:
@@ -107,7 +126,7 @@ class NodePolicy:
 class ExternalNodeSpec:
     cpus: int
     memory_mib: int
-    gpus: int
+    gres: str  # Gres= ("" for none)
     partitions: tuple[str, ...]
 
 
@@ -170,10 +189,17 @@ def _resource(node: KubeObject, name: str) -> tuple[Any, str]:
     return None, f"status.allocatable[{name}]"
 
 
-def external_spec(node: KubeObject, default_partition: str) -> ExternalNodeSpec:
+def external_spec(
+    node: KubeObject,
+    default_partition: str,
+    inventory: KubeInventory | None = None,
+) -> ExternalNodeSpec:
     """What to register for ``node``, or InvalidInput naming the bad field.
 
-    CPUs and memory round DOWN: Slurm must never be promised more than the node has.
+    CPUs and memory round DOWN: Slurm must never be promised more than the node has. The
+    GRES are the devices of ``inventory`` (its ResourceSlices', typed MIG slices included:
+    :func:`~bridge.translate.node_gres.registration_gres`) when it has any, else
+    ``nvidia.com/gpu`` of the node's allocatable.
     """
     cpu, cpu_field = _resource(node, "cpu")
     if cpu is None:
@@ -187,9 +213,13 @@ def external_spec(node: KubeObject, default_partition: str) -> ExternalNodeSpec:
     memory_mib = int(parse_non_negative(str(mem), field=mem_field) / MIB)
     if memory_mib < 1:
         raise InvalidInput(mem_field, f"{mem!r} is less than 1Mi")
-    gpu, gpu_field = _resource(node, GPU_RESOURCE)
-    gpus = 0 if gpu is None else whole_count(str(gpu), field=gpu_field)
-    return ExternalNodeSpec(cpus, memory_mib, gpus, annotated_partitions(node, default_partition))
+    if inventory is not None and inventory.devices and inventory.source == "ResourceSlices":
+        gres = gres_text(registration_gres(inventory))
+    else:
+        gpu, gpu_field = _resource(node, GPU_RESOURCE)
+        gpus = 0 if gpu is None else whole_count(str(gpu), field=gpu_field)
+        gres = f"gpu:{gpus}" if gpus else ""
+    return ExternalNodeSpec(cpus, memory_mib, gres, annotated_partitions(node, default_partition))
 
 
 def owned(slurm: SlurmNode, policy: NodePolicy) -> bool:
@@ -217,12 +247,32 @@ def deregister(slurm: SlurmNode) -> list[Action]:
 
 
 # --------------------------------------------------------------------------- plans
-def _external(node: KubeObject, slurm: SlurmNode | None, policy: NodePolicy) -> list[Action]:
+# The node's devices as the plans see them: read (or why not), or None while not known.
+Devices = KubeInventory | InvalidInput
+
+
+def node_devices(node: KubeObject, slices: Sequence[KubeObject], policy: NodePolicy) -> Devices:
+    """The node's GPU devices (its ResourceSlices', else its allocatable), or the
+    InvalidInput that says why they cannot be read."""
+    try:
+        return kube_inventory(node, slices, policy.gpu_drivers, policy.gres_table)
+    except InvalidInput as e:
+        return e
+
+
+def _external(
+    node: KubeObject,
+    slurm: SlurmNode | None,
+    policy: NodePolicy,
+    devices: Devices | None,
+) -> list[Action]:
     name, sname = node_name(node), slurm_name(node)
     if not is_external(node):
         return deregister(slurm) if slurm is not None and owned(slurm, policy) else []
     try:
-        spec = external_spec(node, policy.default_partition)
+        if isinstance(devices, InvalidInput):
+            raise devices
+        spec = external_spec(node, policy.default_partition, devices)
         topology = node_topology(node, policy.topology)
     except InvalidInput as e:
         return [NodeWarning(name, EVENT_EXTERNAL_NODE_INVALID, str(e))]
@@ -233,7 +283,7 @@ def _external(node: KubeObject, slurm: SlurmNode | None, policy: NodePolicy) -> 
                 sname,
                 spec.cpus,
                 spec.memory_mib,
-                spec.gpus,
+                spec.gres,
                 features=spec.partitions,
                 partitions=spec.partitions,
                 comment=policy.marker,
@@ -295,18 +345,75 @@ def _managed_taint(node: KubeObject, slurm: SlurmNode | None, policy: NodePolicy
     return []
 
 
+def managed(slurm: SlurmNode | None, policy: NodePolicy) -> bool:
+    """The bridge schedules on this node: its Slurm node is in a bridge partition, or
+    is an external node the bridge registered."""
+    if slurm is None:
+        return False
+    return owned(slurm, policy) or any(p in policy.bridge_partitions for p in slurm.partitions)
+
+
+def gres_verdict(slurm: SlurmNode, policy: NodePolicy, devices: Devices) -> Verdict:
+    """Do the Slurm node's GRES and the node's devices agree (the condition's content)?"""
+    if isinstance(devices, InvalidInput):
+        message = f"Could not read the node's devices: {devices}"
+        return Verdict(Agreement.UNKNOWN, REASON_UNVERIFIED, message)
+    return compare(slurm.gres, devices, slurm_node=slurm.name, table=policy.gres_table)
+
+
+def _gres_condition(
+    node: KubeObject,
+    slurm: SlurmNode | None,
+    policy: NodePolicy,
+    devices: Devices | None,
+) -> list[Action]:
+    """``SlinkySlurmGRESCompatible`` on every managed node (a Warning Event
+    ``IncompatibleSlurmGRES`` when it turns False or its message changes); taken off a node
+    that is no longer managed. Nothing while the node's slices are not known yet."""
+    if devices is None:
+        return []
+    name = node_name(node)
+    have = next(
+        (
+            c
+            for c in kobj.sequence(node, "status", "conditions")
+            if kobj.get(c, "type") == CONDITION_SLURM_GRES_COMPATIBLE
+        ),
+        None,
+    )
+    if slurm is None or not managed(slurm, policy):
+        return [] if have is None else [RemoveNodeCondition(name, CONDITION_SLURM_GRES_COMPATIBLE)]
+    v = gres_verdict(slurm, policy, devices)
+    said = (kobj.text(have, "status"), kobj.text(have, "reason"), kobj.text(have, "message"))
+    if have is not None and said == (v.status.value, v.reason, v.message):
+        return []
+    actions: list[Action] = [
+        SetNodeCondition(name, CONDITION_SLURM_GRES_COMPATIBLE, v.status.value, v.reason, v.message)
+    ]
+    if v.status is Agreement.INCOMPATIBLE:
+        actions.append(NodeWarning(name, REASON_INCOMPATIBLE, v.message))
+    return actions
+
+
 def plan(
-    node: KubeObject, slurm: SlurmNode | None, policy: NodePolicy, slurm_known: bool = True
+    node: KubeObject,
+    slurm: SlurmNode | None,
+    policy: NodePolicy,
+    slurm_known: bool = True,
+    devices: Devices | None = None,
 ) -> list[Action]:
     """Actions for one Kubernetes node. ``slurm``: its Slurm node (None: Slurm has none);
     ``slurm_known``: False while Slurm's node list could not be read (then nothing is
-    done: unknown is not gone)."""
+    done: unknown is not gone); ``devices``: the node's (:func:`node_devices`; None while
+    its slices are not known yet: no GRES condition, and registration takes GPUs from
+    allocatable)."""
     if not slurm_known:
         return []
-    actions = _external(node, slurm, policy)
+    actions = _external(node, slurm, policy, devices)
     if policy.sync_state:
         actions += _state(node, slurm, policy)
     actions += _managed_taint(node, slurm, policy)
+    actions += _gres_condition(node, slurm, policy, devices)
     return actions
 
 

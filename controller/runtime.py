@@ -25,10 +25,10 @@ from collections.abc import Awaitable, Callable
 
 from bridge.clock import Clock, PollPace, SystemClock, sleep_or_wake
 from bridge.config import BridgeConfig
-from bridge.errors import BridgeError
+from bridge.errors import BridgeError, KubeError
 from bridge.kube.client import KubeClient
 from bridge.kube.events import EventRecorder
-from bridge.kube.resources import NODES, PODS, slim
+from bridge.kube.resources import NODES, PODS, RESOURCE_SLICES, slim
 from bridge.kube.watch import Watcher, WatchEvent, list_then_watch
 from bridge.logging import get_logger
 from bridge.loops import LoopCounter, LoopGuard
@@ -123,12 +123,49 @@ class Controller:
         if change.external:
             self.node_reconcile.external_nodes_changed()
         if ev.type == "DELETED":
+            self.node_reconcile.forget(ev.key)
             if self.events is not None:
                 self.events.forget(ev.object)
         else:
             self.queue.add(node_key(ev.key))
         for j in change.jobs:  # its pods may now count as stuck Terminating
             self.queue.add(job_key(j))
+
+    async def on_slice(self, ev: WatchEvent) -> None:
+        for node in self.caches.on_slice(ev):
+            self.queue.add(node_key(node))
+
+    def slices_listed(self) -> None:
+        """The node's devices are known from now on: every node is looked at again."""
+        self.caches.slices_known = True
+        for name in self.caches.nodes:
+            self.queue.add(node_key(name))
+
+    async def _follow_slices(self) -> None:
+        """The ResourceSlices (for the nodes' GRES). A cluster that serves none (before
+        Kubernetes 1.34) ends the watch quietly: every node then has none. A failed first
+        list is tried again with backoff: the nodes' devices are known only once one
+        list arrived whole."""
+        failures = 0
+        while True:
+            try:
+                await list_then_watch(
+                    Watcher(self.kube, RESOURCE_SLICES, clock=self.clock),
+                    self.on_slice,
+                    listed=self.slices_listed,
+                    absent_ok=True,
+                    guard=self._guard("controller-watch-resourceslices"),
+                )
+            except KubeError as e:
+                failures += 1
+                log.warning("initial_list_failed", resource=RESOURCE_SLICES.plural, error=str(e))
+                await self.clock.sleep(
+                    min(RETRY_MAX_SECONDS, RETRY_BASE_SECONDS * 2 ** min(failures, 10))
+                )
+                continue
+            break
+        if not self.caches.slices_known:
+            self.slices_listed()
 
     # ------------------------------------------------------------------ steps
     async def reconcile(self, key: Key) -> None:
@@ -223,6 +260,7 @@ class Controller:
                     guard=self._guard("controller-watch-nodes"),
                 )
             ),
+            asyncio.create_task(self._follow_slices()),
         ]
         # Not among ``tasks``: the first sweep awaits it (and sees its error, if any).
         self.sweeper.start_first_scan()

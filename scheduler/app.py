@@ -59,17 +59,13 @@ async def run_scheduler(
     nodes_synced, ns_synced, pods_synced = asyncio.Event(), asyncio.Event(), asyncio.Event()
     async with asyncio.TaskGroup() as tg:
         # Slurm's nodes before any submit (excluded_nodes may only name nodes it knows),
-        # then the sweep (every job's state: long at a busy site, docs/benchmarks.md, and it
-        # slowed the node list asked beside it as much). The sweep runs beside the initial
-        # lists and the workers; until it ends only groups that cannot have a job yet are
-        # submitted (scheduler.slurm_state.SlurmState.may_create), the others wait for it.
+        # and the sweep at once beside them: every job's state is the longest read of a
+        # restart (slurmrestd's answer for the whole table, docs/benchmarks.md), and every
+        # group of the initial list that may have a job waits for it. It runs beside the
+        # initial lists and the workers; until it ends only groups that cannot have a job
+        # yet are submitted (scheduler.slurm_state.SlurmState.may_create).
         nodes_read = tg.create_task(sched.refresh_slurm_nodes())
-
-        async def sweep_after_nodes() -> None:
-            await nodes_read
-            await sched.sweep(pods_synced)
-
-        tg.create_task(sweep_after_nodes())
+        tg.create_task(sched.sweep(pods_synced))
         tg.create_task(
             list_then_watch(
                 Watcher(kube, NODES, clock=clock, keep=slim),

@@ -26,7 +26,13 @@ import structlog
 
 from bridge.clock import Clock
 from bridge.config import BridgeConfig
-from bridge.errors import DeviceAllocationError, InvalidInput, KubeError, KubeNotFound
+from bridge.errors import (
+    DeviceAllocationError,
+    DeviceMismatch,
+    InvalidInput,
+    KubeError,
+    KubeNotFound,
+)
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import PODS, KubeObject
 from bridge.translate import kobj
@@ -40,7 +46,7 @@ from bridge.wellknown import (
 from scheduler.assign import Assignment, AssignmentError, assign, network_order
 from scheduler.decide import REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE, Bind, BindPart
 from scheduler.dra import ClaimsNotReady, DraAllocator
-from scheduler.giveback import BindFailures, GiveBack, Step
+from scheduler.giveback import REASON_DEVICE_MISMATCH, BindFailures, GiveBack, Step
 from scheduler.metrics import SchedulerMetrics
 from scheduler.outcome import NOTHING, REFUSED, Outcome, Requeue, after, failed
 from scheduler.report import Reporter
@@ -210,6 +216,15 @@ class Binder:
                 return Bound(NOTHING, give)
             await self.report.unschedulable(pods, REASON_UNSCHEDULABLE, str(e))
             return Bound(after(CLAIMS_NOT_READY_RETRY_SECONDS))
+        except DeviceMismatch as e:
+            # retrying cannot mend it: the job goes back at once (a Warning with the reason)
+            give = self.failures.give_back_now(
+                job_id,
+                "claims",
+                REASON_DEVICE_MISMATCH,
+                f"DRA: Slurm and the ResourceSlices disagree: {e}",
+            )
+            return Bound(NOTHING, give)
         except (DeviceAllocationError, InvalidInput) as e:
             give = self._failed(job_id, "claims", f"DRA: {e}")
             if give is not None:

@@ -64,7 +64,7 @@ from scheduler.decide import (
 from scheduler.dra import DraAllocator
 from scheduler.metrics import SchedulerMetrics
 from scheduler.outage import SlurmReachability
-from scheduler.outcome import NOTHING, NOW, REFUSED, Outcome, Requeue, failed
+from scheduler.outcome import NOTHING, NOW, REFUSED, Outcome, Requeue, after, failed
 from scheduler.poller import JobPoller
 from scheduler.report import Reporter
 from scheduler.slurm_state import SlurmState
@@ -79,6 +79,9 @@ RETRY_BASE_SECONDS = 0.05
 # A job in a state the poller does not follow (not PENDING) that cannot be bound yet is
 # read again after this long, doubling per try (the work queue's backoff, capped).
 UNSETTLED_REREAD_SECONDS = 1.0
+# A built-in PodGroup's group waiting for the Workload its PodGroup names looks again
+# after this long (no watch tells it the Workload came).
+WORKLOAD_RETRY_SECONDS = 1.0
 
 
 class Scheduler:
@@ -185,13 +188,20 @@ class Scheduler:
         g = self.state.groups.get(gkey)
         if g is None:
             return NOTHING
-        # 1. the group's unbound pods
+        # 1. the group's unbound pods (a built-in PodGroup's, seen before its Workload
+        # could be read, go to the Workload's gang: none starts alone)
+        read: tuple[KubeObject | None] | None = None  # the group's object, when read here
+        if g.ref.kind == "WorkloadPodGroup" and g.job is None:
+            moved_to, podgroup = await self.state.regroup(g)
+            if moved_to:
+                self.queue.add(moved_to)
+            read = (podgroup,)
         pods = self.state.pods_of(g)
         if not pods:
             self._drop(g)
             return NOTHING
         # 2. snapshot: Kubernetes and Slurm facts; what it found becomes the group's
-        snap = await self.snapshots.take(g, pods)
+        snap = await self.snapshots.take(g, pods, read)
         if snap.lookup is not None:
             self._keep(g, snap.lookup)
         # 3. decide
@@ -203,7 +213,11 @@ class Scheduler:
             if snap.lookup is not None and snap.lookup.foreign:
                 assert snap.lookup.not_ours is not None
                 await self.report.foreign_label(snap.pods, snap.lookup.not_ours)
-            return await self._act(g, decision, snap)
+            outcome = await self._act(g, decision, snap)
+        if g.awaits_workload and outcome.requeue is Requeue.NONE:
+            # no event says that the Workload came: look again
+            outcome = outcome.then(after(WORKLOAD_RETRY_SECONDS))
+        return outcome
 
     def _requeue(self, gkey: str, outcome: Outcome) -> None:
         """5. The one place a cycle requeues its group, from the act step's outcome."""

@@ -25,9 +25,12 @@ import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from bridge.bounded import BoundedMap
+from bridge.config import MIG_RESOURCE_PREFIX
 from bridge.errors import InvalidInput, KubeConflict, KubeNotFound
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import RESOURCE_CLAIMS, KubeObject, Resource
+from bridge.kube.resources import RESOURCE_SLICES as RESOURCE_SLICES  # re-exported
 from bridge.slurm.client import SlurmClient
 from bridge.translate import kobj
 from bridge.translate.devices import (
@@ -42,6 +45,7 @@ from bridge.translate.devices import (
 from bridge.translate.dra import (
     EXTENDED_CLAIM_ANNOTATION,
     EXTENDED_PREFIX,
+    DeviceKind,
     DeviceRequest,
     DraInputs,
     PodDevices,
@@ -51,11 +55,11 @@ from bridge.translate.resources import BUILTIN_GRES
 from bridge.wellknown import CLAIM_DELETE_PROTECTION
 
 DEVICE_CLASSES = Resource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False)
-RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False)
 CLAIM_TEMPLATES = Resource(
     "resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True
 )
 DELETE_PROTECTION = CLAIM_DELETE_PROTECTION
+KINDS_MAX = 1024  # resolved (class, selectors) kept per cache generation
 
 
 class ClaimsNotReady(Exception):
@@ -63,12 +67,17 @@ class ClaimsNotReady(Exception):
     it and names it in ``status.resourceClaimStatuses``): try again shortly."""
 
 
-def wants_dra(pod: Mapping[str, Any], gres_mapping: Mapping[str, str]) -> bool:
+def wants_dra(
+    pod: Mapping[str, Any], gres_mapping: Mapping[str, str], claimed: Iterable[str] = ()
+) -> bool:
     """Whether a pod may have DRA requests (claims, or an extended resource that is not a
-    native or configured one, which a DeviceClass may back)."""
+    native or configured one, which a DeviceClass may back, or one a DeviceClass's
+    ``extendedResourceName`` in ``claimed`` names)."""
     if kobj.sequence(pod, "spec", "resourceClaims"):
         return True
     known = {**BUILTIN_GRES, **gres_mapping}
+    for name in claimed:
+        known.pop(name, None)
     for kind in ("initContainers", "containers"):
         for c in kobj.sequence(pod, "spec", kind):
             for which in ("requests", "limits"):
@@ -99,17 +108,22 @@ class DraCache:
         self._slices: dict[str, dict[str, KubeObject]] = {}  # node -> name -> slice
         self._slice_node: dict[str, str] = {}  # slice name -> node
         self.synced: set[str] = set()
+        # bumped by every class and slice change: what a selector resolves to may change
+        self.generation = 0
 
     def listed(self, res: Resource) -> None:
+        self.generation += 1
         self.synced.add(res.plural)
 
     def on_class_event(self, kind: str, obj: KubeObject) -> None:
+        self.generation += 1
         if kind == "DELETED":
             self.classes.pop(kobj.name(obj), None)
         else:
             self.classes[kobj.name(obj)] = obj
 
     def on_slice_event(self, kind: str, obj: KubeObject) -> None:
+        self.generation += 1
         name = kobj.name(obj)
         old = self._slice_node.pop(name, None)
         if old is not None:
@@ -129,6 +143,21 @@ class DraCache:
     def slices_on(self, node: str) -> list[KubeObject]:
         return list(self._slices.get(node, {}).values())
 
+    def all_slices(self) -> list[KubeObject]:
+        return [s for by_name in self._slices.values() for s in by_name.values()]
+
+
+def gres_layout(node_gres: str) -> tuple[tuple[str, int], ...]:
+    """A node's typed GRES and counts in the order of its ``Gres=``, which is how Slurm
+    numbers its devices of one name, once across the types
+    (``gpu:a100:1,gpu:1g.10gb:7(S:0)`` -> ``(("gpu:a100", 1), ("gpu:1g.10gb", 7))``)."""
+    out: list[tuple[str, int]] = []
+    for part in node_gres.split(","):
+        fields = part.split("(")[0].strip().split(":")
+        if len(fields) == 3 and fields[2].isdigit():
+            out.append((f"{fields[0]}:{fields[1]}", int(fields[2])))
+    return tuple(out)
+
 
 class DraAllocator:
     def __init__(
@@ -147,12 +176,27 @@ class DraAllocator:
         self._picking = asyncio.Lock()
         self.device_class_gres = dict(device_class_gres)
         self.gres_mapping = dict(gres_mapping)
+        # typed GRES -> MIG profile (gpu:1g.10gb -> 1g.10gb), to read Slurm's indices
+        self.profiles = {
+            g: r.removeprefix(MIG_RESOURCE_PREFIX)
+            for r, g in self.gres_mapping.items()
+            if r.startswith(MIG_RESOURCE_PREFIX)
+        }
         self.cache = DraCache()
+        # what (class, request selectors: tenant text) resolve to against the cached
+        # classes and slices, valid for one cache generation
+        self._kinds: BoundedMap[tuple[str, tuple[str, ...]], DeviceKind] = BoundedMap(
+            "dra-selector-kinds", KINDS_MAX
+        )
+        self._kinds_generation = -1
 
     async def inputs(self, pods: Sequence[KubeObject]) -> DraInputs | None:
         """What the pods' DRA requests name (None when no pod has any): the classes from
         the cache, the claims and templates the pods name, by name."""
-        wanting = [p for p in pods if wants_dra(p, self.gres_mapping)]
+        claimed = {
+            kobj.text(c, "spec", "extendedResourceName") for c in self.cache.classes.values()
+        } - {""}
+        wanting = [p for p in pods if wants_dra(p, self.gres_mapping, claimed)]
         if not wanting:
             return None
         claim_names: set[tuple[str, str]] = set()
@@ -167,7 +211,9 @@ class DraAllocator:
         try:
             classes = await self._classes()
         except KubeNotFound:  # no resource.k8s.io/v1 (Kubernetes < 1.34): nothing to read
-            return DraInputs(device_class_gres=self.device_class_gres)
+            return DraInputs(
+                device_class_gres=self.device_class_gres, gres_mapping=self.gres_mapping
+            )
         claims, templates = await asyncio.gather(
             asyncio.gather(*(self._claim(ns, n) for ns, n in sorted(claim_names))),
             asyncio.gather(
@@ -180,7 +226,27 @@ class DraAllocator:
             claims=_by_name([c for c in claims if c is not None]),
             templates=_by_name([t for t in templates if t is not None]),
             device_class_gres=self.device_class_gres,
+            gres_mapping=self.gres_mapping,
+            slices=await self._all_slices(),
+            kinds=self._kind_memo(),
         )
+
+    def _kind_memo(self) -> BoundedMap[tuple[str, tuple[str, ...]], DeviceKind] | None:
+        """The resolution memo while classes and slices come from the cache (None when
+        they are read from the API)."""
+        if not {DEVICE_CLASSES.plural, RESOURCE_SLICES.plural} <= self.cache.synced:
+            return None
+        if self._kinds_generation != self.cache.generation:
+            self._kinds.clear()
+            self._kinds_generation = self.cache.generation
+        return self._kinds
+
+    async def _all_slices(self) -> list[KubeObject]:
+        """Every ResourceSlice (what selectors can match): the cache once synced, else a
+        list."""
+        if RESOURCE_SLICES.plural in self.cache.synced:
+            return self.cache.all_slices()
+        return list((await self.kube.list(RESOURCE_SLICES)).items)
 
     async def _classes(self) -> dict[str, KubeObject]:
         if DEVICE_CLASSES.plural in self.cache.synced:
@@ -230,10 +296,18 @@ class DraAllocator:
         resources = await self.slurm.get_job_resources(job_id)
         views: dict[str, SlurmNodeView] = {}
         for r in resources:
+            gres = {
+                (f"{g.name}:{g.type}" if g.type else g.name): g.indices for g in r.gres if g.count
+            }
+            layout: tuple[tuple[str, int], ...] = ()
+            if any(":" in k and v is not None for k, v in gres.items()):
+                # typed indices count from the node's first device of the name
+                layout = gres_layout((await self.slurm.get_node(r.node)).gres)
             views[to_kube.get(r.node, r.node)] = SlurmNodeView(
                 cores=r.cores,
-                gres={g.name: g.indices for g in r.gres},
+                gres=gres,
                 cores_per_socket=r.cores_per_socket,
+                gres_layout=layout,
             )
         nodes = sorted({n for _, n, _ in wanted})
         slice_lists = await asyncio.gather(*(self._slices_on(n) for n in nodes))
@@ -299,7 +373,7 @@ class DraAllocator:
                 todo[i] = (claim, entry, reqs)
             if claim is None or kobj.get(claim, "status", "allocation") is None:
                 pick += reqs
-        picked = allocate_pod(node, pick, view, slices, taken)
+        picked = allocate_pod(node, pick, view, slices, taken, self.profiles)
         written = 0
         extended: KubeObject | None = None
         for claim, entry, reqs in todo:

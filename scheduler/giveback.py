@@ -29,6 +29,10 @@ REASONS: dict[Step, str] = {
     "claims": "ClaimAllocationFailed",
     "bind": "BindingFailed",
 }
+# PodScheduled reason of pods whose job was given back because the devices Slurm gave and
+# the node's ResourceSlices disagree (a MIG slice Slurm gave that the slices do not show,
+# of another profile than asked, or not fitting its GPU's counters)
+REASON_DEVICE_MISMATCH = "SlurmDevicesMismatch"
 _WHAT: dict[Step, str] = {
     "assign": "placing the pods on the job's nodes",
     "link": "recording the job and node on the pods",
@@ -79,6 +83,15 @@ class BindFailures:
             f"{_WHAT[step]} failed {f.tries} times in {waited:.0f} s: {error}"
         )
         return GiveBack(job_id, step, REASONS[step], message)
+
+    def give_back_now(self, job_id: int, step: Step, reason: str, error: str) -> GiveBack:
+        """Give the job back at once: a failure that retrying cannot mend (Slurm's devices
+        and the node's ResourceSlices disagree)."""
+        self._jobs.pop(job_id, None)
+        message = (
+            f"Slurm job {job_id} given back to Slurm (cancelled, the group queued again): {error}"
+        )
+        return GiveBack(job_id, step, reason, message)
 
     def succeeded(self, job_id: int) -> None:
         self._jobs.pop(job_id, None)

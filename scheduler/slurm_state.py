@@ -28,7 +28,7 @@ from bridge.kube.resources import PODS, KubeObject
 from bridge.loops import LoopCounter, LoopGuard
 from bridge.models import GroupId
 from bridge.slurm.client import SlurmClient
-from bridge.slurm.models import SlurmJob, SlurmNode
+from bridge.slurm.models import JobStateItem, SlurmJob, SlurmNode
 from bridge.translate import group_of_link, pod_job_id
 from bridge.wellknown import LABEL_JOB_ID
 from scheduler.decide import PartitionView, Shape
@@ -232,17 +232,28 @@ class SlurmState:
         bound ones are paged: the unbound ones are in the pod watch's cache already. A
         labelled pod missed there (a failed initial list) only costs its job a read."""
         started = self.clock.monotonic()
+        took: dict[str, float] = {}  # when each part ended, s after the start (logged)
+
+        def done(part: str) -> None:
+            took[f"{part}_s"] = round(self.clock.monotonic() - started, 2)
+
+        async def active_states() -> tuple[JobStateItem, ...]:
+            states = await self.slurm.scan_job_states(lambda s: s.state.active)
+            done("states")
+            return states
 
         async def labelled_after_lists() -> set[int]:
             if lists_done is None:
-                return await self._labelled_jobs(bound_only=False)
-            await lists_done.wait()
-            cached = {j for j in map(pod_job_id, self.state.pods.values()) if j is not None}
-            return cached | await self._labelled_jobs(bound_only=True)
+                labelled = await self._labelled_jobs(bound_only=False)
+            else:
+                await lists_done.wait()
+                done("lists")
+                cached = {j for j in map(pod_job_id, self.state.pods.values()) if j is not None}
+                labelled = cached | await self._labelled_jobs(bound_only=True)
+            done("labelled")
+            return labelled
 
-        states, labelled = await asyncio.gather(
-            self.slurm.scan_job_states(lambda s: s.state.active), labelled_after_lists()
-        )
+        states, labelled = await asyncio.gather(active_states(), labelled_after_lists())
         active = {s.job_id for s in states}
         unknown = active - labelled
         mcs = self.state.cfg.mcs_label
@@ -264,6 +275,7 @@ class SlurmState:
             read=len(unknown),
             bridge_jobs=len(self.jobs_by_group_uid),
             seconds=round(self.clock.monotonic() - started, 2),
+            **took,
         )
 
     def waited_for_sweep(self) -> set[str]:
@@ -272,14 +284,14 @@ class SlurmState:
         return waited
 
     async def _labelled_jobs(self, *, bound_only: bool) -> set[int]:
-        """Job ids the pods' job-id labels name (every namespace, a page at a time;
-        ``bound_only``: of the pods bound to a node)."""
+        """Job ids the pods' job-id labels name (every namespace, a page at a time of the
+        pods' metadata only; ``bound_only``: of the pods bound to a node)."""
         out: set[int] = set()
         fields = f"spec.schedulerName={self.state.cfg.scheduler_name}"
         if bound_only:
             fields += ",spec.nodeName!="
         async for page, _ in self.kube.pages(
-            PODS, label_selector=LABEL_JOB_ID, field_selector=fields
+            PODS, label_selector=LABEL_JOB_ID, field_selector=fields, metadata_only=True
         ):
             out.update(j for j in map(pod_job_id, page) if j is not None)
         return out

@@ -209,17 +209,27 @@ class Snapshots:
         self.dra = dra
         self.outage = outage
 
-    async def take(self, g: GroupState, pods: list[KubeObject]) -> Snapshot:
+    async def take(
+        self,
+        g: GroupState,
+        pods: list[KubeObject],
+        read: tuple[KubeObject | None] | None = None,
+    ) -> Snapshot:
         """The group's Kubernetes facts (its object, its pods in group order, translated
         to a JobSpec or the reason it cannot be) and Slurm facts (its job, looked up if
-        not held yet; whether a job may be made; whether Slurm answers)."""
-        gobj = await self.state.group_object(g.ref)
+        not held yet; whether a job may be made; whether Slurm answers). ``read``: the
+        group's object when the cycle read it already (a 1-tuple: it may be None)."""
+        gobj = read[0] if read is not None else await self.state.group_object(g.ref)
+        workload = g.awaits_workload if g.ref.kind == "WorkloadPodGroup" else ""
+        if workload:
+            gobj = None  # its PodGroup names a Workload not there yet: it waits for it
+        pod_groups = await self.state.pod_groups(g.ref)  # a Workload gang's PodGroups
         # A gang still filling is processed on each new member: it is known to wait without
         # translating every member each time (O(n) per arrival, O(n^2) per gang).
-        want = expected_size(g.ref, gobj, pods)
+        want = expected_size(g.ref, gobj, pods, pod_groups)
         filling = want is not None and len(pods) < want
         if not filling:
-            pods = [dict(p) for p in order_pods(g.ref, gobj, pods)]
+            pods = [dict(p) for p in order_pods(g.ref, gobj, pods, pod_groups)]
         spec: JobSpec | None = None
         invalid: InvalidInput | None = None
         expected = len(pods)
@@ -246,6 +256,7 @@ class Snapshots:
                         g.ref.namespace,
                         self.state.namespace_labels.get(g.ref.namespace, {}),
                     ),
+                    pod_groups=pod_groups,
                 )
             )
             if isinstance(result, Waiting):
@@ -273,7 +284,9 @@ class Snapshots:
             invalid=invalid,
             job=job_view(job) if job is not None else None,
             job_unread=unread,
-            waiting_for=missing_source(g.ref, pods) if gobj is None and want is None else "",
+            waiting_for=(
+                missing_source(g.ref, pods, workload) if gobj is None and want is None else ""
+            ),
             job_reason_awaited=job is not None
             and self.slurm_state.poller.awaits_reason(job.job_id),
             may_create=self.slurm_state.may_create(g, pods),

@@ -15,7 +15,7 @@ from typing import Any
 
 import structlog
 
-from bridge.bounded import BoundedSet
+from bridge.bounded import BoundedMap, BoundedSet
 from bridge.clock import Clock, SystemClock
 from bridge.config import BridgeConfig
 from bridge.errors import KubeError, KubeNotFound
@@ -31,7 +31,16 @@ from bridge.kube.resources import (
 )
 from bridge.models import JobSpec
 from bridge.slurm.models import SlurmJob
-from bridge.translate import GroupRef, NodeSet, TranslateSettings, group_of, kobj
+from bridge.translate import (
+    GroupRef,
+    NodeSet,
+    TranslateSettings,
+    gang_workload,
+    group_of,
+    kobj,
+    podgroup_name,
+    workload_ref,
+)
 from bridge.wellknown import CONDITION_POD_SCHEDULED
 from scheduler.owners import OwnerCache
 
@@ -49,6 +58,8 @@ OWNER_KINDS: dict[str, Resource] = {
 }
 # Pods bound whose leaving the watch has not shown yet, remembered at most.
 BOUND_UIDS_MAX = 10_000
+# Built-in PodGroups and Workloads known by name (-> uid in the owner cache), at most.
+BUILTIN_NAMES_MAX = 4096
 
 
 @dataclass
@@ -68,6 +79,9 @@ class GroupState:
     # not read from Slurm: only a Pending decision may act on it (a no-op); any other
     # reads it first (the ReadJob decision).
     unread: bool = False
+    # a built-in PodGroup's group: the Workload its PodGroup names, which could not be
+    # read at the last :meth:`KubeState.regroup` ("" none): the group waits for it
+    awaits_workload: str = ""
 
 
 def scheduled_condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -113,10 +127,17 @@ class KubeState:
         # stale event retry a binding the API server refuses (409).
         self._bound_uids: BoundedSet[str] = BoundedSet("scheduler-bound-uids", BOUND_UIDS_MAX)
         self.clock = clock or SystemClock()
-        # the built-in PodGroup at the version the server serves (discovery); None: not
-        # found yet, looked for again after BUILTIN_RETRY_SECONDS
-        self._builtin_podgroups: Resource | None = None
+        # the built-in PodGroup and Workload at the version the server serves
+        # (discovery), by plural; none: not found yet, looked for again after
+        # BUILTIN_RETRY_SECONDS
+        self._builtin: dict[str, Resource] = {}
         self._builtin_looked_at: float | None = None
+        # (namespace, plural, name) -> uid of a built-in PodGroup or Workload read by name
+        # (pods name their PodGroup, a PodGroup its Workload, by name); the object itself
+        # is in ``owners``, fresh for a minute
+        self._builtin_uids: BoundedMap[tuple[str, str, str], str] = BoundedMap(
+            "scheduler-builtin-names", BUILTIN_NAMES_MAX
+        )
 
     # ------------------------------------------------------------------ watch events
     def managed(self, pod: Mapping[str, Any]) -> bool:
@@ -244,8 +265,50 @@ class KubeState:
         self.owners.put(obj)
         return obj
 
+    async def _builtin_named(self, plural: str, namespace: str, name: str) -> KubeObject | None:
+        """The built-in PodGroup or Workload (``plural``) of that name, from the owner
+        cache when read less than a minute ago; None when it does not exist (or the server
+        does not serve it)."""
+        uid = self._builtin_uids.get((namespace, plural, name))
+        cached = self.owners.fresh(namespace, uid) if uid else None
+        if cached is not None and kobj.name(cached) == name:
+            return cached
+        res = await self.builtin(plural)
+        if res is None:
+            return None
+        obj = await self._get_object(res, namespace, name)
+        if obj is not None:
+            self._builtin_uids[(namespace, plural, name)] = kobj.uid(obj)
+        return obj
+
+    async def _podgroup_workload(
+        self, namespace: str, podgroup: KubeObject | None
+    ) -> tuple[str, str]:
+        """For a built-in PodGroup (None: not there), from ONE read of its Workload: the
+        Workload whose gang its pods join (:func:`bridge.translate.gang_workload`; ""
+        none), and the Workload it names that cannot be read ("" none)."""
+        wl_name = workload_ref(podgroup)[0]
+        wl = await self._builtin_named("workloads", namespace, wl_name) if wl_name else None
+        return gang_workload(podgroup, wl), wl_name if wl_name and wl is None else ""
+
+    async def _workload_gang_of(self, pod: KubeObject) -> str:
+        """The Workload whose gang a pod naming a built-in PodGroup joins ("" none, or
+        when its PodGroup or Workload cannot be read now: the pod is then its
+        PodGroup's, and :meth:`regroup` moves it once both are read)."""
+        wpg = podgroup_name(pod)
+        if not wpg:
+            return ""
+        ns = kobj.namespace(pod)
+        try:
+            pg = await self._builtin_named("podgroups", ns, wpg)
+            return (await self._podgroup_workload(ns, pg))[0]
+        except KubeError as e:
+            log.warning("podgroup_read_failed", pod=kobj.pod_key(pod), error=str(e))
+            return ""
+
     async def _resolve_group(self, pod: KubeObject) -> GroupRef:
-        """Walk the pod's controller chain, reading the owners grouping needs."""
+        """Walk the pod's controller chain, reading the owners grouping needs (and a
+        built-in PodGroup's Workload)."""
         ns = kobj.namespace(pod)
         current: Mapping[str, Any] = pod
         for _ in range(4):
@@ -269,7 +332,36 @@ class KubeState:
             if owner is None:
                 break
             current = owner
-        return group_of(pod, self.owners.in_namespace(ns), self.settings)
+        gang = await self._workload_gang_of(pod)
+        workloads = {podgroup_name(pod): gang} if gang else {}
+        return group_of(pod, self.owners.in_namespace(ns), self.settings, workloads)
+
+    async def regroup(self, g: GroupState) -> tuple[str, KubeObject | None]:
+        """A built-in PodGroup's group (its pods all name that PodGroup), before it has a
+        job: read its PodGroup (answered, for the cycle to use: no second read) and the
+        Workload it names. When that Workload makes one gang of its PodGroups, move the
+        pods there (they came before the PodGroup or the Workload could be read) and
+        answer that gang's key; else "", and ``g.awaits_workload`` names the Workload the
+        PodGroup names that cannot be read. One read decides both: a part of the gang
+        never starts alone."""
+        podgroup = await self.group_object(g.ref)
+        pods = self.pods_of(g)
+        gang, g.awaits_workload = await self._podgroup_workload(g.ref.namespace, podgroup)
+        if not gang or not pods:
+            return "", podgroup
+        ns = g.ref.namespace
+        new = group_of(pods[0], self.owners.in_namespace(ns), self.settings, {g.ref.name: gang})
+        target = self.groups.get(new.key)
+        if target is None:
+            target = self.groups[new.key] = GroupState(new)
+        for pod in pods:
+            key = kobj.pod_key(pod)
+            target.pods.add(key)
+            target.first_seen.setdefault(key, g.first_seen.get(key, time.monotonic()))
+            g.pods.discard(key)
+            g.first_seen.pop(key, None)
+            self.pod_group[key] = new.key
+        return new.key, podgroup
 
     async def group_object(self, ref: GroupRef) -> KubeObject | None:
         """The object the group is (a PodGroup, a Job ...), read again for a PodGroup
@@ -282,21 +374,36 @@ class KubeState:
         cached = self.owners.fresh(src.namespace, src.uid) if src.uid else None
         if cached is not None and ref.kind != "PodGroup":
             return cached
+        if ref.kind == "Workload":
+            return await self._builtin_named("workloads", src.namespace, src.name)
         if ref.kind == "WorkloadPodGroup":
-            res = await self.builtin_podgroups()
+            res = await self.builtin("podgroups")
         else:
             res = OWNER_KINDS.get(src.kind)
         if res is None:
             return None
         return await self._get_object(res, src.namespace, src.name)
 
-    async def builtin_podgroups(self) -> Resource | None:
-        """The built-in PodGroup (``scheduling.k8s.io``) at whichever version the server
-        serves it: no version pinned, so Kubernetes 1.36's v1alpha2 and the beta planned
-        for 1.37 both work. Found by discovery, the preferred version first (a server may
-        prefer v1, which has PriorityClasses only); None when no version has podgroups."""
-        if self._builtin_podgroups is not None:
-            return self._builtin_podgroups
+    async def pod_groups(self, ref: GroupRef) -> list[KubeObject]:
+        """A Workload gang's built-in PodGroups: those of its namespace made from that
+        Workload, read again on each cycle (a PodGroup may come after its first pods);
+        empty for any other group."""
+        if ref.kind != "Workload":
+            return []
+        res = await self.builtin("podgroups")
+        if res is None:
+            return []
+        listed = await self.kube.list(res, ref.namespace)
+        return [pg for pg in listed.items if workload_ref(pg)[0] == ref.name]
+
+    async def builtin(self, plural: str) -> Resource | None:
+        """The built-in ``podgroups`` or ``workloads`` (``scheduling.k8s.io``) at whichever
+        version the server serves them: no version pinned, so Kubernetes 1.36's v1alpha2
+        and the beta planned for 1.37 both work. Found by discovery, the preferred version
+        first (a server may prefer v1, which has PriorityClasses only); None when no
+        version has podgroups."""
+        if self._builtin:
+            return self._builtin.get(plural)
         now = self.clock.monotonic()
         if (
             self._builtin_looked_at is not None
@@ -312,9 +419,11 @@ class KubeState:
                 str(r.get("name")) for r in listed.get("resources") or () if isinstance(r, dict)
             }
             if "podgroups" in names:
-                self._builtin_podgroups = Resource(
-                    BUILTIN_SCHEDULING_GROUP, version, "podgroups", "PodGroup", True
-                )
+                for name, kind in (("podgroups", "PodGroup"), ("workloads", "Workload")):
+                    if name in names:
+                        self._builtin[name] = Resource(
+                            BUILTIN_SCHEDULING_GROUP, version, name, kind, True
+                        )
                 log.info("builtin_podgroups_version", version=version)
-                return self._builtin_podgroups
+                return self._builtin.get(plural)
         return None

@@ -23,6 +23,8 @@ from tests.topology_sandbox import own_sandbox
 ENV_MIG = "SLURM_SANDBOX_MIG_ENV"
 PORT_OFFSET = 50
 UP_ARGS = ("--nodes", "1", "--external-nodes", "0", "--node-gpus", "0", "--mig-nodes", "1")
+MIXED_PORT_OFFSET = 60
+MIXED_GRES = "gpu:a100:1,gpu:1g.10gb:7"
 
 
 def mig_gres_of(env_file: Path) -> str:
@@ -41,4 +43,16 @@ def mig_sandbox(environ: Mapping[str, str] | None = None) -> Iterator[Path]:
             yield Path(given)
             return
     with own_sandbox(env, "-mig", PORT_OFFSET, UP_ARGS) as env_file:
+        yield env_file
+
+
+@contextlib.contextmanager
+def mig_mixed_sandbox(environ: Mapping[str, str] | None = None) -> Iterator[Path]:
+    """The env file of a sandbox whose MIG node is mixed: one whole GPU (``gpu:a100``,
+    Slurm's index 0) and the seven ``1g.10gb`` slices of another (indices 1-7). Its own
+    dir (+ ``-migmixed``) and ports (+ 60), started here and stopped on exit."""
+    env = dict(os.environ if environ is None else environ)
+    with own_sandbox(
+        env, "-migmixed", MIXED_PORT_OFFSET, (*UP_ARGS, "--mig-full-gpus", "1")
+    ) as env_file:
         yield env_file

@@ -10,7 +10,11 @@ Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 def scrape(registry: CollectorRegistry) -> Samples:
     """(series name, sorted labels) -> value, parsed from ``/metrics``' text."""
-    text = generate_latest(registry).decode()
+    return parse(generate_latest(registry).decode())
+
+
+def parse(text: str) -> Samples:
+    """(series name, sorted labels) -> value of a Prometheus text exposition."""
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value
         for fam in text_string_to_metric_families(text)

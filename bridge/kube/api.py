@@ -49,6 +49,22 @@ from bridge.kube.auth import load_configuration, open_session, tls_context
 from bridge.kube.resources import KubeObject
 
 
+# --------------------------------------------------------------------------- answers
+def answer_object(status: int, data: bytes, what: str) -> KubeObject:
+    """A request's answer as an object: a non-2xx status raises the mapped
+    :class:`KubeError`, an empty body is ``{}``, a body that is not JSON is
+    :class:`KubeUnavailable`."""
+    if not 200 <= status < 300:
+        raise error_for_status(status, data, what)
+    if not data:
+        return {}
+    try:
+        parsed = fastjson.loads(data)
+    except ValueError:
+        raise KubeUnavailable(f"{what}: answer is not JSON", status=status) from None
+    return parsed if isinstance(parsed, dict) else {"items": parsed}
+
+
 # --------------------------------------------------------------------------- errors
 def status_text(body: bytes | str | None) -> tuple[str, str]:
     """``(reason, message)`` of a ``Status`` body, for messages only (never to classify)."""
@@ -193,7 +209,11 @@ class KubeApi:
         return self._lean
 
     async def _prepared(
-        self, path: str, query: Sequence[tuple[str, Any]], content_type: str
+        self,
+        path: str,
+        query: Sequence[tuple[str, Any]],
+        content_type: str,
+        accept: str = "application/json",
     ) -> tuple[dict[str, str], str]:
         """A request's headers, with the credentials as the session has them now
         (``update_params_for_auth``: a rotated token is picked up), and its target (the
@@ -201,7 +221,7 @@ class KubeApi:
         api = self._api
         headers = {
             **api.default_headers,
-            "Accept": "application/json",
+            "Accept": accept,
             "Content-Type": content_type,
         }
         params = list(query)
@@ -216,6 +236,7 @@ class KubeApi:
         query: Sequence[tuple[str, Any]] = (),
         body: Any = None,
         content_type: str = "application/json",
+        accept: str = "application/json",
         client_timeout: aiohttp.ClientTimeout,
         what: str,
     ) -> aiohttp.ClientResponse:
@@ -228,7 +249,7 @@ class KubeApi:
         its TLS settings; the proxy was read once (:func:`bridge.kube.auth.open_session`)."""
         rest = self._api.rest_client
         try:
-            headers, target = await self._prepared(path, query, content_type)
+            headers, target = await self._prepared(path, query, content_type, accept)
             url = str(self.configuration.host) + target
             data = _encoded(body)
             extra: dict[str, Any] = {}
@@ -253,14 +274,17 @@ class KubeApi:
         query: Sequence[tuple[str, Any]] = (),
         body: Any = None,
         content_type: str = "application/json",
+        accept: str = "application/json",
         what: str = "",
     ) -> tuple[int, bytes]:
-        """One request: ``(status, body)``; HTTP errors are NOT raised (caller decides)."""
+        """One request: ``(status, body)``; HTTP errors are NOT raised (caller decides).
+        ``accept``: the media types asked for (e.g.
+        :data:`bridge.kube.fetching.METADATA_LIST`)."""
         what = what or f"{method} {path}"
         lean = self._lean_pool()
         if lean is not None:
             try:
-                headers, target = await self._prepared(path, query, content_type)
+                headers, target = await self._prepared(path, query, content_type, accept)
                 answer = await lean.request(
                     method,
                     target,
@@ -278,6 +302,7 @@ class KubeApi:
             query=query,
             body=body,
             content_type=content_type,
+            accept=accept,
             client_timeout=timeout,
             what=what,
         )
@@ -304,15 +329,7 @@ class KubeApi:
         status, data = await self.raw(
             method, path, query=query, body=body, content_type=content_type, what=what
         )
-        if not 200 <= status < 300:
-            raise error_for_status(status, data, what)
-        if not data:
-            return {}
-        try:
-            parsed = fastjson.loads(data)
-        except ValueError:
-            raise KubeUnavailable(f"{what}: answer is not JSON", status=status) from None
-        return parsed if isinstance(parsed, dict) else {"items": parsed}
+        return answer_object(status, data, what)
 
     async def open_stream(
         self, path: str, query: Sequence[tuple[str, Any]], *, read_timeout: float, what: str
@@ -339,4 +356,4 @@ class KubeApi:
         return resp
 
 
-__all__ = ["KubeApi", "error_for_status", "status_text"]
+__all__ = ["KubeApi", "answer_object", "error_for_status", "status_text"]

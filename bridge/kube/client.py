@@ -81,14 +81,26 @@ class KubeClient(KubePatching, KubeCreating, KubeDeleting):
         Pass the ``pod`` you hold to save a read. ``message`` is clipped
         (:func:`bridge.text.clip`): it may quote tenant text.
         """
-        message = clip(message, CONDITION_MESSAGE_MAX)
         if pod is None:
             pod = await self.get_pod(namespace, name)
-        want = "True" if status else "False"
+        cond = self._changed_condition(
+            pod, cond_type, "True" if status else "False", reason, message
+        )
+        if cond is None:
+            return pod
+        cond["lastProbeTime"] = None
+        return await self.patch_pod_status(namespace, name, {"status": {"conditions": [cond]}})
+
+    def _changed_condition(
+        self, obj: KubeObject, cond_type: str, want: str, reason: str, message: str
+    ) -> dict[str, Any] | None:
+        """The condition ``obj`` should carry, or None when it already says exactly this.
+        ``lastTransitionTime`` moves only when the status flips; ``message`` is clipped."""
+        message = clip(message, CONDITION_MESSAGE_MAX)
         existing = next(
             (
                 c
-                for c in (pod.get("status") or {}).get("conditions") or []
+                for c in (obj.get("status") or {}).get("conditions") or []
                 if c.get("type") == cond_type
             ),
             None,
@@ -99,21 +111,19 @@ class KubeClient(KubePatching, KubeCreating, KubeDeleting):
             and existing.get("reason", "") == reason
             and existing.get("message", "") == message
         ):
-            return pod
+            return None
         ltt = (
             existing.get("lastTransitionTime")
             if existing is not None and existing.get("status") == want
             else None
         ) or format_time(self.clock.now())
-        cond = {
+        return {
             "type": cond_type,
             "status": want,
             "reason": reason,
             "message": message,
-            "lastProbeTime": None,
             "lastTransitionTime": ltt,
         }
-        return await self.patch_pod_status(namespace, name, {"status": {"conditions": [cond]}})
 
     async def set_pod_unschedulable(
         self,
@@ -262,6 +272,43 @@ class KubeClient(KubePatching, KubeCreating, KubeDeleting):
             return {"spec": {"taints": kept}}
 
         return await self.modify(NODES, name, change)
+
+    async def set_node_condition(
+        self,
+        name: str,
+        cond_type: str,
+        status: str,
+        *,
+        reason: str,
+        message: str,
+        node: KubeObject | None = None,
+    ) -> KubeObject:
+        """Set one node condition (``status``: True, False or Unknown) with a strategic
+        merge of ``nodes/{name}/status`` (conditions merge by type: the kubelet's stay);
+        no request when it already says exactly this."""
+        if node is None:
+            node = await self.get(NODES, name)
+        cond = self._changed_condition(node, cond_type, status, reason, message)
+        if cond is None:
+            return node
+        cond["lastHeartbeatTime"] = format_time(self.clock.now())
+        return await self.patch(
+            NODES,
+            name,
+            {"status": {"conditions": [cond]}},
+            patch_type="strategic",
+            subresource="status",
+        )
+
+    async def remove_node_condition(self, name: str, cond_type: str) -> KubeObject:
+        """Remove the node condition ``cond_type`` (read-modify-write of the list)."""
+
+        def change(node: KubeObject) -> KubeObject | None:
+            conds = list((node.get("status") or {}).get("conditions") or [])
+            kept = [c for c in conds if c.get("type") != cond_type]
+            return None if len(kept) == len(conds) else {"status": {"conditions": kept}}
+
+        return await self.modify(NODES, name, change, subresource="status")
 
     # -- namespaces -------------------------------------------------------------------
     async def get_namespace(self, name: str) -> KubeObject:

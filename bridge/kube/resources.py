@@ -64,6 +64,7 @@ LEADERWORKERSETS = Resource(
     "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet", True, False
 )
 RESOURCE_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True)
+RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False)
 
 
 def object_key(obj: KubeObject) -> str:

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from bridge.errors import SlurmNotFound
 from bridge.slurm.api import SlurmApi
-from bridge.slurm.codec import codec_for
+from bridge.slurm.codec import Codec, codec_for
 from bridge.slurm.models import (
     JobState,
     JobStateItem,
@@ -41,19 +41,30 @@ def state_requests(ids: int) -> int:
 class SlurmFetching(SlurmApi):
     """The reads."""
 
+    async def _get(
+        self,
+        path: str,
+        endpoint: str,
+        *,
+        params: Sequence[tuple[str, str]] | None = None,
+        version: str | None = None,
+    ) -> tuple[Codec, Any]:
+        """One retried ``GET`` of ``path`` (under the negotiated version's prefix, or
+        ``version``'s): the codec that decodes the answer, and the answer's body."""
+        c = await self.codec()
+        url = (codec_for(version) if version else c).path(path)
+        resp = await self.request("GET", url, endpoint=endpoint, idempotent=True, params=params)
+        return c, resp.body
+
     async def ping(self) -> tuple[PingResult, ...]:
         """slurmctld reachability. NOT an auth check (a bad token still gets HTTP 200)."""
-        c = await self.codec()
-        resp = await self.request("GET", c.path("ping/"), endpoint="ping", idempotent=True)
-        return c.decode_ping(resp.body)
+        c, body = await self._get("ping/", "ping")
+        return c.decode_ping(body)
 
     # ------------------------------------------------------------------ jobs
     async def get_job(self, job_id: int) -> SlurmJob:
-        c = await self.codec()
-        resp = await self.request(
-            "GET", c.path(f"job/{int(job_id)}"), endpoint="job_get", idempotent=True
-        )
-        job = c.decode_job_record(resp.body, int(job_id))
+        c, body = await self._get(f"job/{int(job_id)}", "job_get")
+        job = c.decode_job_record(body, int(job_id))
         if job is None:
             raise SlurmNotFound(f"job_get: job {job_id} not found", endpoint="job_get")
         return job
@@ -62,11 +73,9 @@ class SlurmFetching(SlurmApi):
         """What Slurm allocated to a running job, per node: core bitmap and GRES indices
         (``GET /resources/{job_id}``; v0.0.43 has no such endpoint: v0.0.44's is used)."""
         c = await self.codec()
-        path = c.path(f"resources/{int(job_id)}")
-        if c.version == "v0.0.43":
-            path = codec_for("v0.0.44").path(f"resources/{int(job_id)}")
-        resp = await self.request("GET", path, endpoint="resources_get", idempotent=True)
-        return c.decode_resources(resp.body)
+        version = "v0.0.44" if c.version == "v0.0.43" else None
+        c, body = await self._get(f"resources/{int(job_id)}", "resources_get", version=version)
+        return c.decode_resources(body)
 
     async def get_jobs(self, job_ids: Iterable[int], *, concurrency: int = 16) -> list[SlurmJob]:
         """``GET /job/{id}`` of each, ``concurrency`` at a time; the jobs Slurm no longer
@@ -90,21 +99,16 @@ class SlurmFetching(SlurmApi):
         ``job_ids`` are asked :data:`STATE_IDS_PER_URL` at a time (one request each,
         :func:`state_requests`): never the whole table for them, whose answer takes
         slurmrestd ~10 s at 68,000 jobs (4,000 listed ids: ~0.1 s, measured)."""
-        c = await self.codec()
         if not job_ids:
-            resp = await self.request(
-                "GET", c.path("jobs/state/"), endpoint="jobs_state", idempotent=True
-            )
-            return c.decode_job_states(resp.body)
+            c, body = await self._get("jobs/state/", "jobs_state")
+            return c.decode_job_states(body)
         wanted = sorted({int(j) for j in job_ids})
         out: list[JobStateItem] = []
         for i in range(0, len(wanted), STATE_IDS_PER_URL):
             # Repeated job_id parameters: slurmrestd 26.05 answers a CSV list with HTTP 500.
             params = [("job_id", str(j)) for j in wanted[i : i + STATE_IDS_PER_URL]]
-            resp = await self.request(
-                "GET", c.path("jobs/state/"), endpoint="jobs_state", idempotent=True, params=params
-            )
-            out += c.decode_job_states(resp.body)
+            c, body = await self._get("jobs/state/", "jobs_state", params=params)
+            out += c.decode_job_states(body)
         return tuple(out)
 
     async def scan_job_states(
@@ -165,35 +169,25 @@ class SlurmFetching(SlurmApi):
 
     # ------------------------------------------------------------------ nodes
     async def list_nodes(self) -> tuple[SlurmNode, ...]:
-        c = await self.codec()
-        resp = await self.request("GET", c.path("nodes/"), endpoint="nodes_get", idempotent=True)
-        return c.decode_nodes(resp.body)
+        c, body = await self._get("nodes/", "nodes_get")
+        return c.decode_nodes(body)
 
     async def get_node(self, name: str) -> SlurmNode:
-        c = await self.codec()
-        resp = await self.request(
-            "GET", c.path(f"node/{name}"), endpoint="node_get", idempotent=True
-        )
-        for node in c.decode_nodes(resp.body):
+        c, body = await self._get(f"node/{name}", "node_get")
+        for node in c.decode_nodes(body):
             if node.name == name:
                 return node
         raise SlurmNotFound(f"node_get: node {name!r} not found", endpoint="node_get")
 
     # ------------------------------------------------------------------ partitions
     async def list_partitions(self) -> tuple[SlurmPartition, ...]:
-        c = await self.codec()
-        resp = await self.request(
-            "GET", c.path("partitions/"), endpoint="partitions_get", idempotent=True
-        )
-        return c.decode_partitions(resp.body)
+        c, body = await self._get("partitions/", "partitions_get")
+        return c.decode_partitions(body)
 
     async def get_partition(self, name: str) -> SlurmPartition:
         """One partition; SlurmNotFound when absent (Slurm says so with a 200 + warning)."""
-        c = await self.codec()
-        resp = await self.request(
-            "GET", c.path(f"partition/{name}"), endpoint="partition_get", idempotent=True
-        )
-        for part in c.decode_partitions(resp.body):
+        c, body = await self._get(f"partition/{name}", "partition_get")
+        for part in c.decode_partitions(body):
             if part.name == name:
                 return part
         raise SlurmNotFound(

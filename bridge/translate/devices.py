@@ -14,6 +14,29 @@ set: each takes the next free devices of it, so they get distinct ones. A node w
 slice of the driver, or with too few free devices, is a :class:`DeviceAllocationError`
 naming the node and the driver.
 
+**MIG slices and partitionable devices** (KEP-4815): a request for a MIG profile (typed
+GRES ``gpu:1g.10gb``, ``DeviceRequest.profile``) gets only devices with ``type: mig`` and
+that ``profile``; a request for whole GPUs never gets one with ``type: mig``; every device
+passes the class's and the request's CEL selectors. Slurm numbers a node's GPUs once
+across its types, in gres.conf order (``gpu:a100:1(IDX:0),gpu:1g.10gb:7(IDX:1-7)``):
+index ``i`` of type ``T`` is the ``k = i - first(T)``-th device of that type
+(``SlurmNodeView.gres_layout``: the node's ``Gres=``, each type's devices together). Which
+DRA device that is: Slurm's whole layout is packed once onto the node's devices
+(:func:`slurm_packing`: every Slurm device a distinct DRA device, all together within the
+GPUs' counters, first fit in (GPU, placement) order with backtracking, so a GPU cut into
+``3g.40gb+2g.20gb+1g.10gb*2`` gets placements that coexist); without the layout, the
+``k``-th device of the type, MIG devices in (parent GPU, placement) order (NVIDIA's names
+``gpu-<minor>-mig-<profile>-<id>-<start>``), whole GPUs by ``index``. Where Slurm only
+counts, any free device of the profile.
+Either way a device is given only when it **fits its GPU's counters**: the sum of what
+every allocated device of the pool consumes (``consumesCounters``, across every claim)
+plus its own stays within the counter set (``sharedCounters``), so a slice is never given
+on a GPU whose full device is allocated, nor the full device beside a slice; without
+counters, a MIG device and the full GPU it belongs to (``parentUUID`` = ``uuid``) still
+exclude each other. When Slurm's choice and the slices disagree (an index no device of
+the type has, a slice of another profile or kind than asked, a slice that does not fit,
+no free slice of the profile) it is a :class:`DeviceMismatch`: the job is given back.
+
 **Grouped CPU mode** (the DRA CPU driver's ``--cpu-device-mode=grouped``: one device per
 machine, socket or NUMA node, ``allowMultipleAllocations`` with capacity
 ``dra.cpu/cpu``): a claim takes one share of each group holding Slurm's cores
@@ -29,14 +52,19 @@ import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
-from bridge.errors import DeviceAllocationError
+from bridge.errors import DeviceAllocationError, DeviceMismatch, InvalidInput
 from bridge.translate import kobj
 from bridge.translate.dra import DeviceRequest
+from bridge.translate.quantity import parse_quantity
+from bridge.translate.selectors import device_variable, matches
 
 ALLOCATION_RESULTS_MAX = 32  # resource.k8s.io/v1 AllocationResultsMaxSize (per claim)
 _TRAILING_INDEX = re.compile(r"-(\d+)$")
+_MIG_NAME = re.compile(r"^gpu-(\d+)-mig-.+-(\d+)-(\d+)$")  # NVIDIA: parent, profile id, start
+CounterKey = tuple[str, str, str]  # driver, pool, counter set
 
 
 @dataclass(frozen=True, order=True)
@@ -54,6 +82,30 @@ class SlurmNodeView:
     cores: tuple[int, ...] = ()
     gres: Mapping[str, tuple[int, ...] | None] = field(default_factory=dict)
     cores_per_socket: int | None = None
+    # the node's typed GRES in Slurm's order with their counts (its Gres=:
+    # (("gpu:a100", 1), ("gpu:1g.10gb", 7))): Slurm numbers a node's GPUs once across the
+    # types; empty: every type starts at 0
+    gres_layout: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def gres_offsets(self) -> dict[str, int]:
+        """Typed GRES -> its first index in the node's numbering."""
+        out: dict[str, int] = {}
+        next_of: dict[str, int] = {}
+        for key, count in self.gres_layout:
+            name = key.split(":")[0]
+            out.setdefault(key, next_of.get(name, 0))
+            next_of[name] = next_of.get(name, 0) + count
+        return out
+
+    def given(self, gres: str) -> list[tuple[str, tuple[int, ...] | None]]:
+        """What Slurm gave for a request of ``gres``: that GRES itself, or for an untyped
+        name (``gpu``) every type of it Slurm picked (an untyped request matches any)."""
+        if gres in self.gres:
+            return [(gres, self.gres[gres])]
+        if ":" in gres:
+            return []
+        return [(k, v) for k, v in self.gres.items() if k.split(":")[0] == gres]
 
 
 @dataclass(frozen=True)
@@ -98,6 +150,41 @@ class Device:
     id: DeviceId
     attributes: Mapping[str, Any]
     capacity: Mapping[str, Any] = field(default_factory=dict)
+    # (counter set, counter -> amount) this device consumes when allocated
+    consumes: tuple[tuple[str, Mapping[str, Decimal]], ...] = ()
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def is_mig(self) -> bool:
+        return bool(self.attr("type") == "mig")
+
+    @property
+    def profile(self) -> str | None:
+        value = self.attr("profile")
+        return value if isinstance(value, str) else None
+
+    @property
+    def mig_order(self) -> tuple[int, int, str]:
+        """(parent GPU, placement start): NVIDIA's name, else the attributes."""
+        m = _MIG_NAME.match(self.id.device)
+        if m:
+            return int(m.group(1)), int(m.group(3)), self.id.device
+        parent, start = self.attr("parentIndex"), self.attr("placement")
+        return (
+            parent if isinstance(parent, int) else 0,
+            start if isinstance(start, int) else 0,
+            self.id.device,
+        )
+
+    @property
+    def parent_uuid(self) -> str | None:
+        value = self.attr("parentUUID")
+        return value if isinstance(value, str) else None
+
+    @property
+    def uuid(self) -> str | None:
+        value = self.attr("uuid")
+        return value if isinstance(value, str) else None
 
     def capacity_of(self, name: str) -> int | None:
         raw = self.capacity.get(name)
@@ -120,8 +207,21 @@ class Device:
         value = self.attr("index")
         if isinstance(value, int):
             return value
+        if self.is_mig:
+            return None
         m = _TRAILING_INDEX.search(self.id.device)
         return int(m.group(1)) if m else None
+
+
+def _amounts(counters: Any, where: str) -> dict[str, Decimal]:
+    out = {}
+    for name, c in (counters or {}).items():
+        raw = c.get("value") if isinstance(c, Mapping) else None
+        try:
+            out[str(name)] = parse_quantity(str(raw), field=f"{where}.{name}")
+        except InvalidInput:
+            out[str(name)] = Decimal(0)
+    return out
 
 
 def node_devices(slices: Iterable[kobj.Obj], driver: str) -> list[Device]:
@@ -133,8 +233,101 @@ def node_devices(slices: Iterable[kobj.Obj], driver: str) -> list[Device]:
         pool = kobj.text(s, "spec", "pool", "name")
         for d in kobj.sequence(s, "spec", "devices"):
             did = DeviceId(driver, pool, kobj.text(d, "name"))
-            out.append(Device(did, kobj.mapping(d, "attributes"), kobj.mapping(d, "capacity")))
+            consumes = tuple(
+                (kobj.text(c, "counterSet"), _amounts(kobj.get(c, "counters"), "consumesCounters"))
+                for c in kobj.sequence(d, "consumesCounters")
+            )
+            out.append(
+                Device(did, kobj.mapping(d, "attributes"), kobj.mapping(d, "capacity"), consumes, d)
+            )
     return out
+
+
+def counter_sets(slices: Iterable[kobj.Obj], driver: str) -> dict[CounterKey, dict[str, Decimal]]:
+    """The counter sets (``spec.sharedCounters``) of ``driver``'s pools in ``slices``."""
+    out: dict[CounterKey, dict[str, Decimal]] = {}
+    for s in slices:
+        if kobj.text(s, "spec", "driver") != driver:
+            continue
+        pool = kobj.text(s, "spec", "pool", "name")
+        for cs in kobj.sequence(s, "spec", "sharedCounters"):
+            key = (driver, pool, kobj.text(cs, "name"))
+            out[key] = _amounts(kobj.get(cs, "counters"), "sharedCounters")
+    return out
+
+
+@dataclass
+class Ledger:
+    """What the allocated devices of a node's pools consume of their counter sets, and
+    which GPUs (uuid) have a slice or their full device allocated: :meth:`why_not` says
+    whether one more device fits; :meth:`take` books it."""
+
+    sets: dict[CounterKey, dict[str, Decimal]]
+    used: dict[CounterKey, dict[str, Decimal]] = field(default_factory=dict)
+    whole: set[str] = field(default_factory=set)  # GPUs whose full device is allocated
+    sliced: set[str] = field(default_factory=set)  # GPUs with a MIG slice allocated
+
+    @classmethod
+    def of(
+        cls, devices: Sequence[Device], slices: Sequence[kobj.Obj], taken: set[DeviceId]
+    ) -> Ledger:
+        drivers = {d.id.driver for d in devices}
+        sets: dict[CounterKey, dict[str, Decimal]] = {}
+        for driver in drivers:
+            sets.update(counter_sets(slices, driver))
+        ledger = cls(sets)
+        for d in devices:
+            if d.id in taken:
+                ledger.take(d)
+        return ledger
+
+    def why_not(self, d: Device) -> str | None:
+        if d.is_mig and d.parent_uuid and d.parent_uuid in self.whole:
+            return f"its GPU {d.parent_uuid} is allocated whole"
+        if not d.is_mig and d.uuid and d.uuid in self.sliced:
+            return f"GPU {d.uuid} has a MIG slice allocated"
+        for cset, amounts in d.consumes:
+            key = (d.id.driver, d.id.pool, cset)
+            have = self.sets.get(key)
+            if have is None:
+                return f"its counter set {cset} is not published in pool {d.id.pool}"
+            used = self.used.get(key, {})
+            for name, n in amounts.items():
+                if used.get(name, Decimal(0)) + n > have.get(name, Decimal(0)):
+                    return (
+                        f"counter {cset}/{name} would exceed {have.get(name, Decimal(0))} "
+                        f"(in use {used.get(name, Decimal(0))}, this device {n})"
+                    )
+        return None
+
+    def take(self, d: Device) -> None:
+        for cset, amounts in d.consumes:
+            used = self.used.setdefault((d.id.driver, d.id.pool, cset), {})
+            for name, n in amounts.items():
+                used[name] = used.get(name, Decimal(0)) + n
+        if d.is_mig and d.parent_uuid:
+            self.sliced.add(d.parent_uuid)
+        if not d.is_mig and d.uuid:
+            self.whole.add(d.uuid)
+
+    def copy(self) -> Ledger:
+        return Ledger(
+            self.sets,
+            {k: dict(v) for k, v in self.used.items()},
+            set(self.whole),
+            set(self.sliced),
+        )
+
+    def overcommitted(self) -> list[str]:
+        """Counters used beyond their set (never, when every device went through
+        :meth:`why_not`)."""
+        out = []
+        for key, used in self.used.items():
+            have = self.sets.get(key, {})
+            for name, n in used.items():
+                if n > have.get(name, Decimal(0)):
+                    out.append(f"{key[1]}/{key[2]}/{name}: {n} > {have.get(name, Decimal(0))}")
+        return out
 
 
 def taken_devices(claims: Iterable[kobj.Obj], skip_uids: Iterable[str] = ()) -> set[DeviceId]:
@@ -185,24 +378,6 @@ def _cpu_candidates(
     return out
 
 
-def _gres_candidates(
-    node: str, devices: list[Device], indices: tuple[int, ...] | None, driver: str
-) -> list[Device]:
-    ordered = sorted(devices, key=lambda d: (d.index is None, d.index or 0, d.id.device))
-    if indices is None:
-        return ordered
-    by_index = {d.index: d for d in ordered if d.index is not None}
-    missing = [i for i in indices if i not in by_index]
-    if missing:
-        raise DeviceAllocationError(
-            node,
-            driver,
-            f"Slurm allocated device index {missing[0]}, which no device of the node's "
-            "ResourceSlices has",
-        )
-    return [by_index[i] for i in indices]
-
-
 def _grouped(
     node: str, r: DeviceRequest, groups: list[Device], slurm: SlurmNodeView, taken: set[DeviceId]
 ) -> Picked:
@@ -243,15 +418,185 @@ def _grouped(
     return Picked(ids, tuple(by_group[i] for i in ids), cores)
 
 
+def _order(d: Device) -> tuple[int, int, int, str]:
+    if d.is_mig:
+        parent, start, name = d.mig_order
+        return 1, parent, start, name
+    return 0, d.index if d.index is not None else 1 << 30, 0, d.id.device
+
+
+def _unfit(r: DeviceRequest, d: Device) -> str | None:
+    """Why ``d`` is not a device of the kind ``r`` asks for (None: it is)."""
+    if r.profile is not None:
+        if not d.is_mig:
+            return f"{d.id.device} is not a MIG slice (the request asks for {r.profile})"
+        if d.profile != r.profile:
+            return f"{d.id.device} is a {d.profile} slice, the request asks for {r.profile}"
+    elif d.is_mig:
+        return f"{d.id.device} is a MIG slice ({d.profile}), the request asks for whole GPUs"
+    if r.selectors and not matches(r.selectors, device_variable(d.id.driver, d.raw)):
+        return f"{d.id.device} does not match the selectors of request {r.request!r}"
+    return None
+
+
+def _of_type(devices: Sequence[Device], key: str, profiles: Mapping[str, str]) -> list[Device]:
+    """The node's devices Slurm counts as the typed GRES ``key``, in Slurm's order."""
+    profile = profiles.get(key)
+    if profile is not None:
+        return sorted((d for d in devices if d.is_mig and d.profile == profile), key=_order)
+    return sorted((d for d in devices if not d.is_mig), key=_order)
+
+
+PACKING_STEPS_MAX = 20_000  # backtracking steps before the packing gives up
+
+
+def slurm_packing(
+    devices: Sequence[Device],
+    slices: Sequence[kobj.Obj],
+    layout: Sequence[tuple[str, int]],
+    profiles: Mapping[str, str],
+) -> dict[tuple[str, int], Device] | None:
+    """Slurm's devices of a node (``layout``: its typed GRES and counts, in Slurm's order)
+    packed onto the node's DRA devices: ``(type, k)`` -> a device of that kind, all
+    distinct and together within the GPUs' counters (as if all were allocated), first fit
+    in (GPU, placement) order, backtracking. None when they cannot all fit (or the search
+    passes :data:`PACKING_STEPS_MAX` steps)."""
+    wanted = [(key, k) for key, count in layout for k in range(count)]
+    options = {key: _of_type(devices, key, profiles) for key, _ in layout}
+    out: dict[tuple[str, int], Device] = {}
+    steps = 0
+
+    def place(i: int, ledger: Ledger, used: set[DeviceId]) -> bool:
+        nonlocal steps
+        if i == len(wanted):
+            return True
+        key = wanted[i][0]
+        for d in options[key]:
+            steps += 1
+            if steps > PACKING_STEPS_MAX:
+                return False
+            if d.id in used or ledger.why_not(d) is not None:
+                continue
+            nxt = ledger.copy()
+            nxt.take(d)
+            out[wanted[i]] = d
+            if place(i + 1, nxt, used | {d.id}):
+                return True
+        out.pop(wanted[i], None)
+        return False
+
+    if not wanted or not place(0, Ledger.of(devices, slices, set()), set()):
+        return None
+    return out
+
+
+def _slurm_devices(
+    node: str,
+    r: DeviceRequest,
+    devices: Sequence[Device],
+    given: Sequence[tuple[str, tuple[int, ...]]],
+    slurm: SlurmNodeView,
+    profiles: Mapping[str, str],
+    slices: Sequence[kobj.Obj],
+) -> list[Device]:
+    """The devices Slurm's indices name (Slurm numbers a node's GPUs once across types)."""
+    out: list[Device] = []
+    typed = [k for k, _ in slurm.gres_layout if k in profiles or ":" in k]
+    packing = slurm_packing(devices, slices, slurm.gres_layout, profiles) if typed else None
+    offsets = slurm.gres_offsets
+    for key, indices in given:
+        if ":" not in key and key not in profiles:
+            by_index = {d.index: d for d in devices if d.index is not None}
+            missing = [i for i in indices if i not in by_index]
+            if missing:
+                raise DeviceAllocationError(
+                    node,
+                    r.driver,
+                    f"Slurm allocated device index {missing[0]}, which no device of the node's "
+                    "ResourceSlices has",
+                )
+            out += [by_index[i] for i in indices]
+            continue
+        order = _of_type(devices, key, profiles)
+        offset = offsets.get(key, 0)
+        for i in indices:
+            k = i - offset
+            if not 0 <= k < len(order):
+                raise DeviceMismatch(
+                    node,
+                    r.driver,
+                    f"Slurm gave {key} index {i}, which the node's ResourceSlices do not show "
+                    f"(they publish {len(order)} devices of it, numbered from {offset})",
+                )
+            out.append(packing.get((key, k), order[k]) if packing is not None else order[k])
+    for d in out:
+        why = _unfit(r, d)
+        if why is not None:
+            raise DeviceMismatch(node, r.driver, f"Slurm gave {d.id.device}, but {why}")
+    return out
+
+
+def _pick_gres(
+    node: str,
+    r: DeviceRequest,
+    devices: Sequence[Device],
+    slurm: SlurmNodeView,
+    slices: Sequence[kobj.Obj],
+    taken: set[DeviceId],
+    profiles: Mapping[str, str],
+) -> tuple[DeviceId, ...]:
+    given = slurm.given(r.gres or "")
+    name = (r.gres or "").split(":")[0]
+    other = [k for k in slurm.gres if k.split(":")[0] == name and k != r.gres]
+    if not given and other:
+        raise DeviceMismatch(
+            node, r.driver, f"Slurm gave {', '.join(sorted(other))}, the request asks for {r.gres}"
+        )
+    indexed = [(k, idx) for k, idx in given if idx is not None]
+    if indexed:
+        candidates = _slurm_devices(node, r, devices, indexed, slurm, profiles, slices)
+    else:
+        candidates = sorted((d for d in devices if _unfit(r, d) is None), key=_order)
+    ledger = Ledger.of(devices, slices, taken)
+    picked: list[DeviceId] = []
+    refused: tuple[Device, str] | None = None
+    for d in candidates:
+        if len(picked) == r.count:
+            break
+        if d.id in taken:
+            continue
+        why = ledger.why_not(d)
+        if why is not None:
+            refused = refused or (d, why)
+            continue
+        ledger.take(d)
+        taken.add(d.id)
+        picked.append(d.id)
+    if len(picked) < r.count:
+        what = "Slurm's devices" if indexed else "the node's devices"
+        reason = (
+            f"{r.count} free {r.device_class} devices needed, {what} leave {len(picked)} "
+            f"free of {len(candidates)}"
+        )
+        if refused is not None:
+            reason += f" ({refused[0].id.device}: {refused[1]})"
+        partitioned = r.profile is not None or any(d.is_mig or d.consumes for d in candidates)
+        raise (DeviceMismatch if partitioned else DeviceAllocationError)(node, r.driver, reason)
+    return tuple(picked)
+
+
 def allocate_pod(
     node: str,
     requests: Sequence[DeviceRequest],
     slurm: SlurmNodeView,
     slices: Sequence[kobj.Obj],
     taken: set[DeviceId],
+    profiles: Mapping[str, str] = {},
 ) -> dict[tuple[str | None, str], Picked]:
     """Devices for each of one pod's requests, keyed by (pod claim or None, request).
-    ``taken`` gains the devices picked (so the next pod on the node gets others)."""
+    ``taken`` gains the devices picked (so the next pod on the node gets others).
+    ``profiles``: typed GRES -> MIG profile (``gpu:1g.10gb`` -> ``1g.10gb``), to read
+    Slurm's typed indices."""
     out: dict[tuple[str | None, str], Picked] = {}
     for r in requests:
         devices = node_devices(slices, r.driver)
@@ -263,24 +608,19 @@ def allocate_pod(
         if r.is_cpu and groups:
             out[(r.claim, r.request)] = _grouped(node, r, groups, slurm, taken)
             continue
-        if r.is_cpu:
-            candidates = _cpu_candidates(node, devices, slurm.cores, r.driver)
-        else:
-            candidates = _gres_candidates(node, devices, slurm.gres.get(r.gres or ""), r.driver)
+        if not r.is_cpu:
+            out[(r.claim, r.request)] = Picked(
+                _pick_gres(node, r, devices, slurm, slices, taken, profiles)
+            )
+            continue
+        candidates = _cpu_candidates(node, devices, slurm.cores, r.driver)
         free = [d.id for d in candidates if d.id not in taken]
         if len(free) < r.count:
-            what = (
-                f"Slurm's cores {list(slurm.cores)}"
-                if r.is_cpu
-                else "Slurm's devices"
-                if slurm.gres.get(r.gres or "") is not None
-                else "the node's devices"
-            )
             raise DeviceAllocationError(
                 node,
                 r.driver,
-                f"{r.count} free {r.device_class} devices needed, {what} leave {len(free)} "
-                f"free of {len(candidates)}",
+                f"{r.count} free {r.device_class} devices needed, Slurm's cores "
+                f"{list(slurm.cores)} leave {len(free)} free of {len(candidates)}",
             )
         picked = tuple(free[: r.count])
         taken.update(picked)

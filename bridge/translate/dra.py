@@ -9,21 +9,34 @@ Three forms are understood:
   requests name a DeviceClass.
 
 The class ``dra.cpu`` (the DRA CPU driver) means CPUs; any other class needs a Slurm GRES
-name in ``scheduler.deviceClassGres`` (``{gpu.nvidia.com: gpu}`` by default). Whatever Slurm
-cannot be asked for (``firstAvailable``, ``allocationMode: All``, CEL selectors,
-constraints, admin access, capacity requests, an unknown class) is refused with the claim,
-the request and the reason named.
+name in ``scheduler.deviceClassGres`` (``{gpu.nvidia.com: gpu}`` by default), unless it
+picks MIG slices. Whatever Slurm cannot be asked for (``firstAvailable``,
+``allocationMode: All``, constraints, admin access, capacity requests, an unknown class)
+is refused with the claim, the request and the reason named.
+
+**MIG slices by DeviceClass and CEL** (:func:`device_kind`): a request with CEL selectors,
+or naming a class that is not in ``scheduler.deviceClassGres`` (NVIDIA's
+``mig.nvidia.com``, a per-profile class, a class with ``extendedResourceName``), is
+resolved against the devices the cluster's ResourceSlices publish: the class's and the
+request's selectors (:mod:`bridge.translate.selectors`) must match devices of ONE kind:
+MIG slices of one ``profile`` (Slurm gets the typed GRES the config's ``gresMapping``
+gives ``nvidia.com/mig-<profile>``, ``gpu:1g.10gb``), or whole GPUs (the class's
+``deviceClassGres``). Selectors matching several profiles, or slices and whole GPUs, or
+nothing, are refused naming the field.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from bridge.config import MIG_RESOURCE_PREFIX
 from bridge.errors import InvalidInput
 from bridge.translate import kobj
 from bridge.translate.quantity import whole_count
+from bridge.translate.selectors import Selector, compile_selectors, device_variable, matches
 
 DRA_CPU = "dra.cpu"
 EXTENDED_PREFIX = "deviceclass.resource.kubernetes.io/"
@@ -49,6 +62,9 @@ class DeviceRequest:
     count: int
     container: str = ""
     resource: str = ""
+    profile: str | None = None  # a MIG profile: only slices of it (gres is its typed GRES)
+    # the DeviceClass's and the request's CEL selectors: every device given passes them
+    selectors: tuple[Selector, ...] = field(default=(), compare=False)
 
     @property
     def is_cpu(self) -> bool:
@@ -64,6 +80,24 @@ class DraInputs:
     claims: Mapping[str, kobj.Obj] = field(default_factory=dict)
     templates: Mapping[str, kobj.Obj] = field(default_factory=dict)
     device_class_gres: Mapping[str, str] = field(default_factory=dict)
+    # extended resource -> GRES (the config's gresMapping with its defaults): a MIG
+    # profile's typed GRES is that of nvidia.com/mig-<profile>
+    gres_mapping: Mapping[str, str] = field(default_factory=dict)
+    # the cluster's ResourceSlices: what a class's and a request's selectors can match
+    slices: Sequence[kobj.Obj] = ()
+    # (class, request selector sources) -> what they resolved to, for these classes and
+    # slices (the caller keeps it while they do not change); None: resolve every time
+    kinds: MutableMapping[tuple[str, tuple[str, ...]], DeviceKind] | None = field(
+        default=None, compare=False
+    )
+
+    def mig_gres(self) -> dict[str, str]:
+        """MIG profile -> its typed GRES."""
+        return {
+            r.removeprefix(MIG_RESOURCE_PREFIX): g
+            for r, g in self.gres_mapping.items()
+            if r.startswith(MIG_RESOURCE_PREFIX)
+        }
 
 
 @dataclass(frozen=True)
@@ -102,8 +136,119 @@ def class_driver(name: str, device_class: kobj.Obj | None) -> str:
     return name
 
 
-def _gres_of(cls: str, inputs: DraInputs) -> str | None:
-    return None if cls == DRA_CPU else inputs.device_class_gres.get(cls)
+def _no_gres(cls: str) -> str:
+    return f"DeviceClass {cls!r} has no Slurm GRES: add it to scheduler.deviceClassGres"
+
+
+@dataclass(frozen=True)
+class DeviceKind:
+    """What a request asks Slurm for: the GRES, the MIG profile (None: whole devices),
+    and the selectors every device given must pass."""
+
+    gres: str | None
+    profile: str | None
+    selectors: tuple[Selector, ...]
+
+
+def device_kind(
+    cls: str,
+    request_selectors: Sequence[Any],
+    where: str,
+    named: str,
+    inputs: DraInputs,
+    obj: str,
+    request_path: str = "",
+) -> DeviceKind:
+    """The GRES of a request of class ``cls`` (see the module docstring); InvalidInput at
+    ``where`` naming ``named`` and the reason."""
+    class_obj = inputs.classes.get(cls)
+    prefix = f"{named}: " if named else ""
+    if cls == DRA_CPU:
+        if request_selectors:
+            raise InvalidInput(where, f"{prefix}CEL selectors cannot be expressed to Slurm", obj)
+        return DeviceKind(None, None, ())
+    selectors = compile_selectors(
+        kobj.sequence(class_obj, "spec", "selectors"),
+        where,
+        f"{prefix}DeviceClass {cls!r} spec.selectors",
+        obj,
+    ) + compile_selectors(request_selectors, where, f"{prefix}{request_path}.selectors", obj)
+    configured = inputs.device_class_gres.get(cls)
+    by_gres = {g: p for p, g in inputs.mig_gres().items()}
+    if configured is not None and not request_selectors:
+        return DeviceKind(configured, by_gres.get(configured), selectors)
+    key = (cls, tuple(kobj.text(sel, "cel", "expression") for sel in request_selectors))
+    if inputs.kinds is not None and key in inputs.kinds:
+        return inputs.kinds[key]
+    kind = _resolve(cls, class_obj, selectors, configured, where, prefix, inputs, obj)
+    if inputs.kinds is not None:
+        inputs.kinds[key] = kind
+    return kind
+
+
+def _resolve(
+    cls: str,
+    class_obj: kobj.Obj | None,
+    selectors: tuple[Selector, ...],
+    configured: str | None,
+    where: str,
+    prefix: str,
+    inputs: DraInputs,
+    obj: str,
+) -> DeviceKind:
+    """What the devices ``selectors`` match in the cluster's slices ask Slurm for."""
+    driver = class_driver(cls, class_obj)
+    profiles: set[str] = set()
+    whole = 0
+    for s in inputs.slices:
+        if kobj.text(s, "spec", "driver") != driver:
+            continue
+        for d in kobj.sequence(s, "spec", "devices"):
+            var = device_variable(driver, d)
+            if not matches(selectors, var):
+                continue
+            attrs = var["attributes"][driver]
+            if attrs.get("type") == "mig" and isinstance(attrs.get("profile"), str):
+                profiles.add(attrs["profile"])
+            else:
+                whole += 1
+    if not profiles and not whole:
+        none = (
+            f"no device of the cluster's ResourceSlices matches DeviceClass {cls!r} and the "
+            "request's selectors"
+        )
+        if configured is None:
+            none = f"{none}; {_no_gres(cls)}"
+        raise InvalidInput(where, prefix + none, obj)
+    if profiles and whole:
+        raise InvalidInput(
+            where,
+            f"{prefix}the selectors match both whole GPUs and MIG slices; Slurm is asked for "
+            f'one GRES: select one kind (device.attributes["{driver}"].type == "mig")',
+            obj,
+        )
+    if len(profiles) > 1:
+        raise InvalidInput(
+            where,
+            f"{prefix}the selectors match MIG slices of several profiles "
+            f"({', '.join(sorted(profiles))}); Slurm is asked for one typed GRES: select one "
+            f'profile (device.attributes["{driver}"].profile == "...")',
+            obj,
+        )
+    if profiles:
+        (profile,) = profiles
+        gres = inputs.mig_gres().get(profile)
+        if gres is None:
+            raise InvalidInput(
+                where,
+                f"{prefix}MIG profile {profile!r} has no Slurm GRES: add "
+                f"'{MIG_RESOURCE_PREFIX}{profile}: gpu:{profile}' to scheduler.gresMapping",
+                obj,
+            )
+        return DeviceKind(gres, profile, selectors)
+    if configured is None:
+        raise InvalidInput(where, prefix + _no_gres(cls), obj)
+    return DeviceKind(configured, None, selectors)
 
 
 def _extended_names(inputs: DraInputs) -> dict[str, str]:
@@ -144,30 +289,27 @@ def _extended_requests(pod: kobj.Obj, inputs: DraInputs, obj: str) -> list[Devic
                 if resource.startswith(EXTENDED_PREFIX)
                 else by_name[resource]
             )
-            gres = _gres_of(cls, inputs)
-            if cls != DRA_CPU and gres is None:
-                raise InvalidInput(
-                    f"spec.{kind}[{pos}].resources.requests.{resource}",
-                    f"DeviceClass {cls!r} has no Slurm GRES: add it to scheduler.deviceClassGres",
-                    obj,
-                )
+            dk = device_kind(
+                cls, (), f"spec.{kind}[{pos}].resources.requests.{resource}", "", inputs, obj
+            )
             out.append(
                 DeviceRequest(
                     claim=None,
                     request=f"container-{i}-request-{j}",
                     device_class=cls,
                     driver=class_driver(cls, inputs.classes.get(cls)),
-                    gres=gres,
+                    gres=dk.gres,
                     count=n,
                     container=kobj.text(c, "name"),
                     resource=resource,
+                    profile=dk.profile,
+                    selectors=dk.selectors,
                 )
             )
     return out
 
 
 _UNSUPPORTED_EXACTLY = {
-    "selectors": "CEL selectors cannot be expressed to Slurm",
     "adminAccess": "admin access is not supported by the bridge",
     "capacity": "capacity requests cannot be expressed to Slurm",
     "tolerations": "device tolerations are not supported by the bridge",
@@ -211,7 +353,7 @@ def _claim_requests(pod: kobj.Obj, inputs: DraInputs, obj: str) -> list[DeviceRe
             raise InvalidInput(
                 where, f"{named}: device constraints cannot be expressed to Slurm", obj
             )
-        for r in kobj.sequence(spec, "devices", "requests"):
+        for k, r in enumerate(kobj.sequence(spec, "devices", "requests")):
             req = kobj.text(r, "name")
             rnamed = f'{named}, request "{req}"'
             if kobj.get(r, "firstAvailable") is not None:
@@ -234,14 +376,15 @@ def _claim_requests(pod: kobj.Obj, inputs: DraInputs, obj: str) -> list[DeviceRe
                     obj,
                 )
             cls = str(exactly.get("deviceClassName") or "")
-            gres = _gres_of(cls, inputs)
-            if cls != DRA_CPU and gres is None:
-                raise InvalidInput(
-                    where,
-                    f"{rnamed}: DeviceClass {cls!r} has no Slurm GRES: add it to "
-                    "scheduler.deviceClassGres",
-                    obj,
-                )
+            dk = device_kind(
+                cls,
+                kobj.sequence(exactly, "selectors"),
+                where,
+                rnamed,
+                inputs,
+                obj,
+                f"spec.devices.requests[{k}].exactly",
+            )
             count = exactly.get("count", 1)
             if not isinstance(count, int) or count < 1:
                 raise InvalidInput(where, f"{rnamed}: count must be a positive integer", obj)
@@ -253,8 +396,10 @@ def _claim_requests(pod: kobj.Obj, inputs: DraInputs, obj: str) -> list[DeviceRe
                     request=req,
                     device_class=cls,
                     driver=class_driver(cls, inputs.classes.get(cls)),
-                    gres=gres,
+                    gres=dk.gres,
                     count=count,
+                    profile=dk.profile,
+                    selectors=dk.selectors,
                 )
             )
     return out

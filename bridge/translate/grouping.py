@@ -6,6 +6,9 @@ One adapter per workload kind, tried in this order (the first that claims the po
 kind               how a pod is recognised                             group name
 =================  ==================================================  =====================
 PodGroup           label ``scheduling.x-k8s.io/pod-group``             the PodGroup's name
+Workload           ``spec.schedulingGroup.podGroupName`` names a       the Workload's name
+                   built-in PodGroup made from a Workload of several
+                   podGroupTemplates (``workloads`` maps it)
 WorkloadPodGroup   ``spec.schedulingGroup.podGroupName``               the PodGroup's name
 LeaderWorkerSet    labels ``leaderworkerset.sigs.k8s.io/name`` +       ``<lws>-<groupIndex>``
                    ``group-index``
@@ -16,6 +19,10 @@ Job                controller owner is a batch/v1 Job with             the Job's
                    not known) and ``scheduler.gangBatchJobs``
 Pod                anything else (one Slurm job per pod)               the pod's name
 =================  ==================================================  =====================
+
+``workloads`` maps a built-in PodGroup's name -> the name of the Workload whose PodGroups
+make one gang (:func:`gang_workload` decides it from the two objects, which the caller
+reads); a pod of any other built-in PodGroup is that PodGroup's gang.
 
 ``owners`` maps uid -> owner object (Job, JobSet, StatefulSet, LWS, leader pod ...) for
 whatever the caller could read; the controller chain is walked through it to the root.
@@ -46,6 +53,7 @@ from bridge.wellknown import (
     API_JOBSET,
     API_LWS,
     API_POD_GROUP,
+    API_WORKLOAD,
     API_WORKLOAD_POD_GROUP,
     LABEL_JOB_COMPLETION_INDEX,
     LABEL_JOBSET_JOB_INDEX,
@@ -167,8 +175,50 @@ def _job_parallelism(job_spec: Any) -> int:
     return parallelism if completions is None else min(parallelism, completions)
 
 
+def podgroup_name(pod: Mapping[str, Any]) -> str:
+    """The built-in PodGroup a pod names (``spec.schedulingGroup.podGroupName``), or ""."""
+    return kobj.text(pod, "spec", "schedulingGroup", "podGroupName")
+
+
+def workload_ref(podgroup: Mapping[str, Any] | None) -> tuple[str, str]:
+    """The (Workload, podGroupTemplate) a built-in PodGroup was made from, ("", "") when
+    none: ``spec.podGroupTemplateRef.workload`` in 1.36's v1alpha2 (``workloadName``,
+    ``podGroupTemplateName``), ``spec.workloadRef`` (``workloadName``, ``templateName``)
+    in the later versions."""
+    if podgroup is None:
+        return "", ""
+    spec = kobj.get(podgroup, "spec")
+    if name := kobj.text(spec, "podGroupTemplateRef", "workload", "workloadName"):
+        return name, kobj.text(spec, "podGroupTemplateRef", "workload", "podGroupTemplateName")
+    return kobj.text(spec, "workloadRef", "workloadName"), kobj.text(
+        spec, "workloadRef", "templateName"
+    )
+
+
+def workload_templates(workload: Mapping[str, Any] | None) -> list[str]:
+    """The names of a built-in Workload's ``spec.podGroupTemplates``, in spec order."""
+    return [kobj.text(t, "name") for t in kobj.sequence(workload, "spec", "podGroupTemplates")]
+
+
+def gang_workload(podgroup: Mapping[str, Any] | None, workload: Mapping[str, Any] | None) -> str:
+    """The Workload whose PodGroups make ONE gang with ``podgroup``'s pods, or "": a
+    Workload of several ``podGroupTemplates`` that names the template ``podgroup`` was
+    made from. A Workload of one template keeps each of its PodGroups a gang of its own
+    (the PodGroups of one template are replicas, placed independently)."""
+    name, template = workload_ref(podgroup)
+    if not name or workload is None or kobj.name(workload) != name:
+        return ""
+    if kobj.namespace(workload) != kobj.namespace(podgroup or {}):
+        return ""
+    templates = workload_templates(workload)
+    return name if len(templates) > 1 and template in templates else ""
+
+
 def group_of(
-    pod: Mapping[str, Any], owners: Owners, settings: TranslateSettings | None = None
+    pod: Mapping[str, Any],
+    owners: Owners,
+    settings: TranslateSettings | None = None,
+    workloads: Mapping[str, str] | None = None,
 ) -> GroupRef:
     """The group a pod belongs to (see the module table)."""
     s = settings or TranslateSettings()
@@ -180,7 +230,10 @@ def group_of(
         src = ObjectRef(api_version=API_POD_GROUP, kind="PodGroup", namespace=ns, name=pod_group)
         return GroupRef(kind="PodGroup", namespace=ns, name=pod_group, source=src)
 
-    if wpg := kobj.text(pod, "spec", "schedulingGroup", "podGroupName"):
+    if wpg := podgroup_name(pod):
+        if wl := (workloads or {}).get(wpg):
+            src = ObjectRef(api_version=API_WORKLOAD, kind="Workload", namespace=ns, name=wl)
+            return GroupRef(kind="Workload", namespace=ns, name=wl, source=src)
         src = ObjectRef(api_version=API_WORKLOAD_POD_GROUP, kind="PodGroup", namespace=ns, name=wpg)
         return GroupRef(kind="WorkloadPodGroup", namespace=ns, name=wpg, source=src)
 
@@ -258,11 +311,17 @@ def check_source(
                 )
 
 
-def missing_source(ref: GroupRef, pods: Sequence[Mapping[str, Any]]) -> str:
-    """Why a group whose object does not exist waits, naming the field that names it."""
+def missing_source(ref: GroupRef, pods: Sequence[Mapping[str, Any]], workload: str = "") -> str:
+    """Why a group whose object does not exist waits, naming the field that names it;
+    ``workload``: the Workload a built-in PodGroup names, which does not exist (yet)."""
     src = ref.source
     if src is None:
         return ""
+    if workload:
+        return (
+            f"waiting for Workload {src.namespace}/{workload} (spec.podGroupTemplateRef."
+            f"workload.workloadName of PodGroup {src.namespace}/{src.name}): it does not exist"
+        )
     field = {
         "PodGroup": f"metadata.labels[{LABEL_POD_GROUP}]",
         "WorkloadPodGroup": "spec.schedulingGroup.podGroupName",
@@ -275,13 +334,52 @@ def missing_source(ref: GroupRef, pods: Sequence[Mapping[str, Any]]) -> str:
     )
 
 
+def _min_count(podgroup_spec: Any) -> int:
+    """A built-in PodGroup's gang size: ``schedulingPolicy.gang.minCount`` (1 for a
+    ``basic`` policy)."""
+    for path in (("schedulingPolicy", "gang", "minCount"), ("policy", "gang", "minCount")):
+        n = kobj.integer(podgroup_spec, *path)
+        if n is not None and n > 0:
+            return n
+    return 1
+
+
+def workload_podgroups(
+    workload: Mapping[str, Any] | None, pod_groups: Sequence[Mapping[str, Any]]
+) -> list[Mapping[str, Any]]:
+    """The PodGroups of ``pod_groups`` that are ``workload``'s gang (:func:`gang_workload`),
+    in the order of their templates in the Workload, then by name."""
+    templates = workload_templates(workload)
+    mine = [pg for pg in pod_groups if gang_workload(pg, workload)]
+    return sorted(mine, key=lambda pg: (templates.index(workload_ref(pg)[1]), kobj.name(pg)))
+
+
+def _workload_size(
+    workload: Mapping[str, Any] | None, pod_groups: Sequence[Mapping[str, Any]]
+) -> int | None:
+    """Every PodGroup's minCount, and at least one pod for each template no PodGroup was
+    made from yet: the gang never starts before every part of the Workload is there."""
+    if workload is None:
+        return None
+    mine = workload_podgroups(workload, pod_groups)
+    made = {workload_ref(pg)[1] for pg in mine}
+    missing = sum(1 for t in workload_templates(workload) if t not in made)
+    return sum(_min_count(kobj.get(pg, "spec")) for pg in mine) + missing
+
+
 def expected_size(
-    ref: GroupRef, group_object: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]]
+    ref: GroupRef,
+    group_object: Mapping[str, Any] | None,
+    pods: Sequence[Mapping[str, Any]],
+    pod_groups: Sequence[Mapping[str, Any]] = (),
 ) -> int | None:
     """How many pods the group needs before it can be submitted; None = not known yet
-    (the group object has not been read or does not exist)."""
+    (the group object has not been read or does not exist). ``pod_groups``: the built-in
+    PodGroups of the group's namespace, read for a Workload gang only."""
     if ref.kind == "Pod":
         return 1
+    if ref.kind == "Workload":
+        return _workload_size(group_object, pod_groups)
     if ref.kind == "LeaderWorkerSet":
         size = kobj.integer(group_object, "spec", "leaderWorkerTemplate", "size")
         if size is None:
@@ -296,11 +394,7 @@ def expected_size(
         n = kobj.integer(spec, "minMember")
         return n if n is not None and n > 0 else 1
     if ref.kind == "WorkloadPodGroup":
-        for path in (("schedulingPolicy", "gang", "minCount"), ("policy", "gang", "minCount")):
-            n = kobj.integer(spec, *path)
-            if n is not None and n > 0:
-                return n
-        return 1
+        return _min_count(spec)
     if ref.kind == "Job":
         return _job_parallelism(spec)
     # JobSet: replicas x pods per Job, over the (selected) replicated jobs.
@@ -315,9 +409,12 @@ def expected_size(
 
 
 def is_complete(
-    ref: GroupRef, group_object: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]]
+    ref: GroupRef,
+    group_object: Mapping[str, Any] | None,
+    pods: Sequence[Mapping[str, Any]],
+    pod_groups: Sequence[Mapping[str, Any]] = (),
 ) -> bool:
-    size = expected_size(ref, group_object, pods)
+    size = expected_size(ref, group_object, pods, pod_groups)
     return size is not None and len(pods) >= size
 
 
@@ -330,11 +427,23 @@ def _completion_index(pod: Mapping[str, Any]) -> int:
 
 
 def order_pods(
-    ref: GroupRef, group_object: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]]
+    ref: GroupRef,
+    group_object: Mapping[str, Any] | None,
+    pods: Sequence[Mapping[str, Any]],
+    pod_groups: Sequence[Mapping[str, Any]] = (),
 ) -> list[Mapping[str, Any]]:
     """Pods in a deterministic order: LWS leader first then worker index; Job by
     completion index; JobSet by replicated job (spec order), job index, completion
-    index; otherwise by name. Ties break on the pod name."""
+    index; a Workload by its PodGroups (:func:`workload_podgroups`), then by name;
+    otherwise by name. Ties break on the pod name."""
+    if ref.kind == "Workload":
+        rank = {
+            kobj.name(pg): i for i, pg in enumerate(workload_podgroups(group_object, pod_groups))
+        }
+        return sorted(
+            pods,
+            key=lambda p: (rank.get(podgroup_name(p), len(rank)), podgroup_name(p), kobj.name(p)),
+        )
     if ref.kind == "LeaderWorkerSet":
         return sorted(
             pods,

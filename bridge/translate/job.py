@@ -25,6 +25,7 @@ from bridge.translate.grouping import (
     GroupRef,
     check_source,
     expected_size,
+    gang_workload,
     group_of,
     order_pods,
 )
@@ -79,8 +80,13 @@ class _OneMore(Mapping[str, Obj]):
         return len(self._rest) + (self._key not in self._rest)
 
 
-def _group_of_all(pods: Sequence[Obj], owners: Mapping[str, Obj], s: TranslateSettings) -> GroupRef:
-    refs = [group_of(p, owners, s) for p in pods]
+def _group_of_all(
+    pods: Sequence[Obj],
+    owners: Mapping[str, Obj],
+    s: TranslateSettings,
+    workloads: Mapping[str, str],
+) -> GroupRef:
+    refs = [group_of(p, owners, s, workloads) for p in pods]
     first = refs[0]
     for pod, ref in zip(pods, refs, strict=True):
         if ref.key != first.key:
@@ -98,6 +104,7 @@ _NAME_FIELD: Mapping[str, str] = {
     "Pod": "metadata.name",
     "PodGroup": f"metadata.labels[{LABEL_POD_GROUP}]",
     "WorkloadPodGroup": "spec.schedulingGroup.podGroupName",
+    "Workload": "spec.podGroupTemplateRef.workload.workloadName",
     "LeaderWorkerSet": f"metadata.labels[{LABEL_LWS_NAME}]",
     "JobSet": f"metadata.labels[{LABEL_JOBSET_NAME}]",
     "Job": "metadata.ownerReferences.name",
@@ -215,6 +222,13 @@ def with_devices(pod: Obj, own: PodResources, dra: DraInputs | None) -> PodResou
     gres = dict(own.gres)
     for name, n in devices.gres.items():
         gres[name] = gres.get(name, 0) + n
+    for r in devices.extended:
+        # a name both the GRES table and a DeviceClass's extendedResourceName know
+        # (nvidia.com/mig-1g.10gb): the DRA form owns it, the pod's own GRES drop it
+        if r.gres is not None and dra.gres_mapping.get(r.resource) == r.gres:
+            gres[r.gres] -= r.count
+            if gres[r.gres] <= 0:
+                del gres[r.gres]
     return PodResources(cpus=max(own.cpus, devices.cpus), memory_mib=own.memory_mib, gres=gres)
 
 
@@ -227,6 +241,7 @@ def translate_group(
     owners: Mapping[str, Obj] | None = None,
     dra: DraInputs | None = None,
     policy: ResolvedPolicy | None = None,
+    pod_groups: Sequence[Obj] = (),
 ) -> JobSpec | Waiting:
     """One Slurm placeholder job for a group of pods, or :class:`Waiting` when the group
     is not complete. Raises InvalidInput naming the object, field and reason.
@@ -238,24 +253,27 @@ def translate_group(
     the DeviceClasses, claims and templates a pod's DRA requests name (see
     :mod:`bridge.translate.dra`): their CPUs and GRES join the pod's own; ``policy`` the
     namespace's Slurm identity and limits (:mod:`bridge.translate.policy`), enforced on
-    the merged annotations (None: none, for tools and tests).
+    the merged annotations (None: none, for tools and tests); ``pod_groups`` the built-in
+    PodGroups of the namespace when ``group_object`` is a built-in Workload: those made
+    from its templates are one gang, a component each (docs/hetjob.md).
     """
     if not pods:
         raise InvalidInput("pods", "a group needs at least one pod")
     lookup: Mapping[str, Obj] = owners if owners is not None else {}
     if group_object is not None and kobj.uid(group_object):
         lookup = _OneMore(kobj.uid(group_object), group_object, lookup)
-    ref = _group_of_all(pods, lookup, settings)
+    workloads = {kobj.name(pg): gang_workload(pg, group_object) for pg in pod_groups}
+    ref = _group_of_all(pods, lookup, settings, {k: v for k, v in workloads.items() if v})
     check_source(ref, group_object, pods)
     group = ref.group_id(group_object)
     where = f"{ref.kind} {ref.namespace}/{ref.name}"
-    size = expected_size(ref, group_object, pods)
+    size = expected_size(ref, group_object, pods, pod_groups)
     if size is not None and size < 1:
         field = "spec.leaderWorkerTemplate.size" if ref.kind == "LeaderWorkerSet" else "size"
         raise InvalidInput(field, f"a group needs at least 1 pod, got size {size}", where)
     if size is None or len(pods) < size:
         return Waiting(group=group, have=len(pods), want=size)
-    ordered = order_pods(ref, group_object, pods)
+    ordered = order_pods(ref, group_object, pods, pod_groups)
     keys = [kobj.pod_key(p) for p in ordered]
     _check_group_text(group, keys, where)
     opts = _options(ordered, group_object)

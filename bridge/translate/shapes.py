@@ -10,7 +10,7 @@ A gang of one shape is one plain Slurm job. A gang of several becomes one hetero
 job, one component per group of members, in this order of precedence:
 
 1. the workload's own parts: a JobSet's replicatedJobs, an LWS group's leader and its
-   workers;
+   workers, a built-in Workload's PodGroups;
 2. otherwise the members grouped by identical shape (PodGroup, Job, built-in PodGroup).
 
 Components come in rank order (the order of their first member) and keep their members
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bridge.translate import kobj
-from bridge.translate.grouping import GroupRef
+from bridge.translate.grouping import GroupRef, podgroup_name
 from bridge.translate.placement import placement_key
 from bridge.translate.resources import PodResources
 from bridge.wellknown import LABEL_JOBSET_REPLICATED_JOB, LABEL_LWS_WORKER_INDEX
@@ -51,6 +51,8 @@ def _part_of(ref: GroupRef, pod: Mapping[str, Any]) -> str | None:
     labels = kobj.labels(pod)
     if ref.kind == "JobSet" and ref.replicated_job is None:
         return labels.get(LABEL_JOBSET_REPLICATED_JOB)
+    if ref.kind == "Workload":
+        return podgroup_name(pod) or None
     if ref.kind == "LeaderWorkerSet":
         return "leader" if labels.get(LABEL_LWS_WORKER_INDEX, "0") == "0" else "workers"
     return None

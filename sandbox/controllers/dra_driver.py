@@ -12,7 +12,8 @@ every profile is a device ``gpu-<i>-mig-<profile without dots>-<profileID>-<star
 (attributes ``type: mig``, ``profile``, ``parentUUID``, ``parentIndex``, ``placement``)
 consuming its share and its memory slices. As a real 1.36 API server requires, the
 counter sets are in their own ResourceSlice of the pool (``sharedCounters`` and
-``devices`` never share a slice; ``resourceSliceCount: 2``). The DeviceClasses
+``devices`` never share a slice; at most 64 devices and 8 counter sets a slice, so a node
+of up to four GPUs has ``resourceSliceCount: 2``). The DeviceClasses
 ``gpu.nvidia.com`` and ``mig.nvidia.com`` select ``type == "gpu"`` and ``"mig"``.
 
 The CPU layout follows the Slurm sandbox's nodes: ``CPUs=N`` only, so Slurm counts N
@@ -32,6 +33,8 @@ Obj = dict[str, Any]
 
 
 MIG_CLASS = "mig.nvidia.com"
+DEVICES_WITH_COUNTERS_MAX = 64  # resource.k8s.io/v1: devices per slice when any consumes counters
+COUNTER_SETS_MAX = 8  # counter sets per slice
 
 
 def _class(name: str, expression: str, extended: str | None = None) -> Obj:
@@ -257,7 +260,21 @@ def mig_slices(
                         ],
                     }
                 )
-    counters = _slice(node, GPU_DRIVER, [], count=2, suffix="-counters")
-    del counters["spec"]["devices"]
-    counters["spec"]["sharedCounters"] = counter_sets
-    return [_slice(node, GPU_DRIVER, devices, count=2), counters]
+    # a slice holds at most 64 devices that consume counters, and 8 counter sets
+    step = DEVICES_WITH_COUNTERS_MAX
+    chunks = [devices[i : i + step] for i in range(0, len(devices), step)]
+    sets = [
+        counter_sets[i : i + COUNTER_SETS_MAX]
+        for i in range(0, len(counter_sets), COUNTER_SETS_MAX)
+    ]
+    count = len(chunks) + len(sets)
+    out = [
+        _slice(node, GPU_DRIVER, chunk, count=count, suffix=f"-{k}" if k else "")
+        for k, chunk in enumerate(chunks)
+    ]
+    for k, part in enumerate(sets):
+        counters = _slice(node, GPU_DRIVER, [], count=count, suffix=f"-counters{k or ''}")
+        del counters["spec"]["devices"]
+        counters["spec"]["sharedCounters"] = part
+        out.append(counters)
+    return out

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sandbox.kubeapi.errors import ApiError, invalid
+from sandbox.kubeapi.errors import ApiError, check_dns_label, check_max_items, invalid
 from sandbox.kubeapi.identity import service_account
 from sandbox.kubeapi.store import Obj
 
@@ -50,25 +50,13 @@ COUNTERS_PER_CONSUMPTION_MAX = 32
 ATTRIBUTES_AND_CAPACITIES_MAX = 32
 _QUANTITY = re.compile(r"^[+]?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+|[KMGTPE]i|[numkMGTPE])?$")
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-
 
 def _bad(kind: str, obj: Obj, field: str, reason: str) -> ApiError:
     return invalid(kind, str(obj["metadata"].get("name", "")), field, reason, GROUP)
 
 
 def _label(kind: str, obj: Obj, field: str, value: Any) -> None:
-    if not isinstance(value, str) or not value:
-        raise _bad(kind, obj, field, "Required value")
-    if len(value) > 63 or not _DNS_LABEL.match(value):
-        raise _bad(
-            kind,
-            obj,
-            field,
-            f'Invalid value: "{value}": a lowercase RFC 1123 label must consist of lower case '
-            "alphanumeric characters or '-', and must start and end with an alphanumeric "
-            "character",
-        )
+    check_dns_label(kind, obj, field, value, GROUP)
 
 
 def default_claim_spec(kind: str, obj: Obj, spec: Any, path: str) -> None:
@@ -185,13 +173,7 @@ def validate_slice(obj: Obj) -> None:
     limit = DEVICES_PER_SLICE_MAX
     if any((d or {}).get("consumesCounters") or (d or {}).get("taints") for d in devices):
         limit = DEVICES_WITH_COUNTERS_MAX
-    if len(devices) > limit:
-        raise _bad(
-            "ResourceSlice",
-            obj,
-            "spec.devices",
-            f"Too many: {len(devices)}: must have at most {limit} items",
-        )
+    check_max_items("ResourceSlice", obj, "spec.devices", devices, limit, GROUP)
     names: set[str] = set()
     for i, d in enumerate(devices):
         _label("ResourceSlice", obj, f"spec.devices[{i}].name", (d or {}).get("name"))
@@ -228,27 +210,30 @@ def _counters(obj: Obj, counters: Any, where: str, most: int) -> None:
             )
 
 
-def _validate_counter_sets(obj: Obj, sets: Any) -> None:
-    if sets is None:
+def _counter_list(obj: Obj, items: Any, path: str, key: str, most: int, counters_most: int) -> None:
+    """``sharedCounters`` (``key`` ``name``) or a device's ``consumesCounters`` (``key``
+    ``counterSet``): a list of at most ``most``, each a unique DNS label under ``key`` with
+    1 to ``counters_most`` counters."""
+    if items is None:
         return
-    where = "spec.sharedCounters"
-    if not isinstance(sets, list):
-        raise _bad("ResourceSlice", obj, where, "Invalid value: must be a list")
-    if len(sets) > COUNTER_SETS_MAX:
+    if not isinstance(items, list):
+        raise _bad("ResourceSlice", obj, path, "Invalid value: must be a list")
+    if len(items) > most:
         raise _bad(
-            "ResourceSlice",
-            obj,
-            where,
-            f"Too many: {len(sets)}: must have at most {COUNTER_SETS_MAX} items",
+            "ResourceSlice", obj, path, f"Too many: {len(items)}: must have at most {most} items"
         )
     seen: set[str] = set()
-    for i, cs in enumerate(sets):
-        name = (cs or {}).get("name") if isinstance(cs, dict) else None
-        _label("ResourceSlice", obj, f"{where}[{i}].name", name)
+    for i, item in enumerate(items):
+        name = item.get(key) if isinstance(item, dict) else None
+        _label("ResourceSlice", obj, f"{path}[{i}].{key}", name)
         if name in seen:
-            raise _bad("ResourceSlice", obj, f"{where}[{i}].name", f'Duplicate value: "{name}"')
+            raise _bad("ResourceSlice", obj, f"{path}[{i}].{key}", f'Duplicate value: "{name}"')
         seen.add(str(name))
-        _counters(obj, cs.get("counters"), f"{where}[{i}].counters", COUNTERS_PER_SET_MAX)
+        _counters(obj, item.get("counters"), f"{path}[{i}].counters", counters_most)
+
+
+def _validate_counter_sets(obj: Obj, sets: Any) -> None:
+    _counter_list(obj, sets, "spec.sharedCounters", "name", COUNTER_SETS_MAX, COUNTERS_PER_SET_MAX)
 
 
 def _validate_device(obj: Obj, d: Obj, where: str) -> None:
@@ -261,29 +246,14 @@ def _validate_device(obj: Obj, d: Obj, where: str) -> None:
             f"Invalid value: {n}: the total number of attributes and capacities must not "
             f"exceed {ATTRIBUTES_AND_CAPACITIES_MAX}",
         )
-    consumes = d.get("consumesCounters")
-    if consumes is None:
-        return
-    path = f"{where}.consumesCounters"
-    if not isinstance(consumes, list):
-        raise _bad("ResourceSlice", obj, path, "Invalid value: must be a list")
-    if len(consumes) > CONSUMPTIONS_PER_DEVICE_MAX:
-        raise _bad(
-            "ResourceSlice",
-            obj,
-            path,
-            f"Too many: {len(consumes)}: must have at most {CONSUMPTIONS_PER_DEVICE_MAX} items",
-        )
-    seen: set[str] = set()
-    for j, c in enumerate(consumes):
-        cset = (c or {}).get("counterSet") if isinstance(c, dict) else None
-        _label("ResourceSlice", obj, f"{path}[{j}].counterSet", cset)
-        if cset in seen:
-            raise _bad(
-                "ResourceSlice", obj, f"{path}[{j}].counterSet", f'Duplicate value: "{cset}"'
-            )
-        seen.add(str(cset))
-        _counters(obj, c.get("counters"), f"{path}[{j}].counters", COUNTERS_PER_CONSUMPTION_MAX)
+    _counter_list(
+        obj,
+        d.get("consumesCounters"),
+        f"{where}.consumesCounters",
+        "counterSet",
+        CONSUMPTIONS_PER_DEVICE_MAX,
+        COUNTERS_PER_CONSUMPTION_MAX,
+    )
 
 
 def check_update(key: tuple[str, str], old: Obj, new: Obj, subresource: str) -> None:

@@ -6,7 +6,10 @@ same ``reason`` and ``code`` a real kube-apiserver sends.
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 class ApiError(Exception):
@@ -84,6 +87,34 @@ def invalid(kind: str, name: str, field: str, reason: str, group: str = "") -> A
             "causes": [{"reason": "FieldValueInvalid", "message": reason, "field": field}],
         },
     )
+
+
+def check_dns_label(kind: str, obj: dict[str, Any], field: str, value: Any, group: str) -> None:
+    """``value`` (at ``field`` of ``obj``) is a DNS label (RFC 1123), else 422 as
+    kube-apiserver words it (``Required value`` when empty)."""
+    name = str((obj.get("metadata") or {}).get("name", ""))
+    if not isinstance(value, str) or not value:
+        raise invalid(kind, name, field, "Required value", group)
+    if len(value) > 63 or not _DNS_LABEL.match(value):
+        raise invalid(
+            kind,
+            name,
+            field,
+            f'Invalid value: "{value}": a lowercase RFC 1123 label must consist of lower case '
+            "alphanumeric characters or '-', and must start and end with an alphanumeric "
+            "character",
+            group,
+        )
+
+
+def check_max_items(
+    kind: str, obj: dict[str, Any], field: str, items: list[Any], most: int, group: str
+) -> None:
+    """At most ``most`` ``items`` at ``field`` of ``obj``, else 422 as kube-apiserver words it."""
+    if len(items) > most:
+        name = str((obj.get("metadata") or {}).get("name", ""))
+        reason = f"Too many: {len(items)}: must have at most {most} items"
+        raise invalid(kind, name, field, reason, group)
 
 
 def invalid_fields(

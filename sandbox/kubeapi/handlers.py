@@ -311,6 +311,8 @@ class Handlers:
                             q.get("includeObject", "Metadata"),
                         )
                     )
+                if tables.wants_metadata_list(accept):
+                    return json_response(tables.metadata_list(lst))
                 return json_response(lst)
             if m == "POST":
                 obj = await self.writes.create(

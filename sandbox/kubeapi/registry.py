@@ -309,10 +309,9 @@ BUILTINS: tuple[ResourceDef, ...] = (
         categories=("api-extensions",),
     ),
     # the built-in Workload API of Kubernetes 1.36 (feature gate GenericWorkload, served
-    # at scheduling.k8s.io/v1alpha2; 1.37 plans v1beta1 and drops v1alpha2)
-    ResourceDef(
-        "scheduling.k8s.io", "v1alpha2", "workloads", "Workload", True, subresources=("status",)
-    ),
+    # at scheduling.k8s.io/v1alpha2; 1.37 plans v1beta1 and drops v1alpha2). A Workload
+    # has no status; a PodGroup's is written through /status (sandbox.kubeapi.workload_types)
+    ResourceDef("scheduling.k8s.io", "v1alpha2", "workloads", "Workload", True),
     ResourceDef(
         "scheduling.k8s.io", "v1alpha2", "podgroups", "PodGroup", True, subresources=("status",)
     ),

@@ -1,5 +1,6 @@
-"""meta.k8s.io/v1 Table output, what ``kubectl get`` asks for
-(``Accept: application/json;as=Table;v=v1;g=meta.k8s.io``)."""
+"""meta.k8s.io/v1 forms of a list: Table output, what ``kubectl get`` asks for
+(``Accept: application/json;as=Table;v=v1;g=meta.k8s.io``), and PartialObjectMetadataList,
+what client-go's metadata informers ask for (``as=PartialObjectMetadataList``)."""
 
 from __future__ import annotations
 
@@ -171,10 +172,38 @@ def table(
 
 def wants_table(accept: str) -> bool:
     """True when the first acceptable media type is a meta.k8s.io Table."""
+    return _wants(accept, "Table")
+
+
+def wants_metadata_list(accept: str) -> bool:
+    """True when the first acceptable media type is a meta.k8s.io PartialObjectMetadataList
+    (client-go's metadata informers: the objects' metadata only)."""
+    return _wants(accept, "PartialObjectMetadataList")
+
+
+def _wants(accept: str, kind: str) -> bool:
     for part in accept.split(","):
         params = {p.strip() for p in part.split(";")[1:]}
-        if "as=Table" in params and "g=meta.k8s.io" in params:
+        if f"as={kind}" in params and "g=meta.k8s.io" in params:
             return True
         if part.strip().startswith("application/json") and "as=" not in part:
             return False
     return False
+
+
+def metadata_list(lst: Obj) -> Obj:
+    """A list answer as kube-apiserver's PartialObjectMetadataList: each item's metadata
+    only, with the list's own metadata (resourceVersion, continue)."""
+    return {
+        "kind": "PartialObjectMetadataList",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": lst["metadata"],
+        "items": [
+            {
+                "kind": "PartialObjectMetadata",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": o.get("metadata") or {},
+            }
+            for o in lst["items"]
+        ],
+    }

@@ -16,7 +16,7 @@ from typing import Any
 
 from bridge.clock import Clock
 from bridge.fastjson import clone
-from sandbox.kubeapi import admission_plugins, dra_types
+from sandbox.kubeapi import admission_plugins, dra_types, workload_types
 from sandbox.kubeapi.errors import (
     ApiError,
     already_exists,
@@ -354,6 +354,8 @@ class ObjectApi:
             obj.pop("status", None)
         elif rd.group == dra_types.GROUP:
             dra_types.admit_create(rd.key, obj)
+        elif rd.key in workload_types.KEYS:
+            workload_types.admit_create(rd.key, obj)
         elif rd.custom:
             if "status" in rd.subresources:
                 obj.pop("status", None)  # a status subresource: status is not set on create
@@ -591,6 +593,8 @@ class ObjectApi:
             admission_plugins.validate_lease(new)
         if rd.group == dra_types.GROUP:
             dra_types.check_update(rd.key, old, new, subresource)
+        if rd.key in workload_types.KEYS:
+            workload_types.check_update(rd.key, old, new, subresource)
         if rd.key == POD_KEY and subresource == "status":
             dra_types.validate_pod_status(new)
         if rd.key in _WEBHOOK_KEYS:

@@ -64,7 +64,7 @@ from bridge.wellknown import LABEL_JOB_ID, LABEL_POD_GROUP, slurmjob_annotation
 from sandbox.cluster import SandboxCluster
 from sandbox.slurm.launcher import ENV_FILE
 from tests.bench.mig_fit import add_mig_args, run_mig
-from tests.bench.topology import cli, scheduler_for
+from tests.bench.topology import cli, gang_bench_parser, scheduler_for
 from tests.integration.bridge_harness import Sandboxes
 from tests.integration.conftest import SlurmSandbox, load_sandbox, make_client
 from tests.topology_sandbox import own_sandbox
@@ -320,13 +320,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m tests.bench.fit", description=__doc__)
-    ap.add_argument("--gangs", type=int, default=120, help="gangs per mode (kinds in turn)")
-    ap.add_argument("--in-flight", type=int, default=6, help="gangs at once")
-    ap.add_argument("--hold", type=float, default=1.0, help="max seconds a bound gang holds")
+    ap = gang_bench_parser(
+        "tests.bench.fit",
+        __doc__,
+        gangs=(120, "gangs per mode (kinds in turn)"),
+        in_flight=6,
+        hold=1.0,
+        seed=32,
+    )
     ap.add_argument("--cpu-nodes", type=int, default=2, help="CPU-only external nodes added")
-    ap.add_argument("--seed", type=int, default=32)
-    ap.add_argument("--limit", type=float, default=300.0, help="give up on a gang after (s)")
     add_mig_args(ap)
     return ap
 

@@ -6,7 +6,7 @@ slurm up --external-nodes 5000``) and its job table holds at least ``--finished`
 jobs (cancelled fillers, added here when missing); the sandbox API server (in this
 process, so every write is counted where it is stored) holds the matching Ready Nodes.
 The scheduler and the controller each run as their own SUBPROCESS (the scheduler as
-``tests.bench.scheduler --role scheduler``, the controller as ``--role controller`` here),
+:mod:`tests.bench.scheduler_child`, the controller as ``--role controller`` here),
 both reporting their CPU time and slurmrestd requests every 0.2 s.
 
 Phases:
@@ -23,9 +23,13 @@ Phases:
    active; one more pod is created; ``restart_ready_s`` = new process started -> that pod
    bound (it was in the restarted scheduler's initial pod list, so it waits for the
    start-up sweep of Slurm's job table); ``restart_new_pod_ready_s``: the same for a pod
-   created once the restarted scheduler has listed the pods (``restart_listed_s``). Then
-   the controller is killed and restarted: ``controller_restart_resync_s`` = started ->
-   its first full resync (dangling-job sweep + every key queued) done.
+   created once the restarted scheduler has listed the pods (``restart_listed_s``).
+   ``--restarts N``: N restarts on the same pods and jobs, each with a probe of its own
+   (``restarts``: each one's timings and, with ``--logs``, its sweep's; medians per side);
+   ``--base COMMIT``: that commit's scheduler takes every other restart (paired on one
+   state: base new, new base, ...). Then the controller is killed and restarted:
+   ``controller_restart_resync_s`` = started -> its first full resync (dangling-job sweep
+   + every key queued) done.
 
 ``*_rss_peak_mb``: the kernel's high-water mark (VmHWM) of each process, start-up
 included, the largest over both processes of a component.
@@ -44,6 +48,7 @@ import contextlib
 import json
 import os
 import re
+import statistics
 import sys
 import tempfile
 import time
@@ -62,10 +67,11 @@ from controller.runtime import Controller
 from sandbox.cluster import SandboxCluster
 from sandbox.kubeapi import SANDBOX_TOKEN
 from sandbox.kubeapi.faults import LoggedRequest, RequestLog
+from tests.bench.paired import base_tree
 from tests.bench.scheduler import (
+    SCHEDULER_CHILD,
     SHARED,
     Child,
-    CountingSlurmClient,
     Stamps,
     bench_pod,
     cancel_all,
@@ -78,6 +84,7 @@ from tests.bench.scheduler import (
     until,
     wait_child,
 )
+from tests.bench.scheduler_child import CountingSlurmClient
 from tests.bench.slurm_fill import fill_finished_jobs
 from tests.clients import kube_for_host
 from tests.integration.conftest import SlurmSandbox, load_sandbox, make_client
@@ -183,6 +190,45 @@ async def controller_child(config: Path) -> None:
                 task.result()
 
 
+def restart_sides(n: int, paired: bool) -> list[str]:
+    """Which scheduler each of ``n`` restarts runs: this checkout's ("new"), or, paired,
+    base and new alternating in pairs whose order flips (base new, new base, ...), so
+    neither side always comes first."""
+    if not paired:
+        return ["new"] * n
+    pairs = [("base", "new") if i % 2 == 0 else ("new", "base") for i in range(n // 2 + 1)]
+    return [side for pair in pairs for side in pair][:n]
+
+
+def restart_medians(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per side, the median of each timing over its restarts."""
+    out: dict[str, dict[str, float]] = {}
+    for side in sorted({r["side"] for r in rows}):
+        mine = [r for r in rows if r["side"] == side]
+        keys = [k for k, v in mine[0].items() if isinstance(v, int | float)]
+        out[side] = {k: round(statistics.median(r[k] for r in mine if k in r), 2) for k in keys}
+    return out
+
+
+_FIELD = re.compile(r"\b(\w+)=([0-9][0-9.]*)\b")
+
+
+def sweep_of(log: Path) -> dict[str, float]:
+    """What the restarted scheduler's log says of its start-up sweep (its last
+    ``slurm_sweep_done``, JSON or console): ``sweep_s``, the active jobs, the jobs read
+    by id, and when each part of it ended (``sweep_states_s`` ...)."""
+    done = [ln for ln in log.read_text(errors="replace").splitlines() if "slurm_sweep_done" in ln]
+    if not done:
+        return {}
+    line = done[-1]
+    got: dict[str, Any] = json.loads(line) if line.startswith("{") else dict(_FIELD.findall(line))
+    out = {"sweep_s": float(got.get("seconds", "nan"))}
+    for k, v in got.items():
+        if k in ("active", "read") or (k.endswith("_s") and k != "seconds"):
+            out[f"sweep_{k}"] = float(v)
+    return out
+
+
 async def wait_synced(c: Child, what: str, limit: float) -> None:
     await wait_child(c, what, limit)
     await until(f"{what} synced", lambda: bool(c.last.get("ready")), limit, every=0.05)
@@ -197,8 +243,13 @@ async def fresh_report(c: Child) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- phases
 @contextlib.asynccontextmanager
-async def scheduler_proc(cfg_path: Path) -> Any:
-    async with child("--role", "scheduler", "--config", str(cfg_path)) as c:
+async def scheduler_proc(
+    cfg_path: Path, python: Path | None = None, log: Path | None = None
+) -> Any:
+    """The scheduler child (:mod:`tests.bench.scheduler_child`), of this checkout or, with
+    ``python``, of the tree that interpreter is installed from."""
+    args = ("--config", str(cfg_path))
+    async with child(*args, script=SCHEDULER_CHILD, python=python, stderr=log) as c:
         yield c
 
 
@@ -216,10 +267,14 @@ class Run:
         self.sb = sb
         self.api = api
         self.stamps = Stamps(api)
-        self.writes = WriteCounter()
-        api.request_log = self.writes
+        # the API server's request log, set before it started (its handlers keep the one
+        # they were given)
+        assert isinstance(api.request_log, WriteCounter)
+        self.writes = api.request_log
         self.out: dict[str, Any] = {}
         self.rss: dict[str, float] = {"scheduler": 0.0, "controller": 0.0}
+        # --base: that commit's worktree and python, for the restarts marked "base"
+        self.base = base_tree(args.base, args.trees) if args.base else None
 
     def note_rss(self, role: str, c: Child) -> None:
         with contextlib.suppress(OSError, KeyError):
@@ -262,6 +317,36 @@ class Run:
             "controller_slurm_calls": dict(Counter(c1["calls"]) - Counter(c0["calls"])),
         }
 
+    async def restart(self, kube: KubeClient, cfg: Path, i: int, side: str) -> dict[str, Any]:
+        """The scheduler (this checkout's, or ``--base``'s: ``side``) started again with
+        every pod and job in place and one more pod waiting (listed at its start, so it
+        waits for the start-up sweep); then one more created once it has listed the pods
+        (no earlier scheduler can have made a job for it: no wait). Killed at the end."""
+        a = self.args
+        probe, probe_new = f"probe-{i}", f"probe-new-{i}"
+        await create_pods(kube, [bench_pod(probe)], 1)
+        log = a.logs / f"restart-{i}-{side}.log" if a.logs else None
+        t0 = time.monotonic()
+        python = self.base[1] if self.base is not None and side == "base" else None
+        async with scheduler_proc(cfg, python, log) as sched:
+            await wait_child(sched, "the restarted scheduler", a.limit)
+            listed = time.monotonic() - t0
+            await create_pods(kube, [bench_pod(probe_new)], 1)
+            await until("the new probe bound", lambda: probe_new in self.stamps.bound, a.limit)
+            await until("the probe pod bound", lambda: probe in self.stamps.bound, a.limit)
+            self.note_rss("scheduler", sched)
+            sched.proc.kill()
+            await sched.proc.wait()
+        row: dict[str, Any] = {
+            "side": side,
+            "ready_s": round(self.stamps.bound[probe] - t0, 2),
+            "new_pod_ready_s": round(self.stamps.bound[probe_new] - t0, 2),
+            "listed_s": round(listed, 2),
+        }
+        if log is not None:
+            row.update(sweep_of(log))
+        return row
+
     async def steady(self, kube: KubeClient, sched: Child, ctl: Child) -> None:
         a = self.args
         names = [f"held-{i}" for i in range(a.pending)]
@@ -300,6 +385,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         args.nodes, args.finished = min(args.nodes, 3), min(args.finished, 30)
         args.wave1, args.wave2, args.pending = 2, 4, 3
         args.window, args.settle = 1.0, 0.5
+    if args.logs:
+        args.logs.mkdir(parents=True, exist_ok=True)
     sb = load_sandbox()
     if len(sb.external_nodes) < args.nodes:
         raise SystemExit(
@@ -317,6 +404,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         finished = await ensure_finished(slurm, sb, args.finished)
         with tempfile.TemporaryDirectory(prefix="scale-bench-") as tmp:
             api = SandboxCluster(nodes=list(nodes), history_size=1_000_000)
+            api.request_log = WriteCounter()
             async with (
                 api,
                 kube_for_host(api.url, request_timeout=120, token=SANDBOX_TOKEN) as kube,
@@ -382,23 +470,20 @@ async def phases(r: Run, kube: KubeClient, sched_cfg: Path, ctl_cfg: Path) -> No
             sched.proc.kill()
             await sched.proc.wait()
             progress("scheduler killed")
-        await create_pods(kube, [bench_pod("probe")], 1)
-        t0 = time.monotonic()
-        async with scheduler_proc(sched_cfg) as sched:
-            # A pod created once the restarted scheduler has listed the pods: no earlier
-            # scheduler can have made a job for it, so it need not wait for the sweep.
-            await wait_child(sched, "the restarted scheduler", a.limit)
-            out["restart_listed_s"] = round(time.monotonic() - t0, 2)
-            await create_pods(kube, [bench_pod("probe-new")], 1)
-            await until("the new probe bound", lambda: "probe-new" in r.stamps.bound, a.limit)
-            out["restart_new_pod_ready_s"] = round(r.stamps.bound["probe-new"] - t0, 2)
-            await until("the probe pod bound", lambda: "probe" in r.stamps.bound, a.limit)
-            out["restart_ready_s"] = round(r.stamps.bound["probe"] - t0, 2)
-            r.note_rss("scheduler", sched)
-            r.note_rss("controller", ctl)
-            ctl.proc.kill()
-            await ctl.proc.wait()
-            progress(f"restart_ready_s {out['restart_ready_s']}; controller killed")
+        for i, side in enumerate(restart_sides(a.restarts, a.base is not None)):
+            row = await r.restart(kube, sched_cfg, i, side)
+            out.setdefault("restarts", []).append(row)
+            progress(f"restart {i + 1}/{a.restarts} ({side}): {json.dumps(row)}")
+        first = out["restarts"][0]
+        out["restart_listed_s"] = first["listed_s"]
+        out["restart_new_pod_ready_s"] = first["new_pod_ready_s"]
+        out["restart_ready_s"] = first["ready_s"]
+        if a.restarts > 1:
+            out["restart_median"] = restart_medians(out["restarts"])
+        r.note_rss("controller", ctl)
+        ctl.proc.kill()
+        await ctl.proc.wait()
+        progress(f"restart_ready_s {out['restart_ready_s']}; controller killed")
     t0 = time.monotonic()
     async with controller_proc(ctl_cfg) as ctl:
         await wait_synced(ctl, "the restarted controller", a.limit)
@@ -439,6 +524,25 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--settle", type=float, default=3.0, help="wait before the window (s)")
     ap.add_argument("--limit", type=float, default=1800.0, help="give up after (s) per phase")
     ap.add_argument("--py-spy", type=Path, help="profile the scheduler in each wave into DIR")
+    ap.add_argument(
+        "--restarts",
+        type=int,
+        default=1,
+        help="restart the scheduler this many times on the same pods and jobs (the "
+        "report's restart_* are the first's; each one's in 'restarts', medians per side)",
+    )
+    ap.add_argument(
+        "--base",
+        help="a commit whose scheduler takes every other restart (paired: base new, new "
+        "base, ...), run from its own worktree and venv (tests.bench.paired's)",
+    )
+    ap.add_argument(
+        "--trees",
+        type=Path,
+        default=Path.home() / ".cache" / "slurm-bridge" / "paired",
+        help="where --base's worktree and venv live (kept between runs)",
+    )
+    ap.add_argument("--logs", type=Path, help="each restarted scheduler's log into DIR")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes (CI)")
     ap.add_argument("--role", choices=["main", "controller"], default="main")
     ap.add_argument("--config", type=Path, help=argparse.SUPPRESS)

@@ -4,12 +4,12 @@ same two servers measured in the same run.
 
 Processes: this one runs the sandbox API server (in-process, so creation and binding are
 stamped where the API server stores them) and creates the pods; the scheduler runs as a
-SUBPROCESS (``--role scheduler``: ``run_scheduler`` with a Slurm client that counts its
-requests), so its RSS is its own; the raw baseline is another subprocess (``--role raw``):
-the fastest plain loop, no bridge, doing ``POST job/allocate`` (external, immediate: RUNNING
-when it answers) + ``GET job/{id}`` (its node) + ``POST binding`` per pod with the same
-concurrency budget as the scheduler's ``workers``: what slurmrestd and the API server can
-do here.
+SUBPROCESS (:mod:`tests.bench.scheduler_child`: ``run_scheduler`` with a Slurm client that
+counts its requests), so its RSS is its own; the raw baseline is another subprocess
+(``--role raw``): the fastest plain loop, no bridge, doing ``POST job/allocate`` (external,
+immediate: RUNNING when it answers) + ``GET job/{id}`` (its node) + ``POST binding`` per
+pod with the same concurrency budget as the scheduler's ``workers``: what slurmrestd and
+the API server can do here.
 
 Phases:
 1. raw: ``--pods`` pods (schedulerName ``raw-bench``) placed by the raw loop; its jobs are
@@ -43,7 +43,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import cProfile
 import json
 import math
 import os
@@ -57,9 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bridge import loops
-from bridge.clock import SystemClock
-from bridge.config import load_config, parse_config
+from bridge.config import parse_config
 from bridge.errors import SlurmError
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import PODGROUPS, PODS
@@ -70,8 +67,13 @@ from bridge.slurm.models import Allocated
 from bridge.wellknown import LABEL_JOB_ID, LABEL_POD_GROUP, SLURMJOB_PREFIX
 from sandbox.cluster import SandboxCluster
 from sandbox.kubeapi import SANDBOX_TOKEN
-from scheduler.app import run_scheduler
-from scheduler.cycle import Scheduler
+from tests.bench.scheduler_child import (
+    CPROFILE_ENV,
+    LINE,
+    report,
+    run_as_the_scheduler,
+    scheduler_child,
+)
 from tests.bench.slurm_cpu import daemon_cpu_seconds, per_pod_ms
 from tests.clients import kube_for_host
 from tests.integration.conftest import (
@@ -88,8 +90,7 @@ NS = "slurm-bridge"
 SCHEDULER_NAME = "slurm-bridge-scheduler"
 RAW_SCHEDULER_NAME = "raw-bench"
 SHARED = {SLURMJOB_PREFIX + "exclusive": "false"}
-LINE = "BENCH "  # prefix of the children's report lines on stdout
-CPROFILE_ENV = "SLURM_BRIDGE_BENCH_CPROFILE"  # the scheduler child profiles into this file
+SCHEDULER_CHILD = Path(__file__).with_name("scheduler_child.py")  # the scheduler, as run
 
 
 # --------------------------------------------------------------------------- figures
@@ -171,76 +172,6 @@ async def until(what: str, check: Callable[[], bool], limit: float, every: float
 
 
 # --------------------------------------------------------------------------- children
-class CountingSlurmClient(SlurmClient):
-    """Counts every HTTP exchange with slurmrestd (retries and streamed whole-table reads
-    included: every request goes through ``_send``), by endpoint."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.calls: Counter[str] = Counter()
-        self.seconds: Counter[str] = Counter()
-
-    async def _send(self, method: str, path: str, *, endpoint: str, **kw: Any) -> Any:
-        self.calls[endpoint] += 1
-        started = time.monotonic()
-        try:
-            return await super()._send(method, path, endpoint=endpoint, **kw)
-        finally:
-            self.seconds[endpoint] += time.monotonic() - started
-
-
-def _report(**data: Any) -> None:
-    print(LINE + json.dumps(data), flush=True)
-
-
-def cprofile_on_signals(out: Path) -> None:
-    """SIGUSR1 starts a cProfile of this process (CPU time, not wall time); SIGUSR2 stops it
-    and writes its stats to ``out`` (``python -m pstats FILE``)."""
-    prof = cProfile.Profile(time.process_time)
-    loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGUSR1, prof.enable)
-
-    def stop() -> None:
-        prof.disable()
-        prof.dump_stats(str(out))
-
-    loop.add_signal_handler(signal.SIGUSR2, stop)
-
-
-async def scheduler_child(config: Path) -> None:
-    """The scheduler (as ``slurm-bridge scheduler`` wires it) + a request count every 0.2 s."""
-    if os.environ.get(CPROFILE_ENV):
-        cprofile_on_signals(Path(os.environ[CPROFILE_ENV]))
-    # env={}: SLURM_BRIDGE_SANDBOX_DIR (the sandbox CLI's) is no config override.
-    cfg = load_config(config, env={})
-    configure_logging(cfg.log_level, cfg.log_format)
-    kube = await KubeClient.from_config(cfg)
-    async with kube, CountingSlurmClient.from_config(cfg) as slurm:
-        sched = Scheduler(cfg, kube, slurm, SystemClock())
-        ready = asyncio.Event()
-        task = asyncio.create_task(run_scheduler(cfg, kube, slurm, ready=ready, scheduler=sched))
-        waiter = asyncio.create_task(ready.wait())
-        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        if task.done():
-            task.result()
-        m = sched.metrics
-        while True:
-            cpu = os.times()
-            _report(
-                ready=True,
-                allocated=m.jobs_allocated._value.get(),
-                refused=m.allocations_refused._value.get(),
-                submitted=m.jobs_submitted._value.get(),
-                calls=dict(slurm.calls),
-                seconds=dict(slurm.seconds),
-                cpu=cpu.user + cpu.system,
-                t=time.monotonic(),
-            )
-            await asyncio.sleep(0.2)
-            if task.done():
-                task.result()
-
-
 async def raw_child(kubeconfig: Path, concurrency: int) -> None:
     """The raw capacity: allocate (immediate) + its node (``GET /resources/{id}``, the
     cheapest read that names it) + bind per pod, ``concurrency`` at a time, no bridge."""
@@ -288,7 +219,7 @@ async def raw_child(kubeconfig: Path, concurrency: int) -> None:
         started = time.monotonic()
         await bounded(concurrency, pods, place)
         elapsed = time.monotonic() - started
-        _report(
+        report(
             pods=len(pods),
             seconds=elapsed,
             raw_pods_per_s=len(pods) / elapsed if elapsed else 0.0,
@@ -330,16 +261,28 @@ class Child:
 
 @contextlib.asynccontextmanager
 async def child(
-    *args: str, env: dict[str, str] | None = None, module: str = "tests.bench.scheduler"
+    *args: str,
+    env: dict[str, str] | None = None,
+    module: str = "tests.bench.scheduler",
+    script: Path | None = None,
+    python: Path | None = None,
+    stderr: Path | None = None,
 ) -> AsyncIterator[Child]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        module,
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        env={**os.environ, **(env or {})},
-    )
+    """``python -m module *args``, or ``python -P script *args`` (``-P``: the modules it
+    imports come from ``python``'s install, not the script's directory); ``python``: this
+    interpreter unless another tree's is named. Its stderr is appended to the file
+    ``stderr`` if set."""
+    run = ["-P", str(script)] if script is not None else ["-m", module]
+    with contextlib.ExitStack() as files:
+        err = files.enter_context(stderr.open("ab")) if stderr is not None else None
+        proc = await asyncio.create_subprocess_exec(
+            str(python or sys.executable),
+            *run,
+            *args,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=err,
+            env={**os.environ, **(env or {})},
+        )
     c = Child(proc)
     c.reader = asyncio.create_task(c.read())
     try:
@@ -378,8 +321,8 @@ def per_call(before: dict[str, Any], after: dict[str, Any], pods: int) -> dict[s
 
 @contextlib.asynccontextmanager
 async def cprofiled(out: Path | None, proc: asyncio.subprocess.Process) -> AsyncIterator[None]:
-    """The child's cProfile (:func:`cprofile_on_signals`) on while inside, written to ``out``
-    at the end."""
+    """The child's cProfile (:func:`tests.bench.scheduler_child.cprofile_on_signals`) on
+    while inside, written to ``out`` at the end."""
     if out is None:
         yield
         return
@@ -404,7 +347,8 @@ async def py_spy(out: Path | None, pid: int) -> AsyncIterator[None]:
     try:
         yield
     finally:
-        spy.send_signal(2)  # SIGINT: py-spy writes its file and exits
+        with contextlib.suppress(ProcessLookupError):  # it ended already (cannot attach)
+            spy.send_signal(2)  # SIGINT: py-spy writes its file and exits
         await asyncio.wait_for(spy.wait(), 30)
 
 
@@ -508,7 +452,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 cfg_path.write_text(json.dumps(cfg))
                 prof_env = {CPROFILE_ENV: str(args.cprofile.resolve())} if args.cprofile else {}
                 async with child(
-                    "--role", "scheduler", "--config", str(cfg_path), env=prof_env
+                    "--config", str(cfg_path), env=prof_env, script=SCHEDULER_CHILD
                 ) as sched:
                     await wait_child(sched, "the scheduler", 60)
                     before, own = dict(sched.last), os.times()
@@ -749,8 +693,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     configure_logging("warning", "console")
-    if args.role == "scheduler":
-        loops.run(scheduler_child(args.config))  # as `slurm-bridge scheduler` runs
+    if args.role == "scheduler":  # older callers' name for tests.bench.scheduler_child
+        run_as_the_scheduler(scheduler_child(args.config))
     elif args.role == "raw":
         asyncio.run(raw_child(args.kubeconfig, args.workers))
     else:

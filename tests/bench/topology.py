@@ -50,7 +50,7 @@ from bridge.wellknown import ANNOTATION_KUEUE_REQUIRED_TOPOLOGY, LABEL_JOB_ID, L
 from sandbox.cluster import SandboxCluster
 from scheduler.app import run_scheduler
 from scheduler.cycle import Scheduler
-from tests.bench.scheduler import CountingSlurmClient
+from tests.bench.scheduler_child import CountingSlurmClient
 from tests.integration.conftest import SlurmSandbox, load_sandbox, make_client, sandbox_config_data
 from tests.topology_sandbox import leaf_of, topology_sandbox
 from tests.waiting import eventually
@@ -235,14 +235,36 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m tests.bench.topology", description=__doc__)
-    ap.add_argument("--gangs", type=int, default=100, help="gangs per mode (sizes 2-4)")
-    ap.add_argument("--in-flight", type=int, default=3, help="gangs at once")
-    ap.add_argument("--hold", type=float, default=2.0, help="max seconds a bound gang holds")
-    ap.add_argument("--background", type=int, default=2, help="one-node jobs of others")
-    ap.add_argument("--seed", type=int, default=27)
+def gang_bench_parser(
+    module: str,
+    doc: str | None,
+    *,
+    gangs: tuple[int, str],
+    in_flight: int,
+    hold: float,
+    seed: int,
+) -> argparse.ArgumentParser:
+    """The options every gang benchmark takes (``gangs``: default and help); a bench adds
+    its own."""
+    ap = argparse.ArgumentParser(prog=f"python -m {module}", description=doc)
+    ap.add_argument("--gangs", type=int, default=gangs[0], help=gangs[1])
+    ap.add_argument("--in-flight", type=int, default=in_flight, help="gangs at once")
+    ap.add_argument("--hold", type=float, default=hold, help="max seconds a bound gang holds")
+    ap.add_argument("--seed", type=int, default=seed)
     ap.add_argument("--limit", type=float, default=300.0, help="give up on a gang after (s)")
+    return ap
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = gang_bench_parser(
+        "tests.bench.topology",
+        __doc__,
+        gangs=(100, "gangs per mode (sizes 2-4)"),
+        in_flight=3,
+        hold=2.0,
+        seed=27,
+    )
+    ap.add_argument("--background", type=int, default=2, help="one-node jobs of others")
     return ap
 
 

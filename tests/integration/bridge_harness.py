@@ -156,7 +156,12 @@ def pod(
     annotations: dict[str, str] | None = None,
     cpu: str = "1",
     memory: str = "100Mi",
+    gpus: int = 0,
 ) -> dict[str, Any]:
+    """A pod of the bridge's scheduler; ``gpus``: its ``nvidia.com/gpu`` limit."""
+    resources: dict[str, Any] = {"requests": {"cpu": cpu, "memory": memory}}
+    if gpus:
+        resources["limits"] = {"nvidia.com/gpu": str(gpus)}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -164,11 +169,7 @@ def pod(
         "spec": {
             "schedulerName": "slurm-bridge-scheduler",
             "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.k8s.io/pause:3.10",
-                    "resources": {"requests": {"cpu": cpu, "memory": memory}},
-                }
+                {"name": "main", "image": "registry.k8s.io/pause:3.10", "resources": resources}
             ],
         },
     }
@@ -180,6 +181,19 @@ def job_of(p: dict[str, Any]) -> int:
 
 def has_job(p: dict[str, Any]) -> bool:
     return LABEL_JOB_ID in (p["metadata"].get("labels") or {})
+
+
+async def create_podgroup(
+    sb: Sandboxes, name: str, size: int, *, annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """The coscheduling PodGroup ``name`` of minMember ``size`` (no pods): as created."""
+    body = {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "annotations": annotations or {}},
+        "spec": {"minMember": size},
+    }
+    return await sb.kube.create(PODGROUPS, body, NS)
 
 
 async def podgroup(
@@ -194,20 +208,26 @@ async def podgroup(
 ) -> list[str]:
     """A PodGroup with minMember ``size`` and ``members`` (default ``size``) of its pods
     ``<name>-<i>``; returns their names."""
-    await sb.kube.create(
-        PODGROUPS,
-        {
-            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-            "kind": "PodGroup",
-            "metadata": {"name": name, "annotations": annotations or {}},
-            "spec": {"minMember": size},
-        },
-        NS,
-    )
+    await create_podgroup(sb, name, size, annotations=annotations)
     names = [f"{name}-{i}" for i in range(size if members is None else members)]
     for n in names:
         await sb.create_pod(n, labels={LABEL_POD_GROUP: name}, cpu=cpu, memory=memory)
     return names
+
+
+async def mixed_podgroup(
+    sb: Sandboxes, name: str, gpus: int, *, workers: int = 2
+) -> tuple[dict[str, Any], list[str]]:
+    """A PodGroup of two shapes: a CPU driver ``<name>-driver`` (1 CPU, no GPU) and
+    ``workers`` GPU workers ``<name>-w<i>`` (2 CPUs, ``gpus`` GPUs each), all created
+    (not waited for). Returns the PodGroup and the pod names, driver first."""
+    pg = await create_podgroup(sb, name, 1 + workers)
+    labels = {LABEL_POD_GROUP: name}
+    names = [f"{name}-driver"] + [f"{name}-w{i}" for i in range(workers)]
+    await sb.create_pod(names[0], labels=labels)
+    for n in names[1:]:
+        await sb.create_pod(n, labels=labels, cpu="2", gpus=gpus)
+    return pg, names
 
 
 @contextlib.asynccontextmanager

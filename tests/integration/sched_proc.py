@@ -18,10 +18,13 @@ from typing import Any
 
 import yaml
 
+from bridge.config import parse_config
+from bridge.kube.client import KubeClient
 from bridge.slurm.models import SlurmJob, fold_hetjobs
 from bridge.translate import parse_admin_comment
 from sandbox.kubeapi.faults import RequestLog
 from tests.integration.conftest import SlurmSandbox, sandbox_config_data
+from tests.integration.identities import component_kubeconfig
 
 NS = "slurm-bridge"
 READY_EVENT = "scheduler_running"
@@ -30,7 +33,9 @@ READY_EVENT = "scheduler_running"
 def write_scheduler_config(
     path: Path, sb: SlurmSandbox, kubeconfig: Path, **overrides: Any
 ) -> Path:
-    """A scheduler config file for the sandboxes; ``overrides`` are top-level keys."""
+    """A scheduler config file for the sandboxes; ``overrides`` are top-level keys (the
+    ``scheduler`` section's keys are added to the file's)."""
+    scheduler = {"rejectBackoffSeconds": 0.5, "workers": 8} | overrides.pop("scheduler", {})
     cfg = sandbox_config_data(
         sb,
         kubeconfig=str(kubeconfig),
@@ -38,11 +43,34 @@ def write_scheduler_config(
         metricsPort=0,
         slurmPollIntervalSeconds=0.2,
         logFormat="json",
-        scheduler={"rejectBackoffSeconds": 0.5, "workers": 8},
+        scheduler=scheduler,
         **overrides,
     )
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return path
+
+
+async def electing_replicas(
+    admin: KubeClient, sb: SlurmSandbox, work: Path, lease: float, **overrides: Any
+) -> tuple[SchedulerProcess, SchedulerProcess]:
+    """Two scheduler processes of one config with leader election (a ``lease`` of that
+    many seconds), ``replica-a`` and ``replica-b``, each the chart's scheduler
+    ServiceAccount (``admin`` makes its token); not started. Logs in ``work``."""
+    kubeconfig = work / "scheduler.kubeconfig"
+    config = write_scheduler_config(
+        work / "scheduler.yaml",
+        sb,
+        kubeconfig,
+        leaderElection=True,
+        leaseDurationSeconds=lease,
+        renewDeadlineSeconds=2.0,
+        retryPeriodSeconds=0.25,
+        **overrides,
+    )
+    cfg = parse_config(yaml.safe_load(config.read_text()), env={})
+    await component_kubeconfig(admin, cfg, "scheduler", kubeconfig)
+    a = SchedulerProcess(config, work / "a.log", "replica-a")
+    return a, SchedulerProcess(config, work / "b.log", "replica-b")
 
 
 def _child_env() -> dict[str, str]:

@@ -16,7 +16,7 @@ from bridge.slurm.token import TokenProvider
 from controller.app import ControllerMetrics
 from controller.runtime import Controller
 from controller.slurm_metrics import MIB
-from tests.bench.scheduler import CountingSlurmClient
+from tests.bench.scheduler_child import CountingSlurmClient
 from tests.clients import api_version
 from tests.integration.conftest import SlurmSandbox
 from tests.integration.controller_harness import (

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from bridge.errors import SlurmError
-from bridge.kube.resources import EVENTS, PODGROUPS
+from bridge.kube.resources import EVENTS
 from bridge.kube.resources import PODS as PODS_RES
 from bridge.models import JobSpec
 from bridge.translate.devices import parse_cpuset
@@ -28,7 +28,14 @@ from bridge.wellknown import (
 )
 from sandbox.controllers import dra_driver as sandbox_dra
 from scheduler.dra import CLAIM_TEMPLATES, DEVICE_CLASSES, RESOURCE_CLAIMS, RESOURCE_SLICES
-from tests.integration.bridge_harness import NS, Bridge, job_of, pod, running_bridge
+from tests.integration.bridge_harness import (
+    NS,
+    Bridge,
+    create_podgroup,
+    job_of,
+    pod,
+    running_bridge,
+)
 from tests.integration.conftest import SlurmSandbox
 
 pytestmark = pytest.mark.slurm
@@ -187,22 +194,8 @@ async def test_gpu_pod_on_an_external_node_gets_a_free_device(
 
 async def one_node_pair(b: Bridge, name: str) -> None:
     """A PodGroup of 2 that Slurm places on ONE shared node (both pods on it)."""
-    await b.kube.create(
-        PODGROUPS,
-        {
-            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-            "kind": "PodGroup",
-            "metadata": {
-                "name": name,
-                "annotations": {
-                    slurmjob_annotation("exclusive"): "false",
-                    slurmjob_annotation("max-nodes"): "1",
-                },
-            },
-            "spec": {"minMember": 2},
-        },
-        NS,
-    )
+    shared = {slurmjob_annotation("exclusive"): "false", slurmjob_annotation("max-nodes"): "1"}
+    await create_podgroup(b, name, 2, annotations=shared)
 
 
 async def test_two_pod_gang_on_one_two_gpu_node_gets_distinct_devices(

@@ -8,24 +8,35 @@ component k run on component k's nodes, and Slurm holds exactly the GPUs the pod
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bridge.clock import SystemClock
-from bridge.kube.resources import PODGROUPS, PODS, Resource
+from bridge.kube.resources import PODS, Resource
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import SlurmJob
-from bridge.wellknown import CONDITION_DISRUPTION_TARGET, LABEL_POD_GROUP
+from bridge.wellknown import CONDITION_DISRUPTION_TARGET
 from scheduler.cycle import Scheduler
 from tests.clients import list_jobs
-from tests.integration.bridge_harness import NS, Bridge, has_job, job_of, pod, running_bridge
+from tests.integration.bridge_harness import (
+    NS,
+    Bridge,
+    has_job,
+    job_of,
+    mixed_podgroup,
+    pod,
+    running_bridge,
+    running_sandboxes,
+)
 from tests.integration.conftest import SlurmSandbox, blocker_spec
+from tests.integration.sched_proc import electing_replicas, jobs_by_group_uid, successful_bindings
 from tests.workloads import load_example
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
@@ -51,18 +62,22 @@ async def bridge(sandbox: SlurmSandbox, tmp_path: Path) -> AsyncIterator[Bridge]
         yield b
 
 
-def gpu_pod(name: str, cpu: str, gpus: int, **kw: Any) -> dict[str, Any]:
-    p = pod(name, cpu=cpu, **kw)
-    if gpus:
-        p["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": str(gpus)}
-    return p
-
-
 async def hetjob_of(b: Bridge, names: list[str]) -> SlurmJob:
     """The one Slurm job every pod names, read by its id (a hetjob: with its components)."""
     ids = {job_of(await b.get_pod(n)) for n in names}
     assert len(ids) == 1, f"the gang's pods name {len(ids)} Slurm jobs: {ids}"
     return await b.slurm.get_job(ids.pop())
+
+
+async def bound_hetjob(b: Bridge, parts: list[list[str]]) -> SlurmJob:
+    """Every pod of ``parts`` (component k's pods, in order) bound: their ONE hetjob,
+    each pod on its own component's nodes."""
+    names = [n for part in parts for n in part]
+    for n in names:
+        await b.bound(n)
+    job = await hetjob_of(b, names)
+    await assert_each_pod_on_its_components_nodes(b, job, parts)
+    return job
 
 
 async def component_nodes(b: Bridge, job: SlurmJob) -> list[tuple[str, ...]]:
@@ -88,26 +103,9 @@ async def test_podgroup_of_a_cpu_driver_and_gpu_workers_is_one_hetjob_holding_on
 ) -> None:
     async with cpu_only_node(bridge.slurm, sandbox) as cpu_node:
         bridge.api.set_node_ready(cpu_node)
-        await bridge.kube.create(
-            PODGROUPS,
-            {
-                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-                "kind": "PodGroup",
-                "metadata": {"name": "mixed"},
-                "spec": {"minMember": 3},
-            },
-            NS,
-        )
-        labels = {LABEL_POD_GROUP: "mixed"}
         gpus = sandbox.node_gpus
-        await bridge.kube.create(PODS, gpu_pod("mixed-driver", "1", 0, labels=labels), NS)
-        workers = ["mixed-w0", "mixed-w1"]
-        for n in workers:
-            await bridge.kube.create(PODS, gpu_pod(n, "2", gpus, labels=labels), NS)
-        for n in ["mixed-driver", *workers]:
-            await bridge.bound(n)
-        job = await hetjob_of(bridge, ["mixed-driver", *workers])
-        await assert_each_pod_on_its_components_nodes(bridge, job, [["mixed-driver"], workers])
+        _, names = await mixed_podgroup(bridge, "mixed", gpus)
+        job = await bound_hetjob(bridge, [names[:1], names[1:]])
         driver, gpu_workers = job.components
         # exactly the GPUs the pods asked: none for the driver, every one for each worker
         assert driver.gres_detail == ()
@@ -127,12 +125,8 @@ async def test_jobset_driver_and_gpu_workers_are_the_hetjobs_components(
     workers = js["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]
     workers["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": str(sandbox.node_gpus)}
     names = await bridge.create_workload([js])
-    for n in names:
-        await bridge.bound(n)
-    job = await hetjob_of(bridge, names)
     driver = [n for n in names if "-driver-" in n]
-    rest = [n for n in names if n not in driver]
-    await assert_each_pod_on_its_components_nodes(bridge, job, [driver, rest])
+    job = await bound_hetjob(bridge, [driver, [n for n in names if n not in driver]])
     assert job.het_components[0].gres_detail == (f"gpu(CNT:{sandbox.node_gpus})",) * 2
 
 
@@ -146,13 +140,8 @@ async def test_lws_with_a_cpu_leader_and_gpu_workers_is_one_hetjob_leader_first(
     worker = lwt["workerTemplate"]["spec"]["containers"][0]
     worker["resources"]["limits"] = {"nvidia.com/gpu": "1"}
     names = await bridge.create_workload([lws])
-    for n in names:
-        await bridge.bound(n)
-    job = await hetjob_of(bridge, names)
     leader = [n for n in names if n == "het-lws-0"]
-    await assert_each_pod_on_its_components_nodes(
-        bridge, job, [leader, [n for n in names if n not in leader]]
-    )
+    job = await bound_hetjob(bridge, [leader, [n for n in names if n not in leader]])
     assert job.components[0].gres_detail == ()
 
 
@@ -164,21 +153,7 @@ async def bridge_with_controller(sandbox: SlurmSandbox, tmp_path: Path) -> Async
 
 async def mixed_gang(b: Bridge, name: str, gpus: int) -> tuple[list[str], SlurmJob]:
     """A PodGroup of a CPU driver and two GPU workers, bound: its pods and its hetjob."""
-    await b.kube.create(
-        PODGROUPS,
-        {
-            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-            "kind": "PodGroup",
-            "metadata": {"name": name},
-            "spec": {"minMember": 3},
-        },
-        NS,
-    )
-    labels = {LABEL_POD_GROUP: name}
-    names = [f"{name}-driver", f"{name}-w0", f"{name}-w1"]
-    await b.kube.create(PODS, gpu_pod(names[0], "1", 0, labels=labels), NS)
-    for n in names[1:]:
-        await b.kube.create(PODS, gpu_pod(n, "2", gpus, labels=labels), NS)
+    _, names = await mixed_podgroup(b, name, gpus)
     for n in names:
         await b.bound(n)
     job = await hetjob_of(b, names)
@@ -248,6 +223,13 @@ async def test_the_hetjob_ends_only_when_every_pod_of_every_component_has_stoppe
 BUILTIN_PODGROUPS = Resource("scheduling.k8s.io", "v1alpha2", "podgroups", "PodGroup", True)
 
 
+def member(name: str, podgroup: str, cpu: str = "1", gpus: int = 0) -> dict[str, Any]:
+    """A pod naming the built-in PodGroup ``podgroup`` (spec.schedulingGroup)."""
+    body = pod(name, cpu=cpu, gpus=gpus)
+    body["spec"]["schedulingGroup"] = {"podGroupName": podgroup}
+    return body
+
+
 async def test_builtin_podgroup_of_mixed_shapes_read_at_the_served_version_is_one_hetjob(
     bridge: Bridge, sandbox: SlurmSandbox
 ) -> None:
@@ -267,13 +249,8 @@ async def test_builtin_podgroup_of_mixed_shapes_read_at_the_served_version_is_on
     )
     names = ["wl-driver", "wl-w0", "wl-w1"]
     for n, (cpu, gpus) in zip(names, [("1", 0), ("2", 1), ("2", 1)], strict=True):
-        body = gpu_pod(n, cpu, gpus)
-        body["spec"]["schedulingGroup"] = {"podGroupName": "wl"}
-        await bridge.kube.create(PODS, body, NS)
-    for n in names:
-        await bridge.bound(n)
-    job = await hetjob_of(bridge, names)
-    await assert_each_pod_on_its_components_nodes(bridge, job, [names[:1], names[1:]])
+        await bridge.kube.create(PODS, member(n, "wl", cpu, gpus), NS)
+    await bound_hetjob(bridge, [names[:1], names[1:]])
 
 
 async def test_a_restarted_scheduler_adopts_the_pending_hetjob_and_never_submits_another(
@@ -281,21 +258,7 @@ async def test_a_restarted_scheduler_adopts_the_pending_hetjob_and_never_submits
 ) -> None:
     blocker = await bridge.slurm.submit(blocker_spec(sandbox))  # holds every external node
     try:
-        await bridge.kube.create(
-            PODGROUPS,
-            {
-                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-                "kind": "PodGroup",
-                "metadata": {"name": "adopt"},
-                "spec": {"minMember": 3},
-            },
-            NS,
-        )
-        labels = {LABEL_POD_GROUP: "adopt"}
-        names = ["adopt-driver", "adopt-w0", "adopt-w1"]
-        await bridge.kube.create(PODS, gpu_pod(names[0], "1", 0, labels=labels), NS)
-        for n in names[1:]:
-            await bridge.kube.create(PODS, gpu_pod(n, "2", 1, labels=labels), NS)
+        _, names = await mixed_podgroup(bridge, "adopt", 1)
 
         async def pending_hetjob() -> int:
             msg = await bridge.scheduled_message(names[1])
@@ -331,19 +294,7 @@ async def test_the_startup_sweep_finds_a_hetjob_no_pod_names_yet_by_its_leader(
     sweep indexes the whole hetjob, never a component, by the group's uid."""
     blocker = await bridge.slurm.submit(blocker_spec(sandbox))
     try:
-        pg = await bridge.kube.create(
-            PODGROUPS,
-            {
-                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-                "kind": "PodGroup",
-                "metadata": {"name": "swept"},
-                "spec": {"minMember": 2},
-            },
-            NS,
-        )
-        labels = {LABEL_POD_GROUP: "swept"}
-        await bridge.kube.create(PODS, gpu_pod("swept-a", "1", 0, labels=labels), NS)
-        await bridge.kube.create(PODS, gpu_pod("swept-b", "2", 1, labels=labels), NS)
+        pg, _ = await mixed_podgroup(bridge, "swept", 1, workers=1)
 
         async def submitted() -> list[SlurmJob]:
             jobs = (await list_jobs(bridge.slurm)).jobs
@@ -358,3 +309,162 @@ async def test_the_startup_sweep_finds_a_hetjob_no_pod_names_yet_by_its_leader(
         assert len(found.components) == 2
     finally:
         await bridge.slurm.cancel(blocker)
+
+
+BUILTIN_WORKLOADS = Resource("scheduling.k8s.io", "v1alpha2", "workloads", "Workload", True)
+
+
+async def builtin_workload(
+    b: Bridge, name: str, parts: dict[str, int], *, podgroups: bool = True
+) -> None:
+    """A 1.36 Workload of one podGroupTemplate per ``parts`` entry (name -> minCount),
+    and (``podgroups``) the PodGroup ``<name>-<part>`` made from each, as a workload
+    controller would."""
+    await b.kube.create(
+        BUILTIN_WORKLOADS,
+        {
+            "apiVersion": "scheduling.k8s.io/v1alpha2",
+            "kind": "Workload",
+            "metadata": {"name": name},
+            "spec": {
+                "podGroupTemplates": [
+                    {"name": part, "schedulingPolicy": {"gang": {"minCount": n}}}
+                    for part, n in parts.items()
+                ]
+            },
+        },
+        NS,
+    )
+    if podgroups:
+        await builtin_podgroups(b, name, parts)
+
+
+async def builtin_podgroups(b: Bridge, name: str, parts: dict[str, int]) -> None:
+    """The PodGroup ``<name>-<part>`` made from each template of Workload ``name``."""
+    for part, n in parts.items():
+        ref = {"workload": {"workloadName": name, "podGroupTemplateName": part}}
+        await b.kube.create(
+            BUILTIN_PODGROUPS,
+            {
+                "apiVersion": "scheduling.k8s.io/v1alpha2",
+                "kind": "PodGroup",
+                "metadata": {"name": f"{name}-{part}"},
+                "spec": {
+                    "podGroupTemplateRef": ref,
+                    "schedulingPolicy": {"gang": {"minCount": n}},
+                },
+            },
+            NS,
+        )
+
+
+async def test_a_workload_with_a_cpu_podgroup_and_a_gpu_podgroup_is_one_hetjob(
+    bridge: Bridge, sandbox: SlurmSandbox
+) -> None:
+    """The built-in Workload's PodGroups are the components of ONE gang: nothing starts
+    before every PodGroup has its pods; Slurm starts both components together; each
+    PodGroup's pods run on its component's nodes; squeue shows <id>+0 and <id>+1."""
+    await builtin_workload(bridge, "train", {"driver": 1, "workers": 2})
+    workers = ["train-w0", "train-w1"]
+    for n in workers:
+        await bridge.kube.create(PODS, member(n, "train-workers", "2", sandbox.node_gpus), NS)
+
+    async def waiting_for_the_driver() -> str:
+        msg = await bridge.scheduled_message(workers[0])
+        return msg if "2 of 3" in msg else ""
+
+    # the workers' PodGroup is complete, but the Workload's gang is not: no job yet
+    await bridge.wait_for("the workers waiting for the driver's PodGroup", waiting_for_the_driver)
+    assert not any([has_job(await bridge.get_pod(n)) for n in workers])
+    await bridge.kube.create(PODS, member("train-d0", "train-driver"), NS)
+    job = await bound_hetjob(bridge, [["train-d0"], workers])
+    assert "slurm-bridge: Workload slurm-bridge/train" in job.comment
+    assert job.components[1].gres_detail == (f"gpu(CNT:{sandbox.node_gpus})",) * 2
+    squeue = sandbox.cli("exec", "--", "squeue", "-h", "-j", str(job.job_id), "-o", "%i")
+    assert squeue.returncode == 0, squeue.stderr
+    assert sorted(squeue.stdout.split()) == [f"{job.job_id}+0", f"{job.job_id}+1"]
+
+
+async def test_pods_made_before_their_podgroups_and_workload_wait_for_them_and_start_together(
+    bridge: Bridge, sandbox: SlurmSandbox
+) -> None:
+    """A PodGroup of the gang is complete on its own before its Workload exists: it waits
+    for the Workload (never a job of its own), then joins the Workload's gang."""
+    names = ["late-d0", "late-w0", "late-w1"]
+    await bridge.kube.create(PODS, member(names[0], "late-driver"), NS)
+    for n in names[1:]:
+        await bridge.kube.create(PODS, member(n, "late-workers", "2", sandbox.node_gpus), NS)
+
+    def says(n: str, text: str) -> Callable[[], Awaitable[str]]:
+        async def check() -> str:
+            msg = await bridge.scheduled_message(n)
+            return msg if text in msg else ""
+
+        return check
+
+    await bridge.wait_for("no PodGroup yet", says(names[1], "it does not exist"))
+    await builtin_podgroups(bridge, "late", {"driver": 1, "workers": 2})
+    await bridge.wait_for(
+        "the PodGroups waiting for their Workload",
+        says(names[1], "waiting for Workload slurm-bridge/late"),
+    )
+    assert not any([has_job(await bridge.get_pod(n)) for n in names])
+    await builtin_workload(bridge, "late", {"driver": 1, "workers": 2}, podgroups=False)
+    await bound_hetjob(bridge, [names[:1], names[1:]])
+
+
+async def test_a_new_leader_adopts_the_hetjobs_started_and_in_flight_never_submitting_another(
+    sandbox: SlurmSandbox, tmp_path: Path
+) -> None:
+    """Two scheduler processes with leader election: the leader is SIGKILLed while one
+    gang's hetjob RUNS with a pod still unbound (its Binding failing) and another gang's
+    hetjob is PENDING. The new leader binds the rest of the first to its components'
+    nodes and the second when Slurm starts it: one hetjob per gang, one Binding per pod."""
+    lease = 3.0
+    hold_binds = {"gangSizing": "hetjob", "bindGiveUpAttempts": 1000, "bindGiveUpSeconds": 600}
+    async with running_sandboxes(sandbox) as sb:
+        a, b = await electing_replicas(sb.kube, sandbox, tmp_path, lease, scheduler=hold_binds)
+        try:
+            a.start()
+            await a.wait_ready()  # a leads
+            b.start()  # b stands by
+            gpus = sandbox.node_gpus
+            fault = sb.api.inject_fault(r"/pods/started-w1/binding$", method="POST", count=None)
+            started_pg, started = await mixed_podgroup(sb, "started", gpus)
+            for n in started[:2]:
+                await sb.bound(n)
+            await sb.wait_for(
+                "a failed binding of started-w1", lambda: asyncio.sleep(0, fault.hits)
+            )
+            # every GPU node is held by the started hetjob: the next one waits in Slurm
+            pending_pg, pending = await mixed_podgroup(sb, "inflight", gpus)
+
+            async def pending_hetjob() -> int:
+                msg = await sb.scheduled_message(pending[1])
+                p = await sb.get_pod(pending[1])
+                return job_of(p) if "(hetjob component " in msg and has_job(p) else 0
+
+            pending_id = await sb.wait_for("the pending hetjob on the pods", pending_hetjob)
+            assert not b.ready(), "the standby replica must not run the scheduler"
+
+            a.kill()  # SIGKILL: no lease release
+            sb.api.clear_faults()
+            await b.wait_ready(deadline=lease * 10)
+            await sb.bound(started[2])
+            started_id = job_of(await sb.get_pod(started[0]))
+            assert {job_of(await sb.get_pod(n)) for n in started} == {started_id}
+            job = await sb.slurm.get_job(started_id)
+            assert await sb.bound(started[2]) in job.components[1].nodes
+            await sb.slurm.cancel(started_id)  # its nodes free: the pending hetjob starts
+            for n in pending:
+                await sb.bound(n)
+            assert {job_of(await sb.get_pod(n)) for n in pending} == {pending_id}
+
+            by_uid = jobs_by_group_uid((await list_jobs(sb.slurm)).jobs)
+            for pg, job_id in ((started_pg, started_id), (pending_pg, pending_id)):
+                [only] = by_uid[pg["metadata"]["uid"]]  # never a second hetjob
+                assert (only.job_id, len(only.components)) == (job_id, 2)
+            assert successful_bindings(sb.api.request_log) == dict.fromkeys(started + pending, 1)
+        finally:
+            a.kill()
+            await b.stop()

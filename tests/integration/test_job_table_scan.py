@@ -7,9 +7,11 @@ active jobs of the bridge, never the whole table (the 734 MB start-up peak of is
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,13 +20,15 @@ from bridge.models import GroupId
 from bridge.slurm import fetching
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.fetching import state_requests
+from bridge.slurm.models import SlurmJob
 from bridge.translate.identity import admin_comment
+from bridge.wellknown import LABEL_JOB_ID
 from controller.runtime import Controller
 from scheduler.cycle import Scheduler
-from tests.bench.scheduler import CountingSlurmClient
+from tests.bench.scheduler_child import CountingSlurmClient
 from tests.bench.slurm_fill import fill_finished_jobs
 from tests.clients import list_jobs
-from tests.integration.bridge_harness import Bridge, running_bridge
+from tests.integration.bridge_harness import NS, Bridge, running_bridge
 from tests.integration.conftest import SlurmSandbox
 from tests.integration.controller_harness import controller_config, sandbox_kube, unique_mcs
 from tests.integration.test_slurm_client import ext_spec
@@ -107,6 +111,53 @@ async def test_sweep_indexes_the_active_job_of_a_group_not_its_finished_ones(
     assert fresh.jobs_by_group_uid["slurm-bridge", live].job_id == job_id
     assert ("slurm-bridge", over) not in fresh.jobs_by_group_uid
     assert all(j.state.active for j in fresh.jobs_by_group_uid.values())
+
+
+async def test_sweep_reads_only_the_active_jobs_no_pod_names_bound_or_listed(
+    bridge: Bridge, sandbox: SlurmSandbox, track_jobs: Track
+) -> None:
+    await bridge.stop_scheduler()  # the pods below are this test's, bound or left unbound
+    mcs = bridge.cfg.mcs_label
+    uids = {k: uuid.uuid4().hex for k in ("bound", "listed", "unnamed")}
+    jobs = {
+        k: track_jobs(
+            await bridge.slurm.submit(
+                ext_spec(sandbox, f"sweep-{k}", priority=0, admin_comment=_bridge_comment(u, mcs))
+            )
+        )
+        for k, u in uids.items()
+    }
+    for k in ("bound", "listed"):
+        await bridge.create_pod(f"sweep-{k}", labels={LABEL_JOB_ID: str(jobs[k])})
+    uid = (await bridge.get_pod("sweep-bound"))["metadata"]["uid"]
+    await bridge.kube.bind_pod(NS, "sweep-bound", uid, sandbox.external_nodes[0])
+
+    slurm = CountingSlurmClient.from_config(bridge.cfg)
+    async with slurm:
+        fresh = Scheduler(bridge.cfg, bridge.kube, slurm, SystemClock())
+        # the pod watch's initial list: the unbound pod, cached
+        await fresh.on_pod_event("ADDED", await bridge.get_pod("sweep-listed"))
+        lists_done = asyncio.Event()
+        lists_done.set()
+        read: list[int] = []
+        get_jobs = slurm.get_jobs
+
+        async def counted(ids: Iterable[int], **kw: Any) -> list[SlurmJob]:
+            read.extend(ids)
+            return await get_jobs(ids, **kw)
+
+        slurm.get_jobs = counted  # type: ignore[method-assign]
+        await fresh.slurm_state.sweep_once(lists_done)
+
+    # the labelled pods' jobs are known from their labels (the bound one's from a page
+    # of the pods' metadata), never read; the job no pod names is read and indexed
+    assert jobs["bound"] not in read
+    assert jobs["listed"] not in read
+    assert jobs["unnamed"] in read
+    index = fresh.slurm_state.jobs_by_group_uid
+    assert index[NS, uids["unnamed"]].job_id == jobs["unnamed"]
+    assert (NS, uids["bound"]) not in index
+    assert (NS, uids["listed"]) not in index
 
 
 async def _held_jobs_of_ours(

@@ -10,6 +10,7 @@ waits with Slurm's reason in its PodScheduled condition.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import secrets
 from collections.abc import Iterator
@@ -18,9 +19,14 @@ from typing import Any
 
 import pytest
 
-from bridge.errors import SlurmRejected
-from bridge.kube.resources import PODS
-from bridge.wellknown import slurmjob_annotation
+from bridge.errors import SlurmNotFound, SlurmRejected
+from bridge.kube.resources import NODES, PODS, RESOURCE_SLICES
+from bridge.translate.node_gres import GresKind, gres_text, parse_slurm_gres
+from bridge.wellknown import (
+    CONDITION_SLURM_GRES_COMPATIBLE,
+    LABEL_EXTERNAL_NODE,
+    slurmjob_annotation,
+)
 from tests.integration.bridge_harness import NS, has_job, job_of, pod, running_bridge
 from tests.integration.conftest import (
     SlurmSandbox,
@@ -28,7 +34,15 @@ from tests.integration.conftest import (
     make_client,
     remove_dynamic_node,
 )
+from tests.integration.controller_harness import (
+    controller_config,
+    running_controller,
+    sandbox_kube,
+    unique_mcs,
+)
+from tests.integration.test_node_gres_e2e import mig_slice
 from tests.mig_sandbox import mig_sandbox
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
 
@@ -125,3 +139,48 @@ async def test_slurm_refuses_a_typed_gpu_on_an_external_node_gres_conf_gives_no_
             assert "Invalid argument" in str(e.value), e.value
         finally:
             await remove_dynamic_node(slurm, name)
+
+
+async def test_the_controller_registers_a_mig_node_with_the_typed_gres_of_its_slices(
+    mig: SlurmSandbox,
+) -> None:
+    """The controller registers a labelled node with the GRES its ResourceSlices publish,
+    MIG slices as the mapping table's typed GRES (``Gres=gpu:1g.10gb:7``); Slurm accepts it
+    (gres.conf has the node's File= line) and the node's condition says they agree. The
+    sandbox's own mig-node-0 is taken out for the test and put back as it was."""
+    (node,) = mig.external_nodes
+    cfg = controller_config(mig, unique_mcs())
+    async with make_client(mig) as slurm:
+        before = await slurm.get_node(node)
+        await remove_dynamic_node(slurm, node)
+        try:
+            async with sandbox_kube(mig) as (_srv, kube), running_controller(cfg, kube):
+                await kube.create(RESOURCE_SLICES, mig_slice(node, SLICES))
+                labels = {LABEL_EXTERNAL_NODE: "true"}
+                await kube.patch_node(node, {"metadata": {"labels": labels}}, patch_type="merge")
+
+                async def registered() -> str:
+                    with contextlib.suppress(SlurmNotFound):
+                        sn = await slurm.get_node(node)
+                        return sn.gres if sn.comment.endswith(cfg.mcs_label) else ""
+                    return ""
+
+                gres = await eventually(registered, within=30, what="the node registered")
+                assert parse_slurm_gres(gres) == {GresKind("gpu", "1g.10gb"): SLICES}
+
+                async def agrees() -> str:
+                    for c in (await kube.get(NODES, node))["status"].get("conditions") or []:
+                        if c["type"] == CONDITION_SLURM_GRES_COMPATIBLE:
+                            return str(c["status"])
+                    return ""
+
+                assert await eventually(agrees, within=30, what="the condition") == "True"
+        finally:
+            await remove_dynamic_node(slurm, node)
+            await slurm.create_external_node(
+                node,
+                cpus=before.cpus,
+                memory_mib=before.real_memory_mib,
+                features=before.features,
+                gres=gres_text(parse_slurm_gres(before.gres)),
+            )

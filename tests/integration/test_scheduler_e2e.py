@@ -13,10 +13,8 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
-import yaml
 
 from bridge.clock import SystemClock
-from bridge.config import parse_config
 from bridge.kube.resources import EVENTS, PODGROUPS
 from bridge.slurm.models import SlurmJob
 from bridge.wellknown import ANNOTATION_SLURM_NODE, ANNOTATION_SPEC_HASH, FINALIZER, LABEL_JOB_ID
@@ -26,6 +24,7 @@ from tests.integration.bridge_harness import (
     NS,
     Bridge,
     Sandboxes,
+    create_podgroup,
     has_job,
     job_of,
     podgroup,
@@ -33,13 +32,11 @@ from tests.integration.bridge_harness import (
     running_sandboxes,
 )
 from tests.integration.conftest import SlurmSandbox, blocker_spec
-from tests.integration.identities import component_kubeconfig
 from tests.integration.sched_proc import (
-    SchedulerProcess,
     binding_requests,
+    electing_replicas,
     jobs_by_group_uid,
     successful_bindings,
-    write_scheduler_config,
 )
 from tests.workloads import load_example
 
@@ -330,38 +327,15 @@ async def test_leader_failover_after_sigkill_binds_new_pods_once_without_double_
     sandboxes: Sandboxes, sandbox: SlurmSandbox, tmp_path: Path
 ) -> None:
     sb = sandboxes
-    kubeconfig = tmp_path / "scheduler.kubeconfig"
     lease = 3.0
-    config = write_scheduler_config(
-        tmp_path / "scheduler.yaml",
-        sandbox,
-        kubeconfig,
-        leaderElection=True,
-        leaseDurationSeconds=lease,
-        renewDeadlineSeconds=2.0,
-        retryPeriodSeconds=0.25,
-    )
-    await component_kubeconfig(
-        sb.kube, parse_config(yaml.safe_load(config.read_text()), env={}), "scheduler", kubeconfig
-    )
-    a = SchedulerProcess(config, tmp_path / "a.log", "replica-a")
-    b = SchedulerProcess(config, tmp_path / "b.log", "replica-b")
+    a, b = await electing_replicas(sb.kube, sandbox, tmp_path, lease)
     try:
         a.start()
         await a.wait_ready()  # a leads
         b.start()  # b stands by: it must not schedule while a leads
         await sb.create_pod("before-0")
         await sb.bound("before-0")
-        await sb.kube.create(
-            PODGROUPS,
-            {
-                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-                "kind": "PodGroup",
-                "metadata": {"name": "fo-pg"},
-                "spec": {"minMember": 2},
-            },
-            NS,
-        )
+        await create_podgroup(sb, "fo-pg", 2)
         await sb.slurm.cancel(job_of(await sb.get_pod("before-0")))  # free its node
         assert not b.ready(), "the standby replica must not run the scheduler"
 

@@ -27,7 +27,7 @@ from bridge.status.cli import run
 from bridge.status.view import Output
 from bridge.translate import admin_comment
 from bridge.wellknown import LABEL_JOB_ID
-from tests.bench.scheduler import CountingSlurmClient
+from tests.bench.scheduler_child import CountingSlurmClient
 from tests.clients import api_version, kube_for_host
 from tests.integration.bridge_harness import NS, Bridge, job_of, pod, podgroup, running_bridge
 from tests.integration.conftest import SlurmSandbox

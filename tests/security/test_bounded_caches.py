@@ -23,12 +23,14 @@ from bridge.models import GroupId
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import JobState, SlurmJob
 from bridge.translate import NodeSet, TranslateSettings, admin_comment
+from bridge.translate.dra import DeviceKind
 from bridge.translate.placement import PLACEMENT_MEMO_MAX
 from bridge.wellknown import LABEL_JOB_ID, LABEL_POD_GROUP
 from controller.caches import DEPARTED_JOBS_MAX, DEPARTED_PODS_PER_JOB_MAX
 from controller.model import Action, JobKind, SlurmJobStatus
 from controller.runtime import Controller
 from scheduler.cycle import Scheduler
+from scheduler.dra import DEVICE_CLASSES, KINDS_MAX, RESOURCE_SLICES, DraAllocator
 from scheduler.owners import OwnerCache
 from scheduler.report import PENDING_REASONS_MAX, REASON_LABEL_MAX, pending_reason_labels
 from scheduler.slurm_state import GONE_MAX
@@ -199,6 +201,25 @@ def test_a_hundred_thousand_distinct_placements_keep_the_memo_at_its_bound() -> 
     assert ns.memo_size() == PLACEMENT_MEMO_MAX
 
 
+def test_a_hundred_thousand_distinct_selectors_keep_the_dra_memo_at_its_bound() -> None:
+    # a request's CEL selector is tenant text: each distinct one is resolved and kept
+    dra = DraAllocator(
+        cast(KubeClient, object()),
+        cast(SlurmClient, object()),
+        device_class_gres={},
+        gres_mapping={},
+    )
+    for res in (DEVICE_CLASSES, RESOURCE_SLICES):
+        dra.cache.listed(res)
+    for i in range(MANY):
+        memo = dra._kind_memo()
+        assert memo is not None
+        memo[("mig.nvidia.com", (f"device.attributes['x'].n == {i}",))] = DeviceKind(
+            "gpu:1g.10gb", "1g.10gb", ()
+        )
+    assert len(dra._kinds) == KINDS_MAX
+
+
 def test_a_hundred_thousand_owner_uids_keep_the_owner_cache_at_its_bound() -> None:
     cache = OwnerCache(FakeClock())
     for i in range(MANY):
@@ -285,6 +306,16 @@ KNOWN: dict[str, str] = {
     "_Group.jobs": VALUE + " (the status CLI)",
     "SlurmNodeView.gres": VALUE,
     "Device.capacity": VALUE,
+    "Device.raw": VALUE + " (one device of a ResourceSlice)",
+    "Ledger.sets": VALUE + " (one node's counter sets, per allocation)",
+    "Ledger.used": VALUE + " (one node's counter sets, per allocation)",
+    "Ledger.whole": VALUE + " (one node's GPUs, per allocation)",
+    "Ledger.sliced": VALUE + " (one node's GPUs, per allocation)",
+    "DraInputs.gres_mapping": VALUE,
+    "DraAllocator.profiles": FIXED,
+    "KubeDevice.consumes": MIRROR + " (a device's counters in a node's ResourceSlice)",
+    "KubeInventory.counters": MIRROR + " (the counter sets of a node's ResourceSlices)",
+    "_Room.left": VALUE,
     "DraInputs.classes": VALUE,
     "DraInputs.claims": VALUE,
     "DraInputs.templates": VALUE,
@@ -325,14 +356,18 @@ KNOWN: dict[str, str] = {
     "KubeState.nodes": MIRROR,
     "KubeState.namespace_labels": MIRROR + " (namespaces: created by admins)",
     "KubeState._listed_uids": "the pods of the first list, cleared when the start-up sweep ends",
+    "KubeState._builtin": "the built-in podgroups and workloads resources: two keys at most",
     "WatchCaches.pods": MIRROR,
     "WatchCaches.by_job": MIRROR + " (the labelled pods, by job)",
     "WatchCaches.by_node": MIRROR,
     "WatchCaches.deleted": "pods deleted with claims unreleased: dropped at the job's next plan",
     "WatchCaches.released": MIRROR + " (uids of existing pods)",
     "WatchCaches.nodes": MIRROR,
+    "WatchCaches.slices": MIRROR + " (ResourceSlices, by node)",
+    "WatchCaches._slice_node": MIRROR,
     "NodeReconcile.slurm_nodes": SLURM,
     "NodeReconcile.job_partitions": SLURM + " (partitions jobs of ours ran in)",
+    "NodeReconcile._inventories": MIRROR + " (nodes with slices: dropped with the node)",
     "SlurmPoller.views": MIRROR + " (jobs labelled pods name: dropped with them)",
     "SlurmPoller.het": MIRROR + " (hetjob leaders labelled pods name: dropped with them)",
     "Ownership.links": MIRROR + " (jobs labelled pods name: dropped with them)",

@@ -163,6 +163,15 @@ def test_extra_conf_lines_come_last() -> None:
             id="mig-nodes-need-a-file-per-slice",
         ),
         pytest.param(
+            Settings(node_gpus=0, external_nodes=0, mig_nodes=1, mig_full_gpus=1),
+            [
+                "AutoDetect=off",
+                "NodeName=mig-node-0 Name=gpu Type=a100 File=/var/lib/fakegpu/mig0",
+                "NodeName=mig-node-0 Name=gpu Type=1g.10gb File=/var/lib/fakegpu/mig[1-7]",
+            ],
+            id="mixed-mig-node-whole-gpu-first",
+        ),
+        pytest.param(
             Settings(node_gpus=1, external_nodes=0),
             ["AutoDetect=off", "NodeName=batch-node-[0-1] Name=gpu File=/var/lib/fakegpu/gpu0"],
             id="one-gpu-no-external",
@@ -186,6 +195,7 @@ def test_gres_conf(settings: Settings, expected: list[str]) -> None:
         pytest.param({"mig_slices": 8}, "mig_slices", id="more-than-7-mig-slices"),
         pytest.param({"mig_profile": "1g 10gb"}, "mig_profile", id="bad-mig-profile"),
         pytest.param({"mig_nodes": -1}, "mig_nodes", id="negative-mig-nodes"),
+        pytest.param({"mig_full_gpus": 9}, "mig_full_gpus", id="too-many-whole-gpus"),
     ],
 )
 def test_bad_settings_name_the_field(kwargs: dict[str, object], field: str) -> None:
@@ -332,6 +342,11 @@ def test_mig_nodes_are_created_at_run_time_and_join_the_external_partition_by_fe
     assert out["SLURM_EXTERNAL_NODES"] == "kube-node-0,mig-node-[0-1]"
     assert (out["SLURM_MIG_NODES"], out["SLURM_MIG_GRES"]) == ("mig-node-[0-1]", "gpu:3g.40gb:2")
     assert script_env(Settings(), Paths(tmp_path), {})["SBX_MIG_NODES"] == ""
+    mixed = Settings(external_nodes=0, mig_nodes=1, mig_full_gpus=1)
+    assert (
+        "Gres=gpu:a100:1,gpu:1g.10gb:7 "
+        in script_env(mixed, Paths(tmp_path), {})["SBX_MIG_NODE_CONF"]
+    )
 
 
 def test_script_env_passes_nodes_ports_and_packages(tmp_path: Path) -> None:

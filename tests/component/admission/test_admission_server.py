@@ -9,6 +9,7 @@ import asyncio
 import os
 import random
 import ssl
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from bridge.kube.namespaces import CachedNamespaceLabels, kube_namespace_fetch
 from tests.admission_helpers import apply_json_patch, decode_patch, make_pod, make_review
 from tests.clients import kube_for_host
 from tests.fake_clock import FakeClock
+from tests.prom import parse, total
 from tests.waiting import eventually
 
 OURS = "slurm-bridge-scheduler"
@@ -283,7 +285,9 @@ async def test_health_ready_and_metrics(running: Running) -> None:
     assert await _get(running.url + "/readyz", client_ctx(running.ca)) == "ok"
     health = f"http://127.0.0.1:{running.server.health_bound}"
     assert await _get(health + "/readyz") == "ok"
+    t0 = time.perf_counter()
     await running.post("/mutate", make_review(make_pod()))
+    round_trip = time.perf_counter() - t0
     await running.post("/validate", make_review(make_pod(annotations={TL: "x"})))
     text = await _get(running.ops + "/metrics")
     assert (
@@ -295,6 +299,9 @@ async def test_health_ready_and_metrics(running: Running) -> None:
         'operation="CREATE",result="denied"} 1.0'
     ) in text
     assert 'slurm_bridge_admission_review_seconds_count{endpoint="mutate"} 1.0' in text
+    # the review's own time, in seconds: some, and within the client's round trip
+    mutate_s = total(parse(text), "slurm_bridge_admission_review_seconds_sum", endpoint="mutate")
+    assert 0 < mutate_s <= round_trip
 
 
 async def _wait_for(cond: Callable[[], bool]) -> None:

@@ -47,7 +47,8 @@ EXPECTED_RULES: dict[str, dict[tuple[str, str], frozenset[str]]] = {
         ("", "namespaces"): READ,
         ("", "events"): frozenset({"create", "patch"}),
         ("scheduling.x-k8s.io", "podgroups"): GET,
-        ("scheduling.k8s.io", "podgroups"): GET,
+        ("scheduling.k8s.io", "podgroups"): GET | {"list"},
+        ("scheduling.k8s.io", "workloads"): GET,
         ("jobset.x-k8s.io", "jobsets"): GET,
         ("leaderworkerset.x-k8s.io", "leaderworkersets"): GET,
         ("batch", "jobs"): GET,
@@ -62,6 +63,8 @@ EXPECTED_RULES: dict[str, dict[tuple[str, str], frozenset[str]]] = {
         ("", "pods"): READ | {"patch", "delete"},
         ("", "pods/status"): PATCH,
         ("", "nodes"): READ | PATCH,
+        ("", "nodes/status"): PATCH,
+        ("resource.k8s.io", "resourceslices"): LIST_WATCH,
         ("", "events"): frozenset({"create", "patch"}),
         ("scheduling.x-k8s.io", "podgroups/status"): PATCH,
         ("resource.k8s.io", "resourceclaims"): frozenset({"get", "patch", "delete"}),
@@ -486,6 +489,7 @@ def test_webhook_entries_are_complete_and_configurable(helm: Helm, values: tuple
         ("", "pods/resize", ("CREATE", "UPDATE")),  # a bound pod's resize is refused
         ("scheduling.x-k8s.io", "podgroups", ("CREATE", "UPDATE")),
         ("scheduling.k8s.io", "podgroups", ("CREATE", "UPDATE")),
+        ("scheduling.k8s.io", "workloads", ("CREATE", "UPDATE")),  # a Workload gang's
         ("jobset.x-k8s.io", "jobsets", ("CREATE", "UPDATE")),
         ("leaderworkerset.x-k8s.io", "leaderworkersets", ("CREATE", "UPDATE")),
         ("batch", "jobs", ("CREATE", "UPDATE")),

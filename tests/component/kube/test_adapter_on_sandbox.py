@@ -427,3 +427,29 @@ async def test_two_electors_never_lead_together_and_take_over_after_the_holder_s
         await a_client.close()
         await b_client.close()
         await a_link.stop()
+
+
+async def test_a_metadata_only_list_pages_each_objects_metadata_alone_through_continue(
+    skube: KubeClient,
+) -> None:
+    for i in range(5):
+        pod = new_pod(f"m{i}")
+        pod["metadata"]["labels"]["slurm.example/job"] = str(100 + i)
+        await skube.create(PODS, pod, "default")
+    await skube.create(PODS, new_pod("unlabelled"), "default")
+    full = {object_key(p): p for p in (await skube.list_pods(label_selector="app=t")).items}
+    pages = [
+        page
+        async for page, _ in skube.pages(
+            PODS, label_selector="slurm.example/job", page_size=2, metadata_only=True
+        )
+    ]
+    assert [len(p) for p in pages] == [2, 2, 1]  # followed the continue tokens
+    items = [item for page in pages for item in page]
+    assert {item["kind"] for item in items} == {"PartialObjectMetadata"}
+    assert all(set(item) == {"kind", "apiVersion", "metadata"} for item in items)  # no spec
+    for item in items:
+        assert item["metadata"] == full[object_key(item)]["metadata"]
+    assert sorted(item["metadata"]["labels"]["slurm.example/job"] for item in items) == [
+        str(100 + i) for i in range(5)
+    ]

@@ -469,3 +469,16 @@ async def test_pod_status_names_its_extended_resource_claim_with_request_mapping
     )
     assert status == 422
     assert "status.resourceClaimStatuses[0].name" in body["message"]
+
+
+async def test_stand_in_pool_of_eight_partitionable_gpus_is_split_within_the_limits(
+    srv: SandboxCluster,
+) -> None:
+    bodies = sandbox_dra.mig_slices("n8", 8)
+    for body in bodies:
+        status, got = await call(srv, "POST", f"{R}/resourceslices", body)
+        assert status == 201, got
+    devices = [d for b in bodies for d in b["spec"].get("devices") or []]
+    sets = [c for b in bodies for c in b["spec"].get("sharedCounters") or []]
+    assert (len(devices), len(sets)) == (8 * 15, 8)
+    assert {b["spec"]["pool"]["resourceSliceCount"] for b in bodies} == {len(bodies)}

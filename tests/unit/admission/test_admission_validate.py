@@ -316,6 +316,7 @@ def workload(
     [
         pytest.param("PodGroup", "scheduling.x-k8s.io", id="podgroup"),
         pytest.param("PodGroup", "scheduling.k8s.io", id="builtin-podgroup"),
+        pytest.param("Workload", "scheduling.k8s.io", id="builtin-workload"),
         pytest.param("JobSet", "jobset.x-k8s.io", id="jobset"),
         pytest.param("LeaderWorkerSet", "leaderworkerset.x-k8s.io", id="lws"),
         pytest.param("Job", "batch", id="batch-job"),

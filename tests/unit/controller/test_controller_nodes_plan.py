@@ -324,7 +324,8 @@ def register(
     parts: tuple[str, ...] = ("sb",),
     name: str = "n1",
 ) -> RegisterExternalNode:
-    return RegisterExternalNode("n1", name, cpus, mem, gpus, parts, parts, MARK)
+    gres = f"gpu:{gpus}" if gpus else ""
+    return RegisterExternalNode("n1", name, cpus, mem, gres, parts, parts, MARK)
 
 
 EXT = {"EXTERNAL", "IDLE", "DYNAMIC_NORM"}

@@ -164,8 +164,12 @@ def test_device_class_driver_comes_from_its_cel_selector() -> None:
         ),
         pytest.param(
             pod(claims=[{"name": "g", "resourceClaimTemplateName": "sel"}]),
-            ["ResourceClaimTemplate 'sel'", 'pod claim "g"', 'request "r"', "CEL selectors"],
-            id="selectors",
+            [
+                "spec.resourceClaims[0]: ResourceClaimTemplate 'sel'",
+                'request "r": spec.devices.requests[0].exactly.selectors[0].cel.expression',
+                "undeclared reference to 'compareTo'",
+            ],
+            id="selector-kubernetes-cel-library",
         ),
         pytest.param(
             pod(claims=[{"name": "g", "resourceClaimTemplateName": "all"}]),
@@ -191,7 +195,18 @@ def test_what_slurm_cannot_express_is_refused_naming_claim_request_and_reason(
         "sel": {
             "spec": {
                 "spec": claim_spec(
-                    exactly("r", "gpu.nvidia.com", selectors=[{"cel": {"expression": "true"}}])
+                    exactly(
+                        "r",
+                        "gpu.nvidia.com",
+                        selectors=[
+                            {
+                                "cel": {
+                                    "expression": 'device.attributes["gpu.nvidia.com"].memory'
+                                    '.compareTo(quantity("10Gi")) >= 0'
+                                }
+                            }
+                        ],
+                    )
                 )
             }
         },
