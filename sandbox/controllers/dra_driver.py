@@ -26,6 +26,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bridge.config import MigProfile, nvidia_mig_gpu
+
 GPU_DRIVER = "gpu.nvidia.com"
 CPU_DRIVER = "dra.cpu"
 
@@ -152,27 +154,34 @@ def node_slices(nodes: Iterable[str], *, cpus: int, gpus: int) -> list[Obj]:
 
 
 @dataclass(frozen=True)
-class MigProfile:
-    """One MIG profile of a GPU model: its GPU-instance profile id, compute slices
-    (``g``), memory slices, and the memory-slice starts it may be placed at."""
+class MigPlacements:
+    """Where one MIG profile may be cut from a GPU: the profile and its counters (from the
+    bridge's NVIDIA table, :data:`bridge.config.NVIDIA_MIG_GPUS`), its GPU-instance
+    profile id, and the memory-slice starts it may be placed at."""
 
-    name: str
+    profile: MigProfile
     profile_id: int
-    compute: int
-    memory_slices: int
     starts: tuple[int, ...]
 
 
 # A100-SXM4-80GB / H100-80GB (7 compute slices of 14 SMs, 8 memory slices of 10 GiB)
+A100_80GB = nvidia_mig_gpu("A100-80GB")
 SM_PER_SLICE = 14
-MEMORY_SLICES = 8
+MEMORY_SLICES = A100_80GB.memory
 MEMORY_SLICE_GIB = 10
+
+
+def placements(name: str, profile_id: int, starts: tuple[int, ...]) -> MigPlacements:
+    """``name``'s placements on an A100-80GB, its counters from the bridge's table."""
+    return MigPlacements(A100_80GB.profile(name), profile_id, starts)
+
+
 A100_80GB_PROFILES = (
-    MigProfile("1g.10gb", 19, 1, 1, (0, 1, 2, 3, 4, 5, 6)),
-    MigProfile("2g.20gb", 14, 2, 2, (0, 2, 4)),
-    MigProfile("3g.40gb", 9, 3, 4, (0, 4)),
-    MigProfile("4g.40gb", 5, 4, 4, (0,)),
-    MigProfile("7g.80gb", 0, 7, 8, (0,)),
+    placements("1g.10gb", 19, (0, 1, 2, 3, 4, 5, 6)),
+    placements("2g.20gb", 14, (0, 2, 4)),
+    placements("3g.40gb", 9, (0, 4)),
+    placements("4g.40gb", 5, (0,)),
+    placements("7g.80gb", 0, (0,)),
 )
 
 
@@ -199,7 +208,7 @@ def mig_slices(
     node: str,
     gpus: int,
     *,
-    profiles: Sequence[MigProfile] = A100_80GB_PROFILES,
+    profiles: Sequence[MigPlacements] = A100_80GB_PROFILES,
     full_gpus: int = 0,
 ) -> list[Obj]:
     """The GPU driver's pool on a node with ``full_gpus`` GPUs that are not partitionable
@@ -210,7 +219,7 @@ def mig_slices(
     devices: list[Obj] = list(gpu_slice(node, full_gpus)["spec"]["devices"])
     first_gpu = full_gpus
     counter_sets: list[Obj] = []
-    full_sms = 7 * SM_PER_SLICE
+    full_sms = A100_80GB.compute * SM_PER_SLICE
     full_mem = MEMORY_SLICES * MEMORY_SLICE_GIB
     for g in range(first_gpu, first_gpu + gpus):
         uuid = f"GPU-{node}-{g}"
@@ -235,26 +244,26 @@ def mig_slices(
             for start in p.starts:
                 devices.append(
                     {
-                        "name": mig_device_name(g, p.name, p.profile_id, start),
+                        "name": mig_device_name(g, p.profile.name, p.profile_id, start),
                         "attributes": {
                             "type": {"string": "mig"},
-                            "profile": {"string": p.name},
+                            "profile": {"string": p.profile.name},
                             "parentUUID": {"string": uuid},
                             "parentIndex": {"int": g},
                             "placement": {"int": start},
                             "productName": {"string": "Sandbox GPU"},
                         },
                         "capacity": {
-                            "multiprocessors": {"value": str(p.compute * SM_PER_SLICE)},
-                            "memory": {"value": f"{p.memory_slices * MEMORY_SLICE_GIB}Gi"},
+                            "multiprocessors": {"value": str(p.profile.compute * SM_PER_SLICE)},
+                            "memory": {"value": f"{p.profile.memory * MEMORY_SLICE_GIB}Gi"},
                         },
                         "consumesCounters": [
                             {
                                 "counterSet": cset,
                                 "counters": _counters(
-                                    p.compute * SM_PER_SLICE,
-                                    p.memory_slices * MEMORY_SLICE_GIB,
-                                    range(start, start + p.memory_slices),
+                                    p.profile.compute * SM_PER_SLICE,
+                                    p.profile.memory * MEMORY_SLICE_GIB,
+                                    range(start, start + p.profile.memory),
                                 ),
                             }
                         ],

@@ -208,7 +208,7 @@ async def test_a_slice_slurm_gave_that_the_slices_do_not_show_gives_the_job_back
     """The node's pool shows three 1g.10gb placements; Slurm has seven: a pod whose job
     Slurm gives index 3 or above cannot get it, and is told why (the job given back)."""
     (node,) = mig.external_nodes
-    three = (dra_driver.MigProfile("1g.10gb", 19, 1, 1, (0, 1, 2)),)
+    three = (dra_driver.placements("1g.10gb", 19, (0, 1, 2)),)
     slices = dra_driver.mig_slices(node, 1, profiles=three)
     async with mig_bridge(mig, tmp_path, slices=slices) as b:
         await b.kube.create(
