@@ -34,6 +34,7 @@ from bridge.slurm.models import SlurmJob
 from bridge.translate import (
     GroupRef,
     NodeSet,
+    PodTemplates,
     TranslateSettings,
     gang_workload,
     group_of,
@@ -112,6 +113,8 @@ class KubeState:
         self.nodes: dict[str, KubeObject] = {}
         # the same nodes, with excluded_nodes memoized per placement (no O(nodes) per group)
         self.node_set = NodeSet()
+        # a lone pod's options and needs by its template (translated once per template)
+        self.templates = PodTemplates()
         self.namespace_labels: dict[str, dict[str, str]] = {}
         # (namespace, uid) -> owner/group object: bounded, slim, re-read when older than a
         # minute; never found by uid alone (a pod's ownerReference uid is its own text)
