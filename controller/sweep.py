@@ -148,7 +148,7 @@ class Sweeper:
         """Every job's state, streamed: the active rows kept (all of them for the polled
         job metrics), never the whole decoded answer of Slurm's table."""
         polled = self._polled_job_metrics
-        return await self.slurm.scan_job_states(lambda s: polled or s.state.active)
+        return await self.slurm.scan_job_states(state=lambda s: polled or s.active)
 
     async def _job_metrics(self, states: tuple[JobStateItem, ...] | None) -> None:
         """Summarize Slurm's jobs for the observer, as ``controller.slurmJobMetrics`` says:

@@ -60,6 +60,7 @@ from scheduler.decide import (
     Update,
     Wait,
     decide,
+    decide_start,
 )
 from scheduler.dra import DraAllocator
 from scheduler.metrics import SchedulerMetrics
@@ -425,10 +426,8 @@ class Scheduler:
             part = d.spec.partition or ""
             async with self.starter.allocation_turn(part) as turn:
                 # Decided again on the partition as it is now: a try that ended while this
-                # one waited for its turn may have been refused.
-                again = decide(replace(snap.group, partition=self.slurm_state.partition_view(part)))
-                assert isinstance(again, Submit)
-                d = again
+                # one waited for its turn may have been refused (only how it starts changes).
+                d = decide_start(d, snap.group, self.slurm_state.partition_view(part))
                 if d.start == ALLOCATE:
                     alone = link_alone if len(snap.pods) == 1 else None
                     started = await self.starter.allocate(d, snap.pods, turn, alone)

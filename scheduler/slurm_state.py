@@ -238,7 +238,7 @@ class SlurmState:
             took[f"{part}_s"] = round(self.clock.monotonic() - started, 2)
 
         async def active_states() -> tuple[JobStateItem, ...]:
-            states = await self.slurm.scan_job_states(lambda s: s.state.active)
+            states = await self.slurm.scan_job_states(state=lambda s: s.active)
             done("states")
             return states
 

@@ -112,17 +112,26 @@ class SlurmFetching(SlurmApi):
         return tuple(out)
 
     async def scan_job_states(
-        self, keep: Callable[[JobStateItem], bool]
+        self,
+        keep: Callable[[JobStateItem], bool] | None = None,
+        *,
+        state: Callable[[JobState], bool] | None = None,
     ) -> tuple[JobStateItem, ...]:
-        """The rows of ``GET /jobs/state/`` (every job, finished ones too) that ``keep``
-        accepts, read as a stream: memory follows the kept rows (the active jobs, say),
-        not Slurm's table (100,000 rows decoded at once were ~100 MB)."""
+        """The rows of ``GET /jobs/state/`` (every job, finished ones too) whose state
+        ``state`` accepts and that ``keep`` accepts (None: any), read as a stream: memory
+        follows the kept rows (the active jobs, say), not Slurm's table (100,000 rows
+        decoded at once were ~100 MB).
+
+        ``state`` is asked once per distinct state, and a row it refuses is dropped before
+        it is built (:meth:`~bridge.slurm.codec.base.Codec.decode_job_state_row`): most
+        rows are finished jobs, and building each was ~60% of the scan's CPU (a start-up
+        sweep over 9,000 rows, docs/benchmarks.md)."""
         c = await self.codec()
-        states: dict[tuple[str, ...], JobState] = {}
+        states: dict[tuple[str, ...], tuple[JobState, bool]] = {}
 
         def pick(item: Any) -> JobStateItem | None:
-            row = c.decode_job_state_row(item, states)
-            return row if row is not None and keep(row) else None
+            row = c.decode_job_state_row(item, states, state)
+            return row if row is not None and (keep is None or keep(row)) else None
 
         return await self._scan_jobs_array(c.path("jobs/state/"), "jobs_state", pick)
 

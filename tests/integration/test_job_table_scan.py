@@ -86,6 +86,11 @@ async def test_scan_job_states_keeps_the_active_rows_and_decodes_as_the_whole_li
     assert active <= {s.job_id for s in kept}
     assert not set(finished) & {s.job_id for s in kept}
     assert all(s.state.active for s in kept)
+    # Refused by state before being built (the sweep's way): the same active rows.
+    by_state = await slurm.scan_job_states(state=lambda s: s.active)
+    assert active <= {s.job_id for s in by_state}
+    assert not set(finished) & {s.job_id for s in by_state}
+    assert all(s.state.active for s in by_state)
     # Every row decoded as the buffered whole-table read decodes it.
     streamed = {s.job_id: s.state for s in await slurm.scan_job_states(lambda s: True)}
     whole = {s.job_id: s.state for s in await slurm.list_job_states()}

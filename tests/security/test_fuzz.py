@@ -363,11 +363,11 @@ class _WorldSlurm:
             for i, c in enumerate(comments)
         }
 
-    async def scan_job_states(self, keep: Any) -> list[Any]:
+    async def scan_job_states(self, keep: Any = None, *, state: Any = None) -> list[Any]:
         from bridge.slurm.models import JobStateItem
 
         items = [JobStateItem(job_id=j.job_id, state=j.state) for j in self.jobs.values()]
-        return [s for s in items if keep(s)]
+        return [s for s in items if (keep is None or keep(s)) and (state is None or state(s.state))]
 
     async def get_jobs(self, ids: list[int], concurrency: int = 1) -> list[Any]:
         return [self.jobs[i] for i in ids if i in self.jobs]

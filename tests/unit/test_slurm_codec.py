@@ -118,6 +118,53 @@ def test_job_states_list_decodes(version: str) -> None:
     assert all(i.job_id > 0 and i.state.primary for i in items)
 
 
+_MIXED_STATE_ROWS = [
+    {"job_id": "1", "state": ["COMPLETED"]},
+    {"job_id": "2", "state": ["PENDING"]},
+    {"job_id": "3", "state": ["RUNNING", "COMPLETING"]},
+    {"job_id": "4", "state": "CANCELLED"},
+    {"job_id": "5+1", "state": ["RUNNING"]},
+    {"job_id": "6_2", "state": ["SUSPENDED"]},
+    {"job_id": "7", "state": []},
+    {"job_id": "8", "state": ["FAILED", "REQUEUED"]},
+    "not a row",
+]
+
+
+@VERSIONS
+@pytest.mark.parametrize(
+    "wanted",
+    [lambda s: s.active, lambda s: not s.active, lambda s: True, lambda s: False],
+    ids=["active", "finished", "every", "none"],
+)
+def test_job_state_rows_refused_by_state_are_dropped_as_a_filter_after_decoding_would(
+    version: str, wanted: Any
+) -> None:
+    """The sweep builds only the rows whose state it wants: the same rows, equal, as
+    decoding every row and filtering after."""
+    c = codec_for(version)
+    every = c.decode_job_states({"jobs": _MIXED_STATE_ROWS})
+    states: dict[tuple[str, ...], tuple[JobState, bool]] = {}
+    asked: list[JobState] = []
+
+    def counted(s: JobState) -> bool:
+        asked.append(s)
+        return bool(wanted(s))
+
+    rows = [c.decode_job_state_row(j, states, counted) for j in _MIXED_STATE_ROWS * 2]
+    assert [r for r in rows if r is not None] == [r for r in every if wanted(r.state)] * 2
+    assert len(asked) == len(set(asked)) == 8  # each distinct state asked once
+
+
+def test_a_finished_row_is_not_built_and_a_kept_row_without_an_id_is_still_refused() -> None:
+    c = codec_for("v0.0.45")
+    states: dict[tuple[str, ...], tuple[JobState, bool]] = {}
+    active = JobState.active.fget
+    assert c.decode_job_state_row({"state": ["COMPLETED"]}, states, active) is None
+    with pytest.raises(InvalidInput, match="job_id"):
+        c.decode_job_state_row({"state": ["RUNNING"]}, states, active)
+
+
 @VERSIONS
 def test_nodes_decode_with_external_flag_where_the_version_has_it(version: str) -> None:
     nodes = codec_for(version).decode_nodes(load(version, "nodes-get"))

@@ -18,7 +18,7 @@ version's schema in ``openapi-v3-sid-26.05.json``):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
@@ -492,25 +492,32 @@ class Codec:
         """Every row of ``GET /jobs/state/`` (tens of thousands a tick on a busy cluster:
         the few distinct states are parsed once, rows are built without re-validation)."""
         b = _require_mapping(body, "jobs/state response")
-        states: dict[tuple[str, ...], JobState] = {}
+        states: dict[tuple[str, ...], tuple[JobState, bool]] = {}
         rows = (self.decode_job_state_row(j, states) for j in b.get("jobs") or ())
         return tuple(r for r in rows if r is not None)
 
     def decode_job_state_row(
-        self, j: Any, states: dict[tuple[str, ...], JobState]
+        self,
+        j: Any,
+        states: dict[tuple[str, ...], tuple[JobState, bool]],
+        wanted: Callable[[JobState], bool] | None = None,
     ) -> JobStateItem | None:
-        """One row of ``GET /jobs/state/`` (None: not an object); ``states`` caches the
-        few distinct states across rows."""
+        """One row of ``GET /jobs/state/`` (None: not an object, or its state not
+        ``wanted``: such a row is not built, and its id not read); ``states`` caches the
+        few distinct states across rows, each with ``wanted``'s answer."""
         if not isinstance(j, Mapping):
+            return None
+        raw = _strs(j.get("state"))
+        known = states.get(raw)
+        if known is None:
+            state = JobState.from_list(raw)
+            known = states[raw] = (state, wanted is None or wanted(state))
+        if not known[1]:
             return None
         job_id, offset = _state_row_id(j.get("job_id"))
         if job_id is None:
             raise InvalidInput("job_id", "missing in a jobs/state row")
-        raw = _strs(j.get("state"))
-        state = states.get(raw)
-        if state is None:
-            state = states[raw] = JobState.from_list(raw)
-        return JobStateItem.model_construct(job_id=job_id, state=state, het_offset=offset)
+        return JobStateItem.model_construct(job_id=job_id, state=known[0], het_offset=offset)
 
     def decode_cancel(self, body: Any) -> tuple[CancelStatus, ...]:
         """A DELETE's ``status[]``: failures arrive here with HTTP 200."""

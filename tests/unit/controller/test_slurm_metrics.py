@@ -308,10 +308,17 @@ class FakeSlurm:
         return tuple(JobStateItem(job_id=j, state=self.jobs[j].state) for j in ids)
 
     async def scan_job_states(
-        self, keep: Callable[[JobStateItem], bool]
+        self,
+        keep: Callable[[JobStateItem], bool] | None = None,
+        *,
+        state: Callable[[JobState], bool] | None = None,
     ) -> tuple[JobStateItem, ...]:
         self.scans += 1
-        return tuple(s for s in await self.list_job_states() if keep(s))
+        return tuple(
+            s
+            for s in await self.list_job_states()
+            if (keep is None or keep(s)) and (state is None or state(s.state))
+        )
 
     async def get_jobs(self, job_ids: Iterable[int], *, concurrency: int = 16) -> list[SlurmJob]:
         ids = list(job_ids)

@@ -1,5 +1,7 @@
 """The decide step: one table row per situation a group can be in."""
 
+from dataclasses import replace
+
 import pytest
 
 from bridge.errors import InvalidInput
@@ -24,6 +26,8 @@ from scheduler.decide import (
     Update,
     Wait,
     decide,
+    decide_start,
+    shape_of,
     spec_hash,
 )
 
@@ -230,6 +234,35 @@ def test_the_submit_decision_carries_how_the_job_is_started(s: GroupSnapshot, st
     d = decide(s)
     assert isinstance(d, Submit)
     assert (d.start, bool(d.why)) == (start, True)
+
+
+_PARTS = [
+    PartitionView(),
+    PartitionView(pending=1),
+    PartitionView(nodes=1),
+    PartitionView(max_node_cpus=1),
+    PartitionView(refused=(shape_of(SPEC),)),
+]
+_SUBMITTING = [
+    snap(),
+    snap(immediate_allocation="never"),
+    snap(partition=PartitionView(pending=1)),
+    snap(spec=SPEC.model_copy(update={"user_id": "1000"})),
+    snap(spec=SPEC.model_copy(update={"external": False})),
+    snap(spec=SPEC.model_copy(update={"cpus_per_task": 8})),
+]
+
+
+@pytest.mark.parametrize("part", _PARTS)
+@pytest.mark.parametrize("s", _SUBMITTING)
+def test_deciding_the_start_again_equals_deciding_the_group_again(
+    s: GroupSnapshot, part: PartitionView
+) -> None:
+    """The cycle decides a Submit again on the partition as it is once its allocation turn
+    comes: decide_start (no second spec hash) gives what a whole decide would."""
+    first = decide(s)
+    assert isinstance(first, Submit)
+    assert decide_start(first, s, part) == decide(replace(s, partition=part))
 
 
 def test_a_pending_job_slurm_has_not_looked_at_yet_is_left_quiet() -> None:
