@@ -142,12 +142,14 @@ class Stamps:
     def all_bound(self, names: list[str]) -> bool:
         return all(n in self.bound for n in names)
 
-    def timeline(self, names: list[str], log: Path | None = None) -> dict[str, float]:
+    def timeline(
+        self, names: list[str], jobs: set[int], log: Path | None = None
+    ) -> dict[str, float]:
         """One group's steps, ms after its last member was created: first and last link
         patch and binding (its Scheduled events follow the bindings), and from the
         scheduler's log (``log``: its JSON lines at info level, or None) when
         ``job_allocated`` and ``group_bound`` were logged and the link and binding steps'
-        own times."""
+        own times (``jobs``: the group's)."""
         zero = max(self.created[n] for n in names)
         out: dict[str, float] = {}
         for what, stamps in (("link", self.patched), ("bound", self.bound)):
@@ -156,19 +158,19 @@ class Stamps:
                 out[f"first_{what}"] = round(1000 * (min(got) - zero), 1)
                 out[f"last_{what}"] = round(1000 * (max(got) - zero), 1)
         if log is not None and log.exists():
-            out |= logged_steps(log, len(names), zero)
+            out |= logged_steps(log, jobs, zero)
         return out
 
 
-def logged_steps(log: Path, pods: int, zero: float) -> dict[str, float]:
-    """The last ``job_allocated`` and ``group_bound`` of a group of ``pods`` in the
-    scheduler's JSON log, ms after ``zero`` (monotonic; the log stamps wall time)."""
+def logged_steps(log: Path, jobs: set[int], zero: float) -> dict[str, float]:
+    """``job_allocated`` and ``group_bound`` of the job ``jobs`` names in the scheduler's
+    JSON log, ms after ``zero`` (monotonic; the log stamps wall time)."""
     wall_minus_mono = time.time() - time.monotonic()
     found: dict[str, dict[str, Any]] = {}
     for line in log.read_text(errors="replace").splitlines():
         with contextlib.suppress(ValueError):
             rec = json.loads(line)
-            if rec.get("event") in ("job_allocated", "group_bound") and rec.get("pods") == pods:
+            if rec.get("event") in ("job_allocated", "group_bound") and rec.get("job_id") in jobs:
                 found[rec["event"]] = rec
     out: dict[str, float] = {}
     for event, rec in found.items():
@@ -660,7 +662,10 @@ async def gang(
         times.append(round(max(stamps.bound[n] for n in names) - last_member, 3))
         bound += sum(1 for n in names if n in stamps.bound)
         if rep == args.gang_reps // 2:
-            out["gang_timeline_ms"] = stamps.timeline(names, args.scheduler_log)
+            await asyncio.sleep(0.1)  # the scheduler's log line written
+            out["gang_timeline_ms"] = stamps.timeline(
+                names, job_ids_of(api, names), args.scheduler_log
+            )
         if rep + 1 < args.gang_reps:
             # the next gang finds the room this one took, and a scheduler gone quiet
             await cancel_all(slurm, job_ids_of(api, names))
