@@ -22,8 +22,15 @@ from bridge.kube.watch import WatchEvent
 from bridge.models import GroupId
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import JobState, SlurmJob
-from bridge.translate import NodeSet, TranslateSettings, admin_comment
+from bridge.translate import (
+    NodeSet,
+    PodTemplates,
+    TranslateSettings,
+    admin_comment,
+    translate_group,
+)
 from bridge.translate.dra import DeviceKind
+from bridge.translate.job import TEMPLATES_MAX
 from bridge.translate.placement import PLACEMENT_MEMO_MAX
 from bridge.wellknown import LABEL_JOB_ID, LABEL_POD_GROUP
 from controller.caches import DEPARTED_JOBS_MAX, DEPARTED_PODS_PER_JOB_MAX
@@ -201,6 +208,19 @@ def test_a_hundred_thousand_distinct_placements_keep_the_memo_at_its_bound() -> 
     assert ns.memo_size() == PLACEMENT_MEMO_MAX
 
 
+def test_a_hundred_thousand_distinct_pod_templates_keep_the_template_memo_at_its_bound() -> None:
+    # a lone pod's template (its slurmjob annotations, its resources) is tenant text
+    templates = PodTemplates()
+    settings = TranslateSettings()
+    for i in range(MANY):
+        pod = {
+            "metadata": {"name": "p", "namespace": "team", "uid": "u"},
+            "spec": {"containers": [{"resources": {"requests": {"cpu": f"{i + 1}m"}}}]},
+        }
+        assert translate_group([pod], None, [], settings, templates=templates)
+    assert len(templates) == TEMPLATES_MAX
+
+
 def test_a_hundred_thousand_distinct_selectors_keep_the_dra_memo_at_its_bound() -> None:
     # a request's CEL selector is tenant text: each distinct one is resolved and kept
     dra = DraAllocator(
@@ -346,6 +366,7 @@ KNOWN: dict[str, str] = {
     "SlurmState.pending_in": SLURM + " (pending jobs of ours, by their partition)",
     "SlurmState._job_partition": SLURM + " (pending jobs of ours)",
     "SlurmState.partition_size": SLURM,
+    "SlurmState.node_cpus": SLURM + " (Slurm's node list, replaced whole on each read)",
     "JobPoller._watched": SLURM + " (pending jobs of ours)",
     "Reporter._background": "status writes in flight, each removed when it ends",
     "GroupState.pods": MIRROR,
