@@ -112,7 +112,13 @@ async def run_scheduler(
         await ns_synced.wait()
         tg.create_task(
             list_then_watch(
-                Watcher(kube, PODS, field_selector=pod_field_selector(cfg), clock=clock, keep=slim),
+                Watcher(
+                    kube,
+                    PODS,
+                    field_selector=pod_field_selector(cfg),
+                    clock=clock,
+                    keep=sched.state.keep_pod,
+                ),
                 lambda ev: sched.on_pod_event(ev.type, ev.object),
                 listed=sched.initial_pods_listed,
                 synced=pods_synced,

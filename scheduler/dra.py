@@ -75,16 +75,20 @@ def wants_dra(
     ``extendedResourceName`` in ``claimed`` names)."""
     if kobj.sequence(pod, "spec", "resourceClaims"):
         return True
-    known = {**BUILTIN_GRES, **gres_mapping}
-    for name in claimed:
-        known.pop(name, None)
+    known: dict[str, str] | None = None  # built for the first resource with a "/" only
     for kind in ("initContainers", "containers"):
         for c in kobj.sequence(pod, "spec", kind):
             for which in ("requests", "limits"):
                 for r in kobj.mapping(c, "resources", which):
-                    if r.startswith(EXTENDED_PREFIX) or (
-                        "/" in r and r not in known and not r.startswith("hugepages-")
-                    ):
+                    if r.startswith(EXTENDED_PREFIX):
+                        return True
+                    if "/" not in r or r.startswith("hugepages-"):
+                        continue
+                    if known is None:
+                        known = {**BUILTIN_GRES, **gres_mapping}
+                        for name in claimed:
+                            known.pop(name, None)
+                    if r not in known:
                         return True
     return False
 

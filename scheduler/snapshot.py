@@ -264,6 +264,7 @@ class Snapshots:
                         self.state.namespace_labels.get(g.ref.namespace, {}),
                     ),
                     pod_groups=pod_groups,
+                    templates=self.state.templates,
                 )
             )
             if isinstance(result, Waiting):

@@ -34,6 +34,7 @@ from bridge.slurm.models import SlurmJob
 from bridge.translate import (
     GroupRef,
     NodeSet,
+    PodTemplates,
     TranslateSettings,
     gang_workload,
     group_of,
@@ -92,6 +93,15 @@ def scheduled_condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return None
 
 
+def _same_version(a: KubeObject, b: KubeObject) -> bool:
+    """The same object at the same resourceVersion (so the same content)."""
+    ma, mb = a.get("metadata"), b.get("metadata")
+    if type(ma) is not dict or type(mb) is not dict:
+        return False
+    rv = ma.get("resourceVersion")
+    return bool(rv) and rv == mb.get("resourceVersion") and ma.get("uid") == mb.get("uid")
+
+
 class KubeState:
     """The watch-fed caches. Pods leave when bound (:meth:`bound`), deleted or no longer
     this scheduler's; a group whose last pod left is processed once more and dropped."""
@@ -112,6 +122,8 @@ class KubeState:
         self.nodes: dict[str, KubeObject] = {}
         # the same nodes, with excluded_nodes memoized per placement (no O(nodes) per group)
         self.node_set = NodeSet()
+        # a lone pod's options and needs by its template (translated once per template)
+        self.templates = PodTemplates()
         self.namespace_labels: dict[str, dict[str, str]] = {}
         # (namespace, uid) -> owner/group object: bounded, slim, re-read when older than a
         # minute; never found by uid alone (a pod's ownerReference uid is its own text)
@@ -249,9 +261,23 @@ class KubeState:
     def written(self, pod: KubeObject) -> KubeObject:
         """Keep the answer of a write to a cached pod, as the watch keeps it; returns it."""
         key = kobj.pod_key(pod)
-        if key in self.pods:
-            pod = self.pods[key] = slim(pod)
-        return pod
+        cached = self.pods.get(key)
+        if cached is None:
+            return pod
+        if not _same_version(cached, pod):  # not kept already from its watch event
+            cached = self.pods[key] = slim(pod)
+        return cached
+
+    def keep_pod(self, pod: KubeObject) -> KubeObject:
+        """The pod watch's ``keep``: the cached pod when it is this very version (the
+        answer of our own write, kept by :meth:`written`), else ``pod`` slimmed. A pod
+        version is slimmed once, not twice: a bound pod's link patch comes back both as
+        the write's answer and as a watch event (slimming is ~10% of a pod's event
+        cost)."""
+        cached = self.pods.get(kobj.pod_key(pod))
+        if cached is not None and _same_version(cached, pod):
+            return cached
+        return slim(pod)
 
     def drop_group(self, gkey: str) -> None:
         self.groups.pop(gkey, None)

@@ -6,6 +6,7 @@ that built-in and custom resources go through the same request, timeout and erro
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -15,6 +16,17 @@ from urllib.parse import quote
 # An object exactly as the API server sent it (parsed JSON). The pure translation layer
 # consumes these; no typed model of kubernetes_asyncio ever leaves the adapter.
 KubeObject = dict[str, Any]
+
+
+# what quote(..., safe="") leaves as it is (RFC 3986's unreserved characters)
+_UNRESERVED = re.compile(r"[A-Za-z0-9._~-]*").fullmatch
+
+
+def _segment(text: str) -> str:
+    """``text`` quoted as one path segment. A Kubernetes name or namespace (DNS-1123)
+    never needs quoting: it is checked, not quoted (3 requests a pod; quote() was ~2% of
+    the scheduler's CPU profiled)."""
+    return text if _UNRESERVED(text) else quote(text, safe="")
 
 
 @dataclass(frozen=True)
@@ -39,10 +51,10 @@ class Resource:
         """``/api/v1/namespaces/ns/pods/name/status`` and friends."""
         base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         if self.namespaced and namespace:
-            base += f"/namespaces/{quote(namespace, safe='')}"
+            base += f"/namespaces/{_segment(namespace)}"
         base += f"/{self.plural}"
         if name is not None:
-            base += f"/{quote(name, safe='')}"
+            base += f"/{_segment(name)}"
             if subresource:
                 base += f"/{subresource}"
         return base

@@ -37,7 +37,7 @@ from bridge.translate.identity import (
     pod_belongs,
     pod_job_id,
 )
-from bridge.translate.job import Waiting, translate_group
+from bridge.translate.job import PodTemplates, Waiting, translate_group
 from bridge.translate.placement import (
     NodeSet,
     excluded_nodes,
@@ -54,6 +54,7 @@ __all__ = [
     "NodeSet",
     "ObjectRef",
     "PodResources",
+    "PodTemplates",
     "SlurmJobOptions",
     "TranslateSettings",
     "Waiting",

@@ -181,14 +181,31 @@ def annotation_key(field: str) -> str:
     return slurmjob_annotation(_KEY_OF_FIELD[field])
 
 
+def _an_option(name: str) -> bool:
+    """An annotation name the options are parsed from (the rest are not read)."""
+    return (
+        name in KUEUE_TOPOLOGY_KEYS
+        or name == LEGACY_ANNOTATION_JOB_NAME
+        or name.startswith(SLURMJOB_PREFIX)
+    )
+
+
+def option_annotations(annotations: Mapping[str, str]) -> dict[str, str]:
+    """The annotations :func:`parse_slurmjob_annotations` reads, and nothing else: two
+    objects with the same ones have the same options (a translation cache keys on them)."""
+    return {k: v for k, v in annotations.items() if _an_option(k)}
+
+
 def _parse(annotations: Mapping[str, str], obj: str) -> tuple[SlurmJobOptions, list[InvalidInput]]:
     values: dict[str, Any] = {}
     errors: list[InvalidInput] = []
     for name in sorted(annotations):
         raw = annotations[name]
+        if not _an_option(name):
+            continue
         if name in KUEUE_TOPOLOGY_KEYS:
             entry: tuple[str, Parser] | None = (KUEUE_TOPOLOGY_KEYS[name], parse_level)
-        elif name == LEGACY_ANNOTATION_JOB_NAME or not name.startswith(SLURMJOB_PREFIX):
+        elif name == LEGACY_ANNOTATION_JOB_NAME:
             continue
         else:
             entry = _PARSERS.get(name[len(SLURMJOB_PREFIX) :])

@@ -7,10 +7,14 @@ All pods of a group must carry the same slurmjob annotations.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
+from bridge.bounded import BoundedMap
 from bridge.errors import InvalidInput
 from bridge.models import GroupId, JobSpec
 from bridge.text import text_problem
@@ -18,6 +22,7 @@ from bridge.translate import kobj
 from bridge.translate.annotations import (
     SlurmJobOptions,
     annotation_key,
+    option_annotations,
     parse_slurmjob_annotations,
 )
 from bridge.translate.dra import DraInputs, pod_devices
@@ -232,6 +237,103 @@ def with_devices(pod: Obj, own: PodResources, dra: DraInputs | None) -> PodResou
     return PodResources(cpus=max(own.cpus, devices.cpus), memory_mib=own.memory_mib, gres=gres)
 
 
+TEMPLATES_MAX = 4096  # pod templates whose translation inputs are kept
+
+
+@dataclass(frozen=True)
+class _Derived:
+    """What a lone pod's translation derives from its template: its options (with the
+    namespace policy applied), its needs and its time limit. Nothing in it names the pod."""
+
+    opts: SlurmJobOptions
+    need: PodResources
+    time_limit: int | None
+    # held so that the ids in the key stay theirs while the entry lives
+    settings: TranslateSettings
+    policy: ResolvedPolicy | None
+
+
+class PodTemplates:
+    """A lone pod's options, needs and time limit by what they are read from, so that the
+    pods of one template (a Deployment's ReplicaSet, a Job's pods) are parsed once: about
+    half of a lone pod's translation (the annotation parsers, the resource quantities,
+    the policy), measured on the scheduler bench. The key is what
+    :func:`translate_group` reads for them and nothing else (see :func:`_template_key`):
+    the options' annotations, each container's resources (and an init container's
+    restartPolicy), the pod's own resources and overhead, its priority and
+    activeDeadlineSeconds, the settings and the namespace policy. Never the pod's name,
+    uid or other labels: those are translated afresh each time, as is every error (a
+    template whose translation fails is not kept). Bounded like the placement memo
+    (tenants choose templates): at most :data:`TEMPLATES_MAX`, least recently used
+    dropped first; the key is a 128-bit digest, so an entry stays small whatever the
+    annotations say."""
+
+    def __init__(self, max_entries: int = TEMPLATES_MAX) -> None:
+        self._memo: BoundedMap[tuple[bytes, int, int], _Derived] = BoundedMap(
+            "translate-pod-templates", max_entries
+        )
+
+    def get(self, key: tuple[bytes, int, int]) -> _Derived | None:
+        return self._memo.get(key)
+
+    def put(self, key: tuple[bytes, int, int], derived: _Derived) -> None:
+        self._memo[key] = derived
+
+    def __len__(self) -> int:
+        return len(self._memo)
+
+
+def _template_key(
+    pod: Obj, settings: TranslateSettings, policy: ResolvedPolicy | None
+) -> tuple[bytes, int, int] | None:
+    """What :func:`_derive` reads of a lone pod with no group object and no DRA request,
+    and which settings and namespace policy it is read with (by identity: the entry holds
+    both), as a key; None when the pod is not plain JSON (then it is translated without
+    the cache). A policy's rule name is left out: it only appears in errors, never kept."""
+    spec = kobj.get(pod, "spec")
+    read = [
+        option_annotations(kobj.annotations(pod)),
+        [kobj.get(c, "resources") for c in kobj.sequence(spec, "containers")],
+        [
+            [kobj.get(c, "resources"), kobj.get(c, "restartPolicy")]
+            for c in kobj.sequence(spec, "initContainers")
+        ],
+        kobj.get(spec, "resources"),
+        kobj.get(spec, "overhead"),
+        kobj.get(spec, "priority"),
+        kobj.get(spec, "activeDeadlineSeconds"),
+    ]
+    try:
+        # orjson raises on anything that is not JSON rather than guessing a text for it
+        text = orjson.dumps(read, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return None
+    digest = hashlib.blake2b(text, digest_size=16).digest()
+    return digest, id(settings), id(policy.policy) if policy is not None else 0
+
+
+def _derive(
+    group_object: Obj | None,
+    ordered: Sequence[Obj],
+    settings: TranslateSettings,
+    policy: ResolvedPolicy | None,
+    dra: DraInputs | None,
+    where: str,
+) -> tuple[SlurmJobOptions, list[PodResources]]:
+    """The group's options (pod annotations over the group object's, the policy
+    enforced) and each pod's needs."""
+    opts = _options(ordered, group_object)
+    class_priority = _priority(ordered) if settings.priority_from_priority_class else None
+    if policy is not None:
+        opts = enforce_policy(
+            opts, policy, obj=where, partition=settings.partition, class_priority=class_priority
+        )
+    elif opts.priority is None:
+        opts = opts.model_copy(update={"priority": class_priority})
+    needs = [with_devices(p, pod_resources(p, settings.gres_mapping), dra) for p in ordered]
+    return opts, needs
+
+
 def translate_group(
     pods: Sequence[Obj],
     group_object: Obj | None,
@@ -242,6 +344,7 @@ def translate_group(
     dra: DraInputs | None = None,
     policy: ResolvedPolicy | None = None,
     pod_groups: Sequence[Obj] = (),
+    templates: PodTemplates | None = None,
 ) -> JobSpec | Waiting:
     """One Slurm placeholder job for a group of pods, or :class:`Waiting` when the group
     is not complete. Raises InvalidInput naming the object, field and reason.
@@ -255,7 +358,9 @@ def translate_group(
     namespace's Slurm identity and limits (:mod:`bridge.translate.policy`), enforced on
     the merged annotations (None: none, for tools and tests); ``pod_groups`` the built-in
     PodGroups of the namespace when ``group_object`` is a built-in Workload: those made
-    from its templates are one gang, a component each (docs/hetjob.md).
+    from its templates are one gang, a component each (docs/hetjob.md); ``templates``
+    a :class:`PodTemplates` for a lone pod's template-derived inputs (the outcome is the
+    same with or without it).
     """
     if not pods:
         raise InvalidInput("pods", "a group needs at least one pod")
@@ -276,15 +381,24 @@ def translate_group(
     ordered = order_pods(ref, group_object, pods, pod_groups)
     keys = [kobj.pod_key(p) for p in ordered]
     _check_group_text(group, keys, where)
-    opts = _options(ordered, group_object)
-    class_priority = _priority(ordered) if settings.priority_from_priority_class else None
-    if policy is not None:
-        opts = enforce_policy(
-            opts, policy, obj=where, partition=settings.partition, class_priority=class_priority
+    node_set = nodes if isinstance(nodes, NodeSet) else list(nodes)
+    lone = len(ordered) == 1 and group_object is None and dra is None
+    tkey = _template_key(ordered[0], settings, policy) if templates is not None and lone else None
+    kept = templates.get(tkey) if templates is not None and tkey is not None else None
+    if kept is not None:
+        # the same template was translated before: only what names this pod is new
+        common = _Common(
+            group=group,
+            name=ref.name,
+            opts=kept.opts,
+            settings=settings,
+            nodes=node_set,
+            where=where,
+            priority=kept.opts.priority,
+            time_limit=kept.time_limit,
         )
-    elif opts.priority is None:
-        opts = opts.model_copy(update={"priority": class_priority})
-    needs = [with_devices(p, pod_resources(p, settings.gres_mapping), dra) for p in ordered]
+        return _job(common, ordered, kept.need, keys, size=size, count=1)
+    opts, needs = _derive(group_object, ordered, settings, policy, dra, where)
     parts = (
         components(ref, ordered, [Shape.of(p, n) for p, n in zip(ordered, needs, strict=True)])
         if settings.gang_sizing == "hetjob" and len(ordered) > 1
@@ -296,13 +410,17 @@ def translate_group(
         name=ref.name,
         opts=opts,
         settings=settings,
-        nodes=nodes if isinstance(nodes, NodeSet) else list(nodes),
+        nodes=node_set,
         where=where,
         priority=priority,
         time_limit=opts.timelimit_minutes or _deadline_minutes(ref, group_object, ordered),
     )
     if len(parts) == 1:
-        return _job(common, ordered, _max_resources(needs), keys, size=size, count=len(ordered))
+        need = _max_resources(needs)
+        spec = _job(common, ordered, need, keys, size=size, count=len(ordered))
+        if templates is not None and tkey is not None:
+            templates.put(tkey, _Derived(opts, need, common.time_limit, settings, policy))
+        return spec
     if opts.min_nodes is not None or opts.max_nodes is not None:
         key = "min-nodes" if opts.min_nodes is not None else "max-nodes"
         raise InvalidInput(

@@ -47,16 +47,27 @@ def integer(obj: Any, *path: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _meta_text(obj: Obj, key: str) -> str:
+    """``text(obj, "metadata", key)``, reading the usual shape (dicts) directly: name,
+    namespace and uid are read ~30 times for each pod the scheduler binds, and the
+    generic path costs three calls and two ABC checks each (~4% of its CPU profiled)."""
+    meta = obj.get("metadata") if type(obj) is dict else None
+    if type(meta) is dict:
+        value = meta.get(key)
+        return value if isinstance(value, str) else ""
+    return text(obj, "metadata", key)
+
+
 def name(obj: Obj) -> str:
-    return text(obj, "metadata", "name")
+    return _meta_text(obj, "name")
 
 
 def namespace(obj: Obj) -> str:
-    return text(obj, "metadata", "namespace")
+    return _meta_text(obj, "namespace")
 
 
 def uid(obj: Obj) -> str:
-    return text(obj, "metadata", "uid")
+    return _meta_text(obj, "uid")
 
 
 def labels(obj: Obj) -> dict[str, str]:

@@ -22,8 +22,15 @@ from bridge.kube.watch import WatchEvent
 from bridge.models import GroupId
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import JobState, SlurmJob
-from bridge.translate import NodeSet, TranslateSettings, admin_comment
+from bridge.translate import (
+    NodeSet,
+    PodTemplates,
+    TranslateSettings,
+    admin_comment,
+    translate_group,
+)
 from bridge.translate.dra import DeviceKind
+from bridge.translate.job import TEMPLATES_MAX
 from bridge.translate.placement import PLACEMENT_MEMO_MAX
 from bridge.wellknown import LABEL_JOB_ID, LABEL_POD_GROUP
 from controller.caches import DEPARTED_JOBS_MAX, DEPARTED_PODS_PER_JOB_MAX
@@ -199,6 +206,19 @@ def test_a_hundred_thousand_distinct_placements_keep_the_memo_at_its_bound() -> 
         tolerating = {"metadata": {"name": "p"}, "spec": {"tolerations": [{"key": f"t{i}"}]}}
         assert ns.excluded([tolerating], obj="x") == ("b",)
     assert ns.memo_size() == PLACEMENT_MEMO_MAX
+
+
+def test_a_hundred_thousand_distinct_pod_templates_keep_the_template_memo_at_its_bound() -> None:
+    # a lone pod's template (its slurmjob annotations, its resources) is tenant text
+    templates = PodTemplates()
+    settings = TranslateSettings()
+    for i in range(MANY):
+        pod = {
+            "metadata": {"name": "p", "namespace": "team", "uid": "u"},
+            "spec": {"containers": [{"resources": {"requests": {"cpu": f"{i + 1}m"}}}]},
+        }
+        assert translate_group([pod], None, [], settings, templates=templates)
+    assert len(templates) == TEMPLATES_MAX
 
 
 def test_a_hundred_thousand_distinct_selectors_keep_the_dra_memo_at_its_bound() -> None:

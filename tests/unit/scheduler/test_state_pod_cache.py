@@ -64,3 +64,34 @@ def test_resource_versions_that_are_not_numbers_are_never_called_older() -> None
     assert kobj.not_older({"metadata": {"resourceVersion": "abc"}}, _pod("99"))
     assert kobj.not_older(_pod("1"), None)
     assert not kobj.not_older(_pod("1"), _pod("2"))
+
+
+def _fat(rv: str, uid: str = "uid-a") -> dict[str, Any]:
+    pod = _pod(rv, uid)
+    pod["metadata"]["managedFields"] = [{"manager": "kubectl"}]
+    return pod
+
+
+async def test_one_pod_version_is_slimmed_once_whichever_comes_first() -> None:
+    # our write's answer, then the watch event of the same version: the cached pod is kept
+    state = _state()
+    await state.on_pod_event("ADDED", state.keep_pod(_fat("10")))
+    kept = state.written(_fat("12"))
+    assert "managedFields" not in kept["metadata"]
+    assert state.keep_pod(_fat("12")) is kept
+    # the watch event first, then the write's answer
+    event = state.keep_pod(_fat("13"))
+    assert "managedFields" not in event["metadata"]
+    await state.on_pod_event("MODIFIED", event)
+    assert state.written(_fat("13")) is state.pods["team/a"] is event
+
+
+async def test_another_version_or_object_is_slimmed_and_kept_afresh() -> None:
+    state = _state()
+    await state.on_pod_event("ADDED", state.keep_pod(_fat("10")))
+    cached = state.pods["team/a"]
+    for other in (_fat("11"), _fat("10", uid="uid-b"), _fat("")):
+        kept = state.keep_pod(other)
+        assert kept is not cached
+        assert "managedFields" not in kept["metadata"]
+    assert state.written(_fat("", uid="uid-a")) is not cached
