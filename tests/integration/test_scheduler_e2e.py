@@ -250,12 +250,8 @@ async def test_restarted_scheduler_confirms_a_pending_job_from_its_pods_without_
     assert job_of(await bridge.get_pod("kept")) == job_id
 
 
-async def test_new_pod_is_bound_during_the_start_up_sweep_but_listed_ones_wait_for_it(
-    bridge: Bridge,
-) -> None:
-    await bridge.stop_scheduler()
-    await bridge.create_pod("listed")  # there at the restart: an earlier job may exist
-    release = asyncio.Event()
+def sweep_held_until(release: asyncio.Event) -> Callable[[Scheduler], None]:
+    """A hook for :meth:`Bridge.start_scheduler`: its start-up sweep waits for ``release``."""
 
     def slow_sweep(sched: Scheduler) -> None:
         sweep_once = sched.slurm_state.sweep_once
@@ -266,7 +262,16 @@ async def test_new_pod_is_bound_during_the_start_up_sweep_but_listed_ones_wait_f
 
         sched.slurm_state.sweep_once = held  # type: ignore[method-assign]
 
-    await bridge.start_scheduler(slow_sweep)
+    return slow_sweep
+
+
+async def test_new_pod_is_bound_during_the_start_up_sweep_but_listed_ones_wait_for_it(
+    bridge: Bridge,
+) -> None:
+    await bridge.stop_scheduler()
+    await bridge.create_pod("listed")  # there at the restart: an earlier job may exist
+    release = asyncio.Event()
+    await bridge.start_scheduler(sweep_held_until(release))
     await bridge.create_pod("new")
     await podgroup(bridge, "late", 1)  # a new pod, but a PodGroup's uid outlives its pods
     assert await bridge.bound("new")
@@ -306,17 +311,7 @@ async def restored_held_group_waits_then_follows(
     job_id = track_jobs(await bridge.wait_for("the held job recorded on the pod", recorded))
     await bridge.stop_scheduler()
     release = asyncio.Event()
-
-    def slow_sweep(sched: Scheduler) -> None:
-        sweep_once = sched.slurm_state.sweep_once
-
-        async def held(lists_done: asyncio.Event | None = None) -> None:
-            await release.wait()
-            await sweep_once(lists_done)
-
-        sched.slurm_state.sweep_once = held  # type: ignore[method-assign]
-
-    await bridge.start_scheduler(slow_sweep)
+    await bridge.start_scheduler(sweep_held_until(release))
     await bridge.create_pod("new")
     assert await bridge.bound("new")  # not behind the restored group
     key = "Pod/slurm-bridge/held"
