@@ -133,6 +133,9 @@ class SlurmState:
             "scheduler-refused-shapes", PARTITIONS_MAX
         )
         self.slurm_nodes: frozenset[str] = frozenset()
+        # name -> CPUs, from the same list: whether a node runs one thread per core
+        # (scheduler.start, a gang's allocation read from its cores)
+        self.node_cpus: dict[str, int] = {}
         self.partition_size: dict[str, PartitionView] = {}  # from Slurm's node list
 
     # ------------------------------------------------------------------ following
@@ -321,6 +324,7 @@ class SlurmState:
         unknown name fails the submit with 2018), and Kubernetes has nodes Slurm lacks."""
         listed = await self.slurm.list_nodes()
         self.slurm_nodes = frozenset(n.name for n in listed)
+        self.node_cpus = {n.name: n.cpus for n in listed}
         self.partition_size = partition_sizes(listed)
 
     def may_create(self, g: GroupState, pods: list[KubeObject]) -> bool:

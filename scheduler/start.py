@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import structlog
@@ -26,7 +26,14 @@ from bridge.errors import KubeError, SlurmError, SlurmRejected, SlurmUnavailable
 from bridge.kube.resources import KubeObject
 from bridge.models import JobSpec
 from bridge.slurm.client import SlurmClient
-from bridge.slurm.models import ALLOCATE_MARK, Allocated, JobState, SlurmJob
+from bridge.slurm.models import (
+    ALLOCATE_MARK,
+    Allocated,
+    AllocatedNode,
+    JobState,
+    NodeResources,
+    SlurmJob,
+)
 from scheduler.decide import REASON_UNSCHEDULABLE, Submit, shape_of
 from scheduler.metrics import SchedulerMetrics
 from scheduler.outcome import NOW, REFUSED, Outcome, failed
@@ -92,6 +99,44 @@ async def _settled(work: asyncio.Future[object]) -> None:
         await work
     except KubeError as e:
         log.info("early_link_failed", error=str(e))
+
+
+def held_job(
+    known: SlurmJob,
+    spec: JobSpec,
+    held: Sequence[NodeResources],
+    node_cpus: Mapping[str, int],
+    pods: int,
+) -> SlurmJob | None:
+    """``known`` (a job just started at once from ``spec``) as RUNNING on the nodes of
+    ``held`` (its ``GET /resources``, in Slurm's node order), or None when that does not
+    say what its record would. One pod needs its node only. A group needs the CPUs held
+    on each node (:func:`scheduler.decide._bind`: a node takes CPUs / cpus_per_task
+    pods), which the core bitmap gives only on a node of one thread per core (its CPUs,
+    from Slurm's node list, are its sockets x cores): else None, and the record is read.
+    ``shared`` is what the job was submitted with (26.05's record shows none at all;
+    only "none" in it is read, see :func:`scheduler.snapshot.job_view`)."""
+    if not held:
+        return None
+    nodes = tuple(r.node for r in held)
+    running = JobState(primary="RUNNING")
+    if pods == 1:
+        return known.model_copy(update={"state": running, "nodes": nodes})
+    allocation = []
+    for r in held:
+        cores = (r.sockets_per_node or 0) * (r.cores_per_socket or 0)
+        if not cores or node_cpus.get(r.node) != cores or not r.cores:
+            return None  # threads per core unknown, or more than one
+        allocation.append(AllocatedNode(name=r.node, cpus=len(r.cores)))
+    return known.model_copy(
+        update={
+            "state": running,
+            "nodes": nodes,
+            "allocation": tuple(allocation),
+            "cpus_per_task": spec.cpus_per_task,
+            "shared": ("none",) if spec.exclusive else (),
+        }
+    )
 
 
 def with_hash_in_comment(spec: JobSpec, spec_hash: str, *, started_now: bool = False) -> JobSpec:
@@ -185,7 +230,7 @@ class Starter:
         known = self._created(d.spec, stamped, outcome.job_id, t0)
         beside = asyncio.ensure_future(alongside(outcome.job_id)) if alongside else None
         try:
-            job = await self._allocated_job(known, len(pods))
+            job = await self._allocated_job(known, d.spec, len(pods))
         except SlurmError as e:
             return Started(failed(e, forget=True), known, d.spec)
         finally:
@@ -195,16 +240,18 @@ class Starter:
         turn.started = True
         return Started(Outcome(NOW.requeue, forget=True), job, d.spec)
 
-    async def _allocated_job(self, known: SlurmJob, pods: int) -> SlurmJob:
-        """The job Slurm just started at once, as binding needs it. One pod: only its node,
-        from ``GET /resources/{id}`` (about half the cost of a whole record, see
-        docs/benchmarks.md); more pods: the record (how many CPUs each node holds decides
-        how many pods go there)."""
-        if pods == 1:
-            nodes = tuple(r.node for r in await self.slurm.get_job_resources(known.job_id))
-            if nodes:
-                running = JobState(primary="RUNNING")
-                return known.model_copy(update={"state": running, "nodes": nodes})
+    async def _allocated_job(self, known: SlurmJob, spec: JobSpec, pods: int) -> SlurmJob:
+        """The job Slurm just started at once, as binding needs it: its nodes and, for a
+        group, the CPUs it holds on each (how many pods go there). Read from
+        ``GET /resources/{id}`` (what it holds per node) where that says it all, else from
+        the job's whole record: a 256-task job's record took slurmrestd 24-115 ms against
+        2 ms for its resources (measured on the bench sandbox, docs/benchmarks.md), and
+        the binding waits for it."""
+        if not spec.heterogeneous:  # a hetjob's components are read with its record
+            held = await self.slurm.get_job_resources(known.job_id)
+            job = held_job(known, spec, held, self.slurm_state.node_cpus, pods)
+            if job is not None:
+                return job
         return await self.slurm.get_job(known.job_id)
 
     async def _failed(self, e: SlurmError, pods: list[KubeObject]) -> Started:

@@ -34,6 +34,8 @@ REPO = Path(__file__).resolve().parents[2]
 DEFAULT_BENCH = ["--pods", "1000", "--gang", "256", "--pending", "2000"]
 # figures compared: (key in the bench's JSON, better when higher)
 FIGURES = (("cpu_ms_per_pod", False), ("pods_per_s", True), ("gang_s", False))
+# the bench's options that older commits' benches lack: left out on their side
+NEWER_OPTIONS = ("--gang-reps", "--gang-pause", "--scheduler-log", "--scheduler-python")
 
 
 class BenchFailed(Exception):
@@ -69,13 +71,36 @@ def base_tree(base: str, trees: Path) -> tuple[Path, Path]:
     return tree, python
 
 
-def run_bench(tree: Path, python: Path, bench_args: list[str]) -> dict[str, Any]:
-    """One run of ``tests.bench.scheduler`` in ``tree``: its last line, parsed."""
+def known_args(tree: Path, bench_args: list[str]) -> list[str]:
+    """``bench_args`` without the options ``tree``'s bench does not know yet (an older
+    commit's bench has no ``--gang-reps``: it runs one gang)."""
+    source = (tree / "tests" / "bench" / "scheduler.py").read_text()
+    out: list[str] = []
+    skip = False
+    for arg in bench_args:
+        if skip:
+            skip = False
+            continue
+        flag = arg.split("=", 1)[0]
+        if flag in NEWER_OPTIONS and f'"{flag}"' not in source:
+            skip = "=" not in arg  # its value is the next argument
+            continue
+        out.append(arg)
+    return out
+
+
+def run_bench(
+    tree: Path, python: Path, bench_args: list[str], scheduler_python: Path | None = None
+) -> dict[str, Any]:
+    """One run of ``tests.bench.scheduler`` in ``tree``: its last line, parsed.
+    ``scheduler_python``: the scheduler of the tree that interpreter comes from, under
+    ``tree``'s bench (``--one-bench``)."""
     env = dict(os.environ)
     env["PATH"] = f"{python.parent}{os.pathsep}{env.get('PATH', '')}"
     env.pop("PYTHONPATH", None)
+    extra = ["--scheduler-python", str(scheduler_python)] if scheduler_python else []
     proc = subprocess.run(
-        [str(python), "-m", "tests.bench.scheduler", *bench_args],
+        [str(python), "-m", "tests.bench.scheduler", *known_args(tree, bench_args), *extra],
         cwd=tree,
         env=env,
         stdout=subprocess.PIPE,
@@ -86,9 +111,25 @@ def run_bench(tree: Path, python: Path, bench_args: list[str]) -> dict[str, Any]
     if proc.returncode != 0 or not lines:
         raise BenchFailed(f"the bench in {tree} failed (exit {proc.returncode})")
     out: dict[str, Any] = json.loads(lines[-1])
-    gang = next((v for k, v in out.items() if k.startswith("gang_") and k.endswith("_s")), None)
+    gang = next((v for k, v in out.items() if is_gang(k, "_s") and not is_gang(k, "_reps_s")), None)
     out["gang_s"] = gang
     return out
+
+
+def is_gang(key: str, suffix: str) -> bool:
+    """``gang_<size><suffix>``: the bench names its gang figures by the gang's size."""
+    return key.startswith("gang_") and key.endswith(suffix)
+
+
+def gang_times(out: dict[str, Any]) -> list[float]:
+    """Each gang one run of the bench timed: ``gang_N_reps_s`` (``--gang-reps``), else its
+    one ``gang_N_s``."""
+    reps = next(
+        (v for k, v in out.items() if k.startswith("gang_") and k.endswith("_reps_s")), None
+    )
+    if isinstance(reps, list):
+        return [float(x) for x in reps]
+    return [] if out.get("gang_s") is None else [float(out["gang_s"])]
 
 
 def ratios(base: dict[str, Any], new: dict[str, Any]) -> dict[str, float | None]:
@@ -114,6 +155,12 @@ def parser() -> argparse.ArgumentParser:
         default=Path.home() / ".cache" / "slurm-bridge" / "paired",
         help="where the base's worktree and venv live (kept between runs)",
     )
+    ap.add_argument(
+        "--one-bench",
+        action="store_true",
+        help="both sides run this checkout's bench (API server, pod creators, phases: "
+        "--gang-reps for both), the base side with the base's scheduler",
+    )
     ap.add_argument("bench", nargs="*", help="after --: the scheduler bench's arguments")
     return ap
 
@@ -122,7 +169,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     bench_args = args.bench or DEFAULT_BENCH
     tree, python = base_tree(args.base, args.trees)
-    sides = {"base": (tree, python), "new": (REPO, Path(sys.executable))}
+    sides: dict[str, tuple[Path, Path, Path | None]] = {
+        "base": (tree, python, None),
+        "new": (REPO, Path(sys.executable), None),
+    }
+    if args.one_bench:  # this checkout's bench for both, the base's scheduler under it
+        sides["base"] = (REPO, Path(sys.executable), python)
     pairs: list[dict[str, Any]] = []
     for i in range(args.reps):
         order = ("base", "new") if i % 2 == 0 else ("new", "base")
@@ -130,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for side in order:
                 log(f"# pair {i + 1}/{args.reps}: {side}")
-                got[side] = run_bench(*sides[side], bench_args)
+                tree_of, python_of, scheduler_of = sides[side]
+                got[side] = run_bench(tree_of, python_of, bench_args, scheduler_of)
         except BenchFailed as e:
             log(f"pair {i + 1} left out: {e}")  # a pair is both sides or nothing
             continue
@@ -142,9 +195,16 @@ def main(argv: list[str] | None = None) -> int:
         vals = [p["ratio"][key] for p in pairs if p["ratio"][key] is not None]
         medians[key] = round(statistics.median(vals), 3) if vals else None
     log("median ratios (new / base): " + ", ".join(f"{k} {v}" for k, v in medians.items()))
+    # every gang of each side, pooled (a bench with --gang-reps times several per run)
+    gangs = {s: [g for p in pairs for g in gang_times(p[s])] for s in ("base", "new")}
+    pooled = {s: round(statistics.median(v), 3) if v else None for s, v in gangs.items()}
+    if pooled["base"] and pooled["new"]:
+        pooled["ratio"] = round(pooled["new"] / pooled["base"], 3)
+    log(f"gangs pooled: {gangs}; medians {pooled}")
     summary = {
         "base": args.base,
         "new": git("rev-parse", "--short", "HEAD"),
+        "one_bench": args.one_bench,
         "bench": bench_args,
         "pairs": [
             {
@@ -155,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
             for p in pairs
         ],
         "median_ratio": medians,
+        "gangs": gangs,
+        "gang_pooled_median": pooled,
     }
     print(json.dumps(summary), flush=True)
     return 0

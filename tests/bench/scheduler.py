@@ -43,16 +43,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import math
 import os
 import signal
+import statistics
 import sys
 import tempfile
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -103,19 +106,27 @@ def percentile(xs: Iterable[float], q: float) -> float:
 
 
 class Stamps:
-    """When the in-process API server stored each pod and each binding (monotonic s)."""
+    """When the in-process API server stored each pod, its first patch (the scheduler's
+    link) and its binding (monotonic s)."""
 
     def __init__(self, api: SandboxCluster) -> None:
         self.created: dict[str, float] = {}
+        self.patched: dict[str, float] = {}
         self.bound: dict[str, float] = {}
         self.bind_requests: Counter[str] = Counter()
         objects = api.api
-        create, bind = objects.create, objects.bind
+        create, bind, patch = objects.create, objects.bind, objects.patch
 
         def stamped_create(rd: Any, namespace: str, body: Any, **kw: Any) -> Any:
             obj = create(rd, namespace, body, **kw)
             if rd.plural == "pods" and not kw.get("dry_run"):
                 self.created[obj["metadata"]["name"]] = time.monotonic()
+            return obj
+
+        def stamped_patch(rd: Any, namespace: str, name: str, *a: Any, **kw: Any) -> Any:
+            obj = patch(rd, namespace, name, *a, **kw)
+            if rd.plural == "pods" and not kw.get("subresource") and not kw.get("dry_run"):
+                self.patched.setdefault(name, time.monotonic())
             return obj
 
         def stamped_bind(namespace: str, name: str, binding: Any) -> Any:
@@ -126,6 +137,49 @@ class Stamps:
 
         objects.create = stamped_create  # type: ignore[method-assign]
         objects.bind = stamped_bind  # type: ignore[method-assign]
+        objects.patch = stamped_patch  # type: ignore[method-assign]
+
+    def all_bound(self, names: list[str]) -> bool:
+        return all(n in self.bound for n in names)
+
+    def timeline(
+        self, names: list[str], jobs: set[int], log: Path | None = None
+    ) -> dict[str, float]:
+        """One group's steps, ms after its last member was created: first and last link
+        patch and binding (its Scheduled events follow the bindings), and from the
+        scheduler's log (``log``: its JSON lines at info level, or None) when
+        ``job_allocated`` and ``group_bound`` were logged and the link and binding steps'
+        own times (``jobs``: the group's)."""
+        zero = max(self.created[n] for n in names)
+        out: dict[str, float] = {}
+        for what, stamps in (("link", self.patched), ("bound", self.bound)):
+            got = [stamps[n] for n in names if n in stamps]
+            if got:
+                out[f"first_{what}"] = round(1000 * (min(got) - zero), 1)
+                out[f"last_{what}"] = round(1000 * (max(got) - zero), 1)
+        if log is not None and log.exists():
+            out |= logged_steps(log, jobs, zero)
+        return out
+
+
+def logged_steps(log: Path, jobs: set[int], zero: float) -> dict[str, float]:
+    """``job_allocated`` and ``group_bound`` of the job ``jobs`` names in the scheduler's
+    JSON log, ms after ``zero`` (monotonic; the log stamps wall time)."""
+    wall_minus_mono = time.time() - time.monotonic()
+    found: dict[str, dict[str, Any]] = {}
+    for line in log.read_text(errors="replace").splitlines():
+        with contextlib.suppress(ValueError):
+            rec = json.loads(line)
+            if rec.get("event") in ("job_allocated", "group_bound") and rec.get("job_id") in jobs:
+                found[rec["event"]] = rec
+    out: dict[str, float] = {}
+    for event, rec in found.items():
+        wall = datetime.fromisoformat(rec["timestamp"].replace("Z", "+00:00")).timestamp()
+        out[event] = round(1000 * (wall - wall_minus_mono - zero), 1)
+        for k in ("link_s", "bind_s"):
+            if k in rec:
+                out[k.replace("_s", "_ms")] = round(1000 * rec[k], 1)
+    return out
 
 
 def bench_pod(
@@ -380,11 +434,15 @@ async def create_pods(kube: KubeClient, pods: list[dict[str, Any]], creators: in
     await bounded(creators, pods, lambda p: kube.create(PODS, p, NS))
 
 
-def job_ids_of(api: SandboxCluster) -> set[int]:
-    """Job ids from every pod's job-id label (what the scheduler submitted)."""
+def job_ids_of(api: SandboxCluster, names: Iterable[str] | None = None) -> set[int]:
+    """Job ids from every pod's job-id label (what the scheduler submitted); ``names``:
+    only these pods'."""
     out: set[int] = set()
     rd = api.api.resolve("", "v1", "pods")
+    only = None if names is None else set(names)
     for p in api.api.list(rd, NS).get("items", []):
+        if only is not None and p["metadata"]["name"] not in only:
+            continue
         label = (p["metadata"].get("labels") or {}).get(LABEL_JOB_ID)
         if label:
             out.add(int(label))
@@ -403,7 +461,7 @@ def pending_message(api: SandboxCluster, name: str) -> str:
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     sb = load_sandbox()
     capacity = len(sb.external_nodes) * sb.node_cpus
-    need = args.pods + args.paced + args.gang
+    need = args.pods + args.paced + args.gang  # each gang's jobs go before the next
     if need > capacity:
         raise SystemExit(
             f"{args.pods} + {args.paced} pods + a gang of {args.gang} need {need} CPUs; the "
@@ -448,11 +506,22 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 cfg_path = Path(tmp) / "scheduler.yaml"
                 sched_kc = Path(tmp) / "scheduler.kubeconfig"
                 cfg = scheduler_config(sb, sched_kc, args.workers, args.poll)
+                if args.scheduler_python is not None:
+                    # an older tree's scheduler may not know the key; no pod here asks a
+                    # priority
+                    cfg.pop("defaultNamespacePolicy", None)
+                if args.scheduler_log is not None:
+                    cfg |= {"logLevel": "info", "logFormat": "json"}
                 await component_kubeconfig(kube, parse_config(cfg, env={}), "scheduler", sched_kc)
                 cfg_path.write_text(json.dumps(cfg))
                 prof_env = {CPROFILE_ENV: str(args.cprofile.resolve())} if args.cprofile else {}
                 async with child(
-                    "--config", str(cfg_path), env=prof_env, script=SCHEDULER_CHILD
+                    "--config",
+                    str(cfg_path),
+                    env=prof_env,
+                    script=SCHEDULER_CHILD,
+                    python=args.scheduler_python,
+                    stderr=args.scheduler_log,
                 ) as sched:
                     await wait_child(sched, "the scheduler", 60)
                     before, own = dict(sched.last), os.times()
@@ -483,7 +552,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     jobs |= job_ids_of(api)
                     await paced(args, kube, stamps, out)
                     jobs |= job_ids_of(api)
-                    await gang(args, api, kube, stamps, out)
+                    await gang(args, api, kube, slurm, stamps, out)
                     jobs |= job_ids_of(api)
                     blocker = await steady(args, api, kube, slurm, sb, sched, out, jobs)
                     await wakeups(args, api, slurm, stamps, blocker, out)
@@ -561,28 +630,49 @@ async def gang(
     args: argparse.Namespace,
     api: SandboxCluster,
     kube: KubeClient,
+    slurm: SlurmClient,
     stamps: Stamps,
     out: dict[str, Any],
 ) -> None:
+    """``--gang-reps`` PodGroups of ``--gang`` pods, one after another (a fresh group each;
+    its jobs cancelled before the next): ``gang_N_s`` is the median of their times (last
+    member created -> all bound; one gang is too short a figure to compare alone), the
+    times in ``gang_N_reps_s``, and one gang's timeline in ``gang_timeline_ms``."""
     if not args.gang:
         return
-    await kube.create(
-        PODGROUPS,
-        {
-            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-            "kind": "PodGroup",
-            "metadata": {"name": "gang", "annotations": dict(SHARED)},
-            "spec": {"minMember": args.gang},
-        },
-        NS,
-    )
-    names = [f"gang-{i}" for i in range(args.gang)]
-    pods = [bench_pod(n, labels={LABEL_POD_GROUP: "gang"}, annotations={}) for n in names]
-    await create_pods(kube, pods, args.creators)
-    await until("every gang pod bound", lambda: all(n in stamps.bound for n in names), args.limit)
-    last_member = max(stamps.created[n] for n in names)
-    out[f"gang_{args.gang}_s"] = round(max(stamps.bound[n] for n in names) - last_member, 3)
-    out["gang_bound"] = sum(1 for n in names if n in stamps.bound)
+    times: list[float] = []
+    bound: list[int] = []  # pods bound, per gang
+    for rep in range(args.gang_reps):
+        group = "gang" if rep == 0 else f"gang{rep}"
+        await kube.create(
+            PODGROUPS,
+            {
+                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {"name": group, "annotations": dict(SHARED)},
+                "spec": {"minMember": args.gang},
+            },
+            NS,
+        )
+        names = [f"{group}-{i}" for i in range(args.gang)]
+        pods = [bench_pod(n, labels={LABEL_POD_GROUP: group}, annotations={}) for n in names]
+        await create_pods(kube, pods, args.creators)
+        await until("every gang pod bound", functools.partial(stamps.all_bound, names), args.limit)
+        last_member = max(stamps.created[n] for n in names)
+        times.append(round(max(stamps.bound[n] for n in names) - last_member, 3))
+        bound.append(sum(1 for n in names if n in stamps.bound))
+        if rep == args.gang_reps // 2:
+            await asyncio.sleep(0.1)  # the scheduler's log line written
+            out["gang_timeline_ms"] = stamps.timeline(
+                names, job_ids_of(api, names), args.scheduler_log
+            )
+        if rep + 1 < args.gang_reps:
+            # the next gang finds the room this one took, and a scheduler gone quiet
+            await cancel_all(slurm, job_ids_of(api, names))
+            await asyncio.sleep(args.gang_pause)
+    out[f"gang_{args.gang}_s"] = round(statistics.median(times), 3)
+    out[f"gang_{args.gang}_reps_s"] = times
+    out["gang_bound"] = min(bound)  # of each gang (all of them: --gang)
 
 
 async def steady(
@@ -669,6 +759,12 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m tests.bench.scheduler", description=__doc__)
     ap.add_argument("--pods", type=int, default=1000, help="single pods (and raw pods)")
     ap.add_argument("--gang", type=int, default=256, help="PodGroup size (0: no gang)")
+    ap.add_argument(
+        "--gang-reps", type=int, default=5, help="gangs, one after another (gang_N_s: median)"
+    )
+    ap.add_argument(
+        "--gang-pause", type=float, default=1.0, help="wait after a gang's jobs are cancelled (s)"
+    )
     ap.add_argument("--paced", type=int, default=100, help="pods created at --rate (latency)")
     ap.add_argument("--rate", type=float, default=50.0, help="creations/s of the paced pods")
     ap.add_argument("--pending", type=int, default=2000, help="pending pods at steady state")
@@ -683,6 +779,17 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--py-spy", type=Path, help="profile the scheduler in phase 2 into FILE")
     ap.add_argument(
         "--cprofile", type=Path, help="cProfile (CPU clock) the scheduler in phase 2 into FILE"
+    )
+    ap.add_argument(
+        "--scheduler-python",
+        type=Path,
+        help="run the scheduler of the tree this interpreter is installed from (another "
+        "commit's venv: tests.bench.paired --one-bench); default: this checkout's",
+    )
+    ap.add_argument(
+        "--scheduler-log",
+        type=Path,
+        help="the scheduler's log, at info level in JSON, into FILE (and the gang's timeline)",
     )
     ap.add_argument("--role", choices=["main", "scheduler", "raw"], default="main")
     ap.add_argument("--config", type=Path, help=argparse.SUPPRESS)

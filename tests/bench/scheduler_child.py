@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import importlib
 import json
 import os
 import signal
@@ -24,14 +25,17 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
-from bridge import loops
 from bridge.clock import SystemClock
 from bridge.config import load_config
 from bridge.kube.client import KubeClient
 from bridge.logging import configure_logging
 from bridge.slurm.client import SlurmClient
 from scheduler.app import run_scheduler
-from scheduler.cycle import Scheduler
+
+try:
+    from scheduler.cycle import Scheduler
+except ImportError:  # an older tree's (87f2bfe): the scheduler was scheduler.core's
+    Scheduler = importlib.import_module("scheduler.core").Scheduler
 
 LINE = "BENCH "  # prefix of the children's report lines on stdout
 CPROFILE_ENV = "SLURM_BRIDGE_BENCH_CPROFILE"  # the scheduler child profiles into this file
@@ -39,7 +43,8 @@ CPROFILE_ENV = "SLURM_BRIDGE_BENCH_CPROFILE"  # the scheduler child profiles int
 
 class CountingSlurmClient(SlurmClient):
     """Counts every HTTP exchange with slurmrestd (retries and streamed whole-table reads
-    included: every request goes through ``_send``), by endpoint."""
+    included: every request goes through ``_send``), by endpoint. (An older tree's
+    whole-table reads, e.g. 87f2bfe's, bypassed ``_send``: not counted there.)"""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -110,7 +115,11 @@ async def scheduler_child(config: Path) -> None:
 
 def run_as_the_scheduler(main: Coroutine[Any, Any, None]) -> None:
     """Run ``main`` as ``slurm-bridge scheduler`` runs its loop (``bridge.loops.run``), or,
-    in an older tree without it, with ``asyncio.run``."""
+    in an older tree without it (no ``bridge.loops`` before uvloop), with ``asyncio.run``."""
+    try:
+        loops = importlib.import_module("bridge.loops")
+    except ImportError:
+        loops = None
     getattr(loops, "run", asyncio.run)(main)
 
 

@@ -7,6 +7,7 @@ themselves are never asserted (shared, noisy machines)."""
 from __future__ import annotations
 
 import math
+import statistics
 
 import pytest
 
@@ -48,6 +49,10 @@ async def test_scheduler_benchmark_reports_every_key_and_binds_every_pod(
             "50",
             "--gang",
             "4",
+            "--gang-reps",
+            "2",
+            "--gang-pause",
+            "0.2",
             "--pending",
             "3",
             "--window",
@@ -63,7 +68,10 @@ async def test_scheduler_benchmark_reports_every_key_and_binds_every_pod(
         assert math.isfinite(report[key]), key
     assert report["bound"] == 6
     assert 0 <= report["immediate_share"] <= 1
-    assert report["gang_bound"] == 4
+    assert report["gang_bound"] == 4  # every pod of each gang
+    assert len(report["gang_4_reps_s"]) == 2
+    assert report["gang_4_s"] == round(statistics.median(report["gang_4_reps_s"]), 3)
+    assert report["gang_timeline_ms"]["last_bound"] >= report["gang_timeline_ms"]["first_link"]
     assert report["pending_pods"] == 3
     assert sum(report["pending_reasons"].values()) == 3
     assert report["queued_started_jobs"] == 3  # the blocker ended: Slurm started them all

@@ -234,8 +234,11 @@ async def test_a_deleted_pod_keeps_its_slurm_job_until_its_containers_have_stopp
         seen: list[tuple[bool, bool]] = []  # (a container runs, the job is active)
 
         async def job_ended() -> bool:
-            running = await _containers_run(kube, "g-0")  # read before Slurm
+            # Slurm first, then the containers: a stopped container never runs again, so
+            # "running" read after "ended" means it ran when the job had ended (the other
+            # order would count a container that stopped between the two reads)
             active = (await slurm.get_job(job)).state.active
+            running = await _containers_run(kube, "g-0")
             seen.append((running, active))
             return not active
 

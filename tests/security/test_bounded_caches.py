@@ -369,6 +369,7 @@ KNOWN: dict[str, str] = {
     "SlurmState.pending_in": SLURM + " (pending jobs of ours, by their partition)",
     "SlurmState._job_partition": SLURM + " (pending jobs of ours)",
     "SlurmState.partition_size": SLURM,
+    "SlurmState.node_cpus": SLURM + " (Slurm's node list, replaced whole on each read)",
     "JobPoller._watched": SLURM + " (pending jobs of ours)",
     "Reporter._background": "status writes in flight, each removed when it ends",
     "GroupState.pods": MIRROR,
