@@ -6,6 +6,12 @@ is never handed to a second worker; a key added while it is processed is queued 
 when the worker calls :meth:`WorkQueue.done`, so the last change is always seen, and never
 by two workers at once. Delayed adds and the per-key exponential backoff run on the
 injected clock (:meth:`WorkQueue.run_timers`), so tests drive them without sleeping.
+
+Two lanes: :meth:`WorkQueue.add` queues a key in the ready lane; :meth:`WorkQueue.add_idle`
+in the idle lane, served only while the ready lane is empty (a restarted scheduler's
+thousands of restored pending groups, which need a look but no action, stay behind new
+work). An :meth:`~WorkQueue.add` of a key waiting in the idle lane moves it to the ready
+lane.
 """
 
 from __future__ import annotations
@@ -31,7 +37,11 @@ class WorkQueue(Generic[K]):
         self._base = base_backoff
         self._max = max_backoff
         self._ready: deque[K] = deque()
-        self._queued: set[K] = set()
+        # the idle lane: served only when nothing is ready; an entry whose key is no
+        # longer in _idle_keys (moved to the ready lane by add()) is skipped
+        self._idle: deque[K] = deque()
+        self._idle_keys: set[K] = set()
+        self._queued: set[K] = set()  # in either lane
         self._processing: set[K] = set()
         self._dirty: set[K] = set()  # re-added while processing
         self._failures: dict[K, int] = {}
@@ -51,9 +61,28 @@ class WorkQueue(Generic[K]):
         if key in self._processing:
             self._dirty.add(key)
             return
-        if key not in self._queued:
+        if key in self._idle_keys:  # waiting in the idle lane: due now
+            self._idle_keys.discard(key)
+            self._ready.append(key)
+            self._wakeup.set()
+        elif key not in self._queued:
             self._queued.add(key)
             self._ready.append(key)
+            self._wakeup.set()
+
+    def add_idle(self, key: K) -> None:
+        """Queue ``key`` in the idle lane: processed once nothing added with :meth:`add`
+        is waiting (a no-op if it is queued already, in either lane; a key being processed
+        is queued again, in the ready lane, when it is done)."""
+        if self._closed:
+            return
+        if key in self._processing:
+            self._dirty.add(key)
+            return
+        if key not in self._queued:
+            self._queued.add(key)
+            self._idle_keys.add(key)
+            self._idle.append(key)
             self._wakeup.set()
 
     def add_after(self, key: K, delay: float) -> None:
@@ -87,14 +116,21 @@ class WorkQueue(Generic[K]):
         while True:
             self._promote_due()
             if self._ready:
-                key = self._ready.popleft()
-                self._queued.discard(key)
-                self._processing.add(key)
-                return key
+                return self._take(self._ready.popleft())
+            while self._idle:
+                key = self._idle.popleft()
+                if key in self._idle_keys:
+                    self._idle_keys.discard(key)
+                    return self._take(key)
             if self._closed:
                 return None
             self._wakeup.clear()
             await self._wakeup.wait()
+
+    def _take(self, key: K) -> K:
+        self._queued.discard(key)
+        self._processing.add(key)
+        return key
 
     def done(self, key: K) -> None:
         """Mark ``key`` processed; if it was re-added meanwhile, queue it again."""

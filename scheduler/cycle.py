@@ -41,7 +41,7 @@ from bridge.kube.resources import KubeObject
 from bridge.loops import LoopGuard
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import SlurmJob
-from bridge.translate import TranslateSettings
+from bridge.translate import TranslateSettings, kobj
 from bridge.workqueue import WorkQueue, run_worker
 from scheduler.bind import Binder
 from scheduler.decide import (
@@ -68,8 +68,8 @@ from scheduler.outage import SlurmReachability
 from scheduler.outcome import NOTHING, NOW, REFUSED, Outcome, Requeue, after, failed
 from scheduler.poller import JobPoller
 from scheduler.report import Reporter
-from scheduler.slurm_state import SlurmState
-from scheduler.snapshot import JobLookup, Snapshot, Snapshots, job_view
+from scheduler.slurm_state import HELD_REASONS, SlurmState
+from scheduler.snapshot import JobLookup, Snapshot, Snapshots, job_view, recorded_pending
 from scheduler.start import Started, Starter, with_hash_in_comment
 from scheduler.state import GroupState, KubeState
 
@@ -145,7 +145,29 @@ class Scheduler:
         return self.slurm_state.jobs_by_group_uid
 
     async def on_pod_event(self, kind: str, pod: KubeObject) -> None:
-        self._wake([await self.state.on_pod_event(kind, pod)])
+        key = await self.state.on_pod_event(kind, pod)
+        if key is not None and self._restored_held(pod):
+            # Its job is held in Slurm (priority 0) and the pods record it: its first cycle
+            # would only follow it (a Pending, no write), and a held job holds no
+            # partition back (the start rule's count). A restart lists thousands of these:
+            # looked at after the start-up sweep, in the idle lane, they no longer take the
+            # workers (and the CPU) from the sweep, the groups that waited for it, and the
+            # pods created since. Any event of the group (a pod's, Slurm's outage) queues
+            # it at once as before.
+            if self.slurm_state.swept:
+                self.queue.add_idle(key)
+            else:
+                self.slurm_state.restored_held.add(key)
+            return
+        self._wake([key])
+
+    def _restored_held(self, pod: KubeObject) -> bool:
+        """``pod`` came with the pod watch's initial list, is ours, and records a pending
+        job that Slurm holds (:func:`scheduler.snapshot.recorded_pending`)."""
+        if self.state.pods_listed or kobj.pod_key(pod) not in self.state.pods:
+            return False
+        record = recorded_pending(pod)
+        return record is not None and record[2] in HELD_REASONS
 
     def initial_pods_listed(self) -> None:
         self.state.initial_pods_listed()
@@ -161,6 +183,10 @@ class Scheduler:
         it are processed."""
         await self.slurm_state.sweep(lists_done)
         self._wake(self.slurm_state.waited_for_sweep())
+        for key in self.slurm_state.restored_after_sweep():
+            g = self.state.groups.get(key)
+            if g is not None and g.job is None:  # not processed meanwhile
+                self.queue.add_idle(key)
 
     async def refresh_slurm_nodes(self) -> None:
         await self.slurm_state.refresh_slurm_nodes()

@@ -113,6 +113,10 @@ class SlurmState:
         # Groups that waited for the sweep (:class:`scheduler.decide.AwaitSweep`): processed
         # again once it ends.
         self.after_sweep: set[str] = set()
+        # Groups of the initial pod list whose pods record a held pending job
+        # (:meth:`scheduler.cycle.Scheduler.on_pod_event`): not processed before the sweep
+        # ends, then in the work queue's idle lane, behind every group that needs action.
+        self.restored_held: set[str] = set()
         # Job ids Slurm no longer knows, or that are not the group's: pod labels name them,
         # so they are tenant input and remembered at most GONE_MAX (a dropped one is read
         # once more when a label names it again).
@@ -229,11 +233,15 @@ class SlurmState:
         Slurm's compact state list gives the active ids, a paged list of the labelled pods
         the ids to skip, and the rest are read by id (:data:`SWEEP_READS_MAX`), or, when
         more are unknown, in one streamed ``GET /jobs/`` keeping only the bridge's. Slurm's
-        whole table is never held, nor read at all in the usual case. The labelled pods
-        are paged once ``lists_done`` is set (the watches' initial lists first: they
-        gate every binding, the sweep only the groups that may have a job); then only the
-        bound ones are paged: the unbound ones are in the pod watch's cache already. A
-        labelled pod missed there (a failed initial list) only costs its job a read."""
+        whole table is never held, nor read at all in the usual case. With
+        ``lists_done`` only the bound labelled pods are paged, at once, beside the state
+        list and the watches' initial lists (after the lists they took 11-17 s at 21,000
+        bound pods under load, docs/benchmarks.md); the unbound ones are read from the pod
+        watch's cache once its initial list is in. Sound in any order: only this
+        scheduler takes a job-id label off a pod (after cancelling the job), so a label
+        seen at any time since the start still names its job; a pod bound between its
+        page and the cache's read, or missed by a failed initial list, only costs its job
+        a read by id."""
         started = self.clock.monotonic()
         took: dict[str, float] = {}  # when each part ended, s after the start (logged)
 
@@ -245,18 +253,25 @@ class SlurmState:
             done("states")
             return states
 
-        async def labelled_after_lists() -> set[int]:
-            if lists_done is None:
-                labelled = await self._labelled_jobs(bound_only=False)
-            else:
-                await lists_done.wait()
-                done("lists")
-                cached = {j for j in map(pod_job_id, self.state.pods.values()) if j is not None}
-                labelled = cached | await self._labelled_jobs(bound_only=True)
+        async def bound_labelled() -> set[int]:
+            labelled = await self._labelled_jobs(bound_only=True)
             done("labelled")
             return labelled
 
-        states, labelled = await asyncio.gather(active_states(), labelled_after_lists())
+        async def unbound_labelled() -> set[int]:
+            if lists_done is None:
+                return await self._labelled_jobs(bound_only=False)
+            await lists_done.wait()
+            done("lists")
+            return {j for j in map(pod_job_id, self.state.pods.values()) if j is not None}
+
+        if lists_done is None:
+            states, labelled = await asyncio.gather(active_states(), unbound_labelled())
+        else:
+            states, bound, unbound = await asyncio.gather(
+                active_states(), bound_labelled(), unbound_labelled()
+            )
+            labelled = bound | unbound
         active = {s.job_id for s in states}
         unknown = active - labelled
         mcs = self.state.cfg.mcs_label
@@ -285,6 +300,11 @@ class SlurmState:
         """The groups that waited for the sweep (taken: the caller processes them)."""
         waited, self.after_sweep = self.after_sweep, set()
         return waited
+
+    def restored_after_sweep(self) -> set[str]:
+        """The restored held groups put aside until the sweep ended (taken)."""
+        restored, self.restored_held = self.restored_held, set()
+        return restored
 
     async def _labelled_jobs(self, *, bound_only: bool) -> set[int]:
         """Job ids the pods' job-id labels name (every namespace, a page at a time of the

@@ -140,20 +140,27 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
     )
 
 
+def recorded_pending(pod: Mapping[str, Any]) -> tuple[int, str, str] | None:
+    """(job id, spec hash, Slurm's reason) of the pending job the pod records: labelled
+    with the job's id, annotated with its spec hash, and showing Slurm's pending reason
+    for that job (written by a scheduler before a restart); None when it lacks any."""
+    job_id = pod_job_id(pod)
+    h = kobj.annotations(pod).get(ANNOTATION_SPEC_HASH)
+    cond = scheduled_condition(pod)
+    if job_id is None or not h or cond is None:
+        return None
+    reason = pending_reason(str(cond.get("message") or ""), job_id)
+    return (job_id, h, reason) if reason is not None else None
+
+
 def restored_job(pods: Iterable[Mapping[str, Any]], spec: JobSpec | None) -> SlurmJob | None:
-    """The pending job a group's pods record, without asking Slurm: a pod labelled with
-    the job's id, annotated with its spec hash, and showing Slurm's pending reason for
-    that job (written by a scheduler before a restart). None when no pod records all
-    three (the job is then read by id)."""
+    """The pending job a group's pods record (:func:`recorded_pending`), without asking
+    Slurm. None when no pod records it (the job is then read by id)."""
     for pod in pods:
-        job_id = pod_job_id(pod)
-        h = kobj.annotations(pod).get(ANNOTATION_SPEC_HASH)
-        cond = scheduled_condition(pod)
-        if job_id is None or not h or cond is None:
+        record = recorded_pending(pod)
+        if record is None:
             continue
-        reason = pending_reason(str(cond.get("message") or ""), job_id)
-        if reason is None:
-            continue
+        job_id, h, reason = record
         return SlurmJob(
             job_id=job_id,
             name="",

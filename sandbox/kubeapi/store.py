@@ -9,6 +9,7 @@ older than the last :meth:`Store.compact`) is gone, and watching from it is a 41
 from __future__ import annotations
 
 import asyncio
+import bisect
 import builtins
 from collections import deque
 from collections.abc import Callable
@@ -58,6 +59,11 @@ class Store:
         self._subs: list[Subscription] = []
         # owner uid -> the objects whose ownerReferences name it (the garbage collector's)
         self._owned: dict[str, set[tuple[Key, str, str]]] = {}
+        # per resource, its (namespace, name) keys in order, kept until one is added or
+        # removed: a page starts where its continue key points (as kube-apiserver's watch
+        # cache does), instead of sorting and walking every key on every page (41 pages of
+        # 41,000 pods: 1.7 s, 0.3 s with this)
+        self._sorted: dict[Key, builtins.list[tuple[str, str]]] = {}
 
     @property
     def resource_version(self) -> int:
@@ -107,11 +113,18 @@ class Store:
         further than the first). Only the page is copied: paging through n objects costs
         O(n) copies, not O(n) per page."""
         objs = self._objects.get(key, {})
+        keys = self._sorted.get(key)
+        if keys is None:
+            keys = self._sorted[key] = sorted(objs)
+        start = bisect.bisect_right(keys, after) if after is not None else 0
+        if namespace:
+            start = max(start, bisect.bisect_left(keys, (namespace, "")))
         out: builtins.list[Obj] = []
         more = 0
-        for k in sorted(objs):
-            if (namespace and k[0] != namespace) or (after is not None and k <= after):
-                continue
+        for i in range(start, len(keys)):
+            k = keys[i]
+            if namespace and k[0] != namespace:
+                break  # past the namespace's keys
             obj = objs[k]
             if not where(obj):
                 continue
@@ -168,6 +181,8 @@ class Store:
         stored.setdefault("metadata", {})["resourceVersion"] = str(self._rv)
         k = ns_name(stored)
         old = self._objects.setdefault(key, {}).get(k)
+        if old is None:
+            self._sorted.pop(key, None)
         self._objects[key][k] = stored
         self._index(key, old, add=False)
         self._index(key, stored, add=True)
@@ -179,6 +194,7 @@ class Store:
         old = self._objects.get(key, {}).pop((namespace, name), None)
         if old is None:
             return None
+        self._sorted.pop(key, None)
         self._index(key, old, add=False)
         self._rv += 1
         gone = clone(old)
@@ -194,6 +210,7 @@ class Store:
             if gone is not None:
                 out.append(gone)
         self._objects.pop(key, None)
+        self._sorted.pop(key, None)
         return out
 
     def subscribe_since(self, key: Key, rv: int) -> tuple[builtins.list[StoreEvent], Subscription]:

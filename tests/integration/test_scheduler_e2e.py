@@ -250,12 +250,8 @@ async def test_restarted_scheduler_confirms_a_pending_job_from_its_pods_without_
     assert job_of(await bridge.get_pod("kept")) == job_id
 
 
-async def test_new_pod_is_bound_during_the_start_up_sweep_but_listed_ones_wait_for_it(
-    bridge: Bridge,
-) -> None:
-    await bridge.stop_scheduler()
-    await bridge.create_pod("listed")  # there at the restart: an earlier job may exist
-    release = asyncio.Event()
+def sweep_held_until(release: asyncio.Event) -> Callable[[Scheduler], None]:
+    """A hook for :meth:`Bridge.start_scheduler`: its start-up sweep waits for ``release``."""
 
     def slow_sweep(sched: Scheduler) -> None:
         sweep_once = sched.slurm_state.sweep_once
@@ -266,7 +262,16 @@ async def test_new_pod_is_bound_during_the_start_up_sweep_but_listed_ones_wait_f
 
         sched.slurm_state.sweep_once = held  # type: ignore[method-assign]
 
-    await bridge.start_scheduler(slow_sweep)
+    return slow_sweep
+
+
+async def test_new_pod_is_bound_during_the_start_up_sweep_but_listed_ones_wait_for_it(
+    bridge: Bridge,
+) -> None:
+    await bridge.stop_scheduler()
+    await bridge.create_pod("listed")  # there at the restart: an earlier job may exist
+    release = asyncio.Event()
+    await bridge.start_scheduler(sweep_held_until(release))
     await bridge.create_pod("new")
     await podgroup(bridge, "late", 1)  # a new pod, but a PodGroup's uid outlives its pods
     assert await bridge.bound("new")
@@ -279,6 +284,54 @@ async def test_new_pod_is_bound_during_the_start_up_sweep_but_listed_ones_wait_f
     release.set()
     for name in ("listed", "late-0"):
         await bridge.bound(name)
+
+
+async def test_restored_held_groups_wait_behind_the_sweep_and_new_pods_then_follow_their_job(
+    sandbox: SlurmSandbox, tmp_path: Path, track_jobs: Callable[[int], int]
+) -> None:
+    # A held job (priority 0, which this site lets pods choose) recorded on its pod: the
+    # restarted scheduler takes the job from that record after the start-up sweep, in the
+    # work queue's idle lane, and never submits anew.
+    allow_hold = {"allowPodPriority": True}
+    async with running_bridge(sandbox, tmp_path, defaultNamespacePolicy=allow_hold) as bridge:
+        await restored_held_group_waits_then_follows(bridge, track_jobs)
+
+
+async def restored_held_group_waits_then_follows(
+    bridge: Bridge, track_jobs: Callable[[int], int]
+) -> None:
+    await bridge.create_pod("held", annotations={"slurmjob.slinky.slurm.net/priority": "0"})
+
+    async def recorded() -> int:
+        pod = await bridge.get_pod("held")
+        noted = ANNOTATION_SPEC_HASH in (pod["metadata"].get("annotations") or {})
+        said = "JobHeld" in await bridge.scheduled_message("held")
+        return job_of(pod) if has_job(pod) and noted and said else 0
+
+    job_id = track_jobs(await bridge.wait_for("the held job recorded on the pod", recorded))
+    await bridge.stop_scheduler()
+    release = asyncio.Event()
+    await bridge.start_scheduler(sweep_held_until(release))
+    await bridge.create_pod("new")
+    assert await bridge.bound("new")  # not behind the restored group
+    key = "Pod/slurm-bridge/held"
+    assert key in bridge.sched.slurm_state.restored_held
+    assert bridge.sched.groups[key].job is None  # not processed yet
+    assert job_id not in set(bridge.sched.poller.watched)
+
+    release.set()
+
+    async def followed() -> bool:
+        g = bridge.sched.groups.get(key)
+        return g is not None and g.job is not None and job_id in set(bridge.sched.poller.watched)
+
+    await bridge.wait_for("the restored group following its held job", followed)
+    assert bridge.sched.groups[key].job.job_id == job_id  # type: ignore[union-attr]
+    assert not bridge.sched.slurm_state.restored_held
+    jobs = await list_jobs(bridge.slurm)
+    mine = [j for j in jobs.jobs if "slurm-bridge/held" in j.admin_comment and j.state.active]
+    assert [j.job_id for j in mine] == [job_id]  # no second job
+    assert job_of(await bridge.get_pod("held")) == job_id
 
 
 async def test_lws_leader_goes_to_the_first_node_of_slurms_allocation_workers_in_order(

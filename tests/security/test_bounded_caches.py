@@ -353,6 +353,7 @@ KNOWN: dict[str, str] = {
     "WorkQueue._queued": QUEUE,
     "WorkQueue._processing": QUEUE,
     "WorkQueue._dirty": QUEUE,
+    "WorkQueue._idle_keys": QUEUE + " (the idle lane's queued keys)",
     "WorkQueue._failures": QUEUE,
     "DraCache.classes": MIRROR,
     "DraCache.claims": MIRROR,
@@ -362,6 +363,8 @@ KNOWN: dict[str, str] = {
     "BindFailures._jobs": SLURM + " (jobs of ours failing to bind, dropped on give-back)",
     "SlurmState.jobs_by_group_uid": SLURM + " (the start-up sweep's jobs of ours, taken once)",
     "SlurmState.after_sweep": QUEUE + " (cleared when the start-up sweep ends)",
+    "SlurmState.restored_held": QUEUE
+    + " (groups of the initial pod list; cleared when the start-up sweep ends)",
     "SlurmState._job_group": SLURM + " (pending jobs of ours the poller follows)",
     "SlurmState.pending_in": SLURM + " (pending jobs of ours, by their partition)",
     "SlurmState._job_partition": SLURM + " (pending jobs of ours)",

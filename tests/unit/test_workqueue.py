@@ -38,6 +38,45 @@ async def test_a_key_added_while_processing_comes_back_only_after_done() -> None
     assert q.idle()
 
 
+async def test_the_idle_lane_is_served_only_when_nothing_else_is_ready() -> None:
+    q: WorkQueue[str] = WorkQueue(FakeClock())
+    q.add_idle("restored-1")
+    q.add_idle("restored-2")
+    q.add("new")
+    assert len(q) == 3
+    assert await q.get() == "new"  # added last, served first
+    q.add("after-sweep")
+    assert await q.get() == "after-sweep"
+    assert [await q.get(), await q.get()] == ["restored-1", "restored-2"]
+    assert len(q) == 0
+
+
+async def test_an_add_moves_an_idle_key_to_the_ready_lane_and_it_is_served_once() -> None:
+    q: WorkQueue[str] = WorkQueue(FakeClock())
+    for key in ("a", "b", "c"):
+        q.add_idle(key)
+    q.add("c")  # an event of that group: due now
+    q.add_idle("c")  # queued already: a no-op
+    assert len(q) == 3
+    assert [await q.get(), await q.get(), await q.get()] == ["c", "a", "b"]
+    for key in ("a", "b", "c"):
+        q.done(key)
+    assert q.idle()
+    q.add("x")
+    assert await q.get() == "x"  # c's old idle entry is not served again
+    assert len(q) == 0
+
+
+async def test_an_idle_add_of_a_key_being_processed_comes_back_after_done() -> None:
+    q: WorkQueue[str] = WorkQueue(FakeClock())
+    q.add("g1")
+    assert await q.get() == "g1"
+    q.add_idle("g1")
+    assert len(q) == 0  # never handed to a second worker
+    q.done("g1")
+    assert await q.get() == "g1"
+
+
 async def test_tuple_keys_work_as_the_controller_uses_them() -> None:
     q: WorkQueue[tuple[str, str]] = WorkQueue(FakeClock())
     q.add(("job", "1"))

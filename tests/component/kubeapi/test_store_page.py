@@ -37,3 +37,16 @@ def test_a_page_filters_by_namespace_and_predicate_and_copies() -> None:
         "metadata": {"namespace": "b", "name": "cm-1", "resourceVersion": "6"},
         "data": {"i": "1"},
     }
+
+
+def test_pages_see_objects_added_and_removed_between_them() -> None:
+    # the keys' order is kept between pages and redone when one is added or removed
+    store = filled()
+    first, _ = store.page(KEY, None, lambda o: True, limit=2)
+    assert [o["metadata"]["name"] for o in first] == ["cm-0", "cm-1"]
+    store.put(KEY, {"metadata": {"namespace": "a", "name": "cm-10"}}, created=True)
+    store.remove(KEY, "a", "cm-2")
+    rest, more = store.page(KEY, "a", lambda o: True, after=("a", "cm-1"))
+    assert [o["metadata"]["name"] for o in rest] == ["cm-10", "cm-3"]
+    assert more == 0
+    assert store.page(KEY, "c", lambda o: True) == ([], 0)  # past every namespace
