@@ -41,6 +41,8 @@ from bridge import wellknown
 from bridge.errors import InvalidInput
 from bridge.text import text_problem
 from bridge.translate.annotations import KUEUE_TOPOLOGY_KEYS, parse_annotations_all
+from bridge.translate.grouping import group_of, owner_chain
+from bridge.translate.job import exclusive_node_bounds
 from bridge.translate.policy import policy_errors
 from bridge.translate.resources import unknown_device_problems
 
@@ -85,21 +87,43 @@ def _slurmjob_subset(annotations: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _annotation_problems(
-    new: Mapping[str, Any], old: Mapping[str, Any] | None, obj: str, ctx: AdmissionContext, ns: str
+    new: Mapping[str, Any],
+    old: Mapping[str, Any] | None,
+    obj: str,
+    ctx: AdmissionContext,
+    ns: str,
+    *,
+    lone: bool = False,
 ) -> list[InvalidInput]:
     """Parse errors of the slurmjob annotations, then what the namespace's policy denies;
-    on UPDATE only if any of them changed."""
+    on UPDATE only if any of them changed. ``lone``: the object is a pod that is a group
+    of one (:func:`_lone_pod`), so the node bounds an exclusive job of it would have are
+    checked too."""
     mine = _slurmjob_subset(new)
     if not mine or (old is not None and mine == _slurmjob_subset(old)):
         return []
     opts, errors = parse_annotations_all(mine, obj=obj, levels=ctx.config.topology.levels)
     errors += policy_errors(opts, ctx.namespace_policy(ns), obj=obj, partition=ctx.config.partition)
+    bounds = {wellknown.slurmjob_annotation(k) for k in ("min-nodes", "max-nodes")}
+    if lone and opts.exclusive is not False and not any(e.field in bounds for e in errors):
+        try:
+            exclusive_node_bounds(opts, size=1, count=1, where=obj)
+        except InvalidInput as e:
+            errors.append(e)
     return [
         InvalidInput(f"metadata.annotations[{e.field}]", e.reason, e.obj)
         if _is_slurmjob_key(e.field)
         else e
         for e in errors
     ]
+
+
+def _lone_pod(pod: Mapping[str, Any]) -> bool:
+    """A pod that is a group of one whatever else exists: no PodGroup, Workload,
+    LeaderWorkerSet or JobSet names it, and no Job owns it (a Job's pods are one gang when
+    its parallelism is over 1, which the pod alone does not say)."""
+    chain = owner_chain(pod, {})
+    return group_of(pod, {}).kind == "Pod" and not (chain and chain[0].kind == "Job")
 
 
 def _bridge_key_problems(
@@ -215,7 +239,9 @@ def _validate_pod(req: AdmissionRequest, ctx: AdmissionContext) -> AdmissionResp
     old_ann: dict[str, Any] | None = None
     if old is not None:
         old_ann = mapping_at(old, "metadata.annotations", errors)
-    errors += _annotation_problems(annotations, old_ann, name, ctx, req.namespace)
+    errors += _annotation_problems(
+        annotations, old_ann, name, ctx, req.namespace, lone=_lone_pod(pod)
+    )
     errors += _owner_problems(pod, old)
     if old is None and spec.get("topologySpreadConstraints"):
         errors.append(

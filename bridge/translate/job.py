@@ -494,6 +494,34 @@ def _component_topology(
         return request(False)
 
 
+def exclusive_node_bounds(
+    opts: SlurmJobOptions, *, size: int, count: int, where: str
+) -> tuple[int, int]:
+    """The (min, max) nodes of an exclusive job of ``count`` pods, ``size`` of them needed
+    at once (one pod per node), or the InvalidInput naming the annotation that cannot
+    hold. The admission webhook asks it for a lone pod (1 of 1), so it denies at once
+    what the scheduler would refuse."""
+    gang = min(size, count)
+    max_nodes = min(opts.max_nodes or count, count)
+    if opts.max_nodes is not None and gang > opts.max_nodes:
+        raise InvalidInput(
+            slurmjob_annotation("max-nodes"),
+            f"a gang of {gang} pods needs {gang} nodes with exclusive placement (one pod "
+            f'per node), but max-nodes is {opts.max_nodes}; set exclusive to "false" '
+            "to pack pods",
+            where,
+        )
+    min_nodes = opts.min_nodes or gang
+    if min_nodes > max_nodes:
+        raise InvalidInput(
+            slurmjob_annotation("min-nodes"),
+            f"min-nodes ({min_nodes}) is larger than the {count} pods of the group "
+            "(exclusive placement puts one pod per node)",
+            where,
+        )
+    return min_nodes, max_nodes
+
+
 def _job(
     common: _Common,
     ordered: Sequence[Obj],
@@ -516,24 +544,7 @@ def _job(
 
     placement: dict[str, Any]
     if exclusive:
-        gang = min(size, count)
-        max_nodes = min(opts.max_nodes or count, count)
-        if opts.max_nodes is not None and gang > opts.max_nodes:
-            raise InvalidInput(
-                slurmjob_annotation("max-nodes"),
-                f"a gang of {gang} pods needs {gang} nodes with exclusive placement (one pod "
-                f'per node), but max-nodes is {opts.max_nodes}; set exclusive to "false" '
-                "to pack pods",
-                where,
-            )
-        min_nodes = opts.min_nodes or gang
-        if min_nodes > max_nodes:
-            raise InvalidInput(
-                slurmjob_annotation("min-nodes"),
-                f"min-nodes ({min_nodes}) is larger than the {count} pods of the group "
-                "(exclusive placement puts one pod per node)",
-                where,
-            )
+        min_nodes, max_nodes = exclusive_node_bounds(opts, size=size, count=count, where=where)
         placement = {
             "min_nodes": min_nodes,
             "max_nodes": max_nodes,

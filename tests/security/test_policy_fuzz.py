@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from admission.policy import AdmissionContext
@@ -31,6 +31,7 @@ NAMESPACES = st.sampled_from(["team-a", "team-b", "trusted", "open"])
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ns=NAMESPACES, annotations=st.dictionaries(KEYS, VALUES, max_size=4))
+@example(ns="team-a", annotations={slurmjob_annotation("min-nodes"): "2"})  # a lone pod's bound
 def test_the_webhook_and_the_scheduler_agree_and_every_denial_names_a_field(
     ns: str, annotations: dict[str, str]
 ) -> None:

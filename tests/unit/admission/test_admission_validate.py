@@ -79,6 +79,27 @@ def test_all_errors_are_reported_in_one_message() -> None:
             make_pod(annotations={MINN: "4", MAXN: "2"}), {}, False, [MINN], id="min-above-max"
         ),
         pytest.param(
+            make_pod(annotations={MINN: "2"}),
+            {},
+            False,
+            [MINN],
+            id="a-lone-exclusive-pod-asks-more-nodes-than-its-one-pod",
+        ),
+        pytest.param(
+            make_pod(annotations={MINN: "2", EXCL: "false"}),
+            {},
+            True,
+            [],
+            id="a-lone-shared-pod-may-ask-min-nodes",
+        ),
+        pytest.param(
+            make_pod(annotations={MINN: "2"}, labels={wellknown.LABEL_POD_GROUP: "g"}),
+            {},
+            True,
+            [],
+            id="a-gang-member-may-ask-min-nodes-its-group-decides",
+        ),
+        pytest.param(
             make_pod(annotations={TL: 5}),
             {},
             False,
