@@ -26,7 +26,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from bridge.bounded import BoundedMap
-from bridge.config import MIG_RESOURCE_PREFIX
 from bridge.errors import InvalidInput, KubeConflict, KubeNotFound
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import RESOURCE_CLAIMS, KubeObject, Resource
@@ -49,6 +48,7 @@ from bridge.translate.dra import (
     DeviceRequest,
     DraInputs,
     PodDevices,
+    mig_gres,
     pod_devices,
 )
 from bridge.translate.resources import BUILTIN_GRES
@@ -181,11 +181,7 @@ class DraAllocator:
         self.device_class_gres = dict(device_class_gres)
         self.gres_mapping = dict(gres_mapping)
         # typed GRES -> MIG profile (gpu:1g.10gb -> 1g.10gb), to read Slurm's indices
-        self.profiles = {
-            g: r.removeprefix(MIG_RESOURCE_PREFIX)
-            for r, g in self.gres_mapping.items()
-            if r.startswith(MIG_RESOURCE_PREFIX)
-        }
+        self.profiles = {g: p for p, g in mig_gres(self.gres_mapping).items()}
         self.cache = DraCache()
         # what (class, request selectors: tenant text) resolve to against the cached
         # classes and slices, valid for one cache generation

@@ -78,23 +78,22 @@ class BindFailures:
         if f.tries < self.max_attempts and waited < self.max_seconds:
             return None
         del self._jobs[job_id]
-        message = (
-            f"Slurm job {job_id} given back to Slurm (cancelled, the group queued again): "
-            f"{_WHAT[step]} failed {f.tries} times in {waited:.0f} s: {error}"
-        )
-        return GiveBack(job_id, step, REASONS[step], message)
+        detail = f"{_WHAT[step]} failed {f.tries} times in {waited:.0f} s: {error}"
+        return GiveBack(job_id, step, REASONS[step], _given_back(job_id, detail))
 
     def give_back_now(self, job_id: int, step: Step, reason: str, error: str) -> GiveBack:
         """Give the job back at once: a failure that retrying cannot mend (Slurm's devices
         and the node's ResourceSlices disagree)."""
         self._jobs.pop(job_id, None)
-        message = (
-            f"Slurm job {job_id} given back to Slurm (cancelled, the group queued again): {error}"
-        )
-        return GiveBack(job_id, step, reason, message)
+        return GiveBack(job_id, step, reason, _given_back(job_id, error))
 
     def succeeded(self, job_id: int) -> None:
         self._jobs.pop(job_id, None)
 
     def __len__(self) -> int:
         return len(self._jobs)
+
+
+def _given_back(job_id: int, detail: str) -> str:
+    """What the pods are told when their job is given back, with why."""
+    return f"Slurm job {job_id} given back to Slurm (cancelled, the group queued again): {detail}"

@@ -253,23 +253,23 @@ class SlurmState:
             done("states")
             return states
 
-        async def bound_labelled() -> set[int]:
-            labelled = await self._labelled_jobs(bound_only=True)
+        async def paged_labelled(*, bound_only: bool) -> set[int]:
+            labelled = await self._labelled_jobs(bound_only=bound_only)
             done("labelled")
             return labelled
 
-        async def unbound_labelled() -> set[int]:
-            if lists_done is None:
-                return await self._labelled_jobs(bound_only=False)
-            await lists_done.wait()
+        async def cached_unbound(lists: asyncio.Event) -> set[int]:
+            await lists.wait()
             done("lists")
             return {j for j in map(pod_job_id, self.state.pods.values()) if j is not None}
 
-        if lists_done is None:
-            states, labelled = await asyncio.gather(active_states(), unbound_labelled())
+        if lists_done is None:  # no watch cache to read: every labelled pod is paged
+            states, labelled = await asyncio.gather(
+                active_states(), paged_labelled(bound_only=False)
+            )
         else:
             states, bound, unbound = await asyncio.gather(
-                active_states(), bound_labelled(), unbound_labelled()
+                active_states(), paged_labelled(bound_only=True), cached_unbound(lists_done)
             )
             labelled = bound | unbound
         active = {s.job_id for s in states}

@@ -93,11 +93,17 @@ class DraInputs:
 
     def mig_gres(self) -> dict[str, str]:
         """MIG profile -> its typed GRES."""
-        return {
-            r.removeprefix(MIG_RESOURCE_PREFIX): g
-            for r, g in self.gres_mapping.items()
-            if r.startswith(MIG_RESOURCE_PREFIX)
-        }
+        return mig_gres(self.gres_mapping)
+
+
+def mig_gres(gres_mapping: Mapping[str, str]) -> dict[str, str]:
+    """MIG profile -> its typed GRES, from the config's ``gresMapping``
+    (``nvidia.com/mig-1g.10gb: gpu:1g.10gb`` -> ``1g.10gb: gpu:1g.10gb``)."""
+    return {
+        r.removeprefix(MIG_RESOURCE_PREFIX): g
+        for r, g in gres_mapping.items()
+        if r.startswith(MIG_RESOURCE_PREFIX)
+    }
 
 
 @dataclass(frozen=True)

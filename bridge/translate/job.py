@@ -387,24 +387,15 @@ def translate_group(
     kept = templates.get(tkey) if templates is not None and tkey is not None else None
     if kept is not None:
         # the same template was translated before: only what names this pod is new
-        common = _Common(
-            group=group,
-            name=ref.name,
-            opts=kept.opts,
-            settings=settings,
-            nodes=node_set,
-            where=where,
-            priority=kept.opts.priority,
-            time_limit=kept.time_limit,
-        )
-        return _job(common, ordered, kept.need, keys, size=size, count=1)
-    opts, needs = _derive(group_object, ordered, settings, policy, dra, where)
+        opts, needs, time_limit = kept.opts, [kept.need], kept.time_limit
+    else:
+        opts, needs = _derive(group_object, ordered, settings, policy, dra, where)
+        time_limit = opts.timelimit_minutes or _deadline_minutes(ref, group_object, ordered)
     parts = (
         components(ref, ordered, [Shape.of(p, n) for p, n in zip(ordered, needs, strict=True)])
         if settings.gang_sizing == "hetjob" and len(ordered) > 1
         else [list(range(len(ordered)))]
     )
-    priority = opts.priority
     common = _Common(
         group=group,
         name=ref.name,
@@ -412,14 +403,14 @@ def translate_group(
         settings=settings,
         nodes=node_set,
         where=where,
-        priority=priority,
-        time_limit=opts.timelimit_minutes or _deadline_minutes(ref, group_object, ordered),
+        priority=opts.priority,
+        time_limit=time_limit,
     )
     if len(parts) == 1:
-        need = _max_resources(needs)
+        need = kept.need if kept is not None else _max_resources(needs)
         spec = _job(common, ordered, need, keys, size=size, count=len(ordered))
-        if templates is not None and tkey is not None:
-            templates.put(tkey, _Derived(opts, need, common.time_limit, settings, policy))
+        if templates is not None and tkey is not None and kept is None:
+            templates.put(tkey, _Derived(opts, need, time_limit, settings, policy))
         return spec
     if opts.min_nodes is not None or opts.max_nodes is not None:
         key = "min-nodes" if opts.min_nodes is not None else "max-nodes"
