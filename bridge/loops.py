@@ -14,7 +14,7 @@ The loops' names are fixed in code (a metric label never comes from input).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -48,6 +48,24 @@ def run(main: Coroutine[Any, Any, T]) -> T:
     ``main`` runs."""
     with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
         return runner.run(main)
+
+
+async def gather(*works: Awaitable[T], return_exceptions: bool = False) -> list[T | BaseException]:
+    """``asyncio.gather(*works, return_exceptions=...)``, but ONE work is awaited directly:
+    gather wraps every work in a Task of its own, about 7 us of CPU a call even for one
+    (measured under uvloop), and most groups are one pod, whose link, Binding and event
+    would each pay it. The answers are the same: the results in order, or with
+    ``return_exceptions`` a work's ``Exception`` in its place. (A lone work's own
+    cancellation is raised rather than returned, as the caller's would be: only an outer
+    cancellation cancels a lone work here.)"""
+    if len(works) != 1:
+        return await asyncio.gather(*works, return_exceptions=return_exceptions)
+    if not return_exceptions:
+        return [await works[0]]
+    try:
+        return [await works[0]]
+    except Exception as e:
+        return [e]
 
 
 def _no_count(loop: str) -> None:

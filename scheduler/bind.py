@@ -16,7 +16,6 @@ carries a :class:`~scheduler.giveback.GiveBack` and the cycle gives the job back
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from bridge.errors import (
 )
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import PODS, KubeObject
+from bridge.loops import gather
 from bridge.translate import kobj
 from bridge.wellknown import (
     ANNOTATION_SLURM_NODE,
@@ -129,7 +129,7 @@ class Binder:
         step: Step = "link"
         try:
             # 1. every pod carries its node before any is bound (restart-safe)
-            await asyncio.gather(
+            await gather(
                 *(
                     self.link_pod_to_job(by_key[a.pod], job_id, None if alone else a.node)
                     for a in plan
@@ -152,7 +152,7 @@ class Binder:
             return claims
         t1 = time.monotonic()
         # 3. the Bindings
-        results = await asyncio.gather(
+        results = await gather(
             *(self._post_binding(by_key[a.pod], a.node, g, note=alone) for a in plan),
             return_exceptions=True,
         )

@@ -12,6 +12,7 @@ from bridge.clock import Clock
 from bridge.kube.client import KubeClient
 from bridge.kube.events import EventRecorder
 from bridge.kube.resources import KubeObject
+from bridge.loops import gather
 from bridge.translate import foreign_label_message, kobj
 from bridge.wellknown import REASON_FOREIGN_JOB_LABEL
 from scheduler.decide import parse_pending
@@ -96,7 +97,7 @@ class Reporter:
                 message,
             )
 
-        await asyncio.gather(*(one(p) for p in pods), return_exceptions=True)
+        await gather(*(one(p) for p in pods), return_exceptions=True)
 
     async def waiting(
         self, g: GroupState, pods: list[KubeObject], reason: str, message: str
@@ -130,7 +131,7 @@ class Reporter:
             msg = f"Successfully assigned {kobj.pod_key(pod)} to {node}"
             await self.events.record(pod, "Normal", "Scheduled", msg)
 
-        await asyncio.gather(*(one(p, n) for p, n in bound))
+        await gather(*(one(p, n) for p, n in bound))
 
     def _later(self, work: Coroutine[Any, Any, None]) -> None:
         """Best-effort work in the background (kept referenced until it ends)."""
