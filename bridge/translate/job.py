@@ -243,7 +243,9 @@ TEMPLATES_MAX = 4096  # pod templates whose translation inputs are kept
 @dataclass(frozen=True)
 class _Derived:
     """What a lone pod's translation derives from its template: its options (with the
-    namespace policy applied), its needs and its time limit. Nothing in it names the pod."""
+    namespace policy applied), its needs, its time limit and its job. The job names the
+    pod it was made for; every field that does is replaced for the next pod
+    (:func:`_own_fields`)."""
 
     opts: SlurmJobOptions
     need: PodResources
@@ -251,6 +253,11 @@ class _Derived:
     # held so that the ids in the key stay theirs while the entry lives
     settings: TranslateSettings
     policy: ResolvedPolicy | None
+    # the job of the pod it was first translated for: a later pod of the template gets a
+    # copy with its own name, comments and excluded nodes (:func:`_own_fields`), not a
+    # second validation of what the template decides (a quarter of a lone pod's
+    # translation, measured on the scheduler bench)
+    spec: JobSpec
 
 
 class PodTemplates:
@@ -387,10 +394,11 @@ def translate_group(
     kept = templates.get(tkey) if templates is not None and tkey is not None else None
     if kept is not None:
         # the same template was translated before: only what names this pod is new
-        opts, needs, time_limit = kept.opts, [kept.need], kept.time_limit
-    else:
-        opts, needs = _derive(group_object, ordered, settings, policy, dra, where)
-        time_limit = opts.timelimit_minutes or _deadline_minutes(ref, group_object, ordered)
+        return kept.spec.model_copy(
+            update=_own_fields(kept.opts, ref.name, group, settings, node_set, where, ordered, keys)
+        )
+    opts, needs = _derive(group_object, ordered, settings, policy, dra, where)
+    time_limit = opts.timelimit_minutes or _deadline_minutes(ref, group_object, ordered)
     parts = (
         components(ref, ordered, [Shape.of(p, n) for p, n in zip(ordered, needs, strict=True)])
         if settings.gang_sizing == "hetjob" and len(ordered) > 1
@@ -407,10 +415,10 @@ def translate_group(
         time_limit=time_limit,
     )
     if len(parts) == 1:
-        need = kept.need if kept is not None else _max_resources(needs)
+        need = _max_resources(needs)
         spec = _job(common, ordered, need, keys, size=size, count=len(ordered))
-        if templates is not None and tkey is not None and kept is None:
-            templates.put(tkey, _Derived(opts, need, time_limit, settings, policy))
+        if templates is not None and tkey is not None:
+            templates.put(tkey, _Derived(opts, need, time_limit, settings, policy, spec))
         return spec
     if opts.min_nodes is not None or opts.max_nodes is not None:
         key = "min-nodes" if opts.min_nodes is not None else "max-nodes"
@@ -559,11 +567,10 @@ def _job(
         }
 
     topology = _component_topology(common, placement["min_nodes"], component)
-    comment = human_comment(group, count)
-    if component is not None:
-        comment += f", component {component[0]} of {component[1]}"
+    own = _own_fields(
+        opts, common.name, group, settings, common.nodes, where, ordered, keys, component
+    )
     return JobSpec(
-        name=opts.job_name or common.name,
         partition=opts.partition or settings.partition,
         cpus_per_task=cpus,
         exclusive=exclusive,
@@ -578,17 +585,41 @@ def _job(
         group_id=opts.group_id,
         priority=common.priority,
         mcs_label=settings.mcs_label,
-        excluded_nodes=(
-            common.nodes.excluded(ordered, obj=where)
-            if isinstance(common.nodes, NodeSet)
-            else excluded_nodes(ordered, common.nodes, obj=where)
-        ),
         segment_size=topology.segment_size,
         required_switches=topology.required_switches,
         wait_for_switch_seconds=topology.wait_for_switch_seconds,
-        comment=comment,
-        admin_comment=admin_comment(
-            group, keys, settings.mcs_label, [kobj.uid(p) for p in ordered]
-        ),
+        **own,
         **placement,
     )
+
+
+def _own_fields(
+    opts: SlurmJobOptions,
+    name: str,
+    group: GroupId,
+    settings: TranslateSettings,
+    nodes: Sequence[Obj] | NodeSet,
+    where: str,
+    ordered: Sequence[Obj],
+    keys: Sequence[str],
+    component: tuple[int, int] | None = None,
+) -> dict[str, Any]:
+    """What a job takes from its own pods rather than from their template: its name (the
+    group's, unless an option names it), its comments (the group and the pods' keys and
+    uids) and the nodes its pods cannot use. Every other field of a lone pod's job follows
+    from its template (:class:`PodTemplates`)."""
+    comment = human_comment(group, len(ordered))
+    if component is not None:
+        comment += f", component {component[0]} of {component[1]}"
+    return {
+        "name": opts.job_name or name,
+        "excluded_nodes": (
+            nodes.excluded(ordered, obj=where)
+            if isinstance(nodes, NodeSet)
+            else excluded_nodes(ordered, nodes, obj=where)
+        ),
+        "comment": comment,
+        "admin_comment": admin_comment(
+            group, keys, settings.mcs_label, [kobj.uid(p) for p in ordered]
+        ),
+    }
