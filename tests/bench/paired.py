@@ -35,7 +35,14 @@ DEFAULT_BENCH = ["--pods", "1000", "--gang", "256", "--pending", "2000"]
 # figures compared: (key in the bench's JSON, better when higher)
 FIGURES = (("cpu_ms_per_pod", False), ("pods_per_s", True), ("gang_s", False))
 # the bench's options that older commits' benches lack: left out on their side
-NEWER_OPTIONS = ("--gang-reps", "--gang-pause", "--scheduler-log", "--scheduler-python")
+NEWER_OPTIONS = (
+    "--gang-reps",
+    "--gang-pause",
+    "--scheduler-log",
+    "--scheduler-python",
+    "--scheduler-identity",
+    "--api-server",
+)
 
 
 class BenchFailed(Exception):
