@@ -835,7 +835,7 @@ def parser() -> argparse.ArgumentParser:
         "--scheduler-python",
         type=Path,
         help="run the scheduler of the tree this interpreter is installed from (another "
-        "commit's venv: tests.bench.paired --one-bench); default: this checkout's",
+        "commit's venv: tests.bench.paired's base side); default: this checkout's",
     )
     ap.add_argument(
         "--scheduler-log",
