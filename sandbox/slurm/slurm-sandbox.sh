@@ -141,10 +141,47 @@ need_host_tools() {
       DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${missing[@]}" >&2; }
 }
 
+# The root's /dev and /sys are its own, not the host's bound in: an `rm -rf` of a sandbox
+# directory whose root is still mounted would otherwise delete the host's device nodes
+# (devtmpfs is one instance for the whole machine) and its empty cgroups. Nothing in the
+# root needs more than these nodes: no cgroups (CgroupPlugin=disabled), no real devices
+# (fake GPUs are mknod'ed under /var/lib/fakegpu).
+mount_dev() {
+  local name major minor
+  mount -t tmpfs -o mode=755,nosuid tmpfs "$ROOT/dev"
+  while read -r name major minor; do
+    mknod -m 666 "$ROOT/dev/$name" c "$major" "$minor"
+  done <<'NODES'
+null 1 3
+zero 1 5
+full 1 7
+random 1 8
+urandom 1 9
+tty 5 0
+NODES
+  mkdir -p "$ROOT/dev/pts" "$ROOT/dev/shm"
+  mount -t devpts -o newinstance,ptmxmode=0666,mode=620 devpts "$ROOT/dev/pts"
+  ln -s pts/ptmx "$ROOT/dev/ptmx"
+  mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$ROOT/dev/shm"
+  ln -s /proc/self/fd "$ROOT/dev/fd"
+  ln -s /proc/self/fd/0 "$ROOT/dev/stdin"
+  ln -s /proc/self/fd/1 "$ROOT/dev/stdout"
+  ln -s /proc/self/fd/2 "$ROOT/dev/stderr"
+}
+
+# fstype PATH: the type of the file system mounted at PATH (empty: none)
+fstype() { findmnt -n -o FSTYPE --mountpoint "$1" 2>/dev/null | tail -n 1; }
+
 mount_root() {
   mountpoint -q "$ROOT/proc" || mount -t proc proc "$ROOT/proc"
-  if ! mountpoint -q "$ROOT/dev"; then mount --rbind /dev "$ROOT/dev"; mount --make-rslave "$ROOT/dev"; fi
-  if ! mountpoint -q "$ROOT/sys"; then mount --rbind /sys "$ROOT/sys"; mount --make-rslave "$ROOT/sys"; fi
+  # a root mounted by an older script has the host's /dev and /sys bound in: swap them for
+  # its own (running daemons keep the files they hold open; what they open next is the root's)
+  if [ "$(fstype "$ROOT/dev")" = devtmpfs ]; then umount -R -l "$ROOT/dev"; fi
+  if [ -n "$(findmnt -n -l -R -o TARGET "$ROOT/sys" 2>/dev/null | sed 1d)" ]; then
+    umount -R -l "$ROOT/sys"
+  fi
+  mountpoint -q "$ROOT/dev" || mount_dev
+  mountpoint -q "$ROOT/sys" || mount -t sysfs sysfs "$ROOT/sys"
   mountpoint -q "$ROOT/run" || mount -t tmpfs -o mode=755 tmpfs "$ROOT/run"
   in_root sh -c 'mkdir -p /run/munge && chown munge:munge /run/munge'
 }

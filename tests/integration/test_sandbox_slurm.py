@@ -173,6 +173,40 @@ def test_second_up_on_a_running_cluster_restarts_nothing(sandbox: Sandbox) -> No
     assert parse_env_file(sandbox.env_file.read_text()) == sandbox.env
 
 
+def mounts_under(root: Path) -> dict[str, str]:
+    """The file systems mounted at or below ``root``: mount point -> type."""
+    out: dict[str, str] = {}
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        point = fields[4].replace("\\040", " ")
+        fstype = fields[fields.index("-") + 1]
+        if point == str(root) or point.startswith(f"{root}/"):
+            out[point] = fstype  # a later mount on the same point hides the earlier
+    return out
+
+
+def test_the_roots_dev_and_sys_are_its_own_so_deleting_the_root_cannot_touch_the_hosts(
+    sandbox: Sandbox,
+) -> None:
+    # the host's /dev bound into the root would put the machine's device nodes (one
+    # devtmpfs) and its cgroups under the sandbox dir, where an rm -rf deletes them; `up`
+    # also swaps a root mounted that way by an older script for its own mounts
+    proc = sandbox.cli("up")
+    assert proc.returncode == 0, proc.stderr
+    mounts = mounts_under(sandbox.chroot)
+    root = str(sandbox.chroot)
+    assert mounts[f"{root}/dev"] == "tmpfs"
+    assert mounts[f"{root}/sys"] == "sysfs"
+    assert "devtmpfs" not in mounts.values()
+    assert not [p for p in mounts if p.startswith(f"{root}/sys/")], mounts
+    for node in ("null", "zero", "urandom", "random", "tty"):
+        assert (sandbox.chroot / "dev" / node).is_char_device(), node
+    # and what runs in the root still reads them
+    proc = sandbox.cli("exec", "--", "sh", "-c", "head -c 4 /dev/urandom | wc -c >/dev/null")
+    assert proc.returncode == 0, proc.stderr
+    assert sandbox.rest_answers()
+
+
 def test_exec_sinfo_lists_the_external_nodes(sandbox: Sandbox) -> None:
     names = sandbox.cli("exec", "--", "scontrol", "show", "hostnames")
     expected = sandbox.cli(
