@@ -23,7 +23,7 @@ and the act step says what needs saying (a label naming another group's job).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -129,6 +129,16 @@ def names_a_pod(job: SlurmJob, pods: list[KubeObject], mcs: str | None) -> bool:
     """The job (any component of a hetjob: each back-links its own pods) is this
     cluster's and names one of ``pods``."""
     return any(names_any_pod(c.admin_comment, c.mcs_label, pods, mcs) for c in job.components)
+
+
+def known_excluded(spec: JobSpec, known: Container[str]) -> JobSpec:
+    """``spec`` excluding only the nodes Slurm knows (Slurm refuses a job that names a
+    node it does not know). ``spec`` itself when it knows them all: a JobSpec is frozen,
+    and a copy per pod was about 4% of a lone pod's snapshot, profiled."""
+    excluded = tuple(n for n in spec.excluded_nodes if n in known)
+    if len(excluded) == len(spec.excluded_nodes):
+        return spec
+    return spec.model_copy(update={"excluded_nodes": excluded})
 
 
 def pod_view(pod: Mapping[str, Any]) -> PodView:
@@ -271,9 +281,7 @@ class Snapshots:
                 gid = result.group
                 expected = result.want if result.want is not None else len(pods) + 1
             else:
-                known = self.slurm_state.slurm_nodes
-                excluded = tuple(n for n in result.excluded_nodes if n in known)
-                spec = result.model_copy(update={"excluded_nodes": excluded})
+                spec = known_excluded(result, self.slurm_state.slurm_nodes)
         except InvalidInput as e:
             invalid = e
         if gid is None and g.ref.uid:

@@ -232,3 +232,26 @@ def test_a_pod_that_is_not_plain_json_is_translated_without_the_cache() -> None:
     got = translate_group([pod], None, NODES, PLAIN, templates=templates)
     assert got == translate_group([pod], None, NODES, PLAIN)
     assert len(templates) == 0
+
+
+def test_a_kept_templates_job_is_copied_with_each_pods_own_fields_and_nothing_else() -> None:
+    """A hit copies the template's job and replaces what names the pod (name, comments,
+    excluded nodes): the copy equals a fresh translation in every field, in what it says
+    was set (``exclude_unset`` dumps), and an error of the pod's own placement still names
+    it."""
+    templates = PodTemplates()
+    first = translate_group([_pod("a")], None, NODES, PLAIN, policy=OPEN, templates=templates)
+    for pod in (_pod("b"), _pod("c", zone="a"), _pod("d", labels={"x": "y"})):
+        got = translate_group([pod], None, NODES, PLAIN, policy=OPEN, templates=templates)
+        fresh = translate_group([pod], None, NODES, PLAIN, policy=OPEN)
+        assert isinstance(got, JobSpec)
+        assert isinstance(fresh, JobSpec)
+        assert got == fresh
+        assert got.model_dump(exclude_unset=True) == fresh.model_dump(exclude_unset=True)
+        assert got.model_fields_set == fresh.model_fields_set
+    assert isinstance(first, JobSpec)
+    assert first.name == "a"
+    with pytest.raises(InvalidInput) as e:
+        translate_group([_pod("e", zone="c")], None, NODES, PLAIN, policy=OPEN, templates=templates)
+    assert e.value.obj == "Pod team/e"
+    assert len(templates) == 1  # a placement is not part of the template: one entry
