@@ -6,9 +6,13 @@ change is judged by (docs/benchmarks.md, "Paired"). This script:
 
 1. makes a git worktree of ``--base`` (detached, under ``--trees``) with a virtualenv of
    its own (``pip install -e .[test]``; kept for the next run);
-2. runs ``python -m tests.bench.scheduler`` (each tree's own copy, with its own
-   interpreter) ``--reps`` times per side, alternating: base, new, new, base, base, new...
-   (each pair's order flips, so neither side always runs on a warmer sandbox);
+2. runs this checkout's ``python -m tests.bench.scheduler`` ``--reps`` times per side,
+   alternating: base, new, new, base, base, new... (each pair's order flips, so neither
+   side always runs on a warmer sandbox); the base side runs the base's scheduler (its
+   tree, its interpreter) under this bench, so the API server, the harness and Slurm are
+   the same on both sides and only the scheduler differs (``--own-benches``: each tree's
+   own bench instead; see docs/benchmarks.md, "The 256-pod gang", for why that is not the
+   default);
 3. prints per pair the scheduler CPU per pod, pods/s and the gang time of both sides and
    their ratios (new / base), then the median ratio of each.
 
@@ -35,7 +39,14 @@ DEFAULT_BENCH = ["--pods", "1000", "--gang", "256", "--pending", "2000"]
 # figures compared: (key in the bench's JSON, better when higher)
 FIGURES = (("cpu_ms_per_pod", False), ("pods_per_s", True), ("gang_s", False))
 # the bench's options that older commits' benches lack: left out on their side
-NEWER_OPTIONS = ("--gang-reps", "--gang-pause", "--scheduler-log", "--scheduler-python")
+NEWER_OPTIONS = (
+    "--gang-reps",
+    "--gang-pause",
+    "--scheduler-log",
+    "--scheduler-python",
+    "--scheduler-identity",
+    "--api-server",
+)
 
 
 class BenchFailed(Exception):
@@ -94,7 +105,7 @@ def run_bench(
 ) -> dict[str, Any]:
     """One run of ``tests.bench.scheduler`` in ``tree``: its last line, parsed.
     ``scheduler_python``: the scheduler of the tree that interpreter comes from, under
-    ``tree``'s bench (``--one-bench``)."""
+    ``tree``'s bench (the base side, unless ``--own-benches``)."""
     env = dict(os.environ)
     env["PATH"] = f"{python.parent}{os.pathsep}{env.get('PATH', '')}"
     env.pop("PYTHONPATH", None)
@@ -159,7 +170,14 @@ def parser() -> argparse.ArgumentParser:
         "--one-bench",
         action="store_true",
         help="both sides run this checkout's bench (API server, pod creators, phases: "
-        "--gang-reps for both), the base side with the base's scheduler",
+        "--gang-reps for both), the base side with the base's scheduler: the default "
+        "(the controlled comparison: docs/benchmarks.md, 'The 256-pod gang')",
+    )
+    ap.add_argument(
+        "--own-benches",
+        action="store_true",
+        help="each side runs its own tree's bench (the base's sandbox API server, its "
+        "identity and its phases: an older bench times one gang)",
     )
     ap.add_argument("bench", nargs="*", help="after --: the scheduler bench's arguments")
     return ap
@@ -173,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         "base": (tree, python, None),
         "new": (REPO, Path(sys.executable), None),
     }
-    if args.one_bench:  # this checkout's bench for both, the base's scheduler under it
+    one_bench = not args.own_benches
+    if one_bench:  # this checkout's bench for both, the base's scheduler under it
         sides["base"] = (REPO, Path(sys.executable), python)
     pairs: list[dict[str, Any]] = []
     for i in range(args.reps):
@@ -204,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = {
         "base": args.base,
         "new": git("rev-parse", "--short", "HEAD"),
-        "one_bench": args.one_bench,
+        "one_bench": one_bench,
         "bench": bench_args,
         "pairs": [
             {

@@ -69,7 +69,7 @@ from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import Allocated
 from bridge.wellknown import LABEL_JOB_ID, LABEL_POD_GROUP, SLURMJOB_PREFIX
 from sandbox.cluster import SandboxCluster
-from sandbox.kubeapi import SANDBOX_TOKEN
+from sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
 from tests.bench.scheduler_child import (
     CPROFILE_ENV,
     LINE,
@@ -109,7 +109,7 @@ class Stamps:
     """When the in-process API server stored each pod, its first patch (the scheduler's
     link) and its binding (monotonic s)."""
 
-    def __init__(self, api: SandboxCluster) -> None:
+    def __init__(self, api: SandboxApiServer) -> None:
         self.created: dict[str, float] = {}
         self.patched: dict[str, float] = {}
         self.bound: dict[str, float] = {}
@@ -180,6 +180,24 @@ def logged_steps(log: Path, jobs: set[int], zero: float) -> dict[str, float]:
             if k in rec:
                 out[k.replace("_s", "_ms")] = round(1000 * rec[k], 1)
     return out
+
+
+def process_cpu(pid: int) -> float:
+    """A process's CPU seconds so far (user + system; /proc, clock ticks)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def request_kind(e: Any) -> str:
+    """A logged request as ``METHOD [watch ]resource[/subresource] status`` (names
+    dropped)."""
+    parts = e.path.strip("/").split("/")
+    at = 2 if parts[0] == "api" else 3  # after /api/v1 or /apis/group/v1
+    if parts[at : at + 1] == ["namespaces"] and len(parts) > at + 2:
+        at += 2
+    kind = "/".join(parts[at::2])  # resource, then its subresource (names dropped)
+    watch = "watch " if "watch=" in e.query else ""
+    return f"{e.method} {watch}{kind} {e.status}"
 
 
 def bench_pod(
@@ -434,7 +452,7 @@ async def create_pods(kube: KubeClient, pods: list[dict[str, Any]], creators: in
     await bounded(creators, pods, lambda p: kube.create(PODS, p, NS))
 
 
-def job_ids_of(api: SandboxCluster, names: Iterable[str] | None = None) -> set[int]:
+def job_ids_of(api: SandboxApiServer, names: Iterable[str] | None = None) -> set[int]:
     """Job ids from every pod's job-id label (what the scheduler submitted); ``names``:
     only these pods'."""
     out: set[int] = set()
@@ -449,7 +467,7 @@ def job_ids_of(api: SandboxCluster, names: Iterable[str] | None = None) -> set[i
     return out
 
 
-def pending_message(api: SandboxCluster, name: str) -> str:
+def pending_message(api: SandboxApiServer, name: str) -> str:
     rd = api.api.resolve("", "v1", "pods")
     pod = api.api.get(rd, NS, name)
     for c in (pod.get("status") or {}).get("conditions") or []:
@@ -477,7 +495,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     }
     jobs: set[int] = set()
     with tempfile.TemporaryDirectory(prefix="sched-bench-") as tmp:
-        api = SandboxCluster(nodes=list(sb.external_nodes), history_size=500_000)
+        # the bare server: what 87f2bfe's bench ran (its controllers came later)
+        server = SandboxCluster if args.api_server == "cluster" else SandboxApiServer
+        api = server(nodes=list(sb.external_nodes), history_size=500_000)
         async with (
             api,
             kube_for_host(api.url, request_timeout=60, token=SANDBOX_TOKEN) as kube,
@@ -512,7 +532,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     cfg.pop("defaultNamespacePolicy", None)
                 if args.scheduler_log is not None:
                     cfg |= {"logLevel": "info", "logFormat": "json"}
-                await component_kubeconfig(kube, parse_config(cfg, env={}), "scheduler", sched_kc)
+                if args.scheduler_identity == "chart":
+                    await component_kubeconfig(
+                        kube, parse_config(cfg, env={}), "scheduler", sched_kc
+                    )
+                else:  # the admin's (system:masters), as 87f2bfe's bench ran it
+                    cfg["kubeconfig"] = str(kubeconfig)
                 cfg_path.write_text(json.dumps(cfg))
                 prof_env = {CPROFILE_ENV: str(args.cprofile.resolve())} if args.cprofile else {}
                 async with child(
@@ -552,7 +577,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     jobs |= job_ids_of(api)
                     await paced(args, kube, stamps, out)
                     jobs |= job_ids_of(api)
-                    await gang(args, api, kube, slurm, stamps, out)
+                    await gang(args, api, kube, slurm, stamps, out, sched.proc.pid)
                     jobs |= job_ids_of(api)
                     blocker = await steady(args, api, kube, slurm, sb, sched, out, jobs)
                     await wakeups(args, api, slurm, stamps, blocker, out)
@@ -588,7 +613,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 async def singles(
     args: argparse.Namespace,
-    api: SandboxCluster,
+    api: SandboxApiServer,
     kube: KubeClient,
     stamps: Stamps,
     out: dict[str, Any],
@@ -628,11 +653,12 @@ async def paced(
 
 async def gang(
     args: argparse.Namespace,
-    api: SandboxCluster,
+    api: SandboxApiServer,
     kube: KubeClient,
     slurm: SlurmClient,
     stamps: Stamps,
     out: dict[str, Any],
+    scheduler_pid: int,
 ) -> None:
     """``--gang-reps`` PodGroups of ``--gang`` pods, one after another (a fresh group each;
     its jobs cancelled before the next): ``gang_N_s`` is the median of their times (last
@@ -642,6 +668,9 @@ async def gang(
         return
     times: list[float] = []
     bound: list[int] = []  # pods bound, per gang
+    steps: list[dict[str, float]] = []  # each gang's link and bind stamps
+    requests: list[dict[str, int]] = []  # each gang's requests to the API server
+    pauses: list[int] = []  # the scheduler's CPU (ms) between two gangs
     for rep in range(args.gang_reps):
         group = "gang" if rep == 0 else f"gang{rep}"
         await kube.create(
@@ -656,10 +685,26 @@ async def gang(
         )
         names = [f"{group}-{i}" for i in range(args.gang)]
         pods = [bench_pod(n, labels={LABEL_POD_GROUP: group}, annotations={}) for n in names]
+        if rep == 0:  # requests refused before the gang (the last 10,000 requests)
+            out["refused_requests"] = dict(
+                Counter(request_kind(e) for e in api.request_log.entries() if e.status >= 400)
+            )
+        api.request_log.clear()
+        cpu0 = (process_cpu(os.getpid()), process_cpu(scheduler_pid))
         await create_pods(kube, pods, args.creators)
         await until("every gang pod bound", functools.partial(stamps.all_bound, names), args.limit)
+        cpu1 = (process_cpu(os.getpid()), process_cpu(scheduler_pid))
         last_member = max(stamps.created[n] for n in names)
         times.append(round(max(stamps.bound[n] for n in names) - last_member, 3))
+        steps.append(
+            stamps.timeline(names, set())
+            | {  # CPU from the first creation to the last binding, ms
+                "bench_cpu": round(1000 * (cpu1[0] - cpu0[0])),
+                "scheduler_cpu": round(1000 * (cpu1[1] - cpu0[1])),
+            }
+        )
+        # the requests while each gang ran (its own, and anything else meanwhile)
+        requests.append(dict(Counter(request_kind(e) for e in api.request_log.entries())))
         bound.append(sum(1 for n in names if n in stamps.bound))
         if rep == args.gang_reps // 2:
             await asyncio.sleep(0.1)  # the scheduler's log line written
@@ -668,16 +713,22 @@ async def gang(
             )
         if rep + 1 < args.gang_reps:
             # the next gang finds the room this one took, and a scheduler gone quiet
+            paused = process_cpu(scheduler_pid)
             await cancel_all(slurm, job_ids_of(api, names))
             await asyncio.sleep(args.gang_pause)
+            # what the cancelled gang left the scheduler doing before the next one
+            pauses.append(round(1000 * (process_cpu(scheduler_pid) - paused)))
     out[f"gang_{args.gang}_s"] = round(statistics.median(times), 3)
     out[f"gang_{args.gang}_reps_s"] = times
+    out["gang_reps_timeline_ms"] = steps
+    out["gang_requests"] = requests
+    out["gang_pause_scheduler_cpu_ms"] = pauses
     out["gang_bound"] = min(bound)  # of each gang (all of them: --gang)
 
 
 async def steady(
     args: argparse.Namespace,
-    api: SandboxCluster,
+    api: SandboxApiServer,
     kube: KubeClient,
     slurm: SlurmClient,
     sb: SlurmSandbox,
@@ -721,7 +772,7 @@ async def steady(
 
 async def wakeups(
     args: argparse.Namespace,
-    api: SandboxCluster,
+    api: SandboxApiServer,
     slurm: SlurmClient,
     stamps: Stamps,
     blocker: int,
@@ -784,12 +835,26 @@ def parser() -> argparse.ArgumentParser:
         "--scheduler-python",
         type=Path,
         help="run the scheduler of the tree this interpreter is installed from (another "
-        "commit's venv: tests.bench.paired --one-bench); default: this checkout's",
+        "commit's venv: tests.bench.paired's base side); default: this checkout's",
     )
     ap.add_argument(
         "--scheduler-log",
         type=Path,
         help="the scheduler's log, at info level in JSON, into FILE (and the gang's timeline)",
+    )
+    ap.add_argument(
+        "--scheduler-identity",
+        choices=["chart", "admin"],
+        default="chart",
+        help="the scheduler's identity: the chart's ServiceAccount and RBAC (default), or "
+        "the admin's (system:masters: what 87f2bfe's bench ran)",
+    )
+    ap.add_argument(
+        "--api-server",
+        choices=["cluster", "bare"],
+        default="cluster",
+        help="the sandbox API server with its controllers (default) or bare (no namespace "
+        "controller, garbage collector or ResourceClaim controller: 87f2bfe's bench)",
     )
     ap.add_argument("--role", choices=["main", "scheduler", "raw"], default="main")
     ap.add_argument("--config", type=Path, help=argparse.SUPPRESS)

@@ -75,3 +75,24 @@ async def test_scheduler_benchmark_reports_every_key_and_binds_every_pod(
     assert report["pending_pods"] == 3
     assert sum(report["pending_reasons"].values()) == 3
     assert report["queued_started_jobs"] == 3  # the blocker ended: Slurm started them all
+    # each gang's API requests and CPU, and the scheduler's CPU between gangs
+    assert [r["PATCH pods 200"] for r in report["gang_requests"]] == [4, 4]  # the links
+    assert [r["POST pods/binding 201"] for r in report["gang_requests"]] == [4, 4]
+    assert all(t["scheduler_cpu"] >= 0 for t in report["gang_reps_timeline_ms"])
+    assert len(report["gang_pause_scheduler_cpu_ms"]) == 1
+
+
+async def test_scheduler_benchmark_runs_the_scheduler_as_admin_on_the_bare_api_server(
+    sandbox: SlurmSandbox,
+) -> None:
+    """What 87f2bfe's bench ran (the admin's identity, no controllers beside the API
+    server): the factors docs/benchmarks.md's gang comparison turned one at a time."""
+    args = parser().parse_args(
+        ["--pods", "2", "--paced", "0", "--gang", "4", "--gang-reps", "1", "--pending", "0",
+         "--window", "0", "--settle", "0", "--wake-window", "0",
+         "--scheduler-identity", "admin", "--api-server", "bare"]
+    )  # fmt: skip
+    report = await run(args)
+    assert report["bound"] == 2
+    assert report["gang_bound"] == 4
+    assert report["refused_requests"] == {}
