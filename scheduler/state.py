@@ -93,15 +93,6 @@ def scheduled_condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return None
 
 
-def _same_version(a: KubeObject, b: KubeObject) -> bool:
-    """The same object at the same resourceVersion (so the same content)."""
-    ma, mb = a.get("metadata"), b.get("metadata")
-    if type(ma) is not dict or type(mb) is not dict:
-        return False
-    rv = ma.get("resourceVersion")
-    return bool(rv) and rv == mb.get("resourceVersion") and ma.get("uid") == mb.get("uid")
-
-
 class KubeState:
     """The watch-fed caches. Pods leave when bound (:meth:`bound`), deleted or no longer
     this scheduler's; a group whose last pod left is processed once more and dropped."""
@@ -264,7 +255,7 @@ class KubeState:
         cached = self.pods.get(key)
         if cached is None:
             return pod
-        if not _same_version(cached, pod):  # not kept already from its watch event
+        if not kobj.same_version(cached, pod):  # not kept already from its watch event
             cached = self.pods[key] = slim(pod)
         return cached
 
@@ -275,7 +266,7 @@ class KubeState:
         the write's answer and as a watch event (slimming is ~10% of a pod's event
         cost)."""
         cached = self.pods.get(kobj.pod_key(pod))
-        if cached is not None and _same_version(cached, pod):
+        if cached is not None and kobj.same_version(cached, pod):
             return cached
         return slim(pod)
 

@@ -96,6 +96,17 @@ def not_older(obj: Obj, than: Obj | None) -> bool:
     return not (a.isdigit() and b.isdigit()) or int(a) >= int(b)
 
 
+def same_version(a: Obj, b: Obj) -> bool:
+    """``a`` and ``b`` are the same object at the same resourceVersion, so the same
+    content (a cache keeps one copy of it). Reads the usual shape (dicts) directly: it is
+    asked for every pod watch event."""
+    ma, mb = a.get("metadata"), b.get("metadata")
+    if type(ma) is not dict or type(mb) is not dict:
+        return False
+    rv = ma.get("resourceVersion")
+    return bool(rv) and rv == mb.get("resourceVersion") and ma.get("uid") == mb.get("uid")
+
+
 def pod_key(pod: Obj) -> str:
     """``namespace/name`` of a pod (the form used in admin_comment). Called several times
     for every pod a scheduler binds: the usual shape (dicts, strings) is read directly."""
