@@ -248,13 +248,11 @@ TEMPLATES_MAX = 4096  # pod templates whose translation inputs are kept
 @dataclass(frozen=True)
 class _Derived:
     """What a lone pod's translation derives from its template: its options (with the
-    namespace policy applied), its needs, its time limit and its job. The job names the
-    pod it was made for; every field that does is replaced for the next pod
-    (:func:`_own_fields`)."""
+    namespace policy applied) and its job. The job names the pod it was made for; every
+    field that does is replaced for the next pod (:func:`_own_fields`), the rest (its
+    needs, time limit, placement bounds) follows from the template."""
 
     opts: SlurmJobOptions
-    need: PodResources
-    time_limit: int | None
     # held so that the ids in the key stay theirs while the entry lives
     settings: TranslateSettings
     policy: ResolvedPolicy | None
@@ -266,7 +264,7 @@ class _Derived:
 
 
 class PodTemplates:
-    """A lone pod's options, needs and time limit by what they are read from, so that the
+    """A lone pod's options and job by what they are read from, so that the
     pods of one template (a Deployment's ReplicaSet, a Job's pods) are parsed once: about
     half of a lone pod's translation (the annotation parsers, the resource quantities,
     the policy), measured on the scheduler bench. The key is what
@@ -461,7 +459,7 @@ def translate_group(
         need = _max_resources(needs)
         spec = _job(common, ordered, need, keys, size=size, count=len(ordered))
         if templates is not None and tkey is not None:
-            templates.put(tkey, _Derived(opts, need, time_limit, settings, policy, spec))
+            templates.put(tkey, _Derived(opts, settings, policy, spec))
         return spec
     if opts.min_nodes is not None or opts.max_nodes is not None:
         key = "min-nodes" if opts.min_nodes is not None else "max-nodes"
