@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 import structlog
@@ -91,7 +92,15 @@ def job_view(job: SlurmJob) -> JobSnapshot:
         shared=_shares(job),
         cpus=tuple((a.name, a.cpus or 0) for a in job.allocation),
         cpus_per_task=job.cpus_per_task,
+        start_time=job.start_time,
     )
+
+
+def planned_start(job: SlurmJob) -> datetime | None:
+    """When the job (every component of a hetjob, the last one's) is planned to start;
+    None while a component has no plan."""
+    starts = [c.start_time for c in job.components]
+    return None if None in starts else max(s for s in starts if s is not None)
 
 
 def _het_view(job: SlurmJob) -> JobSnapshot:
@@ -122,6 +131,7 @@ def _het_view(job: SlurmJob) -> JobSnapshot:
         spec_hash=spec_hash_of(job),
         parts=tuple(parts),
         shown=shown.offset,
+        start_time=planned_start(job),
     )
 
 
@@ -313,6 +323,8 @@ class Snapshots:
                 if spec is not None and job is None
                 else None
             ),
+            # a job known from the pods' record only says nothing of Slurm's plan
+            now=None if unread else self.slurm_state.clock.now(),
         )
         return Snapshot(snap, pods, lookup)
 
