@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from bridge.slurm.models import SlurmJob
+
 # Slurm puts a job that waits for a job without a time limit this far ahead (a year,
 # minus a day of slack for the time between its pass and our read).
 UNKNOWABLE_AHEAD = timedelta(days=364)
@@ -58,6 +60,13 @@ def plan_of(start_time: datetime | None, now: datetime) -> Plan:
     if start_time - now >= UNKNOWABLE_AHEAD:
         return Plan(None, unknowable=True)
     return Plan(start_time.astimezone(UTC))
+
+
+def job_start(job: SlurmJob) -> datetime | None:
+    """A pending job's ``start_time`` (a hetjob: its last component's, None while one has
+    none: the components start together)."""
+    starts = [c.start_time for c in job.components]
+    return None if None in starts else max(s for s in starts if s is not None)
 
 
 def rfc3339(t: datetime) -> str:
@@ -159,3 +168,18 @@ def stale(
 def crossed(start: datetime | None, since: datetime, now: datetime) -> bool:
     """``start`` came between ``since`` and ``now``: the pods said "in ..." and it is due."""
     return start is not None and since < start <= now
+
+
+def replanned(
+    held: datetime | None, read: datetime | None, *, then: datetime, now: datetime, step: float
+) -> bool:
+    """A pending job's ``start_time`` read at ``now`` (``read``) is news against the one
+    its group holds (``held``, from a read before ``then``, the last look): the plan
+    appeared, went away (or a year ahead), moved by more than ``step`` seconds, or came due
+    since ``then``."""
+    old, new = plan_of(held, now), plan_of(read, now)
+    return (
+        old.unknowable != new.unknowable
+        or moved(old.start, new.start, step)
+        or crossed(new.start, then, now)
+    )

@@ -24,7 +24,7 @@ import structlog
 from bridge.bounded import BoundedMap, BoundedSet
 from bridge.clock import Clock
 from bridge.errors import BridgeError
-from bridge.expected import crossed, moved, plan_of
+from bridge.expected import replanned
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import PODS, KubeObject
 from bridge.loops import LoopCounter, LoopGuard
@@ -210,12 +210,8 @@ class SlurmState:
             held = g.job if g is not None else None
             if held is None or held.job_id != job.job_id or held.state.primary != "PENDING":
                 continue
-            old, new = plan_of(held.start_time, now), plan_of(job.start_time, now)
-            if (
-                held.state_reason != job.state_reason
-                or old.unknowable != new.unknowable
-                or moved(old.start, new.start, step)
-                or crossed(new.start, then, now)
+            if held.state_reason != job.state_reason or replanned(
+                held.start_time, job.start_time, then=then, now=now, step=step
             ):
                 out.append(job)
         return out

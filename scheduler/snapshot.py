@@ -25,13 +25,13 @@ from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime
 from typing import Any
 
 import structlog
 
 from bridge.config import BridgeConfig
 from bridge.errors import InvalidInput, SlurmNotFound
+from bridge.expected import job_start
 from bridge.kube.resources import KubeObject
 from bridge.models import GroupId, JobSpec
 from bridge.slurm.client import SlurmClient
@@ -96,13 +96,6 @@ def job_view(job: SlurmJob) -> JobSnapshot:
     )
 
 
-def planned_start(job: SlurmJob) -> datetime | None:
-    """When the job (every component of a hetjob, the last one's) is planned to start;
-    None while a component has no plan."""
-    starts = [c.start_time for c in job.components]
-    return None if None in starts else max(s for s in starts if s is not None)
-
-
 def _het_view(job: SlurmJob) -> JobSnapshot:
     """A heterogeneous job read by its leader's id: every component a part; its state
     and reason those of :func:`scheduler.decide.het_state`'s component."""
@@ -131,7 +124,7 @@ def _het_view(job: SlurmJob) -> JobSnapshot:
         spec_hash=spec_hash_of(job),
         parts=tuple(parts),
         shown=shown.offset,
-        start_time=planned_start(job),
+        start_time=job_start(job),
     )
 
 

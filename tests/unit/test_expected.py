@@ -13,6 +13,7 @@ from bridge.expected import (
     note,
     parse_rfc3339,
     plan_of,
+    replanned,
     rfc3339,
     short_in,
     stale,
@@ -130,6 +131,21 @@ def test_a_plan_crossed_now_between_two_looks() -> None:
     assert not crossed(AT, AT, AT + timedelta(seconds=30))  # due at the last look already
     assert not crossed(AT, NOW, AT - timedelta(seconds=1))
     assert not crossed(None, NOW, AT)
+
+
+def test_a_plan_read_again_is_news_only_when_the_pods_would_be_told_something_new() -> None:
+    then, now = NOW, NOW + timedelta(seconds=30)
+    later = AT + timedelta(seconds=60)
+    assert not replanned(AT, later, then=then, now=now, step=60)
+    assert replanned(AT, later + timedelta(seconds=1), then=then, now=now, step=60)
+    assert replanned(None, AT, then=then, now=now, step=60)
+    assert replanned(AT, None, then=then, now=now, step=60)
+    year = now + timedelta(days=365)
+    assert replanned(AT, year, then=then, now=now, step=60)
+    assert not replanned(year, year + timedelta(seconds=30), then=then, now=now, step=60)
+    # the same plan, come due since the last look
+    due = AT + timedelta(seconds=1)
+    assert replanned(AT, AT, then=AT - timedelta(seconds=30), now=due, step=60)
 
 
 def test_strip_note_leaves_a_message_without_one_alone() -> None:
