@@ -453,6 +453,9 @@ class BridgeConfig(_Section):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     metrics_port: int = Field(default=8080, ge=0, le=65535)
     health_port: int = Field(default=8081, ge=0, le=65535)
+    # `slurm-bridge why`: other tenants' jobs are counted and sized only; true: named too
+    # (id, name, Slurm user), for clusters whose users may see each other's jobs anyway
+    why_names_other_jobs: bool = False
 
     # --- tenants: the Slurm identity per namespace (first matching entry wins) ---
     namespace_policies: tuple[NamespacePolicy, ...] = ()
