@@ -46,10 +46,10 @@ from bridge.errors import InvalidInput
 from bridge.text import text_problem
 from bridge.translate import kobj
 from bridge.translate.annotations import KUEUE_TOPOLOGY_KEYS, parse_annotations_all
+from bridge.translate.dra import EXTENDED_PREFIX
 from bridge.translate.grouping import group_of, owner_chain
 from bridge.translate.job import exclusive_node_bounds
 from bridge.translate.policy import policy_errors
-from bridge.translate.dra import EXTENDED_PREFIX
 from bridge.translate.resources import (
     gres_floor_problem,
     pod_resources,

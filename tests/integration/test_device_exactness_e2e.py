@@ -26,7 +26,7 @@ from scheduler.dra import RESOURCE_CLAIMS
 from tests.integration.bridge_harness import NS, Bridge
 from tests.integration.conftest import SlurmSandbox
 from tests.integration.test_dra_e2e import GPU, dra_bridge, dra_pod
-from tests.integration.test_shared_node_e2e import gpu_index, sbatch
+from tests.integration.test_shared_node_e2e import gpu_index, hold_gpus, sbatch
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
 
@@ -55,16 +55,7 @@ async def test_a_gres_annotation_never_gets_a_pod_the_gpu_of_a_native_job(
     async with dra_bridge(sandbox, tmp_path, partition=part) as b:
         try:
             # the native job holds one GPU of the shared node; the other node is full
-            held = await sbatch(
-                "-p", part, "-w", shared, "--gres=gpu:1", "--mem=500", "--wrap", "sleep 300"
-            )
-            native += [
-                held,
-                await sbatch(
-                    "-p", part, "-w", other, "--gres=gpu:2", "--mem=500", "--wrap", "sleep 300"
-                ),
-            ]
-            await running(b, native)
+            held = await hold_gpus(b, part, shared, other, native)
             notes = {
                 slurmjob_annotation("partition"): part,
                 slurmjob_annotation("exclusive"): "false",
