@@ -37,7 +37,7 @@ Every error is reported in ONE denial; each names its field and the reason.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from admission.policy import AdmissionContext, mapping_at, pod_managed, scheduler_name_of
 from admission.review import AdmissionRequest, AdmissionResponse, allow, deny, object_name
@@ -226,25 +226,51 @@ def _bound_immutability(
     ]
 
 
-def _resized_containers(new: Mapping[str, Any], old: Mapping[str, Any]) -> list[str]:
-    """``spec.containers[i].resources`` of each container whose resources differ."""
-    olds = {
-        c.get("name"): c.get("resources")
-        for c in mapping_at(old, "spec", []).get("containers") or []
-        if isinstance(c, Mapping)
-    }
-    return [
-        f"spec.containers[{i}].resources"
-        for i, c in enumerate(mapping_at(new, "spec", []).get("containers") or [])
-        if isinstance(c, Mapping) and c.get("resources") != olds.get(c.get("name"))
-    ]
+# What a resize may change of a bound pod without changing what the pod holds: how a
+# container is resized (restart or not), never how much. Every other difference is refused.
+_RESIZE_NEUTRAL = frozenset({"resizePolicy"})
+
+
+def _named(value: Any) -> TypeGuard[list[Mapping[str, Any]]]:
+    """A list of named objects (containers, init containers ...), matched by name."""
+    return isinstance(value, list) and all(
+        isinstance(c, Mapping) and isinstance(c.get("name"), str) for c in value
+    )
+
+
+def _resize_changes(new: Mapping[str, Any], old: Mapping[str, Any]) -> list[str]:
+    """Every field of ``spec`` a resize changes, but ``resizePolicy``: a container's (any
+    list of named containers: containers, init and sidecar containers, ephemeral ones)
+    ``spec.<list>[i].<field>``, else ``spec.<field>`` (pod-level ``resources``, a field
+    added by a later Kubernetes). Fail closed: whatever a future resize can change is
+    refused until the bridge knows how to carry it to Slurm."""
+    new_spec, old_spec = mapping_at(new, "spec", []), mapping_at(old, "spec", [])
+    out: list[str] = []
+    for key in sorted(set(new_spec) | set(old_spec)):
+        n, o = new_spec.get(key), old_spec.get(key)
+        if n == o:
+            continue
+        if not (_named(n) and _named(o) and len(n) == len(o)):
+            out.append(f"spec.{key}")
+            continue
+        olds = {c["name"]: c for c in o}
+        for i, c in enumerate(n):
+            prev = olds.get(c["name"], {})
+            out += [
+                f"spec.{key}[{i}].{f}"
+                for f in sorted(set(c) | set(prev))
+                if f not in _RESIZE_NEUTRAL and c.get(f) != prev.get(f)
+            ]
+    return out
 
 
 def _validate_pod_resize(req: AdmissionRequest, ctx: AdmissionContext) -> AdmissionResponse:
     """``pods/resize``: a bound managed pod's resources are its Slurm job's allocation,
     fixed while the job runs (Slurm cannot grow a running job's CPUs or memory), so an
-    in-place resize is refused, naming each resized container. An unbound pod may be
-    resized: its group is translated again and a pending job is updated (docs/admission.md)."""
+    in-place resize that changes what the pod holds (any container's, init or sidecar
+    container's, or the pod-level ``spec.resources``: :func:`_resize_changes`) is refused,
+    naming each field. An unbound pod may be resized: its group is translated again and a
+    pending job is updated (docs/admission.md)."""
     pod, old = req.object, req.old_object
     name = object_name(req)
     if pod is None or old is None:
@@ -261,7 +287,7 @@ def _validate_pod_resize(req: AdmissionRequest, ctx: AdmissionContext) -> Admiss
         "Slurm job holds a fixed allocation; delete the pod and create it with the new "
         "resources"
     )
-    resized = _resized_containers(pod, old)
+    resized = _resize_changes(pod, old)
     return (
         deny(req.uid, name, [InvalidInput(f, reason) for f in resized])
         if resized
