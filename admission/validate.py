@@ -16,6 +16,10 @@ LeaderWorkerSet, batch Job) in managed namespaces:
 * a new pod may not ask for an ``nvidia.com/mig-*`` slice whose profile has no Slurm GRES
   in ``scheduler.gresMapping`` (the rule translation applies:
   :func:`bridge.translate.resources.unknown_device_problems`);
+* the ``gres`` annotation, which replaces the GRES of the pod's Slurm job, never names
+  less than the pod's resources need, and is refused beside ``spec.resourceClaims`` or a
+  DeviceClass's extended resource (whose counts are not known here; the scheduler applies
+  the full rule, :func:`bridge.translate.resources.gres_floor_problem`);
 * a new pod may not carry ``spec.topologySpreadConstraints`` (Slurm cannot honour them),
   and a bound pod may not be resized in place (``pods/resize``: its Slurm job's allocation
   is fixed);
@@ -40,11 +44,17 @@ from admission.review import AdmissionRequest, AdmissionResponse, allow, deny, o
 from bridge import wellknown
 from bridge.errors import InvalidInput
 from bridge.text import text_problem
+from bridge.translate import kobj
 from bridge.translate.annotations import KUEUE_TOPOLOGY_KEYS, parse_annotations_all
+from bridge.translate.dra import EXTENDED_PREFIX
 from bridge.translate.grouping import group_of, owner_chain
 from bridge.translate.job import exclusive_node_bounds
 from bridge.translate.policy import policy_errors
-from bridge.translate.resources import unknown_device_problems
+from bridge.translate.resources import (
+    gres_floor_problem,
+    pod_resources,
+    unknown_device_problems,
+)
 
 # (API group, kind) of the workload objects whose slurmjob annotations are checked.
 GROUP_KINDS = frozenset(
@@ -116,6 +126,46 @@ def _annotation_problems(
         else e
         for e in errors
     ]
+
+
+def _gres_problems(
+    pod: Mapping[str, Any],
+    new_ann: Mapping[str, Any],
+    old_ann: Mapping[str, Any] | None,
+    ctx: AdmissionContext,
+) -> list[InvalidInput]:
+    """The ``gres`` annotation replaces the GRES of the pod's Slurm job, so it never
+    names less than the pod's resources need (the rule translation applies:
+    :func:`bridge.translate.resources.gres_floor_problem`). Here a claim's count is not
+    known (no I/O): beside ``spec.resourceClaims`` or a DeviceClass's extended resource
+    the annotation is refused. On UPDATE only when it changed."""
+    key = wellknown.slurmjob_annotation("gres")
+    raw = new_ann.get(key)
+    if not isinstance(raw, str) or not raw or (old_ann is not None and old_ann.get(key) == raw):
+        return []
+    field = f"metadata.annotations[{key}]"
+    dra = ["spec.resourceClaims"] if mapping_at(pod, "spec", []).get("resourceClaims") else []
+    for kind in ("initContainers", "containers"):
+        for i, c in enumerate(kobj.sequence(pod, "spec", kind)):
+            for which in ("requests", "limits"):
+                dra += [
+                    f"spec.{kind}[{i}].resources.{which}[{r}]"
+                    for r in kobj.mapping(c, "resources", which)
+                    if r.startswith(EXTENDED_PREFIX)
+                ]
+    if dra:
+        reason = (
+            f"{raw!r} would replace the GRES {dra[0]} asks Slurm for (the devices of a claim "
+            "are asked of Slurm from the claim itself, and the claim's count is not known at "
+            "admission); remove the annotation"
+        )
+        return [InvalidInput(field, reason)]
+    try:
+        need = pod_resources(pod, ctx.config.scheduler.gres_table()).gres
+    except InvalidInput:
+        return []  # a resource the other checks refuse
+    problem = gres_floor_problem(raw, need)
+    return [] if problem is None else [InvalidInput(field, problem)]
 
 
 def _lone_pod(pod: Mapping[str, Any]) -> bool:
@@ -268,6 +318,7 @@ def _validate_pod(req: AdmissionRequest, ctx: AdmissionContext) -> AdmissionResp
     errors += _annotation_problems(
         annotations, old_ann, name, ctx, req.namespace, lone=_lone_pod(pod)
     )
+    errors += _gres_problems(pod, annotations, old_ann, ctx)
     errors += _owner_problems(pod, old)
     if old is None and spec.get("topologySpreadConstraints"):
         errors.append(
