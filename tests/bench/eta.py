@@ -6,10 +6,11 @@ A mixed queue is made at once, in a random order: ``--gangs`` bridge gangs (PodG
 2 pods of 1-3 CPUs on shared nodes) and ``--natives`` native Slurm jobs (2-8 CPUs, other
 names, submitted straight to Slurm), each with a known time limit of 1 or 2 minutes
 (Slurm's smallest). Each job runs until its time limit (the benchmark ends it then, by
-Slurm's own start time), or, for a ``--early`` fraction of them, ends at a random 30-100%
-of it, as real jobs do. Every ``--every`` seconds the benchmark reads, at the same moment,
-the gangs' pods (one list: the annotation ``slinky.slurm.net/expected-start``) and
-``squeue --start`` (in the sandbox's chroot).
+Slurm's own start time), or, for a ``--early`` fraction of them (default none), ends at a
+random 30-100% of it, as real jobs do (which no plan can foresee). Every ``--every``
+seconds the benchmark reads, at the same moment, the gangs' pods (one list: the
+annotation ``slinky.slurm.net/expected-start``) and ``squeue --start`` (in the sandbox's
+chroot).
 
 Per gang that waited: the estimate its pods showed first, the ``squeue --start`` time
 read at that same moment, and the job's real start (Slurm's ``start_time`` once it runs).
@@ -20,8 +21,12 @@ Output, the last line, ONE JSON object: ``gangs`` (gangs whose pods showed an es
 ``within_bf_interval`` (the fraction of gangs started within one backfill interval of the
 first estimate shown), ``planned_without_estimate`` (gangs Slurm had planned, ``squeue
 --start`` giving a time at least ``--grace`` seconds before they started, whose pods never
-showed an estimate: must be 0), ``gangs_total``, ``natives``, ``slurm_calls_per_s`` (the
-scheduler's slurmrestd requests over the run), ``seconds``.
+showed an estimate: must be 0), ``last_shown_error_s`` (the same for the last estimate the
+pods showed before the start: how well the re-reads track Slurm's plan), ``error_bias_s``
+(the median of estimate - start: positive, Slurm's plan was pessimistic),
+``shown_after_planned_s`` (from Slurm's first plan to the pods showing one),
+``gangs_total``, ``natives``, ``slurm_calls_per_s`` (the scheduler's slurmrestd requests
+over the run), ``seconds``.
 
 Run: ``python -m tests.bench.eta [--gangs 24 --natives 12]`` on the default sandbox
 (``slurm-bridge sandbox slurm up``: the queue is sized for its 24 CPUs) (about 10 minutes:
@@ -33,6 +38,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import random
 import statistics
 import subprocess
@@ -72,6 +78,8 @@ class Tracked:
     ended: bool = False
     shown: datetime | None = None  # the first estimate its pods showed
     squeue_then: datetime | None = None  # squeue --start when it was first shown
+    shown_at: datetime | None = None  # when the first estimate was seen on its pods
+    last_shown: datetime | None = None  # the last estimate its pods showed before it ran
     planned_at: datetime | None = None  # when squeue --start first gave it a time
     pods: list[str] = field(default_factory=list)
 
@@ -230,6 +238,12 @@ class Queue:
                     shown = parse_rfc3339((notes or {}).get(ANNOTATION_EXPECTED_START))
                     if shown is not None:
                         t.shown, t.squeue_then = shown, planned.get(job.job_id)
+                        t.shown_at = now
+                if t.gang:
+                    notes = by_pod.get(t.pods[0], {}).get("metadata", {}).get("annotations")
+                    t.last_shown = parse_rfc3339((notes or {}).get(ANNOTATION_EXPECTED_START)) or (
+                        t.last_shown
+                    )
             elif job.state.primary == "RUNNING" and job.start_time is not None:
                 t.started = t.started or job.start_time
                 if (now - t.started).total_seconds() >= t.run_s:
@@ -292,6 +306,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     if not t.ended:
                         await q.end(t)
             rate = (sum(counting.calls.values()) - calls0) / (time.monotonic() - t0)
+    if args.details is not None:
+        with args.details.open("w") as f:
+            for t in q.items:
+                f.write(json.dumps({k: _plain(v) for k, v in vars(t).items()}) + "\n")
     gangs = [t for t in q.items if t.gang]
     shown = [t for t in gangs if t.shown is not None and t.started is not None]
     errors = [abs((t.shown - t.started).total_seconds()) for t in shown if t.shown and t.started]
@@ -299,6 +317,17 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         abs((t.squeue_then - t.started).total_seconds())
         for t in shown
         if t.squeue_then is not None and t.started is not None
+    ]
+    last = [
+        abs((t.last_shown - t.started).total_seconds())
+        for t in shown
+        if t.last_shown is not None and t.started is not None
+    ]
+    bias = [(t.shown - t.started).total_seconds() for t in shown if t.shown and t.started]
+    lag = [
+        (t.shown_at - t.planned_at).total_seconds()
+        for t in shown
+        if t.shown_at is not None and t.planned_at is not None
     ]
     missed = [
         t
@@ -314,6 +343,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "squeue_start_error_s": quantiles(squeue),
         "within_bf_interval": round(sum(e <= interval for e in errors) / max(1, len(errors)), 2),
         "planned_without_estimate": len(missed),
+        "last_shown_error_s": quantiles(last),
+        "error_bias_s": round(statistics.median(bias), 1) if bias else None,
+        "shown_after_planned_s": quantiles(lag),
         "gangs_total": len(gangs),
         "natives": args.natives,
         "bf_interval_s": interval,
@@ -323,11 +355,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _plain(v: Any) -> Any:
+    return v.isoformat() if isinstance(v, datetime) else v
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m tests.bench.eta", description=__doc__)
     ap.add_argument("--gangs", type=int, default=24, help="bridge gangs (2 pods each)")
     ap.add_argument("--natives", type=int, default=12, help="native Slurm jobs")
-    ap.add_argument("--early", type=float, default=0.2, help="fraction ending early")
+    ap.add_argument("--early", type=float, default=0.0, help="fraction ending early")
     ap.add_argument(
         "--run-fraction",
         type=float,
@@ -344,6 +380,7 @@ def parser() -> argparse.ArgumentParser:
         help="a gang planned this long before it started must have shown an estimate",
     )
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--details", type=Path, help="each job's times, a JSON line each, into FILE")
     ap.add_argument("--limit", type=float, default=1800.0, help="give up after (s)")
     return ap
 
