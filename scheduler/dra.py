@@ -22,7 +22,7 @@ delete the generated ones.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from bridge.bounded import BoundedMap
@@ -171,6 +171,7 @@ class DraAllocator:
         *,
         device_class_gres: Mapping[str, str],
         gres_mapping: Mapping[str, str],
+        node_ok: Callable[[str], bool] | None = None,
     ) -> None:
         self.kube = kube
         self.slurm = slurm
@@ -189,6 +190,10 @@ class DraAllocator:
             "dra-selector-kinds", KINDS_MAX
         )
         self._kinds_generation = -1
+        # which nodes' slices selectors are resolved over: a node that exists and that
+        # Slurm knows (a slice naming any other node, e.g. forged, is ignored); None: all
+        self.node_ok = node_ok
+        self._kinds_nodes: frozenset[str] = frozenset()
 
     async def inputs(self, pods: Sequence[KubeObject]) -> DraInputs | None:
         """What the pods' DRA requests name (None when no pod has any): the classes from
@@ -220,6 +225,7 @@ class DraAllocator:
                 *(self._read(CLAIM_TEMPLATES, ns, n) for ns, n in sorted(template_names))
             ),
         )
+        slices = await self._all_slices()
         # one namespace per group (pods of a group share it)
         return DraInputs(
             classes=classes,
@@ -227,26 +233,34 @@ class DraAllocator:
             templates=_by_name([t for t in templates if t is not None]),
             device_class_gres=self.device_class_gres,
             gres_mapping=self.gres_mapping,
-            slices=await self._all_slices(),
-            kinds=self._kind_memo(),
+            slices=slices,
+            kinds=self._kind_memo(frozenset(kobj.text(s, "spec", "nodeName") for s in slices)),
         )
 
-    def _kind_memo(self) -> BoundedMap[tuple[str, tuple[str, ...]], DeviceKind] | None:
+    def _kind_memo(
+        self, nodes: frozenset[str]
+    ) -> BoundedMap[tuple[str, tuple[str, ...]], DeviceKind] | None:
         """The resolution memo while classes and slices come from the cache (None when
-        they are read from the API)."""
+        they are read from the API), for slices of these ``nodes``."""
         if not {DEVICE_CLASSES.plural, RESOURCE_SLICES.plural} <= self.cache.synced:
             return None
-        if self._kinds_generation != self.cache.generation:
+        if self._kinds_generation != self.cache.generation or self._kinds_nodes != nodes:
             self._kinds.clear()
             self._kinds_generation = self.cache.generation
+            self._kinds_nodes = nodes
         return self._kinds
 
     async def _all_slices(self) -> list[KubeObject]:
-        """Every ResourceSlice (what selectors can match): the cache once synced, else a
-        list."""
+        """Every ResourceSlice of a node ``node_ok`` accepts (what selectors can match):
+        the cache once synced, else a list."""
         if RESOURCE_SLICES.plural in self.cache.synced:
-            return self.cache.all_slices()
-        return list((await self.kube.list(RESOURCE_SLICES)).items)
+            slices = self.cache.all_slices()
+        else:
+            slices = list((await self.kube.list(RESOURCE_SLICES)).items)
+        if self.node_ok is None:
+            return slices
+        ok = self.node_ok
+        return [s for s in slices if ok(kobj.text(s, "spec", "nodeName"))]
 
     async def _classes(self) -> dict[str, KubeObject]:
         if DEVICE_CLASSES.plural in self.cache.synced:
