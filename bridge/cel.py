@@ -149,6 +149,7 @@ class Expression:
     # whole value, e.g. a pod, for every evaluation)
     _reads: frozenset[str] = frozenset()
     _tree: celcost.Node | None = None
+    tokens: int = 0  # how many tokens it has (what compiling it cost, roughly)
     # per variable, the parts of it the expression reads (celcost.read_paths)
     paths: Mapping[str, tuple[tuple[str, ...], ...]] = field(default_factory=dict)
     _costs: dict[tuple[tuple[str, int], ...], int] = field(default_factory=dict, repr=False)
@@ -194,17 +195,30 @@ def _reason(e: BaseException) -> str:
 _expressions: BoundedMap[str, Expression] = BoundedMap("cel-expressions", EXPRESSIONS_MAX)
 
 
-def compile_expression(source: str) -> Expression:
-    """Compile ``source`` (once: kept by its text); raises :class:`CelError`
-    (``phase="compile"``) for a syntax error or a function the backing library does not
-    have."""
+def compile_expression(source: str, toks: list[celcost.Token] | None = None) -> Expression:
+    """Compile ``source`` (once: kept by its text; ``toks``: its :func:`tokens` when the
+    caller has them); raises :class:`CelError` (``phase="compile"``) for a syntax error
+    or a function the backing library does not have."""
     hit = _expressions.get(source)
     if hit is None:
-        hit = _expressions[source] = _compile(source)
+        hit = _expressions[source] = _compile(source, toks)
     return hit
 
 
-def _compile(source: str) -> Expression:
+def compiled(source: str) -> Expression | None:
+    """``source`` compiled, if it is kept (nothing is compiled)."""
+    return _expressions.get(source)
+
+
+def tokens(source: str) -> list[celcost.Token]:
+    """``source``'s tokens; :class:`CelError` if it does not lex."""
+    try:
+        return celcost.tokens(source)
+    except celcost.ParseError as e:
+        raise CelError(source, f"cannot be analysed: {e}") from e
+
+
+def _compile(source: str, toks: list[celcost.Token] | None) -> Expression:
     if not source.strip():
         raise CelError(source, "expression is empty")
     try:
@@ -214,9 +228,11 @@ def _compile(source: str) -> Expression:
     for fn in program.functions():
         if not _operator(fn) and fn not in SUPPORTED_FUNCTIONS:
             raise CelError(source, f"undeclared reference to '{fn}'")
+    if toks is None:
+        toks = tokens(source)
     try:
-        tree = celcost.parse(source)
-        spans = celcost.call_spans(source, "matches")
+        tree = celcost.parse(source, toks)
+        spans = celcost.call_spans(toks, "matches")
         paths = celcost.read_paths(tree)
     except celcost.ParseError as e:
         raise CelError(source, f"cannot be analysed: {e}") from e
@@ -225,4 +241,4 @@ def _compile(source: str) -> Expression:
         for start, end in reversed(spans):
             routed = routed[:start] + _MATCHES + routed[end:]
         program = _cel.compile(routed)
-    return Expression(source, program, frozenset(program.variables()), tree, paths)
+    return Expression(source, program, frozenset(program.variables()), tree, len(toks), paths)

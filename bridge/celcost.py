@@ -31,7 +31,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 STRING_TRAVERSAL = 0.1  # cel-go common.StringTraversalCostFactor
 REGEX_LENGTH = 0.25  # cel-go common.RegexStringLengthCostFactor
@@ -64,8 +64,7 @@ UNKNOWN = Shape(UNKNOWN_SIZE)
 
 
 # ------------------------------------------------------------------------------ lexing
-@dataclass(frozen=True)
-class Token:
+class Token(NamedTuple):
     kind: str  # "id", "num", "str", "op", "end"
     text: str
     start: int
@@ -86,23 +85,26 @@ _TOKEN = re.compile(
 
 
 def tokens(source: str) -> list[Token]:
+    """The expression's tokens (never searching past one that does not lex: linear)."""
     out: list[Token] = []
+    append = out.append
+    match = _TOKEN.match
     pos = 0
-    while pos < len(source):
-        m = _TOKEN.match(source, pos)
+    end = len(source)
+    while pos < end:
+        m = match(source, pos)
         if m is None:
             raise ParseError(f"unexpected character {source[pos]!r} at {pos}")
-        kind = m.lastgroup or ""
-        if kind != "ws":
+        kind = m.lastgroup
+        if kind == "str":
             text = m.group()
-            size = 0
-            if kind == "str":
-                body = text.lstrip("rRbB")
-                quote = 3 if body[:3] in ('"""', "'''") else 1
-                size = len(body) - 2 * quote
-            out.append(Token(kind, text, pos, size))
+            body = text.lstrip("rRbB")
+            quote = 3 if body[:3] in ('"""', "'''") else 1
+            append(Token(kind, text, pos, len(body) - 2 * quote))
+        elif kind != "ws":
+            append(Token(kind or "", m.group(), pos))
         pos = m.end()
-    out.append(Token("end", "", pos))
+    append(Token("end", "", pos))
     return out
 
 
@@ -120,8 +122,8 @@ class Node:
 
 
 class _Parser:
-    def __init__(self, source: str) -> None:
-        self.toks = tokens(source)
+    def __init__(self, toks: list[Token]) -> None:
+        self.toks = toks
         self.i = 0
 
     def peek(self, text: str) -> bool:
@@ -149,37 +151,44 @@ class _Parser:
             return Node("cond", (cond, yes, self.expr()))
         return cond
 
-    _LEVELS: tuple[frozenset[str], ...] = (
-        frozenset({"||"}),
-        frozenset({"&&"}),
-        frozenset({"==", "!=", "<", "<=", ">", ">=", "in"}),
-        frozenset({"+", "-"}),
-        frozenset({"*", "/", "%"}),
-    )
+    _PRECEDENCE: Mapping[str, int] = {
+        "||": 0,
+        "&&": 1,
+        **dict.fromkeys(("==", "!=", "<", "<=", ">", ">=", "in"), 2),
+        "+": 3,
+        "-": 3,
+        "*": 4,
+        "/": 4,
+        "%": 4,
+    }
 
     def binary(self, level: int) -> Node:
-        if level == len(self._LEVELS):
-            return self.unary()
-        left = self.binary(level + 1)
-        while (
-            self.toks[self.i].kind in ("op", "id")
-            and self.toks[self.i].text in (self._LEVELS[level])
-        ):
-            op = self.toks[self.i].text
+        """Precedence climbing (a frame per level of nesting, not per operator level);
+        a chain of ``&&`` or of ``||`` is one node, however long."""
+        left = self.unary()
+        while True:
+            t = self.toks[self.i]
+            prec = self._PRECEDENCE.get(t.text, -1) if t.kind in ("op", "id") else -1
+            if prec < level:
+                return left
             self.i += 1
-            right = self.binary(level + 1)
-            kind = {"||": "or", "&&": "and"}.get(op, "bin")
-            left = Node(kind, (left, right), op)
-        return left
+            right = self.binary(prec + 1)
+            if t.text in ("&&", "||"):
+                kind = "and" if t.text == "&&" else "or"
+                args = left.args if left.op == kind else (left,)
+                left = Node(kind, (*args, right), t.text)
+            else:
+                left = Node("bin", (left, right), t.text)
 
     def unary(self) -> Node:
-        if self.peek("!"):
+        ops: list[str] = []
+        while self.peek("!") or self.peek("-"):
+            ops.append(self.toks[self.i].text)
             self.i += 1
-            return Node("not", (self.unary(),))
-        if self.peek("-"):
-            self.i += 1
-            return Node("neg", (self.unary(),))
-        return self.member()
+        node = self.member()
+        if ops:  # a chain of them is one node: its value, how many
+            node = Node("not" if ops[-1] == "!" else "neg", (node,), len(ops))
+        return node
 
     def member(self) -> Node:
         node = self.primary()
@@ -269,18 +278,18 @@ class _Parser:
         raise ParseError(f"unexpected {t.text!r} at {t.start}")
 
 
-def parse(source: str) -> Node:
-    """The expression's syntax tree; :class:`ParseError` if it is not CEL."""
+def parse(source: str, toks: list[Token] | None = None) -> Node:
+    """The expression's syntax tree (from its ``toks`` when given); :class:`ParseError`
+    if it is not CEL."""
     try:
-        return _Parser(source).parse()
+        return _Parser(toks if toks is not None else tokens(source)).parse()
     except RecursionError as e:
         raise ParseError("nested too deeply") from e
 
 
-def call_spans(source: str, name: str) -> list[tuple[int, int]]:
-    """Where ``source`` calls the function ``name`` (``x.name(...)`` or ``name(...)``):
-    the (start, end) of each call's name, never text inside a string literal."""
-    toks = tokens(source)
+def call_spans(toks: list[Token], name: str) -> list[tuple[int, int]]:
+    """Where the expression calls the function ``name`` (``x.name(...)`` or
+    ``name(...)``): the (start, end) of each call's name, never text inside a string."""
     return [
         (t.start, t.start + len(t.text))
         for i, t in enumerate(toks)
@@ -364,7 +373,7 @@ class _Estimator:
             return sum(c for c, _ in costs), shape
         if op in ("not", "neg"):
             c, s = self.cost(n.args[0])
-            return c + 1, s
+            return c + (n.value or 1), s
         if op == "bin":
             (c1, s1), (c2, s2) = self.cost(n.args[0]), self.cost(n.args[1])
             c3, shape = self._binary(n.value, s1, s2)

@@ -60,6 +60,7 @@ CLAIM_TEMPLATES = Resource(
 )
 DELETE_PROTECTION = CLAIM_DELETE_PROTECTION
 KINDS_MAX = 1024  # resolved (class, selectors) kept per cache generation
+SLICE_DEVICES_MAX = 16384  # slices whose devices are kept as selectors see them
 
 
 class ClaimsNotReady(Exception):
@@ -190,6 +191,10 @@ class DraAllocator:
             "dra-selector-kinds", KINDS_MAX
         )
         self._kinds_generation = -1
+        # each slice's devices as selectors see them, per slice version
+        self._slice_devices: BoundedMap[tuple[str, str, str], tuple[dict[str, Any], ...]] = (
+            BoundedMap("dra-slice-devices", SLICE_DEVICES_MAX)
+        )
         # which nodes' slices selectors are resolved over: a node that exists and that
         # Slurm knows (a slice naming any other node, e.g. forged, is ignored); None: all
         self.node_ok = node_ok
@@ -235,6 +240,7 @@ class DraAllocator:
             gres_mapping=self.gres_mapping,
             slices=slices,
             kinds=self._kind_memo(frozenset(kobj.text(s, "spec", "nodeName") for s in slices)),
+            devices=self._slice_devices,
         )
 
     def _kind_memo(

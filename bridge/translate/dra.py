@@ -40,13 +40,12 @@ from bridge.translate.selectors import (
     Budget,
     OverBudget,
     Selector,
+    Selectors,
     compile_selectors,
     costliest,
     device_variable,
     matches,
-    narrowed,
     over_budget_reason,
-    projection,
 )
 
 DRA_CPU = "dra.cpu"
@@ -103,6 +102,11 @@ class DraInputs:
     )
     # what matching devices may still cost for this group's requests (CEL cost units)
     budget: Budget = field(default_factory=Budget, compare=False)
+    # (slice name, resourceVersion, driver) -> its devices as selectors see them, kept by
+    # the caller across groups (a slice is read once per version); None: built each time
+    devices: MutableMapping[tuple[str, str, str], tuple[dict[str, Any], ...]] | None = field(
+        default=None, compare=False
+    )
 
     def mig_gres(self) -> dict[str, str]:
         """MIG profile -> its typed GRES."""
@@ -191,13 +195,16 @@ def device_kind(
         if request_selectors:
             raise InvalidInput(where, f"{prefix}CEL selectors cannot be expressed to Slurm", obj)
         return DeviceKind(None, None, ())
-    selectors = compile_selectors(
-        kobj.sequence(class_obj, "spec", "selectors"),
-        where,
-        f"{prefix}DeviceClass {cls!r} spec.selectors",
-        obj,
-    ) + compile_selectors(
-        request_selectors, where, f"{prefix}{request_path}.selectors", obj, inputs.budget
+    selectors = Selectors(
+        compile_selectors(
+            kobj.sequence(class_obj, "spec", "selectors"),
+            where,
+            f"{prefix}DeviceClass {cls!r} spec.selectors",
+            obj,
+        )
+        + compile_selectors(
+            request_selectors, where, f"{prefix}{request_path}.selectors", obj, inputs.budget
+        )
     )
     configured = inputs.device_class_gres.get(cls)
     by_gres = {g: p for p, g in inputs.mig_gres().items()}
@@ -226,7 +233,7 @@ def device_kind(
 def _resolve(
     cls: str,
     class_obj: kobj.Obj | None,
-    selectors: tuple[Selector, ...],
+    selectors: Selectors,
     configured: str | None,
     inputs: DraInputs,
     limit: int,
@@ -239,21 +246,14 @@ def _resolve(
     driver = class_driver(cls, class_obj)
     profiles: set[str] = set()
     whole = 0
-    paths = sorted({p for sel in selectors for p in sel.reads})
     heaviest = costliest(selectors)
-    seen: dict[tuple[Any, ...], bool] = {}  # what the selectors read -> matched
     try:
         for s in sorted(inputs.slices, key=kobj.name):
             if kobj.text(s, "spec", "driver") != driver:
                 continue
-            for d in kobj.sequence(s, "spec", "devices"):
-                var = device_variable(driver, d)
-                budget.charge(len(paths), heaviest)
-                read = projection(var, paths)
-                hit = seen.get(read)
-                if hit is None:
-                    hit = seen[read] = matches(selectors, narrowed(var, paths), budget)
-                if not hit:
+            for var in _variables(s, driver, inputs.devices):
+                budget.charge(len(selectors.paths), heaviest)  # reading what they read
+                if not matches(selectors, var, budget):
                     continue
                 attrs = var["attributes"][driver]
                 if attrs.get("type") == "mig" and isinstance(attrs.get("profile"), str):
@@ -264,6 +264,22 @@ def _resolve(
         return DeviceKind(None, None, selectors, cost=limit, over=e.selector)
     kind = _kind(cls, driver, configured, profiles, whole, inputs)
     return replace(kind, selectors=selectors, cost=budget.spent)
+
+
+def _variables(
+    s: kobj.Obj,
+    driver: str,
+    memo: MutableMapping[tuple[str, str, str], tuple[dict[str, Any], ...]] | None,
+) -> tuple[dict[str, Any], ...]:
+    """The devices of slice ``s`` as selectors see them (kept in ``memo`` per version)."""
+    version = kobj.text(s, "metadata", "resourceVersion")
+    key = (kobj.name(s), version, driver)
+    hit = memo.get(key) if memo is not None and version else None
+    if hit is None:
+        hit = tuple(device_variable(driver, d) for d in kobj.sequence(s, "spec", "devices"))
+        if memo is not None and version:
+            memo[key] = hit
+    return hit
 
 
 def _kind(

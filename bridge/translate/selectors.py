@@ -24,9 +24,9 @@ expression longer than :data:`MAX_LENGTH` or whose estimated cost
 exceeds :data:`MAX_COST` is refused. Matching the cluster's devices is counted by a
 :class:`Budget`: each device bound costs :data:`BIND_COST`, each selector evaluated its
 estimated cost; over :data:`BUDGET` is a refusal naming the selector being evaluated.
-Compiling a request's selector costs :data:`COMPILE_COST` a character (charged before it
-is compiled, whether or not it is cached). Devices that agree on everything the selectors
-read (:attr:`bridge.cel.Expression.paths`) are evaluated once.
+Compiling a request's selector costs :data:`LEX_COST` a character and :data:`TOKEN_COST` a
+token (charged before it is compiled, whether or not it is kept). Devices that agree on
+everything the selectors read (:attr:`bridge.cel.Expression.paths`) are evaluated once.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bridge.cel import Bindings, Expression, compile_expression
+from bridge.cel import Bindings, Expression, compile_expression, compiled, tokens
 from bridge.celcost import Shape
 from bridge.errors import CelError, InvalidInput
 from bridge.translate import kobj
@@ -52,9 +52,13 @@ MAX_COST = 1_000_000
 # ~2.5 microseconds a character. So the loop spends at most some 25 ms on one group's
 # selectors before refusing them (measured: docs/benchmarks.md).
 BUDGET = 400_000
-BIND_COST = 300
+BIND_COST = 400
 EVAL_COST = 10  # each evaluation, on top of its estimated cost
-COMPILE_COST = 30  # a character of a request's selector: parsing, checking, estimating
+# compiling a request's selector, charged before it is compiled (kept or not): a character
+# (reading it into tokens, ~1.5 us each at worst), then a token (parsing, the library's
+# compile: up to ~13 us each, for a list literal of numbers)
+LEX_COST = 25
+TOKEN_COST = 200
 
 # the sizes Kubernetes declares for `device` (k8s.io/dynamic-resource-allocation/cel):
 # DriverNameMaxLength, ResourceSliceMaxAttributesAndCapacitiesPerDevice (domains and
@@ -180,7 +184,7 @@ def compile_selectors(
     """The CEL selectors ``label`` names (a DeviceClass's ``spec.selectors`` or a request's
     ``exactly.selectors``) compiled; InvalidInput at ``where`` naming
     ``<label>[i].cel.expression`` and the reason for one that cannot be evaluated here.
-    With ``budget``, each is charged :data:`COMPILE_COST` a character first."""
+    With ``budget``, each is charged what compiling it costs first (:func:`_compile`)."""
     out = []
     for i, sel in enumerate(selectors):
         at = f"{label}[{i}].cel.expression"
@@ -191,16 +195,13 @@ def compile_selectors(
             raise InvalidInput(
                 where, f"{at}: CEL: longer than {MAX_LENGTH} characters ({len(source)})", obj
             )
-        if budget is not None:
-            try:
-                budget.charge(COMPILE_COST * len(source), i)
-            except OverBudget as e:
-                raise InvalidInput(where, over_budget_reason(at), obj) from e
         try:
-            expr = compile_expression(source)
+            expr = _compile(source, budget, i)
             cost = expr.cost(_SHAPES)
         except CelError as e:
             raise InvalidInput(where, f"{at}: CEL: {e.reason}", obj) from e
+        except OverBudget as e:
+            raise InvalidInput(where, over_budget_reason(at), obj) from e
         if cost > MAX_COST:
             raise InvalidInput(
                 where,
@@ -225,6 +226,22 @@ def compile_selectors(
     return tuple(out)
 
 
+def _compile(source: str, budget: Budget | None, i: int) -> Expression:
+    """``source`` compiled, charged to ``budget`` (selector ``i``) as it goes: its
+    characters, then its tokens; the same charges whether or not it was kept."""
+    if budget is not None:
+        budget.charge(LEX_COST * len(source), i)
+    expr = compiled(source)
+    if expr is None:
+        toks = tokens(source)
+        if budget is not None:
+            budget.charge(TOKEN_COST * len(toks), i)
+        return compile_expression(source, toks)
+    if budget is not None:
+        budget.charge(TOKEN_COST * expr.tokens, i)
+    return expr
+
+
 def _value(raw: Any) -> Any:
     if isinstance(raw, dict):
         for kind in ("string", "int", "bool", "version"):
@@ -246,14 +263,44 @@ def device_variable(driver: str, device: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+class Selectors(tuple[Selector, ...]):
+    """Selectors matched together (a DeviceClass's and a request's), with what each device
+    matched, by what they read of it: devices alike there are evaluated once, when the
+    request is resolved over the cluster's devices as when it is given its node's."""
+
+    paths: tuple[tuple[str, ...], ...]
+    seen: dict[tuple[Any, ...], bool]
+
+    def __new__(cls, items: Sequence[Selector] = ()) -> Selectors:
+        self = super().__new__(cls, items)
+        self.paths = tuple(sorted({p for sel in self for p in sel.reads}))
+        self.seen = {}
+        return self
+
+
 def matches(
     selectors: Sequence[Selector], variable: Mapping[str, Any], budget: Budget | None = None
 ) -> bool:
     """Whether the device passes every selector (a runtime error, such as an attribute
     the device lacks, is no match); with ``budget``, the device's binding and each
-    evaluation are charged to it first (:class:`OverBudget` past it)."""
+    evaluation are charged to it first (:class:`OverBudget` past it). With
+    :class:`Selectors`, a device alike one seen before in what they read is not evaluated
+    (nor charged) again."""
     if not selectors:
         return True
+    if not isinstance(selectors, Selectors):
+        return _evaluate(selectors, variable, budget)
+    key = projection(variable, selectors.paths)
+    hit = selectors.seen.get(key)
+    if hit is None:
+        narrow = narrowed(variable, selectors.paths)
+        hit = selectors.seen[key] = _evaluate(selectors, narrow, budget)
+    return hit
+
+
+def _evaluate(
+    selectors: Sequence[Selector], variable: Mapping[str, Any], budget: Budget | None
+) -> bool:
     if budget is not None:
         budget.charge(BIND_COST, costliest(selectors))
     bound = Bindings({"device": variable})

@@ -323,6 +323,8 @@ KNOWN: dict[str, str] = {
     "BoundedMap._data": "the bounded map itself",
     "BoundedMap._written": "the bounded map itself (same keys as _data)",
     "Expression._costs": "one entry per variables' shapes the code passes (DRA's `device`)",
+    "Expression.paths": "the expression's own: at most one entry per variable it names",
+    "_Parser._PRECEDENCE": FIXED,
     "LabelSelector.match_labels": FIXED,
     "SchedulerSettings.gres_mapping": FIXED,
     "SchedulerSettings.device_class_gres": FIXED,
