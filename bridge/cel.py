@@ -195,13 +195,13 @@ def _reason(e: BaseException) -> str:
 _expressions: BoundedMap[str, Expression] = BoundedMap("cel-expressions", EXPRESSIONS_MAX)
 
 
-def compile_expression(source: str, toks: list[celcost.Token] | None = None) -> Expression:
-    """Compile ``source`` (once: kept by its text; ``toks``: its :func:`tokens` when the
-    caller has them); raises :class:`CelError` (``phase="compile"``) for a syntax error
-    or a function the backing library does not have."""
+def compile_expression(source: str) -> Expression:
+    """Compile ``source`` (once: kept by its text); raises :class:`CelError`
+    (``phase="compile"``) for a syntax error or a function the backing library does not
+    have."""
     hit = _expressions.get(source)
     if hit is None:
-        hit = _expressions[source] = _compile(source, toks)
+        hit = _expressions[source] = _compile(source)
     return hit
 
 
@@ -210,15 +210,16 @@ def compiled(source: str) -> Expression | None:
     return _expressions.get(source)
 
 
-def tokens(source: str) -> list[celcost.Token]:
-    """``source``'s tokens; :class:`CelError` if it does not lex."""
+def count_tokens(source: str) -> int:
+    """How many tokens ``source`` has (what compiling it costs, roughly); :class:`CelError`
+    if it does not lex."""
     try:
-        return celcost.tokens(source)
+        return celcost.count_tokens(source)
     except celcost.ParseError as e:
         raise CelError(source, f"cannot be analysed: {e}") from e
 
 
-def _compile(source: str, toks: list[celcost.Token] | None) -> Expression:
+def _compile(source: str) -> Expression:
     if not source.strip():
         raise CelError(source, "expression is empty")
     try:
@@ -228,9 +229,8 @@ def _compile(source: str, toks: list[celcost.Token] | None) -> Expression:
     for fn in program.functions():
         if not _operator(fn) and fn not in SUPPORTED_FUNCTIONS:
             raise CelError(source, f"undeclared reference to '{fn}'")
-    if toks is None:
-        toks = tokens(source)
     try:
+        toks = celcost.tokens(source)
         tree = celcost.parse(source, toks)
         spans = celcost.call_spans(toks, "matches")
         paths = celcost.read_paths(tree)

@@ -84,6 +84,23 @@ _TOKEN = re.compile(
 )
 
 
+def count_tokens(source: str) -> int:
+    """How many tokens :func:`tokens` would give (without making them: a count is all a
+    budget needs before compiling)."""
+    match = _TOKEN.match
+    pos = 0
+    end = len(source)
+    n = 0
+    while pos < end:
+        m = match(source, pos)
+        if m is None:
+            raise ParseError(f"unexpected character {source[pos]!r} at {pos}")
+        if m.lastgroup != "ws":
+            n += 1
+        pos = m.end()
+    return n + 1  # and the end
+
+
 def tokens(source: str) -> list[Token]:
     """The expression's tokens (never searching past one that does not lex: linear)."""
     out: list[Token] = []

@@ -199,6 +199,23 @@ class DraAllocator:
         # Slurm knows (a slice naming any other node, e.g. forged, is ignored); None: all
         self.node_ok = node_ok
         self._kinds_nodes: frozenset[str] = frozenset()
+        # a group's DRA inputs are followed at once, on the loop, by its CEL work (bounded
+        # by selectors.BUDGET): one group a pass of the event loop, and a whole pass (its
+        # timers, I/O and other work) between two, however many workers translate at once
+        self._cel_turn: asyncio.Future[None] | None = None
+
+    async def _take_cel_turn(self) -> None:
+        """Wait for a pass of the event loop with no other group's CEL work in it."""
+        while self._cel_turn is not None:
+            await asyncio.shield(self._cel_turn)  # done at the next pass; resumed after it
+        loop = asyncio.get_running_loop()
+        self._cel_turn = loop.create_future()
+        loop.call_soon(self._end_cel_turn)
+
+    def _end_cel_turn(self) -> None:
+        turn, self._cel_turn = self._cel_turn, None
+        if turn is not None:
+            turn.set_result(None)
 
     async def inputs(self, pods: Sequence[KubeObject]) -> DraInputs | None:
         """What the pods' DRA requests name (None when no pod has any): the classes from
@@ -231,6 +248,7 @@ class DraAllocator:
             ),
         )
         slices = await self._all_slices()
+        await self._take_cel_turn()  # the caller's CEL work follows, with no await between
         # one namespace per group (pods of a group share it)
         return DraInputs(
             classes=classes,

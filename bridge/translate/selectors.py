@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bridge.cel import Bindings, Expression, compile_expression, compiled, tokens
+from bridge.cel import Bindings, Expression, compile_expression, compiled, count_tokens
 from bridge.celcost import Shape
 from bridge.errors import CelError, InvalidInput
 from bridge.translate import kobj
@@ -45,13 +45,14 @@ from bridge.translate import kobj
 # allocator's runtime limit) may be: CELSelectorExpressionMaxLength, ...MaxCost
 MAX_LENGTH = 10 * 1024
 MAX_COST = 1_000_000
-# The bridge's: what matching the devices may cost for the DRA requests of one group (one
-# translation or one allocation), in the same units. An evaluation with the device bound
-# is under a microsecond plus ~60 ns a unit (a matches() call's RE2 search included);
-# binding a device (the library converting it) ~12 microseconds: BIND_COST; compiling
-# ~2.5 microseconds a character. So the loop spends at most some 25 ms on one group's
-# selectors before refusing them (measured: docs/benchmarks.md).
-BUDGET = 400_000
+# The bridge's: what compiling and matching the selectors of one group's DRA requests
+# (one translation or one allocation) may cost, in the same units. A unit is some 50 ns
+# of the loop: an evaluation with the device bound is under a microsecond plus its
+# estimated cost (a matches() call, leaving the library for RE2, ~2.5 us: celcost's
+# REGEX_CALL); binding a device (the library converting what the selectors read of it)
+# ~10-20 us: BIND_COST. So one group holds the loop some 15 ms at most on a quiet core
+# before it is refused (docs/benchmarks.md, "CEL selectors on the loop").
+BUDGET = 300_000
 BIND_COST = 400
 EVAL_COST = 10  # each evaluation, on top of its estimated cost
 # compiling a request's selector, charged before it is compiled (kept or not): a character
@@ -232,14 +233,9 @@ def _compile(source: str, budget: Budget | None, i: int) -> Expression:
     if budget is not None:
         budget.charge(LEX_COST * len(source), i)
     expr = compiled(source)
-    if expr is None:
-        toks = tokens(source)
-        if budget is not None:
-            budget.charge(TOKEN_COST * len(toks), i)
-        return compile_expression(source, toks)
     if budget is not None:
-        budget.charge(TOKEN_COST * expr.tokens, i)
-    return expr
+        budget.charge(TOKEN_COST * (expr.tokens if expr else count_tokens(source)), i)
+    return expr or compile_expression(source)
 
 
 def _value(raw: Any) -> Any:

@@ -35,12 +35,12 @@ def largest(i: int) -> str:
     """One of the largest selectors a 1.36 API server accepts: 250 matches() (under 10 KiB,
     estimated far under its 1,000,000), reading each device's own uuid so that no two
     devices evaluate alike."""
-    return " && ".join([UUID, *([f'device.driver.matches("^gpu{i % 10}?")'] * 249)])
+    return " && ".join([UUID, *([f'device.driver.matches("^gpu|x{i % 10}")'] * 249)])
 
 
 def mid(i: int) -> str:
     """A selector that fits the budget alone (30 matches())."""
-    return " && ".join([UUID, *([f'device.driver.matches("^gpu{i}?")'] * 30)])
+    return " && ".join([UUID, *([f'device.driver.matches("^gpu|x{i}")'] * 30)])
 
 
 def claim(requests: list[list[str]], cls: str = "gpu.nvidia.com") -> dict[str, Any]:
