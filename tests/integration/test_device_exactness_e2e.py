@@ -52,7 +52,10 @@ async def test_a_gres_annotation_never_gets_a_pod_the_gpu_of_a_native_job(
     shared, other = sandbox.slurmd_nodes[0], sandbox.slurmd_nodes[1]
     part = sandbox.batch_partition
     native: list[int] = []
-    async with dra_bridge(sandbox, tmp_path, partition=part) as b:
+    # gres opened (a policed key, closed by default: tests/security/test_annotation_policy.py):
+    # the floor applies where an admin lets pods set it
+    opened = {"allowPodKeys": ["gres"]}
+    async with dra_bridge(sandbox, tmp_path, partition=part, defaultNamespacePolicy=opened) as b:
         try:
             # the native job holds one GPU of the shared node; the other node is full
             held = await hold_gpus(b, part, shared, other, native)

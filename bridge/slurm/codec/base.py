@@ -458,6 +458,12 @@ class Codec:
             allocation=self.decode_allocation(j.get("job_resources")),
             preempt_time=timestamp(j.get("preempt_time")),
             restart_count=num(j.get("restart_cnt")) or 0,
+            priority=num(j.get("priority")),
+            qos=_s(j.get("qos")),
+            account=_s(j.get("account")),
+            reservation=_s(j.get("resv_name")),
+            dependency=_s(j.get("dependency")),
+            minimum_cpus_per_node=num(j.get("minimum_cpus_per_node")),
             # 0 / unset: a plain job (Slurm sends het_job_id 0 then)
             het_job_id=num(j.get("het_job_id")) or None,
             het_job_offset=(num(j.get("het_job_offset")) if num(j.get("het_job_id")) else None),
