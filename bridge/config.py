@@ -304,6 +304,14 @@ class SchedulerSettings(_Section):
     # queued again) after this many failures or seconds since the first, whichever first.
     bind_give_up_attempts: int = Field(default=5, ge=1)
     bind_give_up_seconds: float = Field(default=60.0, gt=0)
+    # A waiting pod's expected start (Slurm's plan, docs/why-pending.md) is written again
+    # only when the plan moved by more than this many seconds (or appeared, went away,
+    # or came due).
+    expected_start_step_seconds: float = Field(default=60.0, ge=0)
+    # How often the plans of the pending jobs are read again (ONE streamed GET /jobs/,
+    # only while jobs are pending; 0: never, the plans then come with the reads the
+    # poller makes anyway).
+    expected_start_refresh_seconds: float = Field(default=30.0, ge=0)
 
     @field_validator("gres_mapping")
     @classmethod

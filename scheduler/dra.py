@@ -296,9 +296,8 @@ class DraAllocator:
         resources = await self.slurm.get_job_resources(job_id)
         views: dict[str, SlurmNodeView] = {}
         for r in resources:
-            gres = {
-                (f"{g.name}:{g.type}" if g.type else g.name): g.indices for g in r.gres if g.count
-            }
+            given = {(f"{g.name}:{g.type}" if g.type else g.name): g for g in r.gres if g.count}
+            gres = {k: g.indices for k, g in given.items()}
             layout: tuple[tuple[str, int], ...] = ()
             if any(":" in k for k in gres):
                 # typed indices count from the node's first device of the name; where
@@ -309,6 +308,7 @@ class DraAllocator:
                 gres=gres,
                 cores_per_socket=r.cores_per_socket,
                 gres_layout=layout,
+                counts={k: g.count for k, g in given.items()},
             )
         nodes = sorted({n for _, n, _ in wanted})
         slice_lists = await asyncio.gather(*(self._slices_on(n) for n in nodes))

@@ -6,8 +6,14 @@ ResourceSlices (pure).
   cores socket by socket); each core brings its CPUs (hyperthreads) in cpuID order.
 - GPUs and other GRES: where Slurm picked devices (slurmd-backed nodes report indices),
   the devices whose ``index`` attribute (or name ``<x>-<index>``) is one of them; where
-  Slurm only counts (external nodes), any free devices of the driver on the node, in index
-  order, as kube-scheduler's allocator picks them.
+  Slurm only counts (external nodes), free devices of the driver on the node, in index
+  order, as kube-scheduler's allocator picks them, never more than Slurm counted to the
+  job on the node (its pods there share the count: ``taken`` books it).
+
+**Exactness**: a claim gets only devices Slurm accounted to its own job, in number and
+kind. A GRES Slurm did not give the job on the node, fewer devices (or a count) than the
+request asks, or a kind other than asked is a :class:`DeviceMismatch` (the job is given
+back, nothing written): never a fallback to "any free device".
 
 Never a device another claim holds (``taken``). Pods of one job on one node share Slurm's
 set: each takes the next free devices of it, so they get distinct ones. A node without a
@@ -28,7 +34,8 @@ by their attributes and counters, never their names), and the ``k``-th device of
 in it (GPU by GPU) is Slurm's ``k``-th. A layout that cannot be packed is a
 :class:`DeviceMismatch` naming the type short, never a guess. Where Slurm only counts, a
 free device of the profile that a packing of the layout with every device held already
-chooses (what is still free stays packable), then any other that fits.
+chooses (what is still free stays packable), then any other that fits, within Slurm's
+count.
 Either way a device is given only when it **fits its GPU's counters**: the sum of what
 every allocated device of the pool consumes (``consumesCounters``, across every claim)
 plus its own stays within the counter set (``sharedCounters``), so a slice is never given
@@ -87,6 +94,9 @@ class SlurmNodeView:
     # (("gpu:a100", 1), ("gpu:1g.10gb", 7))): Slurm numbers a node's GPUs once across the
     # types; empty: every type starts at 0
     gres_layout: tuple[tuple[str, int], ...] = ()
+    # how many of each GRES Slurm counted to the job on the node (what a GRES without
+    # indices may give, at most)
+    counts: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def gres_offsets(self) -> dict[str, int]:
@@ -122,6 +132,15 @@ class Picked:
 def core_id(driver: str, pool: str, core: int) -> DeviceId:
     """A core pinned through a grouped-mode cpuset, as an entry of ``taken``."""
     return DeviceId(driver, pool, f"core:{core}")
+
+
+_COUNTED = "slurm-counted"  # the pool of the entries of ``taken`` that book Slurm's counts
+
+
+def _counted_id(gres: str, n: int) -> DeviceId:
+    """The ``n``-th device of a counted-only GRES given on the node, as an entry of
+    ``taken`` (so the job's pods on the node never get more than Slurm counted)."""
+    return DeviceId("", _COUNTED, f"{gres}#{n}")
 
 
 def cpuset_text(cores: Sequence[int]) -> str:
@@ -636,10 +655,26 @@ def _pick_gres(
         raise DeviceMismatch(
             node, r.driver, f"Slurm gave {', '.join(sorted(other))}, the request asks for {r.gres}"
         )
+    if not given:
+        raise DeviceMismatch(
+            node,
+            r.driver,
+            f"Slurm gave the job no {r.gres} on the node, the request {r.request!r} asks for "
+            f"{r.count}",
+        )
     indexed = [(k, idx) for k, idx in given if idx is not None]
+    counted: list[DeviceId] = []
     if indexed:
         candidates = _slurm_devices(node, r, devices, indexed, slurm, profiles, slices)
+        if len(candidates) < r.count:
+            raise DeviceMismatch(
+                node,
+                r.driver,
+                f"Slurm gave the job {len(candidates)} {r.gres} on the node, the request "
+                f"{r.request!r} asks for {r.count}",
+            )
     else:
+        counted = _counted_budget(node, r, [k for k, _ in given], slurm, taken, profiles)
         candidates = _free_devices(r, devices, slurm, profiles, slices, taken)
     ledger = Ledger.of(devices, slices, taken)
     picked: list[DeviceId] = []
@@ -666,7 +701,44 @@ def _pick_gres(
             reason += f" ({refused[0].id.device}: {refused[1]})"
         partitioned = r.profile is not None or any(d.is_mig or d.consumes for d in candidates)
         raise (DeviceMismatch if partitioned else DeviceAllocationError)(node, r.driver, reason)
+    taken.update(counted)
     return tuple(picked)
+
+
+def _counted_budget(
+    node: str,
+    r: DeviceRequest,
+    keys: Sequence[str],
+    slurm: SlurmNodeView,
+    taken: set[DeviceId],
+    profiles: Mapping[str, str],
+) -> list[DeviceId]:
+    """Where Slurm only counts: the entries of ``taken`` that book ``r.count`` devices of
+    Slurm's count of ``keys`` (those of the request's kind) on the node, or the
+    DeviceMismatch saying the job's count (less what its other claims took) is short."""
+    kind = [k for k in keys if profiles.get(k) == r.profile]
+    if not kind:
+        raise DeviceMismatch(
+            node,
+            r.driver,
+            f"Slurm gave {', '.join(sorted(keys))}, the request {r.request!r} asks for "
+            + (f"{r.profile} slices" if r.profile else "whole devices"),
+        )
+    out: list[DeviceId] = []
+    total = 0
+    for key in kind:
+        have = slurm.counts.get(key, 0)
+        total += have
+        free = [_counted_id(key, n) for n in range(have) if _counted_id(key, n) not in taken]
+        out += free[: r.count - len(out)]
+    if len(out) < r.count:
+        raise DeviceMismatch(
+            node,
+            r.driver,
+            f"Slurm counted {total} {'/'.join(kind)} to the job on the node ({total - len(out)} "
+            f"given to its other claims already), the request {r.request!r} asks for {r.count}",
+        )
+    return out
 
 
 def allocate_pod(

@@ -325,6 +325,7 @@ KNOWN: dict[str, str] = {
     "_Connection._headers": VALUE + " (one HTTP answer's headers: at most MAX_HEAD_BYTES)",
     "_Group.jobs": VALUE + " (the status CLI)",
     "SlurmNodeView.gres": VALUE,
+    "SlurmNodeView.counts": VALUE,
     "Device.capacity": VALUE,
     "Device.raw": VALUE + " (one device of a ResourceSlice)",
     "Ledger.sets": VALUE + " (one node's counter sets, per allocation)",

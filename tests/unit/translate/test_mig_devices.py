@@ -218,8 +218,16 @@ def whole_request(gres: str = "gpu:a100") -> DeviceRequest:
 MIXED = (("gpu:a100", 1), ("gpu:1g.10gb", 7))
 
 
-def view(gres: dict[str, tuple[int, ...] | None]) -> SlurmNodeView:
-    return SlurmNodeView(gres=gres, gres_layout=MIXED)
+def view(gres: dict[str, tuple[int, ...] | None], count: int = 14) -> SlurmNodeView:
+    """Slurm's answer: indices, or (None) ``count`` of the GRES."""
+    return SlurmNodeView(
+        gres=gres, gres_layout=MIXED, counts={k: len(v) if v else count for k, v in gres.items()}
+    )
+
+
+def counted(counts: dict[str, int]) -> SlurmNodeView:
+    """Slurm's answer on a node where it only counts."""
+    return SlurmNodeView(gres=dict.fromkeys(counts), counts=counts)
 
 
 def picked(got: dict[Any, Any]) -> list[str]:
@@ -260,7 +268,7 @@ def test_the_full_device_is_never_given_beside_a_slice() -> None:
         claim="g", request="r", device_class=DRIVER, driver=DRIVER, gres="gpu", count=2
     )
     with pytest.raises(DeviceMismatch) as e:
-        allocate_pod("n1", [r], SlurmNodeView(gres={"gpu": None}), SLICES, taken, PROFILES)
+        allocate_pod("n1", [r], counted({"gpu": 2}), SLICES, taken, PROFILES)
     assert "leave 1 free of 2" in str(e.value)
 
 
@@ -294,7 +302,7 @@ def test_whole_gpus_without_partitions_still_fail_softly() -> None:
     plain = [dra_driver.gpu_slice("n1", 1)]
     r = whole_request("gpu")
     with pytest.raises(DeviceAllocationError) as e:
-        allocate_pod("n1", [r, r], SlurmNodeView(gres={"gpu": None}), plain, set())
+        allocate_pod("n1", [r, r], counted({"gpu": 2}), plain, set())
     assert not isinstance(e.value, DeviceMismatch)
 
 
@@ -334,7 +342,11 @@ def test_random_claim_sets_never_overcommit_a_counter_nor_share_a_device(
             count=count,
             profile=None if kind == "whole" else kind,
         )
-        v = SlurmNodeView(gres={gres: tuple(indices) if indices else None}, gres_layout=layout)
+        v = SlurmNodeView(
+            gres={gres: tuple(indices) if indices else None},
+            gres_layout=layout,
+            counts={gres: len(indices) if indices else count},
+        )
         before = set(taken)
         try:
             got = allocate_pod("n1", [req], v, slices, taken, PROFILES)
