@@ -59,7 +59,7 @@ def _amount(value: Decimal) -> Amount:
     return int(value) if value == value.to_integral_value() else value
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Unit:
     """One device as the packer sees it. ``key``: unique on the node; ``kind``: what Slurm
     counts it as (``None``-free hashable, e.g. the typed GRES); ``consumes``: (counter
@@ -86,12 +86,13 @@ class _Natural(dict[str, tuple[tuple[int, str], ...]]):
 
     def unit(self, u: Unit) -> tuple[object, ...]:
         """The order of a GPU's devices: its full device first, then by placement (the
-        attribute, else the counters consumed), then by name."""
+        attribute, else the counters consumed), the larger first, then by name."""
         return (
             u.part,
             u.placement if u.placement is not None else _UNORDERED,
-            tuple(sorted(c for _, c in u.consumes)),
-            self[u.key],
+            () if u.placement is not None else tuple(sorted(c for _, c in u.consumes)),
+            -len(u.consumes),  # the larger of two placements at one start first
+            u.key,
         )
 
 
@@ -176,15 +177,17 @@ def node_of(units: Iterable[Unit], capacity: Mapping[CounterRef, Decimal]) -> No
         return s
 
     for u in linked:
-        sets = sorted({s for s, _ in u.consumes}, key=nat.__getitem__)
-        for s in sets[1:]:
-            a, b = find(sets[0]), find(s)
-            if a != b:
-                root[max(a, b)] = min(a, b)
+        sets = {s for s, _ in u.consumes}
+        if len(sets) > 1:
+            first, *rest = sorted(sets)
+            for s in rest:
+                a, b = find(first), find(s)
+                if a != b:
+                    root[max(a, b)] = min(a, b)
     groups: dict[str, list[Unit]] = {}
     for u in linked:
-        sets = [s for (s, _), n in u.consumes.items() if n > 0]
-        key = find(min(sets)) if sets else "\x00" + u.key
+        drawn = [s for (s, _), n in u.consumes.items() if n > 0]
+        key = find(min(drawn)) if drawn else "\x00" + u.key
         groups.setdefault(key, []).append(u)
     gpus = [_gpu(members, caps, nat) for members in groups.values()]
     numbers = [[u.gpu for u in g.units if u.gpu is not None] for g in gpus]
@@ -230,57 +233,73 @@ def _options(
 ) -> dict[Vector, tuple[int, ...]]:
     """Each count vector (over ``kinds``) of a set of ``gpu``'s devices that fit its
     counters together, never more of a kind than ``want``, with the first such set (unit
-    positions), every ``fixed`` unit in each."""
-    left = list(gpu.capacity)
+    positions), every ``fixed`` unit in each. Counters of capacity 1 that every device
+    takes whole (a GPU's memory slices) are bits of one mask; the others are summed."""
+    binary = [
+        c == 1 and all(n == 1 for row in gpu.use for i, n in row if i == b)
+        for b, c in enumerate(gpu.capacity)
+    ]
+    bit = {c: 1 << k for k, c in enumerate(i for i, is_bit in enumerate(binary) if is_bit)}
+    summed = {c: k for k, c in enumerate(i for i, is_bit in enumerate(binary) if not is_bit)}
+    left = [gpu.capacity[c] for c in summed]
+    shapes: list[tuple[int, tuple[tuple[int, Amount], ...]]] = []
+    for row in gpu.use:
+        mask = 0
+        for c, _ in row:
+            mask |= bit.get(c, 0)
+        shapes.append((mask, tuple((summed[c], n) for c, n in row if c in summed)))
+    used = 0
     counts = [0] * len(want)
     chosen: list[int] = []
     for j in fixed:
         k = kinds.get(gpu.units[j].kind)
-        if k is None or any(left[c] < n for c, n in gpu.use[j]):
+        mask, rest = shapes[j]
+        if k is None or used & mask or any(left[c] < n for c, n in rest):
             return {}
-        for c, n in gpu.use[j]:
+        used |= mask
+        for c, n in rest:
             left[c] -= n
         counts[k] += 1
         chosen.append(j)
     if any(c > w for c, w in zip(counts, want, strict=True)):
         return {}
     free = [
-        (j, kinds[u.kind], gpu.use[j])
+        (j, kinds[u.kind], *shapes[j])
         for j, u in enumerate(gpu.units)
         if u.kind in kinds and j not in fixed
     ]
     out: dict[Vector, tuple[int, ...]] = {}
-    seen: set[tuple[int, tuple[Amount, ...], Vector]] = set()
+    seen: set[tuple[int, int, tuple[Amount, ...], Vector]] = set()
 
-    def walk(start: int) -> None:
+    def walk(start: int, used: int) -> None:
         vec = tuple(counts)
         if vec not in out:
             out[vec] = tuple(chosen)
         for p in range(start, len(free)):
-            j, k, use = free[p]
-            if counts[k] >= want[k]:
+            j, k, mask, rest = free[p]
+            if counts[k] >= want[k] or used & mask:
                 continue
             fits = True
-            for c, n in use:
+            for c, n in rest:
                 if left[c] < n:
                     fits = False
                     break
             if not fits:
                 continue
-            for c, n in use:
+            for c, n in rest:
                 left[c] -= n
             counts[k] += 1
-            state = (p, tuple(left), tuple(counts))
+            state = (p, used | mask, tuple(left), tuple(counts))
             if state not in seen:
                 seen.add(state)
                 chosen.append(j)
-                walk(p + 1)
+                walk(p + 1, used | mask)
                 chosen.pop()
             counts[k] -= 1
-            for c, n in use:
+            for c, n in rest:
                 left[c] += n
 
-    walk(0)
+    walk(0, used)
     return out
 
 
