@@ -95,6 +95,14 @@ _LISTS_NEEDING_A_DEFAULT = frozenset({"accounts", "qos"})
 _WHAT = {"accounts": "account", "qos": "QOS"}
 
 
+# The slurmjob.slinky.slurm.net/ keys no pod (or group object) may set unless its
+# namespace's policy lists them in allowPodKeys: each can make the job hold more than, or
+# other than, what its pods ask (docs/annotations.md gives the reason per key). user-id,
+# group-id and priority have their own allowPod* flags; every other key is open.
+PolicedPodKey = Literal["cpu-per-task", "gres", "licenses", "mem-per-node", "min-nodes"]
+POLICED_POD_KEYS: tuple[str, ...] = get_args(PolicedPodKey)
+
+
 class NamespacePolicy(_Section):
     """The Slurm identity and limits of the jobs of some namespaces, set by cluster admins
     (``namespacePolicies`` entries and ``defaultNamespacePolicy``; see docs/security.md).
@@ -126,6 +134,8 @@ class NamespacePolicy(_Section):
     allow_pod_user_id: bool = False
     allow_pod_group_id: bool = False
     allow_pod_priority: bool = False
+    # The policed slurmjob keys (POLICED_POD_KEYS) pods may set here; none by default.
+    allow_pod_keys: tuple[PolicedPodKey, ...] = ()
 
     @field_validator("user", "group")
     @classmethod
@@ -475,6 +485,9 @@ class BridgeConfig(_Section):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     metrics_port: int = Field(default=8080, ge=0, le=65535)
     health_port: int = Field(default=8081, ge=0, le=65535)
+    # `slurm-bridge why`: other tenants' jobs are counted and sized only; true: named too
+    # (id, name, Slurm user), for clusters whose users may see each other's jobs anyway
+    why_names_other_jobs: bool = False
 
     # --- tenants: the Slurm identity per namespace (first matching entry wins) ---
     namespace_policies: tuple[NamespacePolicy, ...] = ()

@@ -7,8 +7,8 @@ ResourceSlices (pure).
 - GPUs and other GRES: where Slurm picked devices (slurmd-backed nodes report indices),
   the devices whose ``index`` attribute (or name ``<x>-<index>``) is one of them; where
   Slurm only counts (external nodes), free devices of the driver on the node, in index
-  order, as kube-scheduler's allocator picks them, never more than Slurm counted to the
-  job on the node (its pods there share the count: ``taken`` books it).
+  order, as kube-scheduler's allocator picks them. Either way never more than Slurm gave
+  the job on the node: its pods there share Slurm's number (``taken`` books it).
 
 **Exactness**: a claim gets only devices Slurm accounted to its own job, in number and
 kind. A GRES Slurm did not give the job on the node, fewer devices (or a count) than the
@@ -134,13 +134,14 @@ def core_id(driver: str, pool: str, core: int) -> DeviceId:
     return DeviceId(driver, pool, f"core:{core}")
 
 
-_COUNTED = "slurm-counted"  # the pool of the entries of ``taken`` that book Slurm's counts
+_GIVEN = "slurm-given"  # the pool of the entries of ``taken`` that book Slurm's numbers
 
 
-def _counted_id(gres: str, n: int) -> DeviceId:
-    """The ``n``-th device of a counted-only GRES given on the node, as an entry of
-    ``taken`` (so the job's pods on the node never get more than Slurm counted)."""
-    return DeviceId("", _COUNTED, f"{gres}#{n}")
+def _given_id(gres: str, n: int) -> DeviceId:
+    """Device ``n`` (Slurm's index, or the place in its count) of a GRES Slurm gave the
+    job on the node, given to a claim, as an entry of ``taken`` (so the job's pods on the
+    node never get more than Slurm gave)."""
+    return DeviceId("", _GIVEN, f"{gres}#{n}")
 
 
 def cpuset_text(cores: Sequence[int]) -> str:
@@ -662,19 +663,11 @@ def _pick_gres(
             f"Slurm gave the job no {r.gres} on the node, the request {r.request!r} asks for "
             f"{r.count}",
         )
+    booked = _book(node, r, given, slurm, taken, profiles)
     indexed = [(k, idx) for k, idx in given if idx is not None]
-    counted: list[DeviceId] = []
     if indexed:
         candidates = _slurm_devices(node, r, devices, indexed, slurm, profiles, slices)
-        if len(candidates) < r.count:
-            raise DeviceMismatch(
-                node,
-                r.driver,
-                f"Slurm gave the job {len(candidates)} {r.gres} on the node, the request "
-                f"{r.request!r} asks for {r.count}",
-            )
     else:
-        counted = _counted_budget(node, r, [k for k, _ in given], slurm, taken, profiles)
         candidates = _free_devices(r, devices, slurm, profiles, slices, taken)
     ledger = Ledger.of(devices, slices, taken)
     picked: list[DeviceId] = []
@@ -701,42 +694,45 @@ def _pick_gres(
             reason += f" ({refused[0].id.device}: {refused[1]})"
         partitioned = r.profile is not None or any(d.is_mig or d.consumes for d in candidates)
         raise (DeviceMismatch if partitioned else DeviceAllocationError)(node, r.driver, reason)
-    taken.update(counted)
+    taken.update(booked)
     return tuple(picked)
 
 
-def _counted_budget(
+def _book(
     node: str,
     r: DeviceRequest,
-    keys: Sequence[str],
+    given: Sequence[tuple[str, tuple[int, ...] | None]],
     slurm: SlurmNodeView,
     taken: set[DeviceId],
     profiles: Mapping[str, str],
 ) -> list[DeviceId]:
-    """Where Slurm only counts: the entries of ``taken`` that book ``r.count`` devices of
-    Slurm's count of ``keys`` (those of the request's kind) on the node, or the
-    DeviceMismatch saying the job's count (less what its other claims took) is short."""
-    kind = [k for k in keys if profiles.get(k) == r.profile]
+    """The entries of ``taken`` that book ``r.count`` of the devices Slurm gave the job
+    on the node (``given``: its indices, or where it only counts, its count of a GRES of
+    the request's kind), or the DeviceMismatch saying Slurm's number, less what the job's
+    other claims took, is short: a claim never gets more than Slurm gave its job."""
+    kind = [(k, idx) for k, idx in given if idx is not None or profiles.get(k) == r.profile]
     if not kind:
         raise DeviceMismatch(
             node,
             r.driver,
-            f"Slurm gave {', '.join(sorted(keys))}, the request {r.request!r} asks for "
-            + (f"{r.profile} slices" if r.profile else "whole devices"),
+            f"Slurm gave {', '.join(sorted(k for k, _ in given))}, the request {r.request!r} "
+            "asks for " + (f"{r.profile} slices" if r.profile else "whole devices"),
         )
     out: list[DeviceId] = []
     total = 0
-    for key in kind:
-        have = slurm.counts.get(key, 0)
-        total += have
-        free = [_counted_id(key, n) for n in range(have) if _counted_id(key, n) not in taken]
+    for key, idx in kind:
+        # Slurm's indices, or the places of its count
+        slots = idx if idx is not None else range(slurm.counts.get(key, 0))
+        total += len(slots)
+        free = [_given_id(key, n) for n in slots if _given_id(key, n) not in taken]
         out += free[: r.count - len(out)]
     if len(out) < r.count:
         raise DeviceMismatch(
             node,
             r.driver,
-            f"Slurm counted {total} {'/'.join(kind)} to the job on the node ({total - len(out)} "
-            f"given to its other claims already), the request {r.request!r} asks for {r.count}",
+            f"Slurm gave the job {total} {'/'.join(k for k, _ in kind)} on the node "
+            f"({total - len(out)} to its other claims already), the request {r.request!r} "
+            f"asks for {r.count}",
         )
     return out
 

@@ -42,6 +42,7 @@ from decimal import Decimal
 from enum import Enum
 
 from bridge.errors import InvalidInput
+from bridge.text import checked_token
 from bridge.translate import kobj, packing
 from bridge.translate.quantity import parse_non_negative, whole_count
 
@@ -114,9 +115,11 @@ class GresTable:
     def is_slice(self, kind: GresKind) -> bool:
         return kind.type in self.mig or bool(_MIG_PROFILE.match(kind.type))
 
-    def profile_kind(self, profile: str, gres_name: str) -> GresKind:
+    def profile_kind(self, profile: str, gres_name: str, field: str = "profile") -> GresKind:
         """The typed GRES of a MIG profile: the table's (``nvidia.com/mig-<profile>``),
-        else ``<gres_name>:<profile>``."""
+        else ``<gres_name>:<profile>``. The profile is driver text that becomes a word of
+        Slurm's ``Gres=``: InvalidInput naming ``field`` unless it is a Slurm word."""
+        checked_token(profile, field)
         mapped = self.mapping.get(f"nvidia.com/mig-{profile}")
         if mapped and ":" in mapped:
             name, _, typ = mapped.partition(":")
@@ -209,7 +212,11 @@ def slice_inventory(
             name = kobj.text(d, "name")
             profile = _attr(d, "profile", driver)
             part = _attr(d, "type", driver) == MIG_TYPE and bool(profile)
-            kind = table.profile_kind(profile, gres_name) if part else GresKind(gres_name)
+            if part:
+                field = f"ResourceSlice {kobj.name(s)}: device {name}: attributes.profile"
+                kind = table.profile_kind(profile, gres_name, field)
+            else:
+                kind = GresKind(gres_name)
             where = f"ResourceSlice {kobj.name(s)}: device {name}: consumesCounters"
             consumes = {
                 kobj.text(c, "counterSet"): _amounts(

@@ -52,7 +52,10 @@ async def test_a_gres_annotation_never_gets_a_pod_the_gpu_of_a_native_job(
     shared, other = sandbox.slurmd_nodes[0], sandbox.slurmd_nodes[1]
     part = sandbox.batch_partition
     native: list[int] = []
-    async with dra_bridge(sandbox, tmp_path, partition=part) as b:
+    # gres opened (a policed key, closed by default: tests/security/test_annotation_policy.py):
+    # the floor applies where an admin lets pods set it
+    opened = {"allowPodKeys": ["gres"]}
+    async with dra_bridge(sandbox, tmp_path, partition=part, defaultNamespacePolicy=opened) as b:
         try:
             # the native job holds one GPU of the shared node; the other node is full
             held = await hold_gpus(b, part, shared, other, native)
@@ -106,7 +109,13 @@ def _job(sandbox: SlurmSandbox, node: str, tres: str | None) -> JobSpec:
         # the Slurm job of the attack: no GPU beside a native job holding one
         pytest.param("slurmd", None, "1", ["gave the job no gpu"], id="no-gpu-beside-a-native"),
         # an external node: Slurm counted 1, the pod asks 2
-        pytest.param("external", "gres/gpu:1", "2", ["counted 1 gpu", "asks for 2"], id="counted"),
+        pytest.param(
+            "external",
+            "gres/gpu:1",
+            "2",
+            ["gave the job 1 gpu on the node", "asks for 2"],
+            id="counted",
+        ),
     ],
 )
 async def test_a_claim_is_given_only_what_slurm_gave_its_job(

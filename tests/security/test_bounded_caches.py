@@ -326,6 +326,8 @@ KNOWN: dict[str, str] = {
     "_Group.jobs": VALUE + " (the status CLI)",
     "SlurmNodeView.gres": VALUE,
     "SlurmNodeView.counts": VALUE,
+    "_Ours.uids": VALUE + " (the pods of one allocation)",
+    "_Ours.picked": VALUE + " (the claims of one allocation)",
     "Device.capacity": VALUE,
     "Device.raw": VALUE + " (one device of a ResourceSlice)",
     "Ledger.sets": VALUE + " (one node's counter sets, per allocation)",

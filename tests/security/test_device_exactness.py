@@ -22,7 +22,18 @@ from tests.admission_helpers import make_pod, make_review
 
 GRES = wellknown.slurmjob_annotation("gres")
 EXCL = wellknown.slurmjob_annotation("exclusive")
-CTX = AdmissionContext(parse_config({"managedNamespaces": ["slurm-bridge"]}, env={}), {})
+# gres opened (a policed key, closed by default: tests/security/test_annotation_policy.py):
+# the floor applies where an admin lets pods set it
+CTX = AdmissionContext(
+    parse_config(
+        {
+            "managedNamespaces": ["slurm-bridge"],
+            "defaultNamespacePolicy": {"allowPodKeys": ["gres"]},
+        },
+        env={},
+    ),
+    {},
+)
 TWO_GPUS = {
     "spec": {
         "spec": {
