@@ -350,8 +350,9 @@ class DraAllocator:
             given = {(f"{g.name}:{g.type}" if g.type else g.name): g for g in r.gres if g.count}
             gres = {k: g.indices for k, g in given.items()}
             layout: tuple[tuple[str, int], ...] = ()
-            if any(":" in k and v is not None for k, v in gres.items()):
-                # typed indices count from the node's first device of the name
+            if any(":" in k for k in gres):
+                # typed indices count from the node's first device of the name; where
+                # Slurm only counts, the layout keeps what is still free packable
                 layout = gres_layout((await self.slurm.get_node(r.node)).gres)
             views[to_kube.get(r.node, r.node)] = SlurmNodeView(
                 cores=r.cores,
