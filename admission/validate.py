@@ -16,6 +16,10 @@ LeaderWorkerSet, batch Job) in managed namespaces:
 * a new pod may not ask for an ``nvidia.com/mig-*`` slice whose profile has no Slurm GRES
   in ``scheduler.gresMapping`` (the rule translation applies:
   :func:`bridge.translate.resources.unknown_device_problems`);
+* the ``gres`` annotation, which replaces the GRES of the pod's Slurm job, never names
+  less than the pod's resources need, and is refused beside ``spec.resourceClaims`` or a
+  DeviceClass's extended resource (whose counts are not known here; the scheduler applies
+  the full rule, :func:`bridge.translate.resources.gres_floor_problem`);
 * a new pod may not carry ``spec.topologySpreadConstraints`` (Slurm cannot honour them),
   and a bound pod may not be resized in place (``pods/resize``: its Slurm job's allocation
   is fixed);
@@ -33,18 +37,24 @@ Every error is reported in ONE denial; each names its field and the reason.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from admission.policy import AdmissionContext, mapping_at, pod_managed, scheduler_name_of
 from admission.review import AdmissionRequest, AdmissionResponse, allow, deny, object_name
 from bridge import wellknown
 from bridge.errors import InvalidInput
 from bridge.text import text_problem
+from bridge.translate import kobj
 from bridge.translate.annotations import KUEUE_TOPOLOGY_KEYS, parse_annotations_all
+from bridge.translate.dra import EXTENDED_PREFIX
 from bridge.translate.grouping import group_of, owner_chain
 from bridge.translate.job import exclusive_node_bounds
 from bridge.translate.policy import policy_errors
-from bridge.translate.resources import unknown_device_problems
+from bridge.translate.resources import (
+    gres_floor_problem,
+    pod_resources,
+    unknown_device_problems,
+)
 
 # (API group, kind) of the workload objects whose slurmjob annotations are checked.
 GROUP_KINDS = frozenset(
@@ -118,6 +128,46 @@ def _annotation_problems(
     ]
 
 
+def _gres_problems(
+    pod: Mapping[str, Any],
+    new_ann: Mapping[str, Any],
+    old_ann: Mapping[str, Any] | None,
+    ctx: AdmissionContext,
+) -> list[InvalidInput]:
+    """The ``gres`` annotation replaces the GRES of the pod's Slurm job, so it never
+    names less than the pod's resources need (the rule translation applies:
+    :func:`bridge.translate.resources.gres_floor_problem`). Here a claim's count is not
+    known (no I/O): beside ``spec.resourceClaims`` or a DeviceClass's extended resource
+    the annotation is refused. On UPDATE only when it changed."""
+    key = wellknown.slurmjob_annotation("gres")
+    raw = new_ann.get(key)
+    if not isinstance(raw, str) or not raw or (old_ann is not None and old_ann.get(key) == raw):
+        return []
+    field = f"metadata.annotations[{key}]"
+    dra = ["spec.resourceClaims"] if mapping_at(pod, "spec", []).get("resourceClaims") else []
+    for kind in ("initContainers", "containers"):
+        for i, c in enumerate(kobj.sequence(pod, "spec", kind)):
+            for which in ("requests", "limits"):
+                dra += [
+                    f"spec.{kind}[{i}].resources.{which}[{r}]"
+                    for r in kobj.mapping(c, "resources", which)
+                    if r.startswith(EXTENDED_PREFIX)
+                ]
+    if dra:
+        reason = (
+            f"{raw!r} would replace the GRES {dra[0]} asks Slurm for (the devices of a claim "
+            "are asked of Slurm from the claim itself, and the claim's count is not known at "
+            "admission); remove the annotation"
+        )
+        return [InvalidInput(field, reason)]
+    try:
+        need = pod_resources(pod, ctx.config.scheduler.gres_table()).gres
+    except InvalidInput:
+        return []  # a resource the other checks refuse
+    problem = gres_floor_problem(raw, need)
+    return [] if problem is None else [InvalidInput(field, problem)]
+
+
 def _lone_pod(pod: Mapping[str, Any]) -> bool:
     """A pod that is a group of one whatever else exists: no PodGroup, Workload,
     LeaderWorkerSet or JobSet names it, and no Job owns it (a Job's pods are one gang when
@@ -176,25 +226,51 @@ def _bound_immutability(
     ]
 
 
-def _resized_containers(new: Mapping[str, Any], old: Mapping[str, Any]) -> list[str]:
-    """``spec.containers[i].resources`` of each container whose resources differ."""
-    olds = {
-        c.get("name"): c.get("resources")
-        for c in mapping_at(old, "spec", []).get("containers") or []
-        if isinstance(c, Mapping)
-    }
-    return [
-        f"spec.containers[{i}].resources"
-        for i, c in enumerate(mapping_at(new, "spec", []).get("containers") or [])
-        if isinstance(c, Mapping) and c.get("resources") != olds.get(c.get("name"))
-    ]
+# What a resize may change of a bound pod without changing what the pod holds: how a
+# container is resized (restart or not), never how much. Every other difference is refused.
+_RESIZE_NEUTRAL = frozenset({"resizePolicy"})
+
+
+def _named(value: Any) -> TypeGuard[list[Mapping[str, Any]]]:
+    """A list of named objects (containers, init containers ...), matched by name."""
+    return isinstance(value, list) and all(
+        isinstance(c, Mapping) and isinstance(c.get("name"), str) for c in value
+    )
+
+
+def _resize_changes(new: Mapping[str, Any], old: Mapping[str, Any]) -> list[str]:
+    """Every field of ``spec`` a resize changes, but ``resizePolicy``: a container's (any
+    list of named containers: containers, init and sidecar containers, ephemeral ones)
+    ``spec.<list>[i].<field>``, else ``spec.<field>`` (pod-level ``resources``, a field
+    added by a later Kubernetes). Fail closed: whatever a future resize can change is
+    refused until the bridge knows how to carry it to Slurm."""
+    new_spec, old_spec = mapping_at(new, "spec", []), mapping_at(old, "spec", [])
+    out: list[str] = []
+    for key in sorted(set(new_spec) | set(old_spec)):
+        n, o = new_spec.get(key), old_spec.get(key)
+        if n == o:
+            continue
+        if not (_named(n) and _named(o) and len(n) == len(o)):
+            out.append(f"spec.{key}")
+            continue
+        olds = {c["name"]: c for c in o}
+        for i, c in enumerate(n):
+            prev = olds.get(c["name"], {})
+            out += [
+                f"spec.{key}[{i}].{f}"
+                for f in sorted(set(c) | set(prev))
+                if f not in _RESIZE_NEUTRAL and c.get(f) != prev.get(f)
+            ]
+    return out
 
 
 def _validate_pod_resize(req: AdmissionRequest, ctx: AdmissionContext) -> AdmissionResponse:
     """``pods/resize``: a bound managed pod's resources are its Slurm job's allocation,
     fixed while the job runs (Slurm cannot grow a running job's CPUs or memory), so an
-    in-place resize is refused, naming each resized container. An unbound pod may be
-    resized: its group is translated again and a pending job is updated (docs/admission.md)."""
+    in-place resize that changes what the pod holds (any container's, init or sidecar
+    container's, or the pod-level ``spec.resources``: :func:`_resize_changes`) is refused,
+    naming each field. An unbound pod may be resized: its group is translated again and a
+    pending job is updated (docs/admission.md)."""
     pod, old = req.object, req.old_object
     name = object_name(req)
     if pod is None or old is None:
@@ -211,7 +287,7 @@ def _validate_pod_resize(req: AdmissionRequest, ctx: AdmissionContext) -> Admiss
         "Slurm job holds a fixed allocation; delete the pod and create it with the new "
         "resources"
     )
-    resized = _resized_containers(pod, old)
+    resized = _resize_changes(pod, old)
     return (
         deny(req.uid, name, [InvalidInput(f, reason) for f in resized])
         if resized
@@ -242,6 +318,7 @@ def _validate_pod(req: AdmissionRequest, ctx: AdmissionContext) -> AdmissionResp
     errors += _annotation_problems(
         annotations, old_ann, name, ctx, req.namespace, lone=_lone_pod(pod)
     )
+    errors += _gres_problems(pod, annotations, old_ann, ctx)
     errors += _owner_problems(pod, old)
     if old is None and spec.get("topologySpreadConstraints"):
         errors.append(

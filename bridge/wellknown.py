@@ -21,6 +21,10 @@ FINALIZER = SCHEDULER_PREFIX + "finalizer"
 # Pod annotation: the hash of the job spec the pod's job (its job-id label) was made from,
 # so a restarted scheduler knows a pending job's spec without reading the job.
 ANNOTATION_SPEC_HASH = SCHEDULER_PREFIX + "spec-hash"
+# Pod annotation: when Slurm expects the pod's pending job to start (RFC 3339, UTC), from
+# its backfill plan; absent when Slurm has none, and removed when the job starts
+# (docs/why-pending.md).
+ANNOTATION_EXPECTED_START = SLINKY + "expected-start"
 # ResourceClaim finalizer: held while the claim is allocated (whoever allocates adds it,
 # whoever deallocates removes it), as kube-scheduler and kube-controller-manager do.
 CLAIM_DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"

@@ -37,6 +37,7 @@ from bridge.kube.resources import PODS, KubeObject
 from bridge.loops import gather
 from bridge.translate import kobj
 from bridge.wellknown import (
+    ANNOTATION_EXPECTED_START,
     ANNOTATION_SLURM_NODE,
     ANNOTATION_SPEC_HASH,
     FINALIZER,
@@ -53,6 +54,9 @@ from scheduler.report import Reporter
 from scheduler.state import GroupState, KubeState
 
 log = structlog.get_logger("scheduler")
+
+# link_pod_to_job's ``expected_start`` when the pod's expected start is left as it is
+KEEP = "keep"
 
 # A pod's claim from a template does not exist yet: looked at again this soon.
 CLAIMS_NOT_READY_RETRY_SECONDS = 0.5
@@ -131,7 +135,9 @@ class Binder:
             # 1. every pod carries its node before any is bound (restart-safe)
             await gather(
                 *(
-                    self.link_pod_to_job(by_key[a.pod], job_id, None if alone else a.node)
+                    self.link_pod_to_job(
+                        by_key[a.pod], job_id, None if alone else a.node, expected_start=None
+                    )
                     for a in plan
                 )
             )
@@ -208,7 +214,9 @@ class Binder:
         pods = [p for p, _ in plan]
         t0 = time.monotonic()
         try:
-            n = await self.dra.allocate(devices_of or job_id, plan, self.state.node_set.to_kube())
+            n = await self.dra.allocate(
+                devices_of or job_id, plan, self.state.node_set.to_kube(), group=job_id
+            )
         except ClaimsNotReady as e:
             # waiting on kube-controller-manager: counts toward the time bound only
             give = self._failed(job_id, "claims", str(e), counts=False)
@@ -251,11 +259,17 @@ class Binder:
         self.metrics.pods_bound.inc()
 
     async def link_pod_to_job(
-        self, pod: KubeObject, job_id: int, node: str | None, spec_hash: str | None = None
+        self,
+        pod: KubeObject,
+        job_id: int,
+        node: str | None,
+        spec_hash: str | None = None,
+        expected_start: str | None = KEEP,
     ) -> KubeObject:
         """One patch: job-id label, finalizer, managed-node toleration, node annotation,
-        the job's spec hash (see :func:`scheduler.snapshot.restored_job`); none when the pod
-        carries them all. Returns the pod as it now is."""
+        the job's spec hash (see :func:`scheduler.snapshot.restored_job`), the expected
+        start (``KEEP``: as it is; None: none, removed); none when the pod carries them
+        all. Returns the pod as it now is."""
         labels = kobj.labels(pod)
         annotations = kobj.annotations(pod)
         tolerations = list(kobj.sequence(pod, "spec", "tolerations"))
@@ -269,8 +283,11 @@ class Binder:
             notes[ANNOTATION_SLURM_NODE] = node
         if spec_hash is not None and annotations.get(ANNOTATION_SPEC_HASH) != spec_hash:
             notes[ANNOTATION_SPEC_HASH] = spec_hash
-        if notes:
-            need.setdefault("metadata", {})["annotations"] = notes
+        expected: dict[str, str | None] = {}
+        if expected_start != KEEP and annotations.get(ANNOTATION_EXPECTED_START) != expected_start:
+            expected[ANNOTATION_EXPECTED_START] = expected_start
+        if notes or expected:
+            need.setdefault("metadata", {})["annotations"] = {**notes, **expected}
         if not any(t.get("key") == MANAGED_NODE_TAINT for t in tolerations):
             toleration = {
                 "key": MANAGED_NODE_TAINT,

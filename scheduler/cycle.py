@@ -35,6 +35,7 @@ import structlog
 from bridge.clock import Clock
 from bridge.config import BridgeConfig
 from bridge.errors import BridgeError, KubeError, SlurmError, SlurmUnavailable
+from bridge.expected import rfc3339
 from bridge.kube.client import KubeClient
 from bridge.kube.events import EventRecorder
 from bridge.kube.resources import KubeObject
@@ -44,7 +45,7 @@ from bridge.slurm.models import SlurmJob
 from bridge.translate import TranslateSettings, kobj, slurm_node_name
 from bridge.wellknown import LABEL_EXTERNAL_NODE, MANAGED_NODE_TAINT
 from bridge.workqueue import WorkQueue, run_worker
-from scheduler.bind import Binder
+from scheduler.bind import KEEP, Binder
 from scheduler.decide import (
     ALLOCATE,
     REASON_UNSCHEDULABLE,
@@ -424,21 +425,38 @@ class Scheduler:
                 g.unread = True
                 await self.report.unschedulable(pods, REASON_UNSCHEDULABLE, message)
                 return Outcome(Requeue.RETRY, after=UNSETTLED_REREAD_SECONDS)
-            case Pending(job_id=job_id, message=message, spec_hash=made_from, quiet=quiet):
+            case Pending(
+                job_id=job_id, message=message, spec_hash=made_from, quiet=quiet, plan=plan
+            ):
                 # Quiet until Slurm has looked at a new job (a restart in between finds
                 # it by its admin_comment); a job that stays pending gets its pods linked
-                # and Slurm's reason shown.
+                # and Slurm's reason and plan shown (written again when they change).
                 if not quiet:
+                    now = snap.group.now
+                    told = self.report.stale_pods(pods, message, plan, now)
+                    expected: str | None = KEEP
+                    if plan is not None and now is not None:
+                        expected = rfc3339(plan.start) if plan.start else None
+                    stale = {id(p) for p in told}
                     await asyncio.gather(
-                        *(self.binder.link_pod_to_job(p, job_id, None, made_from) for p in pods)
+                        *(
+                            self.binder.link_pod_to_job(
+                                p, job_id, None, made_from, expected if id(p) in stale else KEEP
+                            )
+                            for p in pods
+                        )
                     )
-                    await self.report.unschedulable(pods, REASON_UNSCHEDULABLE, message)
+                    await self.report.unschedulable(told, REASON_UNSCHEDULABLE, message)
+                    if told:
+                        self.report.expected_shown(g, plan, now)
                 return NOTHING
             case Ended(job_id=job_id, message=message):
                 self.slurm_state.unwatch(job_id)
                 await self.report.unschedulable(pods, REASON_UNSCHEDULABLE, message, warning=True)
                 return NOTHING
             case Bind():
+                if g.job is not None and g.job.job_id == d.job.job_id:
+                    self.report.started(g, g.job.start_time)
                 bound = await self.binder.bind_group(g, d, pods)
                 if bound.give_back is None:
                     return bound.outcome
@@ -527,8 +545,14 @@ class Scheduler:
                 self.queue.forget(key)
             self._wake(list(self.state.groups))
 
+    async def _replan(self, since: float) -> None:
+        """The followed pending jobs whose plan or reason moved: their groups are woken."""
+        step = self.cfg.scheduler.expected_start_step_seconds
+        for job in await self.slurm_state.replanned(step, since):
+            self._job_changed(job)
+
     async def poll_forever(self) -> None:
-        last_resync = self.clock.monotonic()
+        last_resync = last_plans = self.clock.monotonic()
         base = self.cfg.slurm_poll_interval_seconds
         guard = self.guard("scheduler-poll")
         while True:
@@ -541,6 +565,10 @@ class Scheduler:
                     if self.clock.monotonic() - last_resync >= resync:
                         last_resync = self.clock.monotonic()
                         await self.slurm_state.refresh_slurm_nodes()
+                    plans = self.cfg.scheduler.expected_start_refresh_seconds
+                    if plans and self.clock.monotonic() - last_plans >= plans:
+                        since, last_plans = last_plans, self.clock.monotonic()
+                        await self._replan(since)
                 except SlurmError as e:
                     self.metrics.rest_errors.labels(e.endpoint or "?", str(e.status or 0)).inc()
                     # One warning per outage (slurm_unreachable), not one per tick.

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from bridge.errors import InvalidInput
+from bridge.expected import Plan, note, plan_of, strip_note
 from bridge.models import GroupId, JobSpec
 from bridge.slurm.models import JOB_ENDED_STATES
 from scheduler.assign import tasks_per_node_even
@@ -55,6 +57,9 @@ class JobSnapshot:
     parts: tuple[JobPart, ...] = ()
     # the component whose state and reason the fields above show (None: a plain job)
     shown: int | None = None
+    # a PENDING job's start_time: Slurm's plan (bridge.expected; a hetjob: its last
+    # component's, None while one has none)
+    start_time: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,9 @@ class GroupSnapshot:
     # what the bridge knows of the partition it would go to (the start rule's inputs)
     immediate_allocation: str = "auto"
     partition: PartitionView | None = None
+    # when the snapshot was taken: a pending job's plan is told relative to it (None: the
+    # pods say nothing of a plan)
+    now: datetime | None = None
 
 
 # --- decisions --------------------------------------------------------------------------
@@ -181,6 +189,8 @@ class Pending:
     message: str
     spec_hash: str | None = None
     quiet: bool = False
+    # Slurm's plan for the job, as the message tells it (None: the message tells none)
+    plan: Plan | None = None
 
 
 @dataclass(frozen=True)
@@ -270,11 +280,20 @@ _JOB_PREFIX = "Slurm job "
 _IS_PENDING = " is pending: "
 
 
-def pending_message(job: JobSnapshot, spec: JobSpec | None = None) -> str:
-    """What a pod of a pending job says: Slurm's reason, then the topology note if any
-    (read back by :func:`parse_pending`)."""
+def pending_message(
+    job: JobSnapshot,
+    spec: JobSpec | None = None,
+    plan: Plan | None = None,
+    now: datetime | None = None,
+) -> str:
+    """What a pod of a pending job says: Slurm's reason, then the topology note if any,
+    then Slurm's plan when ``plan`` is given (:func:`bridge.expected.note`, at ``now``;
+    read back by :func:`parse_pending`)."""
     reason = job.reason or "None"
-    return f"{_JOB_PREFIX}{job.job_id}{_IS_PENDING}{reason}{het_note(job)}{topology_note(spec)}"
+    text = f"{_JOB_PREFIX}{job.job_id}{_IS_PENDING}{reason}{het_note(job)}{topology_note(spec)}"
+    if plan is not None and now is not None:
+        text += note(plan, now)
+    return text
 
 
 HET_NOTE = " (hetjob component "
@@ -290,7 +309,7 @@ def het_note(job: JobSnapshot) -> str:
 def parse_pending(message: str) -> tuple[int, str] | None:
     """(job id, Slurm's reason) from a message :func:`pending_message` wrote, without the
     hetjob and topology notes (the reason may be empty); None for any other message."""
-    head, sep, rest = message.partition(_IS_PENDING)
+    head, sep, rest = strip_note(message).partition(_IS_PENDING)
     job_id = head[len(_JOB_PREFIX) :] if head.startswith(_JOB_PREFIX) else ""
     if not sep or not job_id.isdigit():
         return None
@@ -421,7 +440,11 @@ def _next_step(snap: GroupSnapshot) -> Decision:
                     f"its pending job {len(job.parts or (job,))}: submitted anew",
                 )
             return Update(job.job_id, snap.spec, h, tuple(p.job_id for p in job.parts))
-        return Pending(job.job_id, pending_message(job, snap.spec), job.spec_hash, quiet)
+        if snap.now is None:
+            return Pending(job.job_id, pending_message(job, snap.spec), job.spec_hash, quiet)
+        plan = plan_of(job.start_time, snap.now)
+        message = pending_message(job, snap.spec, plan, snap.now)
+        return Pending(job.job_id, message, job.spec_hash, quiet, plan)
     # RUNNING without its nodes yet, SUSPENDED ...: wait for Slurm to settle. The poller
     # follows PENDING jobs only, so the cycle reads this one again (scheduler.cycle).
     return Pending(job.job_id, f"Slurm job {job.job_id} is {job.state}", job.spec_hash, quiet)

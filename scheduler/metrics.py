@@ -5,6 +5,8 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+# How far ahead an expected start is, and how far off it was (seconds): 10 s to a day.
+_AHEAD_BUCKETS = (10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
 
 
 class SchedulerMetrics:
@@ -69,6 +71,20 @@ class SchedulerMetrics:
         self.allocations_refused = Counter(
             "slurm_bridge_allocations_refused",
             "Immediate allocations Slurm refused (each leaves a FAILED job record)",
+            registry=r,
+        )
+        self.expected_start_seconds = Histogram(
+            "slurm_bridge_expected_start_seconds",
+            "How far ahead Slurm's planned start of a group's pending job was when its "
+            "pods were first shown it",
+            buckets=_AHEAD_BUCKETS,
+            registry=r,
+        )
+        self.expected_start_error_seconds = Histogram(
+            "slurm_bridge_expected_start_error_seconds",
+            "How far a group's job started from the expected start its pods were first "
+            "shown (absolute, at start)",
+            buckets=_AHEAD_BUCKETS,
             registry=r,
         )
         self.pods_bound = Counter("slurm_bridge_pods_bound", "Pods bound", registry=r)

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine, Mapping
+from datetime import datetime
 from typing import Any
 
 from bridge.clock import Clock
+from bridge.expected import Plan, parse_rfc3339, stale
 from bridge.kube.client import KubeClient
 from bridge.kube.events import EventRecorder
 from bridge.kube.resources import KubeObject
 from bridge.loops import gather
 from bridge.translate import foreign_label_message, kobj
-from bridge.wellknown import REASON_FOREIGN_JOB_LABEL
+from bridge.wellknown import ANNOTATION_EXPECTED_START, REASON_FOREIGN_JOB_LABEL
 from scheduler.decide import parse_pending
 from scheduler.metrics import SchedulerMetrics
 from scheduler.outcome import NOTHING, Outcome, after
@@ -98,6 +100,42 @@ class Reporter:
             )
 
         await gather(*(one(p) for p in pods), return_exceptions=True)
+
+    def stale_pods(
+        self, pods: list[KubeObject], message: str, plan: Plan | None, now: datetime | None
+    ) -> list[KubeObject]:
+        """The pods of a pending job whose condition or expected start must be written
+        again to show ``message`` and ``plan`` (:func:`bridge.expected.stale`): a plan
+        that moved by at most ``scheduler.expectedStartStepSeconds`` is not written."""
+        step = self.state.cfg.scheduler.expected_start_step_seconds
+        return [
+            p
+            for p in pods
+            if stale(
+                shown=parse_rfc3339(kobj.annotations(p).get(ANNOTATION_EXPECTED_START)),
+                message=str((scheduled_condition(p) or {}).get("message") or ""),
+                new_message=message,
+                plan=plan,
+                now=now,
+                step=step,
+            )
+        ]
+
+    def expected_shown(self, g: GroupState, plan: Plan | None, now: datetime | None) -> None:
+        """The group's pods were shown ``plan``: the first plan shown is remembered, and
+        how far ahead it was observed (``slurm_bridge_expected_start_seconds``)."""
+        if g.expected_first is None and plan is not None and plan.start and now is not None:
+            g.expected_first = plan.start
+            ahead = (plan.start - now).total_seconds()
+            self.metrics.expected_start_seconds.observe(max(0.0, ahead))
+
+    def started(self, g: GroupState, start: datetime | None) -> None:
+        """The group's job started at ``start``: how far off the first plan shown was
+        (``slurm_bridge_expected_start_error_seconds``), once."""
+        if g.expected_first is not None and start is not None:
+            error = abs((start - g.expected_first).total_seconds())
+            self.metrics.expected_start_error_seconds.observe(error)
+            g.expected_first = None
 
     async def waiting(
         self, g: GroupState, pods: list[KubeObject], reason: str, message: str

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
+from datetime import timedelta
 
 import structlog
 
 from bridge.bounded import BoundedMap, BoundedSet
 from bridge.clock import Clock
 from bridge.errors import BridgeError
+from bridge.expected import replanned
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import PODS, KubeObject
 from bridge.loops import LoopCounter, LoopGuard
@@ -186,6 +188,33 @@ class SlurmState:
         gkey = self._job_group.pop(job_id, None)
         self._not_pending(job_id)
         return gkey
+
+    async def replanned(self, step: float, since: float) -> list[SlurmJob]:
+        """The followed pending jobs whose plan (``start_time``, :mod:`bridge.expected`)
+        or reason changed for their pods since their group last read them: one streamed
+        ``GET /jobs/`` (only the followed jobs decoded), whatever their number. A plan
+        that moved by at most ``step`` seconds is not news; one that came due since the
+        monotonic time ``since`` is. A hetjob's plan comes with the poller's reads only
+        (its row here lacks the other components)."""
+        followed = dict(self._job_group)
+        if not followed:
+            return []
+        jobs = await self.slurm.scan_jobs(
+            lambda j: j.state.primary == "PENDING" and j.het_job_id is None, job_ids=followed
+        )
+        now = self.clock.now()
+        then = now - timedelta(seconds=self.clock.monotonic() - since)
+        out = []
+        for job in jobs:
+            g = self.state.groups.get(followed.get(job.job_id, ""))
+            held = g.job if g is not None else None
+            if held is None or held.job_id != job.job_id or held.state.primary != "PENDING":
+                continue
+            if held.state_reason != job.state_reason or replanned(
+                held.start_time, job.start_time, then=then, now=now, step=step
+            ):
+                out.append(job)
+        return out
 
     # ------------------------------------------------------------------ the start rule's view
     def refused(self, partition: str, shape: Shape) -> None:

@@ -31,6 +31,7 @@ import structlog
 
 from bridge.config import BridgeConfig
 from bridge.errors import InvalidInput, SlurmNotFound
+from bridge.expected import job_start
 from bridge.kube.resources import KubeObject
 from bridge.models import GroupId, JobSpec
 from bridge.slurm.client import SlurmClient
@@ -91,6 +92,7 @@ def job_view(job: SlurmJob) -> JobSnapshot:
         shared=_shares(job),
         cpus=tuple((a.name, a.cpus or 0) for a in job.allocation),
         cpus_per_task=job.cpus_per_task,
+        start_time=job.start_time,
     )
 
 
@@ -122,6 +124,7 @@ def _het_view(job: SlurmJob) -> JobSnapshot:
         spec_hash=spec_hash_of(job),
         parts=tuple(parts),
         shown=shown.offset,
+        start_time=job_start(job),
     )
 
 
@@ -313,6 +316,8 @@ class Snapshots:
                 if spec is not None and job is None
                 else None
             ),
+            # a job known from the pods' record only says nothing of Slurm's plan
+            now=None if unread else self.slurm_state.clock.now(),
         )
         return Snapshot(snap, pods, lookup)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import structlog
@@ -83,6 +84,9 @@ class GroupState:
     # a built-in PodGroup's group: the Workload its PodGroup names, which could not be
     # read at the last :meth:`KubeState.regroup` ("" none): the group waits for it
     awaits_workload: str = ""
+    # the first expected start its pods were shown (bridge.expected): the estimate's error
+    # is measured against it when the job starts (slurm_bridge_expected_start_error_seconds)
+    expected_first: datetime | None = None
 
 
 def scheduled_condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from bridge.errors import SlurmNotFound
@@ -154,14 +154,21 @@ class SlurmFetching(SlurmApi):
             )
         )
 
-    async def scan_jobs(self, keep: Callable[[SlurmJob], bool]) -> tuple[SlurmJob, ...]:
+    async def scan_jobs(
+        self, keep: Callable[[SlurmJob], bool], *, job_ids: Container[int] | None = None
+    ) -> tuple[SlurmJob, ...]:
         """The jobs of ``GET /jobs/`` that ``keep`` accepts, read as a stream: one job is
         decoded at a time and only the kept ones are held, so memory does not grow with
-        Slurm's job table (finished jobs included), only with what the caller keeps."""
+        Slurm's job table (finished jobs included), only with what the caller keeps.
+        ``job_ids``: only these jobs are decoded at all (the others cost a dict lookup)."""
         c = await self.codec()
 
         def pick(item: Any) -> SlurmJob | None:
-            job = c.decode_job(item) if isinstance(item, Mapping) else None
+            if not isinstance(item, Mapping) or (
+                job_ids is not None and item.get("job_id") not in job_ids
+            ):
+                return None
+            job = c.decode_job(item)
             return job if job is not None and keep(job) else None
 
         return await self._scan_jobs_array(c.path("jobs/"), "jobs_get", pick)

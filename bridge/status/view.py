@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from bridge.expected import job_start, plan_of, rfc3339, short_in
 from bridge.models import GroupId
 from bridge.slurm.hostlist import HostlistError, compress
 from bridge.slurm.models import SlurmJob, fold_hetjobs
@@ -64,6 +65,11 @@ class GroupRow:
     pods: tuple[str, ...] = ()
     # a heterogeneous job's components (docs/hetjob.md), leader first; () for a plain job
     components: tuple[ComponentRow, ...] = ()
+    # a pending job: when Slurm plans to start it (RFC 3339; "" none), how far ahead that
+    # was at the read (seconds), and whether Slurm can plan it at all (docs/why-pending.md)
+    expected_start: str = ""
+    expected_in_seconds: float | None = None
+    expected: str = NONE
 
     @property
     def group(self) -> str:
@@ -231,6 +237,21 @@ def bridge_jobs(jobs: Iterable[SlurmJob], mcs_label: str) -> dict[int, _BridgeJo
     return out
 
 
+def _expected(job: SlurmJob | None, now: datetime) -> dict[str, Any]:
+    """The EXPECTED fields of a row: Slurm's plan for a pending job (bridge.expected)."""
+    if job is None or not any(c.state.primary == "PENDING" for c in job.components):
+        return {}
+    plan = plan_of(job_start(job), now)
+    if plan.start is None:
+        return {"expected": "unknowable" if plan.unknowable else "unplanned"}
+    ahead = (plan.start - now).total_seconds()
+    return {
+        "expected_start": rfc3339(plan.start),
+        "expected_in_seconds": round(ahead),
+        "expected": short_in(ahead),
+    }
+
+
 def _het_summary(job: SlurmJob) -> tuple[str, str]:
     """(state, reason) of a hetjob as one unit: its first component that ended, else the
     first not running, else the leader's (as the scheduler shows it)."""
@@ -378,6 +399,7 @@ def _row(g: _Group, by_id: Mapping[int, SlurmJob], now: datetime, slurm_read: bo
         partition=job.partition if job is not None else "",
         pods=tuple(sorted(kobj.name(p) for p in g.pods)),
         components=_components(job) if job is not None else (),
+        **_expected(job, now),
     )
 
 
@@ -398,6 +420,7 @@ def _job_only_row(bj: _BridgeJob, now: datetime) -> GroupRow:
         partition=bj.job.partition,
         pods=tuple(k.partition("/")[2] for k in bj.pods),
         components=_components(bj.job),
+        **_expected(bj.job, now),
     )
 
 
@@ -439,7 +462,7 @@ def render(report: Report, output: Output = "table") -> str:
     if output == "json":
         return json.dumps(report.to_json(), indent=2)
     wide = output == "wide"
-    header = ["GROUP", "PODS", "JOB", "STATE", "REASON", "NODES", "AGE"]
+    header = ["GROUP", "PODS", "JOB", "STATE", "REASON", "EXPECTED", "NODES", "AGE"]
     if report.all_namespaces:
         header.insert(0, "NAMESPACE")
     if wide:
@@ -452,6 +475,7 @@ def render(report: Report, output: Output = "table") -> str:
             NONE if g.job_id is None else str(g.job_id),
             g.state,
             g.reason,
+            f"{g.expected_start} ({g.expected})" if wide and g.expected_start else g.expected,
             g.nodes,
             human_age(g.age_seconds),
         ]
@@ -461,7 +485,7 @@ def render(report: Report, output: Output = "table") -> str:
             row += [g.partition or NONE, ",".join(g.pods) or NONE]
         rows.append(row)
         for c in g.components:  # a hetjob: a line per component, under its group
-            sub = [f"  {c.component}", "", "", c.state, c.reason, c.nodes, ""]
+            sub = [f"  {c.component}", "", "", c.state, c.reason, "", c.nodes, ""]
             if report.all_namespaces:
                 sub.insert(0, "")
             if wide:

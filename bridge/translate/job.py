@@ -37,7 +37,12 @@ from bridge.translate.grouping import (
 from bridge.translate.identity import admin_comment, human_comment
 from bridge.translate.placement import NodeSet, excluded_nodes
 from bridge.translate.policy import ResolvedPolicy, enforce_policy
-from bridge.translate.resources import PodResources, pod_resources, tres_string
+from bridge.translate.resources import (
+    PodResources,
+    gres_floor_problem,
+    pod_resources,
+    tres_string,
+)
 from bridge.translate.settings import TranslateSettings
 from bridge.translate.shapes import Shape, components
 from bridge.translate.topology import TopologyRequest, topology_request
@@ -581,6 +586,12 @@ def _job(
     gres_override = _gres_annotation(opts.gres) if opts.gres else None
     if exclusive is None:
         exclusive = opts.exclusive is not False
+    if opts.gres:
+        # exclusive: one pod per node; shared: all but one per other node may share one
+        sharing = 1 if exclusive else max(1, count - (opts.min_nodes or 1) + 1)
+        problem = gres_floor_problem(opts.gres, need.gres, sharing)
+        if problem is not None:
+            raise InvalidInput(slurmjob_annotation("gres"), problem, where)
 
     placement: dict[str, Any]
     if exclusive:

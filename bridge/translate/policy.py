@@ -4,6 +4,10 @@ Both the admission webhook (deny at once, naming the key, the value and the rule
 scheduler (right before any submit or allocate: a webhook can be bypassed) call
 :func:`enforce_policy`, so they can never disagree.
 
+* the policed keys (:data:`bridge.config.POLICED_POD_KEYS`: ``gres``, ``cpu-per-task``,
+  ``mem-per-node``, ``licenses``, ``min-nodes``), which can make a job hold
+  more than, or other than, what its pods ask, are refused unless the policy's
+  ``allowPodKeys`` lists them; the other keys (``timelimit``, ``job-name`` ...) are open.
 * ``user-id``, ``group-id`` and ``priority`` set by a pod (or its group object) are
   refused unless the policy's ``allowPodUserId`` / ``allowPodGroupId`` /
   ``allowPodPriority`` says otherwise; ``defaultNamespacePolicy`` (where no entry
@@ -24,9 +28,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from bridge.config import BridgeConfig, NamespacePolicy
+from bridge.config import POLICED_POD_KEYS, BridgeConfig, NamespacePolicy
 from bridge.errors import InvalidInput
 from bridge.translate.annotations import SlurmJobOptions, annotation_key
+from bridge.wellknown import slurmjob_annotation
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,17 @@ def policy_errors(
     """
     pol, rule = resolved.policy, resolved.rule
     errors: list[InvalidInput] = []
+    set_keys = {annotation_key(f) for f in opts.set_fields()}
+    for key in POLICED_POD_KEYS:
+        if slurmjob_annotation(key) in set_keys and key not in pol.allow_pod_keys:
+            errors.append(
+                InvalidInput(
+                    slurmjob_annotation(key),
+                    f"denied: pods may not set {key}, which can make the job hold more than "
+                    f"its pods ask (rule {rule}.allowPodKeys does not list {key!r})",
+                    obj,
+                )
+            )
     for field, flag, attr, what in _POD_CHOSEN:
         value = getattr(opts, field)
         if value is not None and not getattr(pol, attr):

@@ -195,6 +195,44 @@ def _bounded(n: int, limit: int, field: str, what: str, obj: str) -> int:
     return n
 
 
+def annotated_gres(raw: str) -> dict[str, int]:
+    """The GRES of a ``gres`` annotation (``gpu:2``, ``gres/gpu:a100:1``; ``gpu`` is 1):
+    name (typed as written) -> count. Other TRES (``license/x:1``) are not GRES."""
+    out: dict[str, int] = {}
+    for part in raw.split(","):
+        kind, _, rest = part.strip().rpartition("/")
+        if not rest or kind not in ("", "gres"):
+            continue
+        name, _, count = rest.rpartition(":")
+        if not (name and count.isdigit()):
+            name, count = rest, "1"
+        out[name] = out.get(name, 0) + int(count)
+    return out
+
+
+def gres_floor_problem(raw: str, need: Mapping[str, int], pods_per_node: int = 1) -> str | None:
+    """Why the ``gres`` annotation ``raw`` may not stand in for the GRES the pods need
+    (``need``: one pod's, from its resources and ResourceClaims), None when it may: it
+    replaces them in the Slurm job, so it must name each of them (typed alike) at least
+    ``pods_per_node`` times over (the pods that may share a node). It may add GRES, never
+    replace or lower these (the claims are given only what Slurm gave the job)."""
+    have = annotated_gres(raw)
+    short = [
+        f"{name}:{n * pods_per_node}"
+        for name, n in sorted(need.items())
+        if have.get(name, 0) < n * pods_per_node
+    ]
+    if not short:
+        return None
+    shared = f", {pods_per_node} pods may share a node" if pods_per_node > 1 else ""
+    return (
+        f"{raw!r} would replace or lower the GRES the pods' resources and ResourceClaims "
+        f"(spec.containers[*].resources, spec.resourceClaims) need: {', '.join(short)} per "
+        f"node{shared}; the annotation may add GRES, never lower these: remove it or name "
+        "at least as many"
+    )
+
+
 def tres_string(gres: Mapping[str, int]) -> str | None:
     """``{"gpu": 2}`` -> ``gres/gpu:2`` (several: comma-separated, sorted); empty -> None."""
     parts = [f"gres/{name}:{count}" for name, count in sorted(gres.items()) if count > 0]

@@ -24,13 +24,24 @@ _MICROTIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")
 
 
 def _qos(spec: dict[str, Any]) -> str:
+    """The pod's QoS class as kube-apiserver 1.36 computes it: from the pod-level
+    ``resources`` when set, else from every container and init container; only CPU and
+    memory count."""
+    pod_level = spec.get("resources")
+    if isinstance(pod_level, dict) and pod_level:
+        sources = [pod_level]
+    else:
+        sources = [
+            c.get("resources") or {}
+            for f in ("containers", "initContainers")
+            for c in spec.get(f) or []
+        ]
     requests = limits = 0
     guaranteed = True
-    for c in spec.get("containers") or []:
-        res = c.get("resources") or {}
+    for res in sources:
         req, lim = res.get("requests") or {}, res.get("limits") or {}
-        requests += len(req)
-        limits += len(lim)
+        requests += sum(1 for r in ("cpu", "memory") if r in req)
+        limits += sum(1 for r in ("cpu", "memory") if r in lim)
         for r in ("cpu", "memory"):
             if r not in lim or (r in req and req[r] != lim[r]):
                 guaranteed = False
@@ -207,27 +218,65 @@ _DEFAULTED_CONTAINER = (
 _MUTABLE_POD_SPEC = ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds")
 
 
+_RESIZABLE = ("cpu", "memory")
+
+
+def _other_resources(res: Any) -> dict[str, Any]:
+    """``res`` (a ResourceRequirements) without its CPU and memory: what a resize may not
+    change."""
+    res = res if isinstance(res, dict) else {}
+    out = {k: v for k, v in res.items() if k not in ("requests", "limits")}
+    for k in ("requests", "limits"):
+        rest = {r: q for r, q in (res.get(k) or {}).items() if r not in _RESIZABLE}
+        if rest:
+            out[k] = rest
+    return out
+
+
 def pod_resize(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    """A write on ``pods/resize`` (in-place resize, 1.33+): the old pod with only its
-    containers' ``resources`` and ``resizePolicy`` taken from ``new`` (by container name);
-    every other change in the request is dropped, as the real server's resize strategy
-    does. A resize that would change the pod's QoS class is refused."""
+    """A write on ``pods/resize`` (in-place resize, GA in 1.35), as kube-apiserver 1.36's
+    resize strategy and validation do it: the old pod with only these taken from ``new``
+    (containers by name): the containers' and init containers' ``resources`` and
+    ``resizePolicy``, and the pod-level ``resources`` (beta in 1.36, on by default);
+    every other change in the request is dropped. Refused, as the real server words it:
+    an init container's resources unless it is a sidecar (``restartPolicy: Always``), a
+    resource other than CPU and memory, and a change of the pod's QoS class."""
     merged = copy.deepcopy(old)
-    asked = {c.get("name"): c for c in (new.get("spec") or {}).get("containers") or []}
-    for c in (merged.get("spec") or {}).get("containers") or []:
-        want = asked.get(c.get("name"))
-        if want is None:
-            continue
-        for key in ("resources", "resizePolicy"):
-            if key in want:
-                c[key] = copy.deepcopy(want[key])
-            else:
-                c.pop(key, None)
-    before, after = _qos(old.get("spec") or {}), _qos(merged.get("spec") or {})
+    spec, asked_spec = merged.get("spec") or {}, new.get("spec") or {}
+    name = old["metadata"].get("name", "")
+    forbidden: list[str] = []
+    for field in ("containers", "initContainers"):
+        asked = {c.get("name"): c for c in asked_spec.get(field) or []}
+        for c in spec.get(field) or []:
+            want = asked.get(c.get("name"))
+            if want is None:
+                continue
+            before = copy.deepcopy(c.get("resources"))
+            for key in ("resources", "resizePolicy"):
+                if key in want:
+                    c[key] = copy.deepcopy(want[key])
+                else:
+                    c.pop(key, None)
+            if c.get("resources") == before:
+                continue
+            if field == "initContainers" and c.get("restartPolicy") != "Always":
+                forbidden.append("resources for non-sidecar init containers are immutable")
+            elif _other_resources(c.get("resources")) != _other_resources(before):
+                forbidden.append("only cpu and memory resources are mutable")
+    before_pod = copy.deepcopy(spec.get("resources"))
+    if "resources" in asked_spec:
+        spec["resources"] = copy.deepcopy(asked_spec["resources"])
+    else:
+        spec.pop("resources", None)
+    if _other_resources(spec.get("resources")) != _other_resources(before_pod):
+        forbidden.append("only cpu and memory resources are mutable")
+    if forbidden:
+        raise invalid("Pod", name, "spec", f"Forbidden: {forbidden[0]}")
+    before, after = _qos(old.get("spec") or {}), _qos(spec)
     if before != after:
         raise invalid(
             "Pod",
-            old["metadata"].get("name", ""),
+            name,
             "spec",
             f'Invalid value: "{after}": Pod QOS Class may not change as a result of resizing',
         )

@@ -46,6 +46,25 @@ async def gpu_index(b: Bridge, job_id: int) -> int:
     return int(m.group(1))
 
 
+async def hold_gpus(b: Bridge, part: str, shared: str, other: str, native: list[int]) -> int:
+    """Native jobs (added to ``native``) holding one GPU of ``shared`` and both of
+    ``other``, running; the first one's id."""
+    held = await sbatch(
+        "-p", part, "-w", shared, "--gres=gpu:1", "--mem=500", "--wrap", "sleep 300"
+    )
+    native.append(held)
+    native.append(
+        await sbatch("-p", part, "-w", other, "--gres=gpu:2", "--mem=500", "--wrap", "sleep 300")
+    )
+
+    async def running() -> bool:
+        jobs = [await b.slurm.get_job(j) for j in native]
+        return all(j.state.primary == "RUNNING" for j in jobs)
+
+    await b.wait_for("the batch jobs run", running)
+    return held
+
+
 async def test_a_batch_job_and_pods_share_a_slurmd_node_each_on_its_own_gpu(
     sandbox: SlurmSandbox, tmp_path: Path
 ) -> None:
@@ -58,22 +77,7 @@ async def test_a_batch_job_and_pods_share_a_slurmd_node_each_on_its_own_gpu(
     # the bridge's once the controller has read a job of the bridge there).
     async with dra_bridge(sandbox, tmp_path, controller=True, partition=part) as b:
         try:
-            # native jobs: one GPU of the shared node, both GPUs of the other node
-            held = await sbatch(
-                "-p", part, "-w", shared, "--gres=gpu:1", "--mem=500", "--wrap", "sleep 300"
-            )
-            native.append(held)
-            native.append(
-                await sbatch(
-                    "-p", part, "-w", other, "--gres=gpu:2", "--mem=500", "--wrap", "sleep 300"
-                )
-            )
-
-            async def running() -> bool:
-                jobs = [await b.slurm.get_job(j) for j in native]
-                return all(j.state.primary == "RUNNING" for j in jobs)
-
-            await b.wait_for("the batch jobs run", running)
+            held = await hold_gpus(b, part, shared, other, native)
             batch_index = await gpu_index(b, held)
 
             shares = {

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes_asyncio.client import models as k8s_models
 
 from admission.policy import AdmissionContext
 from admission.review import parse_review
@@ -70,6 +71,81 @@ def test_an_unmanaged_pods_resize_is_none_of_our_business() -> None:
     assert _verdict(_resize_review(old, "4"))["allowed"] is True
 
 
+def _resource_paths(cls: Any, path: tuple[str, ...], seen: frozenset[str]) -> list[Any]:
+    """Every path of the Pod type to a ``V1ResourceRequirements`` (what a pod holds: its
+    containers', init and sidecar containers', ephemeral containers' and the pod-level
+    ``resources``), from kubernetes_asyncio's model of the API: a field a later Kubernetes
+    adds shows up here, and the test below then resizes it too. Each step is the JSON name,
+    suffixed ``[]`` for a list of named objects."""
+    out: list[Any] = []
+    for attr, typ in cls.openapi_types.items():
+        name = cls.attribute_map[attr]
+        inner = typ[5:-1] if typ.startswith("list[") else typ
+        step = (*path, name + ("[]" if inner != typ else ""))
+        if inner == "V1ResourceRequirements":
+            out.append(step)
+        elif inner.startswith("V1") and inner not in seen and hasattr(k8s_models, inner):
+            out += _resource_paths(getattr(k8s_models, inner), step, seen | {inner})
+    return out
+
+
+RESOURCE_PATHS = _resource_paths(k8s_models.V1PodSpec, ("spec",), frozenset({"V1PodSpec"}))
+
+
+def _holding(path: tuple[str, ...], cpu: str, extra: dict[str, Any]) -> dict[str, Any]:
+    """A bound managed pod with ``cpu`` at ``path`` (each list: one object named ``x``,
+    with ``extra`` fields: ``restartPolicy: Always`` makes an init container a sidecar)."""
+    pod = make_pod(scheduler="slurm-bridge-scheduler", node="slurm-1")
+    cur: dict[str, Any] = pod
+    for step in path[:-1]:
+        name = step.removesuffix("[]")
+        if step.endswith("[]"):
+            items = cur.setdefault(name, [])
+            if not items:
+                items.append({"name": "x", "image": "busybox", **extra})
+            cur = items[0]
+        else:
+            cur = cur.setdefault(name, {})
+    cur[path[-1]] = {"requests": {"cpu": cpu, "memory": "1Gi"}}
+    return pod
+
+
+def test_the_pod_type_has_the_resizable_fields_this_test_knows_at_least() -> None:
+    names = {".".join(p) for p in RESOURCE_PATHS}
+    assert {
+        "spec.resources",
+        "spec.containers[].resources",
+        "spec.initContainers[].resources",
+    } <= names
+
+
+@pytest.mark.parametrize("extra", [{}, {"restartPolicy": "Always"}], ids=["init", "sidecar"])
+@pytest.mark.parametrize("path", RESOURCE_PATHS, ids=lambda p: ".".join(p))
+def test_every_resize_of_what_a_bound_pod_holds_is_refused_naming_the_field(
+    path: tuple[str, ...], extra: dict[str, Any]
+) -> None:
+    old = _holding(path, "1", extra)
+    new = _holding(path, "64", extra)
+    review = make_review(new, operation="UPDATE", old=old)
+    review["request"]["subResource"] = "resize"
+    answer = _verdict(review)
+    assert answer["allowed"] is False, path
+    field = ".".join(path).replace("[]", "[0]")
+    assert field in answer["status"]["message"]
+    assert "resized in place" in answer["status"]["message"]
+
+
+def test_a_resize_that_changes_only_how_a_container_is_resized_is_admitted() -> None:
+    old = make_pod(scheduler="slurm-bridge-scheduler", node="slurm-1")
+    new = copy.deepcopy(old)
+    new["spec"]["containers"][0]["resizePolicy"] = [
+        {"resourceName": "cpu", "restartPolicy": "RestartContainer"}
+    ]
+    review = make_review(new, operation="UPDATE", old=old)
+    review["request"]["subResource"] = "resize"
+    assert _verdict(review)["allowed"] is True
+
+
 def test_topology_spread_constraints_are_refused_on_create_naming_the_field() -> None:
     new = make_pod(scheduler="slurm-bridge-scheduler")
     new["spec"]["topologySpreadConstraints"] = SPREAD
@@ -104,6 +180,30 @@ async def test_through_the_chart_webhooks_a_bound_pod_cannot_be_resized_nor_spre
             assert "spec.containers[0].resources" in said
             cpu = (await b.get_pod("bound"))["spec"]["containers"][0]["resources"]["requests"]
             assert cpu["cpu"] == "1"
+
+            # a sidecar's and the pod-level resources, which the 1.36 server resizes too
+            held = {"requests": {"cpu": "1", "memory": "100Mi"}}
+            side = pod("side")
+            side["spec"]["resources"] = held
+            side["spec"]["initContainers"] = [{
+                "name": "proxy", "image": "registry.k8s.io/pause:3.10",
+                "restartPolicy": "Always", "resources": held,
+            }]  # fmt: skip
+            await b.kube.create(PODS, side, NS)
+            await b.bound("side")
+            grown = {"requests": {"cpu": "64", "memory": "256Gi"}}
+            for change, field in (
+                ({"initContainers": [{"name": "proxy", "resources": grown}]},
+                 "spec.initContainers[0].resources"),
+                ({"resources": grown}, "spec.resources"),
+            ):  # fmt: skip
+                with pytest.raises(KubeError) as refused:
+                    await b.kube.patch(
+                        PODS, "side", {"spec": change}, namespace=NS,
+                        patch_type="strategic", subresource="resize",
+                    )  # fmt: skip
+                assert field in str(refused.value)
+            assert (await b.get_pod("side"))["spec"]["resources"] == held
 
             # an unbound (gated) pod's resize is admitted: its job is made from the new size
             gated = pod("gated", cpu="1")

@@ -237,7 +237,7 @@ def test_a_forged_slice_for_a_node_the_bridge_does_not_schedule_on_is_ignored() 
     # the MIG claims of the cluster matched two profiles, 1g.10gb and the forged one: refused
     cls_only = claim([[]], "mig.nvidia.com")
     cls_only["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
-        {"cel": {"expression": f'device.attributes["{DRIVER}"].profile.startsWith("1g")'}}
+        {"cel": {"expression": f'device.attributes["{DRIVER}"].profile in ["1g.10gb", "1g.5gb"]'}}
     ]
     dra = DraAllocator(
         cast(KubeClient, object()),

@@ -295,9 +295,10 @@ def test_table_has_groups_then_the_mismatches() -> None:
     )
     text = render(report)
     lines = text.splitlines()
-    assert lines[0].split() == ["GROUP", "PODS", "JOB", "STATE", "REASON", "NODES", "AGE"]
+    header = ["GROUP", "PODS", "JOB", "STATE", "REASON", "EXPECTED", "NODES", "AGE"]
+    assert lines[0].split() == header
     assert lines[1].split()[0] == "Pod/r"  # sorted by kind, then name
-    assert lines[2].split() == ["PodGroup/pg", "1/1", "7", "RUNNING", "None", "n0", "60s"]
+    assert lines[2].split() == ["PodGroup/pg", "1/1", "7", "RUNNING", "None", "-", "n0", "60s"]
     assert "Slurm jobs of the bridge whose pods are all gone:" in lines
     assert "Pods whose Slurm job is gone or ended:" in lines
     assert any(line.startswith("11 ") and "PodGroup/hpc/lost" in line for line in lines)
@@ -390,3 +391,34 @@ def test_a_hetjob_component_pending_shows_its_reason_on_the_group() -> None:
     )
     [row] = report.groups
     assert (row.job_id, row.state) == (40, "PENDING")
+
+
+def test_a_pending_group_shows_when_slurm_expects_it_to_start() -> None:
+    planned = job(7, pods=("pg-0",), state="PENDING", reason="Resources").model_copy(
+        update={"start_time": NOW + timedelta(minutes=12)}
+    )
+    unplanned = job(8, name="q", pods=("q-0",), state="PENDING", reason="Priority")
+    behind_infinite = job(9, name="r", pods=("r-0",), state="PENDING").model_copy(
+        update={"start_time": NOW + timedelta(days=365)}
+    )
+    pods = [pod("pg-0", group="pg"), pod("q-0", group="q"), pod("r-0", group="r")]
+    report = build(pods, [planned, unplanned, behind_infinite], now=NOW, namespace=NS)
+    rows = {r.name: r for r in report.groups}
+    assert rows["pg"].expected_start == "2026-01-01T12:12:00Z"
+    assert rows["pg"].expected == "12m"
+    assert rows["q"].expected == "unplanned"
+    assert rows["q"].expected_start == ""
+    assert rows["r"].expected == "unknowable"
+    lines = render(report).splitlines()
+    assert lines[1].split()[5] == "12m"
+    assert "2026-01-01T12:12:00Z (12m)" in render(report, "wide")
+    as_json = json.loads(render(report, "json"))["groups"]
+    assert as_json[0]["expectedStart"] == "2026-01-01T12:12:00Z"
+    assert as_json[0]["expectedInSeconds"] == 720
+    assert as_json[1]["expectedStart"] == ""
+
+
+def test_a_running_group_shows_no_expected_start() -> None:
+    report = build([pod("pg-0", group="pg", job=7, node="n0")], [job(7)], now=NOW, namespace=NS)
+    assert report.groups[0].expected == NONE
+    assert report.groups[0].expected_start == ""

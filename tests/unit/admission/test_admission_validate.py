@@ -10,10 +10,18 @@ from admission.policy import AdmissionContext
 from admission.review import parse_review
 from admission.validate import validate
 from bridge import wellknown
-from bridge.config import parse_config
+from bridge.config import POLICED_POD_KEYS, parse_config
 from tests.admission_helpers import make_pod, make_review
 
-CFG = parse_config({"managedNamespaces": ["slurm-bridge"]}, env={})
+# every policed key open: these tables are about parsing and bounds (the policy's own
+# tests: tests/security/test_annotation_policy.py)
+CFG = parse_config(
+    {
+        "managedNamespaces": ["slurm-bridge"],
+        "defaultNamespacePolicy": {"allowPodKeys": list(POLICED_POD_KEYS)},
+    },
+    env={},
+)
 CTX = AdmissionContext(CFG, namespace_labels={})
 SCHED = "system:serviceaccount:slurm-bridge:slurm-bridge-scheduler"
 TL = wellknown.slurmjob_annotation("timelimit")

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bridge.errors import DeviceAllocationError, InvalidInput
+from bridge.errors import DeviceAllocationError, DeviceMismatch, InvalidInput
 from bridge.translate.devices import (
     DeviceId,
     Picked,
@@ -311,17 +311,16 @@ def names(picked: dict[Any, Picked]) -> dict[Any, list[str]]:
 
 
 KEY = (None, "container-0-request-0")
+COUNTED_1 = SlurmNodeView(gres={"gpu": None}, counts={"gpu": 1})  # an external node's answer
 
 
 @pytest.mark.parametrize(
     ("slurm", "taken", "want"),
     [
         pytest.param(SlurmNodeView(gres={"gpu": (1,)}), set(), ["gpu-1"], id="slurm-index"),
+        pytest.param(COUNTED_1, set(), ["gpu-0"], id="count-only-first-free"),
         pytest.param(
-            SlurmNodeView(gres={"gpu": None}), set(), ["gpu-0"], id="count-only-first-free"
-        ),
-        pytest.param(
-            SlurmNodeView(gres={"gpu": None}),
+            COUNTED_1,
             {DeviceId("gpu.nvidia.com", "n1", "gpu-0")},
             ["gpu-1"],
             id="count-only-skips-taken",
@@ -333,6 +332,59 @@ def test_gpu_is_the_device_slurm_picked_or_a_free_one(
 ) -> None:
     got = allocate_pod("n1", reqs(pod(ctr(**{GPU: "1"}))), slurm, [gpu_slice("n1", 2)], taken)
     assert names(got) == {KEY: want}
+
+
+@pytest.mark.parametrize(
+    ("slurm", "count", "words"),
+    [
+        # the job's GRES lowered to gpu:0 (an annotation): no "any free device" fallback
+        pytest.param(SlurmNodeView(), 1, ["gave the job no gpu", "asks for 1"], id="none-given"),
+        # an external node: Slurm counted 1, the claim asks 2
+        pytest.param(
+            COUNTED_1, 2, ["gave the job 1 gpu on the node", "asks for 2"], id="counted-fewer"
+        ),
+        pytest.param(
+            SlurmNodeView(gres={"gpu": (0,)}),
+            2,
+            ["gave the job 1 gpu on the node", "asks for 2"],
+            id="indexed-fewer",
+        ),
+        pytest.param(
+            SlurmNodeView(gres={"gpu:1g.10gb": None}, counts={"gpu:1g.10gb": 2}),
+            1,
+            ["gave gpu:1g.10gb", "asks for whole devices"],
+            id="counted-other-kind",
+        ),
+    ],
+)
+def test_a_claim_gets_only_devices_slurm_gave_its_job_in_number_and_kind(
+    slurm: SlurmNodeView, count: int, words: list[str]
+) -> None:
+    taken: set[DeviceId] = set()
+    with pytest.raises(DeviceMismatch) as e:
+        allocate_pod(
+            "n1",
+            reqs(pod(ctr(**{GPU: str(count)}))),
+            slurm,
+            [gpu_slice("n1", 2)],
+            taken,
+            {"gpu:1g.10gb": "1g.10gb"},
+        )
+    for w in words:
+        assert w in str(e.value), str(e.value)
+    assert not taken  # nothing picked, nothing to write
+
+
+@pytest.mark.parametrize(
+    "view", [COUNTED_1, SlurmNodeView(gres={"gpu": (0,)})], ids=["counted", "indexed"]
+)
+def test_pods_of_one_job_on_a_node_share_what_slurm_gave_it(view: SlurmNodeView) -> None:
+    taken: set[DeviceId] = set()
+    p, slices = pod(ctr(**{GPU: "1"})), [gpu_slice("n1", 2)]
+    assert names(allocate_pod("n1", reqs(p), view, slices, taken)) == {KEY: ["gpu-0"]}
+    with pytest.raises(DeviceMismatch) as e:
+        allocate_pod("n1", reqs(p), view, slices, taken)
+    assert "(1 to its other claims already)" in str(e.value)
 
 
 def test_two_pods_of_one_job_on_one_node_get_distinct_devices() -> None:
@@ -368,13 +420,13 @@ def test_cpus_are_exactly_the_cores_of_slurms_bitmap_with_their_threads() -> Non
     ("slurm", "slices", "words"),
     [
         pytest.param(
-            SlurmNodeView(gres={"gpu": None}),
+            SlurmNodeView(gres={"gpu": None}, counts={"gpu": 2}),
             [],
             ["node n1", "gpu.nvidia.com", "no ResourceSlice"],
             id="no-slice",
         ),
         pytest.param(
-            SlurmNodeView(gres={"gpu": None}),
+            SlurmNodeView(gres={"gpu": None}, counts={"gpu": 2}),
             [gpu_slice("n1", 1)],
             ["node n1", "gpu.nvidia.com", "2 free", "leave 1"],
             id="too-few",

@@ -12,13 +12,15 @@ from hypothesis import strategies as st
 
 from bridge.config import DEFAULT_GRES_MAPPING
 from bridge.errors import DeviceAllocationError, DeviceMismatch, InvalidInput
+from bridge.translate import packing
 from bridge.translate.devices import (
     DeviceId,
     Ledger,
+    SlurmLayout,
     SlurmNodeView,
     allocate_pod,
     node_devices,
-    slurm_packing,
+    packing_node,
     taken_devices,
 )
 from bridge.translate.dra import DeviceRequest, DraInputs, pod_devices
@@ -77,7 +79,7 @@ def translate(p: dict[str, Any], **kw: Any) -> DeviceRequest:
         [attr("profile")],
         [attr("type", value='"mig"'), attr("profile")],
         [attr("profile", "in", '["1g.10gb"]')],
-        [{"cel": {"expression": f'device.attributes["{DRIVER}"].profile.startsWith("1g.")'}}],
+        [{"cel": {"expression": f'device.attributes["{DRIVER}"].profile.startsWith("1g.1")'}}],
         [attr("profile"), attr("parentIndex", "==", "1")],
     ],
     ids=["profile", "type-and-profile", "in-list", "startsWith", "parent-check"],
@@ -126,7 +128,11 @@ def test_whole_gpu_class_with_attribute_selector_keeps_the_class_gres() -> None:
 @pytest.mark.parametrize(
     ("cls", "selectors", "words"),
     [
-        ("mig.nvidia.com", [], ["several profiles", "1g.10gb, 2g.20gb, 3g.40gb", "profile =="]),
+        (
+            "mig.nvidia.com",
+            [],
+            ["several profiles", "1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb", "profile =="],
+        ),
         (
             "mig.nvidia.com",
             [attr("profile", "in", '["1g.10gb", "2g.20gb"]')],
@@ -212,8 +218,16 @@ def whole_request(gres: str = "gpu:a100") -> DeviceRequest:
 MIXED = (("gpu:a100", 1), ("gpu:1g.10gb", 7))
 
 
-def view(gres: dict[str, tuple[int, ...] | None]) -> SlurmNodeView:
-    return SlurmNodeView(gres=gres, gres_layout=MIXED)
+def view(gres: dict[str, tuple[int, ...] | None], count: int = 14) -> SlurmNodeView:
+    """Slurm's answer: indices, or (None) ``count`` of the GRES."""
+    return SlurmNodeView(
+        gres=gres, gres_layout=MIXED, counts={k: len(v) if v else count for k, v in gres.items()}
+    )
+
+
+def counted(counts: dict[str, int]) -> SlurmNodeView:
+    """Slurm's answer on a node where it only counts."""
+    return SlurmNodeView(gres=dict.fromkeys(counts), counts=counts)
 
 
 def picked(got: dict[Any, Any]) -> list[str]:
@@ -254,7 +268,7 @@ def test_the_full_device_is_never_given_beside_a_slice() -> None:
         claim="g", request="r", device_class=DRIVER, driver=DRIVER, gres="gpu", count=2
     )
     with pytest.raises(DeviceMismatch) as e:
-        allocate_pod("n1", [r], SlurmNodeView(gres={"gpu": None}), SLICES, taken, PROFILES)
+        allocate_pod("n1", [r], counted({"gpu": 2}), SLICES, taken, PROFILES)
     assert "leave 1 free of 2" in str(e.value)
 
 
@@ -288,7 +302,7 @@ def test_whole_gpus_without_partitions_still_fail_softly() -> None:
     plain = [dra_driver.gpu_slice("n1", 1)]
     r = whole_request("gpu")
     with pytest.raises(DeviceAllocationError) as e:
-        allocate_pod("n1", [r, r], SlurmNodeView(gres={"gpu": None}), plain, set())
+        allocate_pod("n1", [r, r], counted({"gpu": 2}), plain, set())
     assert not isinstance(e.value, DeviceMismatch)
 
 
@@ -328,7 +342,11 @@ def test_random_claim_sets_never_overcommit_a_counter_nor_share_a_device(
             count=count,
             profile=None if kind == "whole" else kind,
         )
-        v = SlurmNodeView(gres={gres: tuple(indices) if indices else None}, gres_layout=layout)
+        v = SlurmNodeView(
+            gres={gres: tuple(indices) if indices else None},
+            gres_layout=layout,
+            counts={gres: len(indices) if indices else count},
+        )
         before = set(taken)
         try:
             got = allocate_pod("n1", [req], v, slices, taken, PROFILES)
@@ -409,5 +427,8 @@ def test_a_gpu_cut_into_several_profiles_gets_placements_that_coexist() -> None:
 
 
 def test_a_layout_no_gpu_can_hold_is_not_packed() -> None:
-    devices = node_devices(SLICES, DRIVER)
-    assert slurm_packing(devices, SLICES, (("gpu:4g.40gb", 2),), {"gpu:4g.40gb": "4g.40gb"}) is None
+    layout = SlurmLayout.of((("gpu:4g.40gb", 2),), {"gpu:4g.40gb": "4g.40gb"})
+    node = packing_node(node_devices(SLICES, DRIVER), SLICES, layout)
+    found = packing.pack(node, layout.want)
+    assert isinstance(found, packing.Unpackable)
+    assert found.short == {"gpu:4g.40gb": 1}

@@ -1,0 +1,109 @@
+"""Slurm's planned start on a waiting gang's pods, end to end: real slurmrestd 26.05 (its
+backfill pass every second: bf_interval=1), the sandbox API server and the scheduler.
+
+A gang waits behind a running job with a 2-minute limit: its pods show the start Slurm
+plans (the message and ``slinky.slurm.net/expected-start``) within one backfill interval
+of ``squeue --start``; ``kubectl slurm-bridge why`` names the running job's size and the
+short resource, ``status`` its EXPECTED column; when the job starts, the annotation is
+gone."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from bridge.expected import parse_rfc3339
+from bridge.wellknown import ANNOTATION_EXPECTED_START
+from tests.integration.bridge_harness import (
+    NS,
+    Bridge,
+    job_of,
+    kubectl_plugin,
+    podgroup,
+    running_bridge,
+)
+from tests.integration.conftest import SlurmSandbox, blocker_spec
+
+pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
+
+BACKFILL_INTERVAL = 1.0  # the sandbox's bf_interval (sandbox/slurm/launcher.py)
+
+
+@pytest.fixture
+async def bridge(sandbox: SlurmSandbox, tmp_path: Path) -> AsyncIterator[Bridge]:
+    scheduler = {"rejectBackoffSeconds": 0.5, "workers": 4, "expectedStartRefreshSeconds": 1}
+    async with running_bridge(sandbox, tmp_path, scheduler=scheduler) as b:
+        yield b
+
+
+async def plugin(b: Bridge, tmp_path: Path, *args: str) -> str:
+    proc = await kubectl_plugin(b, tmp_path, *args)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def squeue_start(sandbox: SlurmSandbox, job_id: int) -> datetime | None:
+    """``squeue --start``'s START_TIME of ``job_id`` (UTC: the sandbox runs in UTC)."""
+    out = sandbox.cli("exec", "--", "squeue", "--start", "-h", "-j", str(job_id), "-o", "%S")
+    text = out.stdout.strip()
+    try:
+        return datetime.fromisoformat(text).replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+async def test_a_gang_behind_a_2_minute_job_shows_slurms_planned_start_until_it_starts(
+    bridge: Bridge, sandbox: SlurmSandbox, track_jobs: Callable[[int], int], tmp_path: Path
+) -> None:
+    blocker = blocker_spec(sandbox).model_copy(update={"time_limit_minutes": 2})
+    blocker_id = track_jobs(await bridge.slurm.submit(blocker))
+    names = await podgroup(bridge, "eta-pg", 2, cpu="3", memory="500Mi")
+
+    async def shown() -> tuple[datetime, str] | None:
+        pod = await bridge.get_pod(names[0])
+        at = parse_rfc3339(
+            (pod["metadata"].get("annotations") or {}).get(ANNOTATION_EXPECTED_START)
+        )
+        msg = await bridge.scheduled_message(names[0])
+        return (at, msg) if at is not None and "Slurm expects it to start at" in msg else None
+
+    at, msg = await bridge.wait_for("the gang's expected start", shown)
+    job_id = job_of(await bridge.get_pod(names[0]))
+    assert f"Slurm job {job_id} is pending: " in msg
+    assert f"start at {at.strftime('%Y-%m-%dT%H:%M:%SZ')} (in " in msg
+    planned = squeue_start(sandbox, job_id)
+    assert planned is not None
+    print(f"shown {at} squeue --start {planned}")
+    assert abs((planned - at).total_seconds()) <= BACKFILL_INTERVAL
+    # the blocker ends at its limit: Slurm plans the gang for then
+    running = await bridge.slurm.get_job(blocker_id)
+    assert running.end_time is not None
+    assert abs((running.end_time - at).total_seconds()) <= 60 + BACKFILL_INTERVAL
+    for n in names[1:]:
+        other = await bridge.get_pod(n)
+        assert (other["metadata"].get("annotations") or {}).get(ANNOTATION_EXPECTED_START)
+
+    # why, in words (the kubectl plugin): the running job's size and the short resource
+    said = await plugin(bridge, tmp_path, "why", f"{NS}/{names[0]}")
+    n = len(sandbox.external_nodes)
+    assert f"Slurm job {job_id} is PENDING (Resources)" in said
+    assert f"1 job ({n} nodes, {n * sandbox.node_cpus} CPUs) running in partition" in said
+    assert f"{n} nodes short of CPUs" in said
+    assert f"Slurm expects it to start at {at.strftime('%Y-%m-%dT%H:%M:%SZ')}" in said
+    assert "blocker" not in said  # another tenant's job: counted and sized, not named
+    # the EXPECTED column
+    listed = json.loads(await plugin(bridge, tmp_path, "status", "-n", NS, "-o", "json"))
+    row = next(g for g in listed["groups"] if g["name"] == "eta-pg")
+    assert row["expectedStart"] == at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    await bridge.slurm.cancel(blocker_id)  # the blocker ends: the gang starts
+    for n in names:
+        await bridge.bound(n)
+        annotations = (await bridge.get_pod(n))["metadata"].get("annotations") or {}
+        assert ANNOTATION_EXPECTED_START not in annotations
+    errors = bridge.sched.metrics.expected_start_error_seconds.collect()[0].samples
+    assert any(s.name.endswith("_count") and s.value == 1 for s in errors)
