@@ -3,6 +3,7 @@
     slurm-bridge version
     slurm-bridge config check FILE
     slurm-bridge status [-n NS | -A] [-o wide|json] [--watch]   (workloads beside Slurm jobs)
+    slurm-bridge why [-o json] NAMESPACE/POD                    (why a pod waits, in words)
     slurm-bridge sandbox slurm up|down|status ...   (real Slurm in a chroot, for tests/demo)
     slurm-bridge sandbox kube-api up|down|status|finish-pod ...  (sandbox Kubernetes API)
     slurm-bridge sandbox demo up|down|status          (the README's demo)
@@ -75,6 +76,10 @@ def main(argv: Sequence[str] | None = None, prog: str = "slurm-bridge") -> int:
         from bridge.status.cli import main as status_main
 
         return status_main(args[1:], prog=f"{prog} status")
+    if args[:1] == ["why"]:
+        from bridge.status.cli import why_main
+
+        return why_main(args[1:], prog=f"{prog} why")
     for prefix, target in _DELEGATES.items():
         if tuple(args[: len(prefix)]) == prefix:
             return _delegate(target, args[len(prefix) :])
@@ -93,6 +98,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "slurm-bridge") -> int:
     for name in ("scheduler", "controller", "admission"):
         sub.add_parser(name, help=f"run the {name} (--config FILE)")
     sub.add_parser("status", help="workloads beside their Slurm jobs (-n NS | -A, -o, --watch)")
+    sub.add_parser("why", help="why a pod waits, from Slurm's facts (NAMESPACE/POD, -o json)")
 
     ns = parser.parse_args(args)
     if ns.command == "version":

@@ -62,6 +62,16 @@ def plan_of(start_time: datetime | None, now: datetime) -> Plan:
     return Plan(start_time.astimezone(UTC))
 
 
+# A job without a time limit: Slurm shows INFINITE (unset) while it is pending, and a year
+# (525600 minutes, its end a year after its start) once it runs (measured on 26.05).
+YEAR_MINUTES = 525600
+
+
+def unlimited(job: SlurmJob) -> bool:
+    """``job`` has no time limit (INFINITE): Slurm can plan nothing after it."""
+    return job.time_limit_minutes is None or job.time_limit_minutes >= YEAR_MINUTES
+
+
 def job_start(job: SlurmJob) -> datetime | None:
     """A pending job's ``start_time`` (a hetjob: its last component's, None while one has
     none: the components start together)."""

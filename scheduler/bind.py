@@ -214,7 +214,9 @@ class Binder:
         pods = [p for p, _ in plan]
         t0 = time.monotonic()
         try:
-            n = await self.dra.allocate(devices_of or job_id, plan, self.state.node_set.to_kube())
+            n = await self.dra.allocate(
+                devices_of or job_id, plan, self.state.node_set.to_kube(), group=job_id
+            )
         except ClaimsNotReady as e:
             # waiting on kube-controller-manager: counts toward the time bound only
             give = self._failed(job_id, "claims", str(e), counts=False)

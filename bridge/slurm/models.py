@@ -142,6 +142,14 @@ class SlurmJob(_Frozen):
     # requeued (PreemptMode REQUEUE: PENDING again, ``restart_count`` one more).
     preempt_time: datetime | None = None
     restart_count: int = 0
+    # What decides its place in the queue and what may hold it (slurm-bridge why):
+    # Slurm's priority, QOS, account, reservation and dependency ("" none)
+    priority: int | None = None
+    qos: str = ""
+    account: str = ""
+    reservation: str = ""
+    dependency: str = ""
+    minimum_cpus_per_node: int | None = None
     # A heterogeneous job (docs/hetjob.md): ``het_job_id`` is the leader's id (component
     # 0's), ``het_job_offset`` this component's offset; both None for a plain job. The
     # leader read by id (``GET /job/{leader}``) carries components 1..n here.

@@ -1,7 +1,9 @@
-"""``slurm-bridge status``: which Kubernetes workload is which Slurm job, and why it waits.
+"""``slurm-bridge status``: which Kubernetes workload is which Slurm job, and why it waits;
+``slurm-bridge why``: why one pod waits, in words.
 
     slurm-bridge status [--config FILE] [-n NS | -A] [-o wide|json] [--watch [--interval S]]
-    kubectl slurm-bridge status ...          (the same, as the kubectl plugin)
+    slurm-bridge why [--config FILE] [-o json] NAMESPACE/POD
+    kubectl slurm-bridge status|why ...      (the same, as the kubectl plugin)
 
 Reads the same config file (and ``SLURM_BRIDGE_*`` overrides) as the components: the
 slurmrestd URL and token, ``kubeconfig``, ``schedulerName``, ``mcsLabel``. Without ``-n`` or
@@ -26,6 +28,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO, cast
 
@@ -37,8 +40,10 @@ from bridge.errors import BridgeError, ConfigError
 from bridge.kube.client import KubeClient
 from bridge.logging import configure_logging
 from bridge.slurm.client import SlurmClient
-from bridge.slurm.models import SlurmJob
+from bridge.slurm.models import SlurmJob, fold_hetjobs
 from bridge.status.view import Output, Report, build, render
+from bridge.status.why import Explanation, WhyOutput, explain, find_job
+from bridge.status.why import render as render_why
 from bridge.translate import kobj, parse_admin_comment
 from bridge.translate.settings import TranslateSettings
 
@@ -224,5 +229,88 @@ def main(argv: Sequence[str], prog: str = "slurm-bridge status") -> int:
                 interval=ns.interval,
             )
         )
+    except KeyboardInterrupt:
+        return 130
+
+
+# --------------------------------------------------------------------------- why
+async def why(
+    cfg: BridgeConfig,
+    kube: KubeClient,
+    slurm: SlurmClient,
+    namespace: str,
+    name: str,
+    now: datetime,
+) -> Explanation:
+    """Why ``namespace/name`` waits: the pod, Slurm's active jobs (one streamed
+    ``GET /jobs/``) and nodes (one ``GET /nodes/``), read at once, then explained."""
+    pod, jobs, nodes = await asyncio.gather(
+        kube.get_pod(namespace, name),
+        slurm.scan_jobs(lambda j: j.state.active),
+        slurm.list_nodes(),
+    )
+    listed = fold_hetjobs(jobs)
+    return explain(
+        pod,
+        find_job(pod, listed),
+        listed,
+        nodes,
+        now=now,
+        names_others=cfg.why_names_other_jobs,
+    )
+
+
+def why_parser(prog: str = "slurm-bridge why") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description="Why a pod waits, from Slurm's facts.")
+    p.add_argument("pod", help="NAMESPACE/POD (or POD, in the kubeconfig context's namespace)")
+    p.add_argument("--config", default=None, help="the bridge's YAML config file")
+    p.add_argument("-o", "--output", choices=["json"], default=None, help="json")
+    return p
+
+
+async def run_why(
+    cfg: BridgeConfig,
+    target: str,
+    output: WhyOutput,
+    *,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+    clock: Clock | None = None,
+    kube: KubeClient | None = None,
+    slurm: SlurmClient | None = None,
+) -> int:
+    """Print why the pod ``target`` (``ns/name``) waits; exit code 1 when a side could not
+    be read (said on stderr). Clients may be injected."""
+    clock = clock or SystemClock()
+    namespace, _, name = target.rpartition("/")
+    namespace = namespace or context_namespace(cfg, os.environ)
+    own_kube, own_slurm = kube is None, slurm is None
+    try:
+        kube = kube or await KubeClient.from_config(cfg, clock=clock)
+        slurm = slurm or SlurmClient.from_config(cfg, clock=clock)
+        said = await why(cfg, kube, slurm, namespace, name, clock.now())
+    except BridgeError as e:
+        print(f"error: {namespace}/{name}: {e}", file=err, flush=True)
+        return 1
+    finally:
+        if own_slurm and slurm is not None:
+            await slurm.close()
+        if own_kube and kube is not None:
+            await kube.close()
+    out.write(render_why(said, output) + "\n")
+    return 0
+
+
+def why_main(argv: Sequence[str], prog: str = "slurm-bridge why") -> int:
+    ns = why_parser(prog).parse_args(list(argv))
+    try:
+        cfg = load_config(ns.config)
+    except ConfigError as e:
+        print(f"invalid configuration: {e}", file=sys.stderr)
+        return 2
+    configure_logging("warning", "console")
+    output = cast(WhyOutput, ns.output or "text")
+    try:
+        return asyncio.run(run_why(cfg, ns.pod, output))
     except KeyboardInterrupt:
         return 130

@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from bridge.clock import SystemClock
 from bridge.config import BridgeConfig, parse_config
@@ -296,3 +301,31 @@ async def running_sandboxes(sandbox: SlurmSandbox) -> AsyncIterator[Sandboxes]:
             yield sb
         finally:
             await sb.cancel_jobs()
+
+
+async def kubectl_plugin(b: Bridge, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``kubectl slurm-bridge ARGS`` (the plugin on PATH, kubectl finds it as kubectl
+    would) with a config file of the components' keys."""
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "slurmRestApi": b.cfg.slurm_rest_api,
+                "slurmTokenFile": str(b.cfg.slurm_token_file),
+                "slurmUserName": b.cfg.slurm_user_name,
+                "mcsLabel": b.cfg.mcs_label,
+                "kubeconfig": str(b.cfg.kubeconfig),
+            }
+        )
+    )
+    bindir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return await asyncio.to_thread(
+        subprocess.run,
+        [str(bindir / "kubectl"), "slurm-bridge", *args, "--config", str(config)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )

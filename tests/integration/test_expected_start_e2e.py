@@ -3,10 +3,13 @@ backfill pass every second: bf_interval=1), the sandbox API server and the sched
 
 A gang waits behind a running job with a 2-minute limit: its pods show the start Slurm
 plans (the message and ``slinky.slurm.net/expected-start``) within one backfill interval
-of ``squeue --start``; when the job starts, the annotation is gone."""
+of ``squeue --start``; ``kubectl slurm-bridge why`` names the running job's size and the
+short resource, ``status`` its EXPECTED column; when the job starts, the annotation is
+gone."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,7 +18,14 @@ import pytest
 
 from bridge.expected import parse_rfc3339
 from bridge.wellknown import ANNOTATION_EXPECTED_START
-from tests.integration.bridge_harness import Bridge, job_of, podgroup, running_bridge
+from tests.integration.bridge_harness import (
+    NS,
+    Bridge,
+    job_of,
+    kubectl_plugin,
+    podgroup,
+    running_bridge,
+)
 from tests.integration.conftest import SlurmSandbox, blocker_spec
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
@@ -30,6 +40,12 @@ async def bridge(sandbox: SlurmSandbox, tmp_path: Path) -> AsyncIterator[Bridge]
         yield b
 
 
+async def plugin(b: Bridge, tmp_path: Path, *args: str) -> str:
+    proc = await kubectl_plugin(b, tmp_path, *args)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
 def squeue_start(sandbox: SlurmSandbox, job_id: int) -> datetime | None:
     """``squeue --start``'s START_TIME of ``job_id`` (UTC: the sandbox runs in UTC)."""
     out = sandbox.cli("exec", "--", "squeue", "--start", "-h", "-j", str(job_id), "-o", "%S")
@@ -41,7 +57,7 @@ def squeue_start(sandbox: SlurmSandbox, job_id: int) -> datetime | None:
 
 
 async def test_a_gang_behind_a_2_minute_job_shows_slurms_planned_start_until_it_starts(
-    bridge: Bridge, sandbox: SlurmSandbox, track_jobs: Callable[[int], int]
+    bridge: Bridge, sandbox: SlurmSandbox, track_jobs: Callable[[int], int], tmp_path: Path
 ) -> None:
     blocker = blocker_spec(sandbox).model_copy(update={"time_limit_minutes": 2})
     blocker_id = track_jobs(await bridge.slurm.submit(blocker))
@@ -70,6 +86,19 @@ async def test_a_gang_behind_a_2_minute_job_shows_slurms_planned_start_until_it_
     for n in names[1:]:
         other = await bridge.get_pod(n)
         assert (other["metadata"].get("annotations") or {}).get(ANNOTATION_EXPECTED_START)
+
+    # why, in words (the kubectl plugin): the running job's size and the short resource
+    said = await plugin(bridge, tmp_path, "why", f"{NS}/{names[0]}")
+    n = len(sandbox.external_nodes)
+    assert f"Slurm job {job_id} is PENDING (Resources)" in said
+    assert f"1 job ({n} nodes, {n * sandbox.node_cpus} CPUs) running in partition" in said
+    assert f"{n} nodes short of CPUs" in said
+    assert f"Slurm expects it to start at {at.strftime('%Y-%m-%dT%H:%M:%SZ')}" in said
+    assert "blocker" not in said  # another tenant's job: counted and sized, not named
+    # the EXPECTED column
+    listed = json.loads(await plugin(bridge, tmp_path, "status", "-n", NS, "-o", "json"))
+    row = next(g for g in listed["groups"] if g["name"] == "eta-pg")
+    assert row["expectedStart"] == at.strftime("%Y-%m-%dT%H:%M:%SZ")
 
     await bridge.slurm.cancel(blocker_id)  # the blocker ends: the gang starts
     for n in names:

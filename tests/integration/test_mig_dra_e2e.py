@@ -205,8 +205,9 @@ async def test_dra_extended_resource_form_of_a_mig_class_gets_slurms_slices_coun
 async def test_a_slice_slurm_gave_that_the_slices_do_not_show_gives_the_job_back(
     mig: SlurmSandbox, tmp_path: Path
 ) -> None:
-    """The node's pool shows three 1g.10gb placements; Slurm has seven: a pod whose job
-    Slurm gives index 3 or above cannot get it, and is told why (the job given back)."""
+    """The node's pool shows three 1g.10gb placements; Slurm has seven: Slurm's layout
+    cannot be placed on the node's devices, so a pod's job there is given back, told why
+    (the type short), never given a guess."""
     (node,) = mig.external_nodes
     three = (dra_driver.placements("1g.10gb", 19, (0, 1, 2)),)
     slices = dra_driver.mig_slices(node, 1, profiles=three)
@@ -227,11 +228,12 @@ async def test_a_slice_slurm_gave_that_the_slices_do_not_show_gives_the_job_back
 
         msg = await b.wait_for("a pod told of the mismatch", mismatch, deadline=90)
         assert "given back to Slurm" in msg, msg
-        assert "which the node's ResourceSlices do not show" in msg, msg
+        assert "cannot all be placed on its ResourceSlices' devices" in msg, msg
+        assert "gpu:1g.10gb: 7 wanted, the node has 3 such device(s)" in msg, msg
         who = msg.split()[0]
         events = await b.kube.list(EVENTS, NS, field_selector=f"involvedObject.name={who}")
         assert any(
-            e.get("type") == "Warning" and "do not show" in str(e.get("message"))
+            e.get("type") == "Warning" and "cannot all be placed" in str(e.get("message"))
             for e in events.items
         ), [(e.get("reason"), e.get("message")) for e in events.items]
         await no_overcommit(b, node)

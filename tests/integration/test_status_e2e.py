@@ -6,16 +6,11 @@ Each test has its own mcsLabel, so only its own jobs are the bridge's in its eye
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from bridge.config import BridgeConfig
 from bridge.kube.client import KubeClient
@@ -29,7 +24,15 @@ from bridge.translate import admin_comment
 from bridge.wellknown import LABEL_JOB_ID
 from tests.bench.scheduler_child import CountingSlurmClient
 from tests.clients import api_version, kube_for_host
-from tests.integration.bridge_harness import NS, Bridge, job_of, pod, podgroup, running_bridge
+from tests.integration.bridge_harness import (
+    NS,
+    Bridge,
+    job_of,
+    kubectl_plugin,
+    pod,
+    podgroup,
+    running_bridge,
+)
 from tests.integration.conftest import SlurmSandbox
 from tests.integration.controller_harness import unique_mcs
 
@@ -160,38 +163,7 @@ async def test_kubectl_slurm_bridge_status_runs_the_plugin_with_the_components_c
     async with running_bridge(sandbox, tmp_path, mcsLabel=unique_mcs()) as b:
         names = await podgroup(b, "st-k", 1)
         await b.bound(names[0])
-        config = tmp_path / "config.yaml"
-        config.write_text(
-            yaml.safe_dump(
-                {
-                    "slurmRestApi": b.cfg.slurm_rest_api,
-                    "slurmTokenFile": str(b.cfg.slurm_token_file),
-                    "slurmUserName": b.cfg.slurm_user_name,
-                    "mcsLabel": b.cfg.mcs_label,
-                    "kubeconfig": str(b.cfg.kubeconfig),
-                }
-            )
-        )
-        bindir = Path(sys.executable).parent
-        env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"}
-        proc = await asyncio.to_thread(
-            subprocess.run,
-            [
-                str(bindir / "kubectl"),
-                "slurm-bridge",
-                "status",
-                "--config",
-                str(config),
-                "-A",
-                "-o",
-                "wide",
-            ],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=60,
-            check=False,
-        )
+        proc = await kubectl_plugin(b, tmp_path, "status", "-A", "-o", "wide")
     assert proc.returncode == 0, proc.stderr
     header, *rows = proc.stdout.splitlines()
     assert header.split()[:2] == ["NAMESPACE", "GROUP"]

@@ -42,6 +42,7 @@ from bridge.slurm.models import (
     SlurmWarning,
     SubmitResult,
 )
+from bridge.text import gres_problem
 
 Json = dict[str, Any]
 NODE_UPDATE_STATES = ("DRAIN", "RESUME", "DOWN", "UNDRAIN", "IDLE", "FAIL")
@@ -288,6 +289,9 @@ class Codec:
             raise InvalidInput("cpus", "must be >= 1")
         if memory_mib < 1:
             raise InvalidInput("memory_mib", "must be >= 1")
+        problem = gres_problem(gres) if gres else None
+        if problem is not None:  # words from the node's ResourceSlices: data, never syntax
+            raise InvalidInput("gres", problem)
         line = f"NodeName={name} State=EXTERNAL CPUs={cpus} RealMemory={memory_mib}"
         if features:
             line += " Features=" + ",".join(features)
@@ -458,6 +462,12 @@ class Codec:
             allocation=self.decode_allocation(j.get("job_resources")),
             preempt_time=timestamp(j.get("preempt_time")),
             restart_count=num(j.get("restart_cnt")) or 0,
+            priority=num(j.get("priority")),
+            qos=_s(j.get("qos")),
+            account=_s(j.get("account")),
+            reservation=_s(j.get("resv_name")),
+            dependency=_s(j.get("dependency")),
+            minimum_cpus_per_node=num(j.get("minimum_cpus_per_node")),
             # 0 / unset: a plain job (Slurm sends het_job_id 0 then)
             het_job_id=num(j.get("het_job_id")) or None,
             het_job_offset=(num(j.get("het_job_offset")) if num(j.get("het_job_id")) else None),

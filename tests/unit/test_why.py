@@ -1,0 +1,204 @@
+"""``slurm-bridge why``'s pure explanation (bridge.status.why): one case per kind of
+reason, and the tenant rule (other jobs counted and sized, named only when allowed)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from bridge.models import GroupId
+from bridge.slurm.models import JobState, SlurmJob, SlurmNode
+from bridge.status.why import explain, find_job, render
+from bridge.translate import admin_comment
+from bridge.wellknown import LABEL_JOB_ID
+
+NOW = datetime(2026, 11, 29, 13, 53, tzinfo=UTC)
+NS = "team-a"
+
+
+def pod(name: str = "pg-0", *, job: int | None = None, message: str = "") -> dict[str, Any]:
+    conditions = [{"type": "PodScheduled", "status": "False", "message": message}]
+    labels = {LABEL_JOB_ID: str(job)} if job is not None else {}
+    return {
+        "metadata": {"name": name, "namespace": NS, "uid": f"u-{name}", "labels": labels},
+        "spec": {},
+        "status": {"conditions": conditions if message else []},
+    }
+
+
+def job(
+    job_id: int,
+    state: str = "PENDING",
+    reason: str = "Resources",
+    *,
+    ns: str | None = NS,
+    name: str = "pg",
+    nodes: int = 2,
+    cpus: int = 6,
+    **kw: Any,
+) -> SlurmJob:
+    comment = ""
+    if ns is not None:
+        gid = GroupId(kind="PodGroup", namespace=ns, name=name, uid="u")
+        comment = admin_comment(gid, [f"{ns}/{name}-0"])
+    fields: dict[str, Any] = {
+        "job_id": job_id,
+        "name": name,
+        "state": JobState(primary=state),
+        "state_reason": reason,
+        "partition": "p",
+        "node_count": nodes,
+        "cpus": cpus,
+        "admin_comment": comment,
+        "user": "slurm",
+        "time_limit_minutes": 2,
+    }
+    return SlurmJob(**(fields | kw))
+
+
+def node(name: str, alloc_cpus: int = 8, **kw: Any) -> SlurmNode:
+    fields: dict[str, Any] = {
+        "name": name,
+        "state": frozenset({"ALLOCATED" if alloc_cpus else "IDLE"}),
+        "cpus": 8,
+        "alloc_cpus": alloc_cpus,
+        "real_memory_mib": 16000,
+        "partitions": ("p",),
+    }
+    return SlurmNode(**(fields | kw))
+
+
+NODES = [node("n0"), node("n1"), node("n2")]
+BLOCKER = job(
+    5, "RUNNING", "None", ns=None, name="native-train", nodes=3, cpus=24, user="alice",
+    end_time=NOW + timedelta(minutes=2),
+)  # fmt: skip
+
+
+def test_resources_names_the_short_resource_and_the_running_jobs_size_and_the_plan() -> None:
+    mine = job(48, start_time=NOW + timedelta(minutes=2), memory_per_node_mib=500,
+               last_sched_evaluation=NOW - timedelta(seconds=1))  # fmt: skip
+    e = explain(pod(job=48), mine, [mine, BLOCKER], NODES, now=NOW)
+    text = render(e)
+    assert "it asks 2 nodes with 3 CPUs, 500 MiB each" in text
+    assert "of the 3 nodes of partition p, 0 can take that now" in text
+    assert "3 nodes short of CPUs" in text
+    assert "1 job (3 nodes, 24 CPUs) running in partition p" in text
+    assert "the first ends by 2026-11-29T13:55:00Z" in text
+    assert "Slurm expects it to start at 2026-11-29T13:55:00Z (in 2 min)" in text
+    assert e.short == {"CPUs": 3}
+    assert e.expected_start == "2026-11-29T13:55:00Z"
+    # another tenant's job: counted and sized, never named
+    assert "native-train" not in text
+    assert "alice" not in text
+    assert "job 5" not in text
+    assert any("timelimit" in c for c in e.changes)
+
+
+def test_the_admin_may_let_why_name_other_tenants_jobs() -> None:
+    mine = job(48)
+    text = render(explain(pod(job=48), mine, [mine, BLOCKER], NODES, now=NOW, names_others=True))
+    assert "job 5 (native-train, user alice): 3 nodes, 24 CPUs" in text
+
+
+def test_priority_counts_the_jobs_ahead_in_the_partition_and_their_size() -> None:
+    mine = job(50, reason="Priority", priority=10)
+    ahead = [
+        job(40, priority=20, ns="team-b", nodes=2, cpus=16),  # higher: ahead
+        job(41, priority=10, ns=NS, name="older", nodes=1, cpus=8),  # same, older: ahead
+        job(60, priority=10, ns="team-b"),  # same, newer: behind
+        job(42, priority=5, ns="team-b"),  # lower: behind
+        job(43, priority=99, partition="other"),  # another partition
+    ]
+    e = explain(pod(job=50), mine, [mine, *ahead, BLOCKER], NODES, now=NOW)
+    assert e.ahead is not None
+    assert (e.ahead.jobs, e.ahead.nodes, e.ahead.cpus) == (2, 3, 24)
+    text = render(e)
+    assert "2 jobs (3 nodes, 24 CPUs) ahead of it in partition p" in text
+    assert "job 41 (older, user slurm)" in text  # the tenant's own job is named
+    assert "job 40" not in text  # another tenant's is not
+    assert "no start time planned yet" in text
+
+
+def test_no_plan_behind_a_job_without_a_time_limit_says_which_jobs_make_it_unknowable() -> None:
+    # running without a limit, as Slurm shows it: a year (525600 min), ending a year on
+    forever = BLOCKER.model_copy(
+        update={"time_limit_minutes": 525600, "end_time": NOW + timedelta(days=365)}
+    )
+    mine = job(48, start_time=NOW + timedelta(days=365))
+    e = explain(pod(job=48), mine, [mine, forever], NODES, now=NOW)
+    assert e.expected_start == ""
+    assert e.sureness.startswith(
+        "no start time planned yet: a job ahead has no time limit (INFINITE); Slurm cannot "
+        "plan past 1 job (3 nodes, 24 CPUs) running or ahead of it in partition p"
+    )
+    text = render(e)
+    assert "ends by" not in text
+    assert "1 job (3 nodes, 24 CPUs) running in partition p; 1 of them without a time limit" in text
+
+
+def test_a_short_gres_is_named_by_type() -> None:
+    mine = job(48, nodes=1, cpus=1, tres_per_node="gres/gpu:a100:2")
+    gpus = [node(f"n{i}", alloc_cpus=1, gres="gpu:a100:2", gres_used="gpu:a100:1(IDX:0)")
+            for i in range(2)]  # fmt: skip
+    e = explain(pod(job=48), mine, [mine], gpus, now=NOW)
+    assert e.short == {"GRES gpu:a100": 2}
+    assert "2 nodes short of GRES gpu:a100" in render(e)
+
+
+def test_a_drained_node_is_short_of_a_usable_state() -> None:
+    mine = job(48, nodes=1, cpus=1)
+    drained = [node("n0", alloc_cpus=0, state=frozenset({"IDLE", "DRAIN"}))]
+    assert explain(pod(job=48), mine, [mine], drained, now=NOW).short == {
+        "usable state (down, drained or reserved)": 1
+    }
+
+
+def test_a_qos_limit_is_named_with_its_qos() -> None:
+    mine = job(48, reason="QOSMaxGRESPerUser", qos="normal")
+    text = render(explain(pod(job=48), mine, [mine], NODES, now=NOW))
+    assert "a limit of QOS normal is reached: max GRES per user (QOSMaxGRESPerUser)" in text
+    assert "slurmjob.slinky.slurm.net/qos" in text
+
+
+def test_a_hetjob_names_the_component_that_waits() -> None:
+    leader = job(32, "RUNNING", "None", het_job_id=32, het_job_offset=0)
+    waiting = job(33, reason="Resources", het_job_id=32, het_job_offset=1)
+    het = leader.model_copy(update={"het_components": (waiting,)})
+    e = explain(pod(job=32), het, [het], NODES, now=NOW)
+    assert e.component == "32+1"
+    assert (e.state, e.reason) == ("PENDING", "Resources")
+    assert "component 32+1 of 2 waits" in render(e)
+
+
+def test_a_pod_without_a_job_says_what_the_bridge_says() -> None:
+    p = pod(message="waiting for group PodGroup/team-a/pg: 1 of 2 pods exist")
+    e = explain(p, find_job(p, []), [], NODES, now=NOW)
+    assert e.job_id is None
+    assert e.why == ("no Slurm job yet: waiting for group PodGroup/team-a/pg: 1 of 2 pods exist",)
+
+
+def test_a_pending_pod_not_labelled_yet_is_found_by_the_jobs_back_link() -> None:
+    mine = job(48)
+    assert find_job(pod(), [mine, BLOCKER]) == mine
+    assert find_job(pod(job=5), [mine, BLOCKER]) == BLOCKER
+
+
+def test_json_has_the_facts_in_camel_case() -> None:
+    mine = job(48, start_time=NOW + timedelta(minutes=2))
+    d = json.loads(render(explain(pod(job=48), mine, [mine, BLOCKER], NODES, now=NOW), "json"))
+    assert d["expectedStart"] == "2026-11-29T13:55:00Z"
+    assert d["holding"] == {"jobs": 1, "nodes": 3, "cpus": 24}
+    assert d["short"] == {"CPUs": 3}
+
+
+def test_a_held_job_says_it_is_held_and_that_slurm_plans_none_for_it() -> None:
+    mine = job(48, reason="JobHeldUser", priority=0)
+    e = explain(pod(job=48), mine, [mine], NODES, now=NOW)
+    assert e.why == ("it is held (priority 0): it starts only once released",)
+    assert e.sureness == (
+        "no start time planned yet: Slurm plans no start for a job that is held or waits "
+        "for other jobs"
+    )
+    assert any("scontrol release" in c for c in e.changes)
