@@ -19,6 +19,9 @@ from tests.clients import kube_for_host
 
 from .helpers import NS
 
+# the v1alpha2 API is 1.36's (1.37 removes it: test_workload_api_137.py)
+pytestmark = pytest.mark.parametrize("kube_version", ["1.36"], indirect=True)
+
 WORKLOADS = Resource("scheduling.k8s.io", "v1alpha2", "workloads", "Workload", True)
 PODGROUPS = Resource("scheduling.k8s.io", "v1alpha2", "podgroups", "PodGroup", True)
 
