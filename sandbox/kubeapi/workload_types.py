@@ -40,7 +40,6 @@ kubernetes/enhancements, as no 1.37 API server or types are stored here):
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from sandbox.kubeapi.errors import ApiError, check_dns_label, check_max_items, invalid
@@ -55,7 +54,6 @@ TEMPLATES_MAX = 8  # WorkloadMaxPodGroupTemplates
 TREE_DEPTH_MAX = 4  # KEP-6012: a Workload's template tree, PodGroup templates counted
 TOPOLOGY_MAX = 1  # schedulingConstraints.topology
 PRIORITY_MAX = 1_000_000_000  # HighestUserDefinablePriority
-_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def _bad(kind: str, obj: Obj, field: str, reason: str) -> ApiError:
@@ -88,6 +86,17 @@ def _policy(kind: str, obj: Obj, path: str, policy: Any) -> None:
             )
 
 
+def _template_name(obj: Obj, where: str, t: Any, seen: set[str]) -> None:
+    """A Workload's template at ``where`` is an object named by a DNS label not in
+    ``seen`` (which gains it)."""
+    if not isinstance(t, dict):
+        raise _bad("Workload", obj, where, "Invalid value: must be an object")
+    _name("Workload", obj, f"{where}.name", t.get("name"))
+    if t["name"] in seen:
+        raise _bad("Workload", obj, where, f'Duplicate value: {{"name":"{t["name"]}"}}')
+    seen.add(t["name"])
+
+
 def _validate_workload(obj: Obj) -> None:
     spec = obj.get("spec")
     if not isinstance(spec, dict):
@@ -101,12 +110,7 @@ def _validate_workload(obj: Obj) -> None:
     seen: set[str] = set()
     for i, t in enumerate(templates):
         where = f"spec.podGroupTemplates[{i}]"
-        if not isinstance(t, dict):
-            raise _bad("Workload", obj, where, "Invalid value: must be an object")
-        _name("Workload", obj, f"{where}.name", t.get("name"))
-        if t["name"] in seen:
-            raise _bad("Workload", obj, where, f'Duplicate value: {{"name":"{t["name"]}"}}')
-        seen.add(t["name"])
+        _template_name(obj, where, t, seen)
         _policy("Workload", obj, f"{where}.schedulingPolicy", t.get("schedulingPolicy"))
 
 
@@ -182,19 +186,8 @@ def check_update(
 
 # --------------------------------------------------------------------------- 1.37
 def _subdomain(kind: str, obj: Obj, field: str, value: Any, *, required: bool = True) -> None:
-    if value is None and not required:
-        return
-    if not isinstance(value, str) or not value:
-        raise _bad(kind, obj, field, "Required value")
-    if len(value) > 253 or not _SUBDOMAIN.match(value):
-        raise _bad(
-            kind,
-            obj,
-            field,
-            f'Invalid value: "{value}": a lowercase RFC 1123 subdomain must consist of lower '
-            "case alphanumeric characters, '-' or '.', and must start and end with an "
-            "alphanumeric character",
-        )
+    if value is not None or required:
+        check_dns_label(kind, obj, field, value, GROUP, subdomain=True)
 
 
 def _one_of(kind: str, obj: Obj, path: str, value: Any, members: tuple[str, ...]) -> str:
@@ -317,12 +310,7 @@ def _templates(
             raise _bad(kind, obj, where, reason)
         for i, t in enumerate(templates):
             at = f"{where}[{i}]"
-            if not isinstance(t, dict):
-                raise _bad(kind, obj, at, "Invalid value: must be an object")
-            _name(kind, obj, f"{at}.name", t.get("name"))
-            if t["name"] in names:
-                raise _bad(kind, obj, at, f'Duplicate value: {{"name":"{t["name"]}"}}')
-            names.add(t["name"])
+            _template_name(obj, at, t, names)
             if composite:
                 _group_policy(kind, obj, f"{at}.schedulingPolicy", t.get("schedulingPolicy"))
                 mode = t.get("disruptionMode") or {"single": {}}

@@ -19,7 +19,7 @@ from sandbox.cluster import SandboxCluster
 from sandbox.kubeapi import SANDBOX_TOKEN
 from tests.clients import kube_for_host
 
-from .helpers import NS
+from .helpers import NS, invalid
 
 pytestmark = pytest.mark.parametrize("kube_version", ["1.37"], indirect=True)
 
@@ -84,15 +84,6 @@ def composite(name: str, wl: str, tmpl: str, min_groups: int = 2) -> dict[str, A
             "priorityClassName": "high",
         },
     }
-
-
-async def invalid(
-    kube: KubeClient, res: Resource, body: dict[str, Any], namespace: str | None = NS
-) -> str:
-    with pytest.raises(KubeInvalid) as e:
-        await kube.create(res, body, namespace)
-    assert e.value.status == 422
-    return str(e.value)
 
 
 async def test_a_composite_of_two_podgroups_is_stored_and_read_in_both_versions(
