@@ -9,8 +9,10 @@ to what they were: a list of the classes, of the node's slices, of the claims.
 
 Restart-safe and idempotent: every claim is written whole in one status write
 (``allocation`` and ``reservedFor`` together), so a restart finds a claim either untouched
-or complete; a claim already allocated and reserved for the pod is left as it is; the
-extended-resource claim is found again by its owner and annotation, never created twice.
+or complete; a claim already allocated for the pods being bound alone (by an earlier Slurm
+job, or an earlier try) is deallocated and allocated afresh from this job's devices, so a
+claim never keeps a device of another job; the extended-resource claim is found again by
+its owner and annotation, never created twice.
 The order per pod is: (1) the extended-resource claim exists (created with the finalizer
 ``resource.kubernetes.io/delete-protection``; users' claims get it added), (2) each claim's
 status is written, (3) ``pod.status.extendedResourceClaimStatus`` names the claim. Only
@@ -197,20 +199,11 @@ class _Ours:
     picked: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
-def _check_reclaim(pod: KubeObject, claim: KubeObject, other: str, node: str, where: str) -> None:
-    """A claim allocated on another node (an earlier Slurm job of this pod, cancelled
-    before the pod was bound) follows the pod to Slurm's new node when nobody else holds
-    it; refused when another pod uses it."""
-    others = [
-        r for r in kobj.sequence(claim, "status", "reservedFor") if r.get("uid") != kobj.uid(pod)
+def _holders_elsewhere(claim: KubeObject, ours: _Ours) -> list[Mapping[str, Any]]:
+    """The consumers a claim is reserved for that are not pods of this allocation."""
+    return [
+        r for r in kobj.sequence(claim, "status", "reservedFor") if r.get("uid") not in ours.uids
     ]
-    if others:
-        raise InvalidInput(
-            "spec.resourceClaims",
-            f"ResourceClaim {kobj.name(claim)!r} is allocated on node {other} and in use "
-            f"by {others[0].get('name')}, but Slurm placed the pod on {node}",
-            where,
-        )
 
 
 class DraAllocator:
@@ -424,8 +417,10 @@ class DraAllocator:
         ours: _Ours,
     ) -> _PodPlan:
         """The claims ``pod`` uses and the devices picked for those not allocated yet;
-        nothing written. A claim already allocated on another node by nobody else follows
-        the pod (deallocated when written); one another group holds is refused."""
+        nothing written. One another group holds is refused. One allocated but held by no
+        pod outside this allocation is allocated afresh (deallocated when written): its
+        devices are an earlier job's, which Slurm may have given to someone else since,
+        on this node or another. One that pods bound earlier hold is shared as it is."""
         ns = kobj.namespace(pod)
         where = kobj.describe(pod, "Pod")
         todo: list[_ClaimUse] = []
@@ -458,10 +453,22 @@ class DraAllocator:
                     )
                 continue
             await self._check_holders(pod, use.claim, ours, where)
-            if (other := allocated_node(use.claim)) not in (None, node):
-                _check_reclaim(pod, use.claim, other, node, where)
+            allocated = kobj.get(use.claim, "status", "allocation") is not None
+            elsewhere = _holders_elsewhere(use.claim, ours)
+            if allocated and not elsewhere:
+                # written for these pods by an earlier Slurm job (given back, or cancelled
+                # before they were bound) or an earlier try: allocated afresh from this
+                # job's devices (its own are free to pick again)
                 use.reclaim = True
-            if use.reclaim or kobj.get(use.claim, "status", "allocation") is None:
+                taken.difference_update(taken_devices([use.claim]))
+            elif (other := allocated_node(use.claim)) not in (None, node):
+                raise InvalidInput(
+                    "spec.resourceClaims",
+                    f"ResourceClaim {key[1]!r} is allocated on node {other} and in use by "
+                    f"{elsewhere[0].get('name')}, but Slurm placed the pod on {node}",
+                    where,
+                )
+            if use.reclaim or not allocated:
                 pick += use.reqs
                 ours.picked[key] = node
         picked = allocate_pod(node, pick, view, slices, taken, self.profiles)

@@ -13,8 +13,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
+from admission.app import MAX_NODES, kube_node_kinds
 from bridge.config import parse_config
-from bridge.errors import SlurmNotFound
+from bridge.errors import KubeNotFound, SlurmNotFound
 from bridge.kube.client import KubeClient
 from bridge.kube.events import EventRecorder
 from bridge.kube.namespaces import MAX_NAMESPACES, CachedNamespaceLabels
@@ -297,6 +298,24 @@ async def test_a_hundred_thousand_namespaces_in_reviews_keep_the_label_cache_bou
     assert len(fetched) == before + 10
 
 
+async def test_a_hundred_thousand_node_names_in_pods_keep_the_node_kind_cache_bounded() -> None:
+    """A new pod may name any node in spec.nodeName; the Slurm-node guard looks each up."""
+    fetched: list[str] = []
+
+    class Nodes:
+        async def get(self, resource: Any, name: str) -> dict[str, Any]:
+            fetched.append(name)
+            raise KubeNotFound(f"node {name}")
+
+    kinds = kube_node_kinds(cast(KubeClient, Nodes()), FakeClock(), 30)
+    for i in range(MANY):
+        assert await kinds.get(f"node-{i}") == ""
+    assert cast(Any, kinds).stats().size == MAX_NODES
+    before = len(fetched)
+    await asyncio.gather(*(kinds.get(f"again-{i % 10}") for i in range(1000)))
+    assert len(fetched) == before + 10
+
+
 # ---------------------------------------------------------------- the class stays shut
 # Every dict/set attribute of a product class that is not a BoundedMap/BoundedSet, and why
 # it cannot grow with what tenants send. A new one fails test_every_growing_map_is_bounded_or_known
@@ -318,7 +337,8 @@ KNOWN: dict[str, str] = {
     "DraAllocator.device_class_gres": FIXED,
     "DraAllocator.gres_mapping": FIXED,
     "SlurmCollector._read": FIXED,
-    "CachedNamespaceLabels._inflight": "lookups in flight, each removed when it ends",
+    "CachedLookup._inflight": "lookups in flight, each removed when it ends",
+    "AdmissionContext.slurm_nodes": "one review's: the server puts in the one node a pod names",
     "Watcher.known": MIRROR,
     "ArrayStream.rest": "the other top-level keys of one Slurm answer (its size is capped)",
     "Answer.headers": VALUE + " (one HTTP answer's headers: at most MAX_HEAD_BYTES)",
@@ -476,7 +496,9 @@ def test_every_growing_map_is_bounded_or_known() -> None:
     assert not stale, f"KNOWN lists attributes that are gone or bounded now: {stale}"
 
 
-_BOUNDED_NAME = re.compile(r"Bounded(?:Map|Set)(?:\[[^\]]*\])*\(\s*\"([a-z0-9-]+)\"", re.S)
+_BOUNDED_NAME = re.compile(
+    r"(?:Bounded(?:Map|Set)|CachedLookup)(?:\[[^\]]*\])*\(\s*\"([a-z0-9-]+)\"", re.S
+)
 
 
 def test_every_bounded_cache_is_listed_in_the_security_docs() -> None:

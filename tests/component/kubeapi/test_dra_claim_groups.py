@@ -30,13 +30,12 @@ from tests.component.kubeapi.test_dra_allocate_concurrent import NODE, NS, claim
 
 
 class OneGpu:
-    """Slurm's answer for every job: ``count`` GPUs on the node, indexed from 0 (a
-    slurmd-backed node), or counted (``indexed=False``: an external node)."""
+    """Slurm's answer for every job: ``count`` GPUs on the node, indexed from ``first``
+    (a slurmd-backed node), or counted (``indexed=False``: an external node)."""
 
-    def __init__(self, count: int = 1, *, indexed: bool = True) -> None:
-        self.gres = GresAllocation(
-            name="gpu", count=count, indices=tuple(range(count)) if indexed else None
-        )
+    def __init__(self, count: int = 1, *, indexed: bool = True, first: int = 0) -> None:
+        indices = tuple(range(first, first + count)) if indexed else None
+        self.gres = GresAllocation(name="gpu", count=count, indices=indices)
 
     async def get_job_resources(self, job_id: int) -> tuple[NodeResources, ...]:
         return (NodeResources(node=NODE, gres=(self.gres,)),)
@@ -121,3 +120,20 @@ async def test_an_allocation_with_one_pod_refused_writes_nothing(
             await dra.allocate(7, [(p, NODE) for p in pods], {})
         for i in range(2):
             assert not (await kube.get(RESOURCE_CLAIMS, f"c{i}", NS)).get("status")
+
+
+async def test_a_claim_left_allocated_by_an_earlier_job_of_the_pod_is_allocated_afresh(
+    srv: SandboxCluster,
+) -> None:
+    # job 7 gave the pod GPU 1 and was given back before the pod was bound; job 8, on the
+    # same node, has GPU 0 (GPU 1 may be another job's now): the claim follows job 8
+    slurm = OneGpu(first=1)
+    async with cluster(srv, slurm) as (kube, dra):
+        await kube.create(RESOURCE_CLAIMS, claim("mine"), NS)
+        p = await group_pod(kube, "p", "mine", 7)
+        assert await dra.allocate(7, [(p, NODE)], {}) == 1
+        slurm.gres = OneGpu(first=0).gres
+        assert await dra.allocate(8, [(p, NODE)], {}) == 1
+        c = await kube.get(RESOURCE_CLAIMS, "mine", NS)
+        assert [r["device"] for r in c["status"]["allocation"]["devices"]["results"]] == ["gpu-0"]
+        assert reserved(c) == ["p"]

@@ -252,6 +252,18 @@ extension functions, so that every CEL implementation evaluates it alike.
 {{- end -}}
 
 {{/*
+Who the Slurm-node guard's webhook never calls for: the exempt creators
+(config.admission.nodeGuardExemptUsernames, the DaemonSet controller by default) and the
+nodes (a kubelet creates only mirror pods of its own node: NodeRestriction).
+*/}}
+{{- define "slurm-bridge.nodeGuardCondition" -}}
+{{- $users := dig "admission" "nodeGuardExemptUsernames" (list "system:serviceaccount:kube-system:daemon-set-controller") .Values.config -}}
+{{- $quoted := list -}}
+{{- range $users }}{{- $quoted = append $quoted (printf "%q" .) -}}{{- end -}}
+{{- printf "!(request.userInfo.username in [%s]) && !request.userInfo.username.startsWith(\"system:node:\")" (join ", " $quoted) -}}
+{{- end -}}
+
+{{/*
 The chart-generated webhook certificate, as YAML (parse it with fromYaml): crt, key, caCrt,
 caKey (base64), caBundle (base64 PEM: the CA, plus the previous CA after a CA renewal),
 notAfter, caNotAfter (unix seconds). Arguments: root, name, dnsNames, now (unix seconds),
