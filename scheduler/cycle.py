@@ -374,19 +374,22 @@ class Scheduler:
         warning: bool,
     ) -> None:
         """End the group's hold on ``job_id`` before its pods run, on every path (a member
-        lost before allocation, a job given back after failed binds): cancelled in Slurm,
-        no longer followed, no longer the group's, taken off the pods (job-id label, node
-        annotation, finalizer), and the pods told why (``reason``, ``message``)."""
-        await self.slurm.cancel(job_id)
-        self.slurm_state.unwatch(job_id)
-        g.job = None
-        (log.warning if warning else log.info)("job_released", job_id=job_id, why=message)
+        lost before allocation, a job given back after failed binds): taken off the pods
+        (job-id label, node annotation, finalizer), cancelled in Slurm, no longer followed,
+        no longer the group's, and the pods told why (``reason``, ``message``). The pods
+        are unlinked first: the controller fails the pods still linked to a job that
+        ended, and a pod given back must stay schedulable (a job left without pods, if the
+        cancel fails, is a stray the controller's sweep cancels)."""
         unlinked = await asyncio.gather(
             *(self.binder.unlink(p) for p in pods), return_exceptions=True
         )
         errors = [r for r in unlinked if isinstance(r, BaseException)]
         if errors:
             log.warning("unlink_failed", job_id=job_id, pods=len(errors), first=str(errors[0]))
+        await self.slurm.cancel(job_id)
+        self.slurm_state.unwatch(job_id)
+        g.job = None
+        (log.warning if warning else log.info)("job_released", job_id=job_id, why=message)
         await self.report.unschedulable(pods, reason, message, warning=warning)
 
     # ------------------------------------------------------------------ 4. act
@@ -461,6 +464,10 @@ class Scheduler:
                 if bound.give_back is None:
                     return bound.outcome
                 give = bound.give_back
+                if give.node is not None:
+                    # Slurm's devices and the node's disagree: not that node again for the
+                    # group until its ResourceSlices change (scheduler.snapshot)
+                    g.device_excluded[give.node] = give.fingerprint
                 await self.release(
                     g, give.job_id, pods, reason=give.reason, message=give.message, warning=True
                 )

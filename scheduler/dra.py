@@ -344,6 +344,10 @@ class DraAllocator:
         cached = self.cache.claims.get((namespace, name))
         return cached if cached is not None else await self._read(RESOURCE_CLAIMS, namespace, name)
 
+    async def slices_of(self, node: str) -> list[KubeObject]:
+        """The ResourceSlices of Kubernetes node ``node``."""
+        return await self._slices_on(node)
+
     async def _slices_on(self, node: str) -> list[KubeObject]:
         if RESOURCE_SLICES.plural in self.cache.synced:
             return self.cache.slices_on(node)

@@ -414,6 +414,9 @@ KNOWN: dict[str, str] = {
     "Reporter._background": "status writes in flight, each removed when it ends",
     "GroupState.pods": MIRROR,
     "GroupState.first_seen": MIRROR + " (the group's pods: popped with them)",
+    "GroupState.device_excluded": VALUE
+    + " (nodes of the cluster whose devices disagreed with Slurm for the group: at most the"
+    " nodes, dropped when their slices change or the group ends)",
     "KubeState.pods": MIRROR,
     "KubeState.pod_group": MIRROR,
     "KubeState.groups": MIRROR + " (a group is dropped once no pod of it is left)",
