@@ -56,6 +56,25 @@ class KubeFetching(KubeApi):
             versions.insert(0, preferred)
         return tuple(versions)
 
+    async def serves(self, res: Resource) -> bool:
+        """Whether the server serves ``res`` (discovery: ``GET /apis/<group>/<version>``
+        lists its plural), e.g. DeviceTaintRule only from Kubernetes 1.37."""
+        path = f"/apis/{res.group}/{res.version}" if res.group else f"/api/{res.version}"
+        status, data = await self.raw("GET", path, what=f"discovery of {res.api_version}")
+        if status == 404:
+            return False
+        if not 200 <= status < 300:
+            raise error_for_status(status, data, f"discovery of {res.api_version}")
+        try:
+            body = fastjson.loads(data)
+        except ValueError:
+            raise KubeUnavailable(
+                f"discovery of {res.api_version}: answer is not JSON", status=status
+            ) from None
+        return any(
+            isinstance(r, dict) and r.get("name") == res.plural for r in body.get("resources") or []
+        )
+
     async def get(self, res: Resource, name: str, namespace: str | None = None) -> KubeObject:
         return await self.request(
             "GET", res.path(namespace, name), what=f"get {res.describe(namespace, name)}"
