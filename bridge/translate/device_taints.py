@@ -97,6 +97,30 @@ def device_taints(device: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [t for t in kobj.sequence(device, "taints") if isinstance(t, Mapping)]
 
 
+def split_tainted(
+    slices: Sequence[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The slices without their devices tainted NoSchedule/NoExecute (what nothing
+    tolerating no taint may be given: the node's GRES condition counts these as
+    unavailable), and those devices as ``name (key=value:Effect)``."""
+    out: list[dict[str, Any]] = []
+    tainted: list[str] = []
+    for s in slices:
+        devices = kobj.sequence(s, "spec", "devices")
+        blocked = [untolerated(device_taints(d), ()) for d in devices]
+        if not any(blocked):
+            out.append(s)
+            continue
+        tainted += [
+            f"{kobj.text(d, 'name')} ({describe(b[0])})"
+            for d, b in zip(devices, blocked, strict=True)
+            if b
+        ]
+        kept = [d for d, b in zip(devices, blocked, strict=True) if not b]
+        out.append({**s, "spec": {**s["spec"], "devices": kept}})
+    return out, tainted
+
+
 def untolerated(
     taints: Iterable[Mapping[str, Any]],
     tolerations: Sequence[Any],
