@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
-ENDPOINTS = frozenset({"mutate", "validate"})
+ENDPOINTS = frozenset({"mutate", "validate", "placement"})
 KINDS = frozenset({"Pod", "PodGroup", "Workload", "JobSet", "LeaderWorkerSet", "Job"})
 OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
 RESULTS = frozenset(
