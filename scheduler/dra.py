@@ -364,8 +364,11 @@ class DraAllocator:
         return cached if cached is not None else await self._read(RESOURCE_CLAIMS, namespace, name)
 
     async def slices_of(self, node: str) -> list[KubeObject]:
-        """The ResourceSlices of Kubernetes node ``node``."""
-        return await self._slices_on(node)
+        """The ResourceSlices of Kubernetes node ``node``, with the DeviceTaintRules'
+        taints merged into their devices (what the allocation reads: a tainted device is
+        never picked; a rule that comes or goes changes their fingerprint, so it lifts a
+        device exclusion as a slice change does)."""
+        return with_rules(await self._slices_on(node), await self._taint_rules())
 
     async def _slices_on(self, node: str) -> list[KubeObject]:
         if RESOURCE_SLICES.plural in self.cache.synced:
@@ -423,11 +426,10 @@ class DraAllocator:
                 counts={k: g.count for k, g in given.items()},
             )
         nodes = sorted({n for _, n, _ in wanted})
-        slice_lists = await asyncio.gather(*(self._slices_on(n) for n in nodes))
         # the DeviceTaintRules' taints merged in: a tainted device is never picked for a
         # request that does not tolerate it (bridge.translate.device_taints)
-        rules = await self._taint_rules()
-        slices = {n: with_rules(sl, rules) for n, sl in zip(nodes, slice_lists, strict=True)}
+        slice_lists = await asyncio.gather(*(self.slices_of(n) for n in nodes))
+        slices = dict(zip(nodes, slice_lists, strict=True))
         # claims by (namespace, name), kept current as they are written (a claim two pods
         # of the group share is allocated once, then only reserved for the second)
         async with self._picking:
