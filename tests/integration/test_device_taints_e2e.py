@@ -20,7 +20,7 @@ from bridge.kube.resources import PODS as PODS_RES
 from bridge.models import JobSpec
 from bridge.translate.device_taints import EVICTION_REASON
 from bridge.wellknown import slurmjob_annotation
-from scheduler.dra import RESOURCE_CLAIMS
+from scheduler.dra import RESOURCE_CLAIMS, RESOURCE_SLICES
 from tests.integration.bridge_harness import NS, Bridge, job_of
 from tests.integration.conftest import SlurmSandbox
 from tests.integration.test_dra_e2e import (
@@ -188,3 +188,35 @@ async def test_tainting_an_allocated_gpu_noexecute_ends_its_pods_hold(
                 return True
 
         await b.wait_for("the Slurm job ended", job_ended)
+
+
+async def test_on_kubernetes_1_36_device_taint_rules_are_never_asked_for(
+    sandbox: SlurmSandbox, tmp_path: Path
+) -> None:
+    """1.36 serves no DeviceTaintRule (beta, off): discovery says so, the scheduler and
+    the controller never list or watch them, and a slice's own taint still holds."""
+    async with dra_bridge(sandbox, tmp_path, controller=True) as b:
+        assert "devicetaintrules" in b.sched.dra.cache.synced  # known: there are none
+        node = sandbox.external_nodes[0]
+        (s,) = [
+            x
+            for x in (await b.kube.list(RESOURCE_SLICES)).items
+            if x["spec"]["nodeName"] == node and x["spec"]["driver"] == GPU_CLASS
+        ]
+        s["spec"]["devices"][0]["taints"] = [HOT]
+        await b.kube.patch(RESOURCE_SLICES, s["metadata"]["name"], {"spec": s["spec"]})
+
+        async def seen() -> bool:
+            return any(
+                d.get("taints")
+                for x in b.sched.dra.cache.slices_on(node)
+                for d in x["spec"].get("devices") or []
+            )
+
+        await b.wait_for("the scheduler sees the slice's taint", seen)
+        for other in sandbox.external_nodes[1:]:
+            b.api.api.set_node_ready(other, ready=False)
+        await b.kube.create(PODS_RES, dra_pod("t", requests={GPU: "1"}), NS)
+        assert await b.bound("t") == node
+        assert devices(await extended_claim(b, "t")) == ["gpu-1"]
+        assert b.api.request_log.entries(path="devicetaintrules") == []
