@@ -7,9 +7,10 @@ pod, whatever its scheduler and namespace, is refused when it
 
 * is created with ``spec.nodeName`` naming a Slurm node (:func:`slurm_node_reason`: the
   managed-node taint, the external-node label, or the slurm-nodename label), or
-* tolerates the managed-node taint (a toleration of that key, or of every key with
-  ``operator: Exists``) and is not the bridge's, on CREATE, or on an UPDATE that adds one
-  (a pod's tolerations may grow after it is created),
+* tolerates the bridge's managed-node taint (:func:`tolerates_managed_taint`: of that key
+  and the bridge's scheduler name, or ``Exists``, or every key with ``operator: Exists``)
+  and is not the bridge's, on CREATE, or on an UPDATE that changes the tolerations (a
+  pod's tolerations may grow after it is created),
 
 unless it is exempt: its namespace is in ``admission.nodeGuardExemptNamespaces``, its
 creator (``request.userInfo.username``, which the API server sets: never the pod's own
@@ -49,20 +50,28 @@ def slurm_node_reason(node: Mapping[str, Any] | None) -> str:
     return ""
 
 
-def tolerates_managed_taint(tol: Mapping[str, Any]) -> bool:
-    """``tol`` tolerates the managed-node taint of some bridge (any scheduler name)."""
+def tolerates_managed_taint(tol: Mapping[str, Any], scheduler_name: str) -> bool:
+    """``tol`` tolerates this bridge's managed-node taint (``<key>=<scheduler_name>:
+    NoExecute``) as Kubernetes matches tolerations: its key (or every key, with ``Exists``),
+    then its value (``Exists``: any) and effect (none: any). Another bridge's toleration
+    (another scheduler name) is that bridge's business."""
     if (tol.get("effect") or "") not in ("", "NoExecute"):
         return False
     key = tol.get("key") or ""
-    return key == wellknown.MANAGED_NODE_TAINT or (not key and tol.get("operator") == "Exists")
+    operator = tol.get("operator") or "Equal"
+    if not key:
+        return operator == "Exists"
+    if key != wellknown.MANAGED_NODE_TAINT:
+        return False
+    return operator == "Exists" or (tol.get("value") or "") == scheduler_name
 
 
-def _tolerating(spec: Mapping[str, Any]) -> list[int]:
+def _tolerating(spec: Mapping[str, Any], scheduler_name: str) -> list[int]:
     tols = spec.get("tolerations")
     return [
         i
         for i, t in enumerate(tols if isinstance(tols, list) else ())
-        if isinstance(t, Mapping) and tolerates_managed_taint(t)
+        if isinstance(t, Mapping) and tolerates_managed_taint(t, scheduler_name)
     ]
 
 
@@ -121,7 +130,7 @@ def validate_placement(req: AdmissionRequest, ctx: AdmissionContext) -> Admissio
             )
         )
     ours = scheduler_name_of(spec, "spec.schedulerName", []) == ctx.scheduler_name
-    tolerating = _tolerating(spec)
+    tolerating = _tolerating(spec, ctx.scheduler_name)
     old_spec = mapping_at(req.old_object or {}, "spec", [])
     changed = req.operation == "CREATE" or spec.get("tolerations") != old_spec.get("tolerations")
     if not ours and tolerating and changed:

@@ -42,7 +42,8 @@ from bridge.kube.resources import KubeObject
 from bridge.loops import LoopGuard
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import SlurmJob
-from bridge.translate import TranslateSettings, kobj
+from bridge.translate import TranslateSettings, kobj, slurm_node_name
+from bridge.wellknown import LABEL_EXTERNAL_NODE, MANAGED_NODE_TAINT
 from bridge.workqueue import WorkQueue, run_worker
 from scheduler.bind import KEEP, Binder
 from scheduler.decide import (
@@ -114,6 +115,7 @@ class Scheduler:
             slurm,
             device_class_gres=cfg.scheduler.device_class_gres,
             gres_mapping=cfg.scheduler.gres_table(),
+            node_ok=self._dra_node,
         )
         self.poller = JobPoller(slurm, self._job_changed, self._job_vanished)
         self.slurm_state = SlurmState(
@@ -320,6 +322,25 @@ class Scheduler:
         if found.identity_checked:
             g.uncertain_submit = False
         self._hold(g, found.job, unread=found.unread)
+
+    def _dra_node(self, name: str) -> bool:
+        """Whether DRA selectors may see the ResourceSlices of node ``name``: a node that
+        exists and that the bridge schedules on (Slurm knows it, or it is tainted managed,
+        or labelled an external node to register); a slice naming any other node (a
+        forged one) must not change what a claim resolves to."""
+        node = self.state.nodes.get(name)
+        if node is None:
+            return False
+        known = self.slurm_state.slurm_nodes
+        return (
+            not known
+            or slurm_node_name(node) in known
+            or LABEL_EXTERNAL_NODE in kobj.labels(node)
+            or any(
+                kobj.text(t, "key") == MANAGED_NODE_TAINT
+                for t in kobj.sequence(node, "spec", "taints")
+            )
+        )
 
     def _job_changed(self, job: SlurmJob) -> None:
         """The poller read a followed job (its state changed, or a reason came)."""

@@ -233,12 +233,25 @@ def test_a_hundred_thousand_distinct_selectors_keep_the_dra_memo_at_its_bound() 
     for res in (DEVICE_CLASSES, RESOURCE_SLICES):
         dra.cache.listed(res)
     for i in range(MANY):
-        memo = dra._kind_memo()
+        memo = dra._kind_memo(frozenset())
         assert memo is not None
         memo[("mig.nvidia.com", (f"device.attributes['x'].n == {i}",))] = DeviceKind(
             "gpu:1g.10gb", "1g.10gb", ()
         )
     assert len(dra._kinds) == KINDS_MAX
+
+
+def test_a_hundred_thousand_distinct_expressions_and_patterns_keep_the_cel_caches_at_bound() -> (
+    None
+):
+    # a claim's CEL selector (and a matches() pattern in it) is tenant text
+    from bridge import cel
+
+    for i in range(MANY // 10):  # a compile is ~50 us: 10,000 still overflow both
+        expr = cel.compile_expression(f'device.driver.matches("^d{i}$") || {i} == 0')
+        expr.evaluate_bool({"device": {"driver": f"d{i}"}})
+    assert len(cel._expressions) == cel.EXPRESSIONS_MAX
+    assert len(cel._regexes) == cel.REGEXES_MAX
 
 
 def test_a_hundred_thousand_owner_uids_keep_the_owner_cache_at_its_bound() -> None:
@@ -328,6 +341,15 @@ VALUE = "a value object built per call or per answer, never kept across requests
 KNOWN: dict[str, str] = {
     "BoundedMap._data": "the bounded map itself",
     "BoundedMap._written": "the bounded map itself (same keys as _data)",
+    "Explanation.short": "one `why` answer (a CLI run): a key per resource kind the job asks "
+    "(cpu, memory, each GRES type of its own request), never tenant-chosen keys",
+    "Expression._costs": "one entry per variables' shapes the code passes (DRA's `device`)",
+    "Expression.paths": "the expression's own: at most one entry per variable it names",
+    "_Tolerations.any_key": "one pod's tolerations, indexed while its placement is tested",
+    "_Tolerations.exists": "one pod's tolerations, indexed while its placement is tested",
+    "_Tolerations.equal": "one pod's tolerations, indexed while its placement is tested",
+    "Selectors.seen": "one request's: what its devices (the cluster's) read, alike ones once",
+    "_Parser._PRECEDENCE": FIXED,
     "LabelSelector.match_labels": FIXED,
     "SchedulerSettings.gres_mapping": FIXED,
     "SchedulerSettings.device_class_gres": FIXED,

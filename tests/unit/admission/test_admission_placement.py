@@ -62,7 +62,9 @@ def test_a_pod_of_the_bridges_scheduler_created_with_node_name_is_refused_too() 
     assert refused(answer, "spec.nodeName")
 
 
-@pytest.mark.parametrize("tol", [OURS, ALL, {"key": TAINT, "operator": "Exists"}])
+@pytest.mark.parametrize(
+    "tol", [OURS, ALL, {"key": TAINT, "operator": "Exists"}, {"key": TAINT, "value": OURS["value"]}]
+)
 def test_a_pod_of_another_scheduler_tolerating_the_managed_taint_is_refused(
     tol: dict[str, Any],
 ) -> None:
@@ -92,6 +94,8 @@ def test_a_toleration_added_by_an_update_is_refused() -> None:
     [
         {"key": TAINT, "operator": "Exists", "effect": "NoSchedule"},  # not our effect
         {"key": "other", "operator": "Exists"},
+        # another bridge's (its scheduler name): its own guard's business
+        {"key": TAINT, "operator": "Equal", "value": "other-bridge", "effect": "NoExecute"},
         {"operator": "Exists", "effect": "NoSchedule"},
     ],
 )

@@ -168,8 +168,8 @@ the release). Included once, from configmap.yaml.
 The webhooks' namespaceSelectors, a YAML list: one selector for the managedNamespaces
 (by the kubernetes.io/metadata.name label the API server sets on every namespace) and one
 for managedNamespaceSelector (minus the listed names, so no namespace is called twice).
-Both exclude the release namespace. An empty list is refused: the webhooks never go
-cluster-wide.
+Both exclude the release namespace. An empty list is refused: these webhooks never go
+cluster-wide (the Slurm-node guard's own entry covers every namespace on purpose).
 */}}
 {{- define "slurm-bridge.webhookNamespaceSelectors" -}}
 {{- $names := default (list) .Values.config.managedNamespaces -}}
