@@ -20,6 +20,7 @@ from admission.policy import AdmissionContext, mapping_at, pod_managed, schedule
 from admission.review import AdmissionRequest, AdmissionResponse, allow, deny, object_name
 from bridge import wellknown
 from bridge.errors import InvalidInput
+from bridge.workloads import POD
 
 
 def managed_toleration(scheduler_name: str) -> dict[str, str]:
@@ -42,7 +43,7 @@ def _tolerates_managed_taint(tol: dict[str, Any], scheduler_name: str) -> bool:
 
 
 def _is_core_pod(req: AdmissionRequest) -> bool:
-    return req.kind.group == "" and req.kind.kind == "Pod"
+    return POD.api.matches(req.kind.group, req.kind.kind)
 
 
 def mutate(req: AdmissionRequest, ctx: AdmissionContext) -> AdmissionResponse:
