@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 
 from bridge.workloads import POD, object_apis
 
-ENDPOINTS = frozenset({"mutate", "validate"})
+ENDPOINTS = frozenset({"mutate", "validate", "placement"})
 # the kinds of the objects the webhook reviews: the workload kinds' (bridge.workloads)
 KINDS = frozenset({POD.api.kind} | {api.kind for api in object_apis()})
 OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})

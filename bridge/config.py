@@ -412,6 +412,20 @@ class AdmissionSettings(_Section):
     # How long a namespace's labels are cached (only looked up when
     # managedNamespaceSelector is set and the namespace is not listed by name).
     namespace_cache_seconds: float = Field(default=30.0, ge=0)
+    # The Slurm-node guard (admission/placement.py): no pod, whatever its scheduler and
+    # namespace, is created naming a Slurm node in spec.nodeName or tolerates the
+    # managed-node taint unless it is the bridge's. The chart's webhook for it matches
+    # pods in every namespace but the release's and these exempt ones.
+    node_guard: bool = True
+    # Creators (request.userInfo.username, set by the API server) whose pods pass: the
+    # DaemonSet controller (docs/admission.md says why this and not ownerReferences).
+    node_guard_exempt_usernames: tuple[str, ...] = (
+        "system:serviceaccount:kube-system:daemon-set-controller",
+    )
+    # Namespaces whose pods pass (and that the guard's webhook never sees).
+    node_guard_exempt_namespaces: tuple[str, ...] = ("kube-system",)
+    # How long a node's kind (a Slurm node or not) is cached, per node a new pod names.
+    node_cache_seconds: float = Field(default=30.0, ge=0)
 
 
 TopologyKind = Literal["block", "switch"]

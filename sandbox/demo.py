@@ -424,10 +424,11 @@ class Demo:
         return chart_rbac.write_kubeconfig(path, doc)
 
     def component_config(self, name: str) -> Path:
-        """The scheduler and controller talk to the API server as their own
-        ServiceAccounts with the chart's RBAC (the ones ``admission.bridgeUsernames`` lets
-        write the bridge's keys); the admission webhook needs no API identity here."""
-        if name not in ("scheduler", "controller"):
+        """Each component talks to the API server as its own ServiceAccount with the
+        chart's RBAC (the scheduler's and controller's are the ones
+        ``admission.bridgeUsernames`` lets write the bridge's keys; the admission webhook
+        reads the nodes new pods name, for the Slurm-node guard)."""
+        if name not in COMPONENTS:
             return self.env.config_file
         doc = yaml.safe_load(self.env.config_file.read_text())
         doc["kubeconfig"] = str(self.service_account_kubeconfig(name))
@@ -505,6 +506,8 @@ class Demo:
         self.say(self.kubectl("get", "nodes").rstrip())
 
         self.step("the admission webhook, registered with the API server")
+        self.say("every component's ServiceAccount and RBAC, as the chart renders them:")
+        self.install_identities()
         self.start_component("admission")
         self.wait_tls(admission_port)
         self.register_webhooks(admission_port, ca_pem)
@@ -520,8 +523,6 @@ class Demo:
         self.apply(text=yaml.safe_dump_all(items))
 
         self.step("the scheduler, the controller, and the Job/JobSet/LWS controllers' stand-in")
-        self.say("their ServiceAccounts and RBAC, as the chart renders them:")
-        self.install_identities()
         self.start_component("scheduler")
         self.start_component("controller")
         kubeconfig = self.as_user(STAND_IN_USER)[1]

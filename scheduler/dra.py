@@ -24,7 +24,7 @@ delete the generated ones.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +63,7 @@ CLAIM_TEMPLATES = Resource(
 )
 DELETE_PROTECTION = CLAIM_DELETE_PROTECTION
 KINDS_MAX = 1024  # resolved (class, selectors) kept per cache generation
+SLICE_DEVICES_MAX = 16384  # slices whose devices are kept as selectors see them
 
 
 class ClaimsNotReady(Exception):
@@ -214,6 +215,7 @@ class DraAllocator:
         *,
         device_class_gres: Mapping[str, str],
         gres_mapping: Mapping[str, str],
+        node_ok: Callable[[str], bool] | None = None,
     ) -> None:
         self.kube = kube
         self.slurm = slurm
@@ -232,6 +234,31 @@ class DraAllocator:
             "dra-selector-kinds", KINDS_MAX
         )
         self._kinds_generation = -1
+        # each slice's devices as selectors see them, per slice version
+        self._slice_devices: BoundedMap[tuple[str, str, str], tuple[dict[str, Any], ...]] = (
+            BoundedMap("dra-slice-devices", SLICE_DEVICES_MAX)
+        )
+        # which nodes' slices selectors are resolved over: a node that exists and that
+        # Slurm knows (a slice naming any other node, e.g. forged, is ignored); None: all
+        self.node_ok = node_ok
+        self._kinds_nodes: frozenset[str] = frozenset()
+        # a group's DRA inputs are followed at once, on the loop, by its CEL work (bounded
+        # by selectors.BUDGET): one group a pass of the event loop, and a whole pass (its
+        # timers, I/O and other work) between two, however many workers translate at once
+        self._cel_turn: asyncio.Future[None] | None = None
+
+    async def _take_cel_turn(self) -> None:
+        """Wait for a pass of the event loop with no other group's CEL work in it."""
+        while self._cel_turn is not None:
+            await asyncio.shield(self._cel_turn)  # done at the next pass; resumed after it
+        loop = asyncio.get_running_loop()
+        self._cel_turn = loop.create_future()
+        loop.call_soon(self._end_cel_turn)
+
+    def _end_cel_turn(self) -> None:
+        turn, self._cel_turn = self._cel_turn, None
+        if turn is not None:
+            turn.set_result(None)
 
     async def inputs(self, pods: Sequence[KubeObject]) -> DraInputs | None:
         """What the pods' DRA requests name (None when no pod has any): the classes from
@@ -263,6 +290,8 @@ class DraAllocator:
                 *(self._read(CLAIM_TEMPLATES, ns, n) for ns, n in sorted(template_names))
             ),
         )
+        slices = await self._all_slices()
+        await self._take_cel_turn()  # the caller's CEL work follows, with no await between
         # one namespace per group (pods of a group share it)
         return DraInputs(
             classes=classes,
@@ -270,26 +299,35 @@ class DraAllocator:
             templates=_by_name([t for t in templates if t is not None]),
             device_class_gres=self.device_class_gres,
             gres_mapping=self.gres_mapping,
-            slices=await self._all_slices(),
-            kinds=self._kind_memo(),
+            slices=slices,
+            kinds=self._kind_memo(frozenset(kobj.text(s, "spec", "nodeName") for s in slices)),
+            devices=self._slice_devices,
         )
 
-    def _kind_memo(self) -> BoundedMap[tuple[str, tuple[str, ...]], DeviceKind] | None:
+    def _kind_memo(
+        self, nodes: frozenset[str]
+    ) -> BoundedMap[tuple[str, tuple[str, ...]], DeviceKind] | None:
         """The resolution memo while classes and slices come from the cache (None when
-        they are read from the API)."""
+        they are read from the API), for slices of these ``nodes``."""
         if not {DEVICE_CLASSES.plural, RESOURCE_SLICES.plural} <= self.cache.synced:
             return None
-        if self._kinds_generation != self.cache.generation:
+        if self._kinds_generation != self.cache.generation or self._kinds_nodes != nodes:
             self._kinds.clear()
             self._kinds_generation = self.cache.generation
+            self._kinds_nodes = nodes
         return self._kinds
 
     async def _all_slices(self) -> list[KubeObject]:
-        """Every ResourceSlice (what selectors can match): the cache once synced, else a
-        list."""
+        """Every ResourceSlice of a node ``node_ok`` accepts (what selectors can match):
+        the cache once synced, else a list."""
         if RESOURCE_SLICES.plural in self.cache.synced:
-            return self.cache.all_slices()
-        return list((await self.kube.list(RESOURCE_SLICES)).items)
+            slices = self.cache.all_slices()
+        else:
+            slices = list((await self.kube.list(RESOURCE_SLICES)).items)
+        if self.node_ok is None:
+            return slices
+        ok = self.node_ok
+        return [s for s in slices if ok(kobj.text(s, "spec", "nodeName"))]
 
     async def _classes(self) -> dict[str, KubeObject]:
         if DEVICE_CLASSES.plural in self.cache.synced:
@@ -305,6 +343,10 @@ class DraAllocator:
     async def _claim(self, namespace: str, name: str) -> KubeObject | None:
         cached = self.cache.claims.get((namespace, name))
         return cached if cached is not None else await self._read(RESOURCE_CLAIMS, namespace, name)
+
+    async def slices_of(self, node: str) -> list[KubeObject]:
+        """The ResourceSlices of Kubernetes node ``node``."""
+        return await self._slices_on(node)
 
     async def _slices_on(self, node: str) -> list[KubeObject]:
         if RESOURCE_SLICES.plural in self.cache.synced:

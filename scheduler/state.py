@@ -85,6 +85,10 @@ class GroupState:
     # the first expected start its pods were shown (bridge.expected): the estimate's error
     # is measured against it when the job starts (slurm_bridge_expected_start_error_seconds)
     expected_first: datetime | None = None
+    # Kubernetes nodes whose devices and Slurm's disagreed for a job of the group (given
+    # back, SlurmDevicesMismatch) -> the fingerprint of their ResourceSlices then: the
+    # group's jobs exclude them until the slices change (at most the cluster's nodes)
+    device_excluded: dict[str, str] = field(default_factory=dict)
 
 
 def scheduled_condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:

@@ -56,6 +56,8 @@ held by other claims' cpusets are never given again (in ``taken`` as ``core:<i>`
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -358,6 +360,17 @@ class Ledger:
                 if n > have.get(name, Decimal(0)):
                     out.append(f"{key[1]}/{key[2]}/{name}: {n} > {have.get(name, Decimal(0))}")
         return out
+
+
+def slices_fingerprint(slices: Iterable[kobj.Obj], driver: str | None = None) -> str:
+    """What a node's ResourceSlices (of ``driver``, or all) publish, as one digest: equal
+    while their devices and counters stay the same, whatever the order they are listed in."""
+    parts = sorted(
+        json.dumps([kobj.name(s), kobj.get(s, "spec")], sort_keys=True, default=str)
+        for s in slices
+        if driver is None or kobj.text(s, "spec", "driver") == driver
+    )
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
 def taken_devices(claims: Iterable[kobj.Obj], skip_uids: Iterable[str] = ()) -> set[DeviceId]:
