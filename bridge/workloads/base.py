@@ -222,6 +222,29 @@ class Kind:
     def deadlines(self, ref: GroupRef, obj: Obj) -> tuple[Deadline, ...] | None:
         return None
 
+    def group(
+        self,
+        c: Claim,
+        object_name: str,
+        *,
+        name: str = "",
+        owned: bool = False,
+        replicated_job: str | None = None,
+    ) -> GroupRef:
+        """The group of this kind's object ``object_name`` in the pod's namespace (named
+        ``name``, else after the object); ``owned``: its uid is the pod's controller
+        chain's, when the chain proved it (:func:`owner_chain`)."""
+        owner = chain_owner(c.chain, self.api) if owned else None
+        uid = owner.uid if owner is not None else None
+        return GroupRef(
+            kind=self.name,
+            namespace=c.namespace,
+            name=name or object_name,
+            uid=uid,
+            source=self.source(c.namespace, object_name, uid),
+            replicated_job=replicated_job,
+        )
+
     def source(self, namespace: str, name: str, uid: str | None = None) -> ObjectRef:
         """The reference of this kind's object ``namespace/name``."""
         return ObjectRef(

@@ -16,7 +16,6 @@ from bridge.workloads.base import (
     GroupRef,
     Kind,
     Obj,
-    chain_owner,
     completion_index,
     int_label,
     job_parallelism,
@@ -34,21 +33,10 @@ class JobSet(Kind):
         jobset = c.labels.get(LABEL_JOBSET_NAME)
         if not jobset:
             return None
-        owner = chain_owner(c.chain, self.api)
-        uid = owner.uid if owner else None
-        src = self.source(c.namespace, jobset, uid)
         rjob = c.labels.get(LABEL_JOBSET_REPLICATED_JOB)
         if c.settings.jobset_grouping == "replicatedJob" and rjob:
-            name = f"{jobset}-{rjob}"
-            return GroupRef(
-                kind=self.name,
-                namespace=c.namespace,
-                name=name,
-                uid=uid,
-                source=src,
-                replicated_job=rjob,
-            )
-        return GroupRef(kind=self.name, namespace=c.namespace, name=jobset, uid=uid, source=src)
+            return self.group(c, jobset, name=f"{jobset}-{rjob}", owned=True, replicated_job=rjob)
+        return self.group(c, jobset, owned=True)
 
     def size(
         self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Sequence[Obj]

@@ -14,7 +14,7 @@ from bridge.wellknown import (
     LABEL_LWS_NAME,
     LABEL_LWS_WORKER_INDEX,
 )
-from bridge.workloads.base import Api, Claim, GroupRef, Kind, Obj, chain_owner, int_label
+from bridge.workloads.base import Api, Claim, GroupRef, Kind, Obj, int_label
 
 
 class LeaderWorkerSet(Kind):
@@ -32,11 +32,7 @@ class LeaderWorkerSet(Kind):
         lws = c.labels.get(LABEL_LWS_NAME)
         if not lws or LABEL_LWS_GROUP_INDEX not in c.labels:
             return None
-        owner = chain_owner(c.chain, self.api)
-        uid = owner.uid if owner else None
-        name = f"{lws}-{c.labels[LABEL_LWS_GROUP_INDEX]}"
-        src = self.source(c.namespace, lws, uid)
-        return GroupRef(kind=self.name, namespace=c.namespace, name=name, uid=uid, source=src)
+        return self.group(c, lws, name=f"{lws}-{c.labels[LABEL_LWS_GROUP_INDEX]}", owned=True)
 
     def size(
         self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Sequence[Obj]

@@ -23,10 +23,7 @@ class BuiltinPodGroup(Kind):
 
     def claim(self, c: Claim) -> GroupRef | None:
         name = podgroup_name(c.pod)
-        if not name:
-            return None
-        src = self.source(c.namespace, name)
-        return GroupRef(kind=self.name, namespace=c.namespace, name=name, source=src)
+        return self.group(c, name) if name else None
 
     def size(
         self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Sequence[Obj]

@@ -32,10 +32,7 @@ class Workload(Kind):
 
     def claim(self, c: Claim) -> GroupRef | None:
         workload = c.workloads.get(podgroup_name(c.pod), "")
-        if not workload:
-            return None
-        src = self.source(c.namespace, workload)
-        return GroupRef(kind=self.name, namespace=c.namespace, name=workload, source=src)
+        return self.group(c, workload) if workload else None
 
     def size(
         self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Sequence[Obj]
