@@ -31,10 +31,11 @@ from typing import Any
 from bridge.bounded import BoundedMap
 from bridge.errors import InvalidInput, KubeConflict, KubeNotFound
 from bridge.kube.client import KubeClient
-from bridge.kube.resources import PODS, RESOURCE_CLAIMS, KubeObject, Resource
+from bridge.kube.resources import DEVICE_TAINT_RULES, PODS, RESOURCE_CLAIMS, KubeObject, Resource
 from bridge.kube.resources import RESOURCE_SLICES as RESOURCE_SLICES  # re-exported
 from bridge.slurm.client import SlurmClient
 from bridge.translate import kobj
+from bridge.translate.device_taints import with_rules
 from bridge.translate.devices import (
     DeviceId,
     Picked,
@@ -106,15 +107,17 @@ def _pod_ref(pod: Mapping[str, Any]) -> dict[str, str]:
 
 
 class DraCache:
-    """Watch-fed copies of the cluster's DeviceClasses, ResourceSlices (by node) and
-    ResourceClaims. ``synced`` names the resources whose initial list has arrived: only
-    those are read from here."""
+    """Watch-fed copies of the cluster's DeviceClasses, ResourceSlices (by node),
+    ResourceClaims and DeviceTaintRules. ``synced`` names the resources whose initial
+    list has arrived: only those are read from here."""
 
     def __init__(self) -> None:
         self.classes: dict[str, KubeObject] = {}
         self.claims: dict[tuple[str, str], KubeObject] = {}  # (namespace, name)
         self._slices: dict[str, dict[str, KubeObject]] = {}  # node -> name -> slice
         self._slice_node: dict[str, str] = {}  # slice name -> node
+        # DeviceTaintRules by name (Kubernetes 1.37+; where not served, listed as none)
+        self.taint_rules: dict[str, KubeObject] = {}
         self.synced: set[str] = set()
         # bumped by every class and slice change: what a selector resolves to may change
         self.generation = 0
@@ -123,27 +126,33 @@ class DraCache:
         self.generation += 1
         self.synced.add(res.plural)
 
-    def on_class_event(self, kind: str, obj: KubeObject) -> None:
+    def on_class_event(self, event: str, obj: KubeObject) -> None:
         self.generation += 1
-        if kind == "DELETED":
+        if event == "DELETED":
             self.classes.pop(kobj.name(obj), None)
         else:
             self.classes[kobj.name(obj)] = obj
 
-    def on_slice_event(self, kind: str, obj: KubeObject) -> None:
+    def on_slice_event(self, event: str, obj: KubeObject) -> None:
         self.generation += 1
         name = kobj.name(obj)
         old = self._slice_node.pop(name, None)
         if old is not None:
             self._slices.get(old, {}).pop(name, None)
-        if kind != "DELETED":
+        if event != "DELETED":
             node = kobj.text(obj, "spec", "nodeName")
             self._slice_node[name] = node
             self._slices.setdefault(node, {})[name] = obj
 
-    def on_claim_event(self, kind: str, obj: KubeObject) -> None:
+    def on_taint_rule_event(self, event: str, obj: KubeObject) -> None:
+        if event == "DELETED":
+            self.taint_rules.pop(kobj.name(obj), None)
+        else:
+            self.taint_rules[kobj.name(obj)] = obj
+
+    def on_claim_event(self, event: str, obj: KubeObject) -> None:
         key = (kobj.namespace(obj), kobj.name(obj))
-        if kind == "DELETED":
+        if event == "DELETED":
             self.claims.pop(key, None)
         elif kobj.not_older(obj, self.claims.get(key)):
             self.claims[key] = obj
@@ -334,6 +343,16 @@ class DraAllocator:
             return dict(self.cache.classes)
         return _by_name((await self.kube.list(DEVICE_CLASSES)).items)
 
+    async def _taint_rules(self) -> list[KubeObject]:
+        """Every DeviceTaintRule: the cache once synced (or found not served), else a
+        list (none where the cluster does not serve them)."""
+        if DEVICE_TAINT_RULES.plural in self.cache.synced:
+            return list(self.cache.taint_rules.values())
+        try:
+            return list((await self.kube.list(DEVICE_TAINT_RULES)).items)
+        except KubeNotFound:
+            return []
+
     async def _read(self, res: Resource, namespace: str, name: str) -> KubeObject | None:
         try:
             return await self.kube.get(res, name, namespace)
@@ -345,8 +364,11 @@ class DraAllocator:
         return cached if cached is not None else await self._read(RESOURCE_CLAIMS, namespace, name)
 
     async def slices_of(self, node: str) -> list[KubeObject]:
-        """The ResourceSlices of Kubernetes node ``node``."""
-        return await self._slices_on(node)
+        """The ResourceSlices of Kubernetes node ``node``, with the DeviceTaintRules'
+        taints merged into their devices (what the allocation reads: a tainted device is
+        never picked; a rule that comes or goes changes their fingerprint, so it lifts a
+        device exclusion as a slice change does)."""
+        return with_rules(await self._slices_on(node), await self._taint_rules())
 
     async def _slices_on(self, node: str) -> list[KubeObject]:
         if RESOURCE_SLICES.plural in self.cache.synced:
@@ -404,7 +426,9 @@ class DraAllocator:
                 counts={k: g.count for k, g in given.items()},
             )
         nodes = sorted({n for _, n, _ in wanted})
-        slice_lists = await asyncio.gather(*(self._slices_on(n) for n in nodes))
+        # the DeviceTaintRules' taints merged in: a tainted device is never picked for a
+        # request that does not tolerate it (bridge.translate.device_taints)
+        slice_lists = await asyncio.gather(*(self.slices_of(n) for n in nodes))
         slices = dict(zip(nodes, slice_lists, strict=True))
         # claims by (namespace, name), kept current as they are written (a claim two pods
         # of the group share is allocated once, then only reserved for the second)

@@ -15,6 +15,11 @@ kind. A GRES Slurm did not give the job on the node, fewer devices (or a count) 
 request asks, or a kind other than asked is a :class:`DeviceMismatch` (the job is given
 back, nothing written): never a fallback to "any free device".
 
+**Device taints** (KEP-5055, :mod:`bridge.translate.device_taints`): never a device
+tainted ``NoSchedule``/``NoExecute`` (by its slice or a DeviceTaintRule) that the request
+does not tolerate. Where Slurm only counts, such a device is skipped; where Slurm's
+indices (or cores) name one, it is a :class:`DeviceMismatch` (the job is given back).
+
 Never a device another claim holds (``taken``). Pods of one job on one node share Slurm's
 set: each takes the next free devices of it, so they get distinct ones. A node without a
 slice of the driver, or with too few free devices, is a :class:`DeviceAllocationError`
@@ -68,6 +73,7 @@ from typing import Any
 
 from bridge.errors import DeviceAllocationError, DeviceMismatch, InvalidInput
 from bridge.translate import kobj, packing
+from bridge.translate.device_taints import describe, device_taints, untolerated
 from bridge.translate.dra import DeviceRequest
 from bridge.translate.quantity import parse_quantity
 from bridge.translate.selectors import device_variable, matches
@@ -461,8 +467,23 @@ def _grouped(
     return Picked(ids, tuple(by_group[i] for i in ids), cores)
 
 
+def _tainted(r: DeviceRequest, d: Device) -> str | None:
+    """Why ``r`` may not have ``d``: a NoSchedule/NoExecute taint it does not tolerate
+    (KEP-5055; the slices carry the DeviceTaintRules' taints too: device_taints.with_rules)."""
+    blocked = untolerated(device_taints(d.raw), r.tolerations)
+    if not blocked:
+        return None
+    return (
+        f"{d.id.device} is tainted {describe(blocked[0])}, which request {r.request!r} does not "
+        "tolerate"
+    )
+
+
 def _unfit(r: DeviceRequest, d: Device) -> str | None:
-    """Why ``d`` is not a device of the kind ``r`` asks for (None: it is)."""
+    """Why ``d`` is not a device of the kind ``r`` asks for, or one it may not have
+    (None: it is, and it may)."""
+    if (why := _tainted(r, d)) is not None:
+        return why
     if r.profile is not None:
         if not d.is_mig:
             return f"{d.id.device} is not a MIG slice (the request asks for {r.profile})"
@@ -779,6 +800,9 @@ def allocate_pod(
             )
             continue
         candidates = _cpu_candidates(node, devices, slurm.cores, r.driver)
+        for d in candidates:
+            if (why := _tainted(r, d)) is not None:
+                raise DeviceMismatch(node, r.driver, f"Slurm gave {d.id.device}, but {why}")
         free = [d.id for d in candidates if d.id not in taken]
         if len(free) < r.count:
             raise DeviceAllocationError(

@@ -75,6 +75,9 @@ class DeviceRequest:
     profile: str | None = None  # a MIG profile: only slices of it (gres is its typed GRES)
     # the DeviceClass's and the request's CEL selectors: every device given passes them
     selectors: tuple[Selector, ...] = field(default=(), compare=False)
+    # the request's device tolerations (KEP-5055): a device tainted NoSchedule/NoExecute
+    # is given only when they tolerate the taint (bridge.translate.device_taints)
+    tolerations: tuple[Mapping[str, Any], ...] = field(default=(), compare=False)
 
     @property
     def is_cpu(self) -> bool:
@@ -387,7 +390,6 @@ def _extended_requests(pod: kobj.Obj, inputs: DraInputs, obj: str) -> list[Devic
 _UNSUPPORTED_EXACTLY = {
     "adminAccess": "admin access is not supported by the bridge",
     "capacity": "capacity requests cannot be expressed to Slurm",
-    "tolerations": "device tolerations are not supported by the bridge",
 }
 
 
@@ -475,6 +477,9 @@ def _claim_requests(pod: kobj.Obj, inputs: DraInputs, obj: str) -> list[DeviceRe
                     count=count,
                     profile=dk.profile,
                     selectors=dk.selectors,
+                    tolerations=tuple(
+                        t for t in kobj.sequence(exactly, "tolerations") if isinstance(t, Mapping)
+                    ),
                 )
             )
     return out

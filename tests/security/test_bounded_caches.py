@@ -341,6 +341,8 @@ VALUE = "a value object built per call or per answer, never kept across requests
 KNOWN: dict[str, str] = {
     "BoundedMap._data": "the bounded map itself",
     "BoundedMap._written": "the bounded map itself (same keys as _data)",
+    "Explanation.short": "one `why` answer (a CLI run): a key per resource kind the job asks "
+    "(cpu, memory, each GRES type of its own request), never tenant-chosen keys",
     "Expression._costs": "one entry per variables' shapes the code passes (DRA's `device`)",
     "Expression.paths": "the expression's own: at most one entry per variable it names",
     "_Tolerations.any_key": "one pod's tolerations, indexed while its placement is tested",
