@@ -1,7 +1,8 @@
 """Composition root of the admission webhook: ``slurm-bridge admission --config FILE``.
 
-The only place that builds real clients (a KubeClient, and only when
-``managedNamespaceSelector`` needs namespace labels) and opens sockets.
+The only place that builds real clients (a KubeClient, when ``managedNamespaceSelector``
+needs namespace labels or the Slurm-node guard the kind of a node a new pod names) and
+opens sockets.
 """
 
 from __future__ import annotations
@@ -16,18 +17,23 @@ from typing import Any
 from aiohttp import web
 
 from admission.metrics import AdmissionMetrics
+from admission.placement import slurm_node_reason
 from admission.policy import AdmissionContext
-from admission.server import WebhookDeps, build_webhook_app
+from admission.server import NodeKindSource, WebhookDeps, build_webhook_app
 from admission.tls import CertReloader
 from bridge import loops
 from bridge.clock import Clock, SystemClock
 from bridge.config import BridgeConfig, load_config
-from bridge.errors import ConfigError
+from bridge.errors import ConfigError, KubeNotFound
+from bridge.kube.cached import CachedLookup
 from bridge.kube.client import KubeClient
 from bridge.kube.namespaces import CachedNamespaceLabels, NamespaceLabelSource, kube_namespace_fetch
+from bridge.kube.resources import NODES
 from bridge.logging import configure_logging, get_logger
 from bridge.ops import OpsServer, readiness
 
+# Nodes whose kind the Slurm-node guard keeps (a review can name any node: bounded).
+MAX_NODES = 10_000
 # the longest request line and header line the webhook reads (aiohttp's default)
 MAX_HEAD_LINE_BYTES = 8190
 # After an answer sent before the whole body arrived (408, 413), the rest of the body is
@@ -55,6 +61,7 @@ class AdmissionServer:
         *,
         clock: Clock | None = None,
         namespaces: NamespaceLabelSource | None = None,
+        nodes: NodeKindSource | None = None,
         deps: WebhookDeps | None = None,
         webhook_port: int | None = None,
         metrics_port: int | None = None,
@@ -65,6 +72,7 @@ class AdmissionServer:
         self._ready = False
         self.deps = deps or WebhookDeps(ctx=AdmissionContext(cfg), metrics=AdmissionMetrics())
         self.deps.namespaces = namespaces or self.deps.namespaces
+        self.deps.nodes = nodes or self.deps.nodes
         self.deps.ready = lambda: self._ready
         self._ports = (
             cfg.admission.port if webhook_port is None else webhook_port,
@@ -159,16 +167,34 @@ def _selector_in_use(cfg: BridgeConfig) -> bool:
     return sel is not None and bool(sel.match_labels or sel.match_expressions)
 
 
+def kube_node_kinds(kube: KubeClient, clock: Clock, ttl_seconds: float) -> NodeKindSource:
+    """Why each node a new pod names is a Slurm node (``""``: not one, or no such node):
+    one ``GET /api/v1/nodes/{name}`` per node, cached ``ttl_seconds`` in the bounded cache
+    ``admission-node-kinds`` (a review can name any node)."""
+
+    async def fetch(name: str) -> str:
+        try:
+            return slurm_node_reason(await kube.get(NODES, name))
+        except KubeNotFound:
+            return ""
+
+    return CachedLookup("admission-node-kinds", fetch, clock, ttl_seconds, MAX_NODES)
+
+
 async def serve(cfg: BridgeConfig, stop: asyncio.Event) -> None:
     """Run until ``stop`` is set."""
     kube: KubeClient | None = None
     namespaces: NamespaceLabelSource | None = None
+    nodes: NodeKindSource | None = None
     clock = SystemClock()
-    if _selector_in_use(cfg):
+    if _selector_in_use(cfg) or cfg.admission.node_guard:
         kube = await KubeClient.from_config(cfg, clock=clock)
+    if kube is not None and _selector_in_use(cfg):
         fetch = kube_namespace_fetch(kube)
         namespaces = CachedNamespaceLabels(fetch, clock, cfg.admission.namespace_cache_seconds)
-    server = AdmissionServer(cfg, clock=clock, namespaces=namespaces)
+    if kube is not None and cfg.admission.node_guard:
+        nodes = kube_node_kinds(kube, clock, cfg.admission.node_cache_seconds)
+    server = AdmissionServer(cfg, clock=clock, namespaces=namespaces, nodes=nodes)
     try:
         await server.start()
         await stop.wait()

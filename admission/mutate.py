@@ -4,7 +4,8 @@ On pod CREATE, for a managed pod (see :mod:`admission.policy`):
 
 * ``spec.schedulerName`` ``default-scheduler`` (or empty) becomes the bridge's name;
 * the toleration ``slinky.slurm.net/managed-node Equal <schedulerName> NoExecute`` is added
-  unless the pod already has one for that key (so it may run on the bridge's tainted nodes);
+  unless the pod already tolerates that taint (so it may run on the bridge's tainted nodes;
+  :func:`admission.placement.tolerates_managed_taint`);
 * ``spec.nodeName`` is removed: only the bridge places managed pods.
 
 Anything else (unmanaged pods, other kinds and operations) is allowed with no patch. The
@@ -16,10 +17,12 @@ from __future__ import annotations
 from typing import Any
 
 from admission import jsonpatch
+from admission.placement import tolerates_managed_taint
 from admission.policy import AdmissionContext, mapping_at, pod_managed, scheduler_name_of
 from admission.review import AdmissionRequest, AdmissionResponse, allow, deny, object_name
 from bridge import wellknown
 from bridge.errors import InvalidInput
+from bridge.workloads import POD
 
 
 def managed_toleration(scheduler_name: str) -> dict[str, str]:
@@ -32,17 +35,8 @@ def managed_toleration(scheduler_name: str) -> dict[str, str]:
     }
 
 
-def _tolerates_managed_taint(tol: dict[str, Any], scheduler_name: str) -> bool:
-    if tol.get("key") != wellknown.MANAGED_NODE_TAINT:
-        return False
-    if (tol.get("effect") or "") not in ("", "NoExecute"):
-        return False
-    op = tol.get("operator") or "Equal"
-    return op == "Exists" or (op == "Equal" and tol.get("value") == scheduler_name)
-
-
 def _is_core_pod(req: AdmissionRequest) -> bool:
-    return req.kind.group == "" and req.kind.kind == "Pod"
+    return POD.api.matches(req.kind.group, req.kind.kind)
 
 
 def mutate(req: AdmissionRequest, ctx: AdmissionContext) -> AdmissionResponse:
@@ -77,7 +71,7 @@ def mutate(req: AdmissionRequest, ctx: AdmissionContext) -> AdmissionResponse:
         path = jsonpatch.pointer("spec", "schedulerName")
         op = jsonpatch.replace if "schedulerName" in spec else jsonpatch.add
         patch.append(op(path, ours))
-    if not any(_tolerates_managed_taint(t, ours) for t in tolerations):
+    if not any(tolerates_managed_taint(t, ours) for t in tolerations):
         if raw_tols is None:
             patch.append(jsonpatch.add(jsonpatch.pointer("spec", "tolerations"), []))
         end = jsonpatch.pointer("spec", "tolerations", "-")

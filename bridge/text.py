@@ -9,6 +9,11 @@ events and webhook answers. Two uses, one set of rules:
   else the input is refused with an :class:`~bridge.errors.InvalidInput` naming the
   field. squeue, sacct and scontrol print these fields as they are: a newline forges a
   line, U+202E reverses what follows, a zero-width space makes two names look alike.
+* :func:`token_problem` / :func:`checked_token` for driver text (a ResourceSlice's MIG
+  profile) that becomes a word of a Slurm line (a GRES type in a node's ``Gres=``): only
+  :data:`SLURM_TOKEN`'s characters, so it stays data, never syntax (a profile
+  ``Weight=1 Features=x`` would add fields to the node's line). :func:`gres_problem`
+  applies it to each word of a whole ``Gres=`` value.
 * :func:`clip` for text that only reaches a log, an event or an answer: never refused
   (the message is about the refusal), but cut to a length and with every hidden
   character written as an escape (``\\u202e``), so one request cannot write megabytes
@@ -17,6 +22,7 @@ events and webhook answers. Two uses, one set of rules:
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 from bridge.errors import InvalidInput
@@ -69,6 +75,44 @@ def checked_text(
     if problem is not None:
         raise InvalidInput(field, problem, obj)
     return text
+
+
+# One word of a Slurm line built from driver text: a GRES name or type, a MIG profile
+# (1g.10gb+me), at most 64 characters; no space, '=', ',', ':', '(' or anything else
+# Slurm's line syntax reads.
+SLURM_TOKEN = re.compile(r"[A-Za-z0-9_.+-]{1,64}")
+
+
+def token_problem(value: object) -> str | None:
+    """Why ``value`` may not be a word of a Slurm line (see :data:`SLURM_TOKEN`), or None."""
+    if isinstance(value, str) and SLURM_TOKEN.fullmatch(value):
+        return None
+    return (
+        f"{clip(value, 80)!r} is not a Slurm word: 1 to 64 letters, digits, '_', '.', '+' "
+        "or '-' (it would become Slurm syntax)"
+    )
+
+
+def checked_token(value: object, field: str, obj: str | None = None) -> str:
+    """``value`` when it may be a word of a Slurm line, else InvalidInput naming ``field``."""
+    problem = token_problem(value)
+    if problem is not None:
+        raise InvalidInput(field, problem, obj)
+    return str(value)
+
+
+def gres_problem(text: str) -> str | None:
+    """Why ``text`` is not a ``Gres=`` value of words (``gpu:2,gpu:1g.10gb:7``: each item
+    ``name[:type]:count``), or None."""
+    for item in text.split(","):
+        *words, count = item.split(":")
+        if not (1 <= len(words) <= 2 and count.isdigit()):
+            return f"item {clip(item, 80)!r} is not name[:type]:count"
+        for w in words:
+            problem = token_problem(w)
+            if problem is not None:
+                return f"item {clip(item, 80)!r}: {problem}"
+    return None
 
 
 def _escape(c: str) -> str:

@@ -66,6 +66,22 @@ class WatchCaches:
         self.slices: dict[str, dict[str, KubeObject]] = {}
         self.slices_known = False
         self._slice_node: dict[str, str] = {}  # slice name -> its node
+        # DeviceTaintRules by name (Kubernetes 1.37+; watched only where served): their
+        # taints count with the slices' (controller.device_taints, the GRES condition)
+        self.taint_rules: dict[str, KubeObject] = {}
+
+    def taint_rules_of(self) -> list[KubeObject]:
+        """The DeviceTaintRules, by name."""
+        return [self.taint_rules[n] for n in sorted(self.taint_rules)]
+
+    def on_taint_rule(self, ev: WatchEvent) -> list[str]:
+        """Apply a DeviceTaintRule event; the nodes whose devices it may taint or untaint
+        (those with slices: a rule selects by driver, pool and device)."""
+        if ev.type == "DELETED":
+            self.taint_rules.pop(kobj.name(ev.object), None)
+        else:
+            self.taint_rules[kobj.name(ev.object)] = ev.object
+        return sorted(self.slices)
 
     def node_slices(self, node: str) -> list[KubeObject] | None:
         """The node's ResourceSlices, or None while they are not known yet."""

@@ -9,11 +9,15 @@ the actions, and drops a job there is nothing left to watch for.
 
 from __future__ import annotations
 
+import contextlib
+
 from bridge.clock import Clock
 from bridge.config import BridgeConfig
+from bridge.errors import KubeNotFound
+from bridge.kube.resources import RESOURCE_CLAIMS
 from bridge.translate import kobj
 from bridge.workqueue import WorkQueue
-from controller import claims, jobs, pods
+from controller import claims, device_evictions, jobs, pods
 from controller.apply import Applier
 from controller.caches import WatchCaches
 from controller.model import (
@@ -58,10 +62,12 @@ class JobReconcile:
         gone = dict(caches.deleted.get(job_id, {}))
         # Claims first; a failed release never holds up the rest (the key is retried).
         actions = claims.plan(job_pods, list(gone.values()), caches.released)
+        tainted = view.kind is JobKind.ACTIVE and self._noexecute_nodes(job_pods)
         if view.kind is not JobKind.UNKNOWN and (
             job_id in links
             or caches.departed.get(job_id)
             or any(pod_done(p) for p in job_pods)
+            or tainted
             or self._job_actions(job_id, job_pods, view)
         ):
             # Something is, or soon may be, done on the pods' label's word (a pod ended or
@@ -72,6 +78,8 @@ class JobReconcile:
             await self.ownership.warn_foreign(job_id, [p for p in job_pods if id(p) not in named])
             if mine or self.ownership.departed_named(job_id):
                 actions += self._job_actions(job_id, mine, view)
+                if tainted:
+                    actions += await self._evictions(job_id, mine)
         self._recheck_stuck(job_id, job_pods)
         await self.applier.apply(actions)
         # Remembered for pods that still exist (forgotten with them); a pod deleted
@@ -88,6 +96,40 @@ class JobReconcile:
             caches.forget_job(job_id)
             self.poller.forget(job_id)
             self.ownership.forget(job_id)
+
+    def _noexecute_nodes(self, job_pods: list[KubeObject]) -> bool:
+        """Does a node of the job's pods have a device tainted NoExecute (cheap: from the
+        watch caches; only then are the pods' claims read)?"""
+        rules = self.caches.taint_rules_of()
+        nodes = {kobj.text(p, "spec", "nodeName") for p in job_pods} - {""}
+        return any(
+            device_evictions.noexecute_on(self.caches.node_slices(n) or [], rules) for n in nodes
+        )
+
+    async def _evictions(self, job_id: int, job_pods: list[KubeObject]) -> list[Action]:
+        """The job's pods a NoExecute device taint evicts (their claims read by name); the
+        job is looked at again when a toleration's tolerationSeconds runs out."""
+        wanted = {
+            (kobj.namespace(p), name)
+            for p in job_pods
+            if not pod_done(p)
+            for name in claims.pod_claims(p)[0]
+        }
+        read: dict[tuple[str, str], KubeObject] = {}
+        for ns, name in sorted(wanted):
+            with contextlib.suppress(KubeNotFound):
+                read[(ns, name)] = await self.applier.kube.get(RESOURCE_CLAIMS, name, ns)
+        slices = {
+            n: self.caches.node_slices(n) or []
+            for n in {kobj.text(p, "spec", "nodeName") for p in job_pods}
+        }
+        now = self.clock.now()
+        out = device_evictions.plan(
+            job_id, job_pods, read, slices, self.caches.taint_rules_of(), now
+        )
+        if out.due is not None:
+            self.queue.add_after(job_key(job_id), max(0.0, (out.due - now).total_seconds()))
+        return out.actions
 
     def _job_actions(
         self, job_id: int, job_pods: list[KubeObject], view: SlurmJobStatus

@@ -16,6 +16,7 @@ from bridge.logging import get_logger
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import SlurmNode
 from bridge.translate import TranslateSettings, kobj
+from bridge.translate.device_taints import with_rules
 from bridge.translate.dra import DRA_CPU
 from bridge.translate.node_gres import GresTable
 from bridge.workqueue import WorkQueue
@@ -68,9 +69,10 @@ class NodeReconcile:
         # Partitions the bridge's jobs were seen in (managed-node taints); only grows.
         self.job_partitions: set[str] = set()
         self._policy: nodes.NodePolicy | None = None  # cached; dropped when inputs change
-        # node -> (its slices' names and resourceVersions, their devices): read again only
-        # when a slice changed (a GPU's placements are many devices with many counters)
-        self._inventories: dict[str, tuple[tuple[tuple[str, str], ...], nodes.Devices]] = {}
+        # node -> (its slices' and the DeviceTaintRules' names and resourceVersions, their
+        # devices): read again only when a slice or rule changed (a GPU's placements are
+        # many devices with many counters)
+        self._inventories: dict[str, tuple[tuple[tuple[str, str], ...], nodes.NodeDevices]] = {}
 
     def bridge_partitions(self) -> frozenset[str]:
         """The partitions of the bridge: ``partition``, its jobs', its external nodes'."""
@@ -95,21 +97,27 @@ class NodeReconcile:
         )
         return self._policy
 
-    def _devices(self, name: str, node: KubeObject) -> nodes.Devices | None:
-        """The node's devices (None while its slices are not known yet)."""
+    def _devices(self, name: str, node: KubeObject) -> nodes.NodeDevices | None:
+        """The node's devices, tainted ones apart (None while its slices are not known
+        yet)."""
         slices = self.caches.node_slices(name)
         if slices is None:
             return None
         if not slices:
             self._inventories.pop(name, None)
-            return nodes.node_devices(node, slices, self.policy())  # allocatable: cheap
+            every = nodes.node_devices(node, slices, self.policy())  # allocatable: cheap
+            return nodes.NodeDevices(every, every)
+        rules = self.caches.taint_rules_of()
         key = tuple(
-            sorted((kobj.name(s), kobj.text(s, "metadata", "resourceVersion")) for s in slices)
+            sorted(
+                (kobj.name(s), kobj.text(s, "metadata", "resourceVersion"))
+                for s in [*slices, *rules]
+            )
         )
         hit = self._inventories.get(name)
         if hit is not None and hit[0] == key:
             return hit[1]
-        devices = nodes.node_devices(node, slices, self.policy())
+        devices = nodes.read_devices(node, with_rules(slices, rules), self.policy())
         self._inventories[name] = (key, devices)
         return devices
 

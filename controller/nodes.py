@@ -42,6 +42,7 @@ from typing import Any
 from bridge.errors import InvalidInput
 from bridge.slurm.models import SlurmNode
 from bridge.translate import kobj
+from bridge.translate.device_taints import split_tainted
 from bridge.translate.node_gres import (
     REASON_INCOMPATIBLE,
     REASON_UNVERIFIED,
@@ -251,6 +252,27 @@ def deregister(slurm: SlurmNode) -> list[Action]:
 Devices = KubeInventory | InvalidInput
 
 
+@dataclass(frozen=True)
+class NodeDevices:
+    """A node's devices: all of them (what an external node registers), those no
+    NoSchedule/NoExecute device taint keeps from use (what the GRES condition counts),
+    and the tainted ones (``name (key=value:Effect)``, named in the condition)."""
+
+    all: Devices
+    usable: Devices
+    tainted: tuple[str, ...] = ()
+
+
+def read_devices(node: KubeObject, slices: Sequence[KubeObject], policy: NodePolicy) -> NodeDevices:
+    """:func:`node_devices` of all the slices' devices and of the untainted ones (the
+    slices carry the DeviceTaintRules' taints: device_taints.with_rules)."""
+    usable, tainted = split_tainted(list(slices))
+    every = node_devices(node, slices, policy)
+    return NodeDevices(
+        every, node_devices(node, usable, policy) if tainted else every, tuple(tainted)
+    )
+
+
 def node_devices(node: KubeObject, slices: Sequence[KubeObject], policy: NodePolicy) -> Devices:
     """The node's GPU devices (its ResourceSlices', else its allocatable), or the
     InvalidInput that says why they cannot be read."""
@@ -353,19 +375,27 @@ def managed(slurm: SlurmNode | None, policy: NodePolicy) -> bool:
     return owned(slurm, policy) or any(p in policy.bridge_partitions for p in slurm.partitions)
 
 
-def gres_verdict(slurm: SlurmNode, policy: NodePolicy, devices: Devices) -> Verdict:
-    """Do the Slurm node's GRES and the node's devices agree (the condition's content)?"""
+def gres_verdict(
+    slurm: SlurmNode, policy: NodePolicy, devices: Devices, tainted: Sequence[str] = ()
+) -> Verdict:
+    """Do the Slurm node's GRES and the node's devices agree (the condition's content)?
+    ``devices``: the usable ones; ``tainted``: the devices a NoSchedule/NoExecute taint
+    keeps from use, not counted (named in the message)."""
     if isinstance(devices, InvalidInput):
         message = f"Could not read the node's devices: {devices}"
         return Verdict(Agreement.UNKNOWN, REASON_UNVERIFIED, message)
-    return compare(slurm.gres, devices, slurm_node=slurm.name, table=policy.gres_table)
+    v = compare(slurm.gres, devices, slurm_node=slurm.name, table=policy.gres_table)
+    if not tainted:
+        return v
+    note = f" (tainted devices not counted: {', '.join(tainted)})"
+    return Verdict(v.status, v.reason, v.message + note)
 
 
 def _gres_condition(
     node: KubeObject,
     slurm: SlurmNode | None,
     policy: NodePolicy,
-    devices: Devices | None,
+    devices: NodeDevices | None,
 ) -> list[Action]:
     """``SlinkySlurmGRESCompatible`` on every managed node (a Warning Event
     ``IncompatibleSlurmGRES`` when it turns False or its message changes); taken off a node
@@ -383,7 +413,7 @@ def _gres_condition(
     )
     if slurm is None or not managed(slurm, policy):
         return [] if have is None else [RemoveNodeCondition(name, CONDITION_SLURM_GRES_COMPATIBLE)]
-    v = gres_verdict(slurm, policy, devices)
+    v = gres_verdict(slurm, policy, devices.usable, devices.tainted)
     said = (kobj.text(have, "status"), kobj.text(have, "reason"), kobj.text(have, "message"))
     if have is not None and said == (v.status.value, v.reason, v.message):
         return []
@@ -400,16 +430,19 @@ def plan(
     slurm: SlurmNode | None,
     policy: NodePolicy,
     slurm_known: bool = True,
-    devices: Devices | None = None,
+    devices: Devices | NodeDevices | None = None,
 ) -> list[Action]:
     """Actions for one Kubernetes node. ``slurm``: its Slurm node (None: Slurm has none);
     ``slurm_known``: False while Slurm's node list could not be read (then nothing is
-    done: unknown is not gone); ``devices``: the node's (:func:`node_devices`; None while
-    its slices are not known yet: no GRES condition, and registration takes GPUs from
+    done: unknown is not gone); ``devices``: the node's (:func:`read_devices`, or
+    :func:`node_devices` when none is tainted; None while its slices are not known yet:
+    no GRES condition, and registration takes GPUs from
     allocatable)."""
     if not slurm_known:
         return []
-    actions = _external(node, slurm, policy, devices)
+    if devices is not None and not isinstance(devices, NodeDevices):
+        devices = NodeDevices(devices, devices)
+    actions = _external(node, slurm, policy, None if devices is None else devices.all)
     if policy.sync_state:
         actions += _state(node, slurm, policy)
     actions += _managed_taint(node, slurm, policy)

@@ -73,18 +73,25 @@ class Ownership:
 
     def _link_of(self, job: SlurmJob) -> BackLink | None:
         """The job's back-link when it is ours; a hetjob's names the pods of every
-        component (each component's admin_comment names its own), and every component
-        must be ours."""
+        component with their uids (each component's admin_comment names its own), and
+        every component must be ours. A component whose link has no uids (an older
+        bridge) leaves the whole link without: it proves less, never more."""
         links = [back_link(c.admin_comment) for c in job.components]
-        if any(
-            link is None or not link_is_ours(link, c.mcs_label, self.cfg.mcs_label)
-            for link, c in zip(links, job.components, strict=True)
-        ):
-            return None
-        first = links[0]
-        if first is None or len(links) == 1:
+        mine: list[BackLink] = []
+        for link, c in zip(links, job.components, strict=True):
+            if link is None or not link_is_ours(link, c.mcs_label, self.cfg.mcs_label):
+                return None
+            mine.append(link)
+        first = mine[0]
+        if len(mine) == 1:
             return first
-        return BackLink(first.group, tuple(p for x in links if x for p in x.pods), first.mcs)
+        uids = [x.uids for x in mine]
+        return BackLink(
+            first.group,
+            tuple(p for x in mine for p in x.pods),
+            first.mcs,
+            None if any(u is None for u in uids) else tuple(u for x in uids if x for u in x),
+        )
 
     async def named_pods(
         self, job_id: int, job_pods: list[KubeObject], view: SlurmJobStatus

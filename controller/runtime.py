@@ -28,8 +28,8 @@ from bridge.config import BridgeConfig
 from bridge.errors import BridgeError, KubeError
 from bridge.kube.client import KubeClient
 from bridge.kube.events import EventRecorder
-from bridge.kube.resources import NODES, PODS, RESOURCE_SLICES, slim
-from bridge.kube.watch import Watcher, WatchEvent, list_then_watch
+from bridge.kube.resources import DEVICE_TAINT_RULES, NODES, PODS, RESOURCE_SLICES, slim
+from bridge.kube.watch import Watcher, WatchEvent, list_then_watch, served
 from bridge.logging import get_logger
 from bridge.loops import LoopCounter, LoopGuard
 from bridge.slurm.client import SlurmClient
@@ -134,6 +134,31 @@ class Controller:
     async def on_slice(self, ev: WatchEvent) -> None:
         for node in self.caches.on_slice(ev):
             self.queue.add(node_key(node))
+            # a device of the node tainted NoExecute ends its pods' hold: their jobs
+            for key in self.caches.by_node.get(node, ()):
+                if (j := pod_job_id(self.caches.pods[key])) is not None:
+                    self.queue.add(job_key(j))
+
+    async def on_taint_rule(self, ev: WatchEvent) -> None:
+        """A DeviceTaintRule changed: the GRES condition of the nodes it may touch, and
+        the jobs with pods there (a NoExecute taint ends their pods' hold)."""
+        for node in self.caches.on_taint_rule(ev):
+            self.queue.add(node_key(node))
+            for key in self.caches.by_node.get(node, ()):
+                if (j := pod_job_id(self.caches.pods[key])) is not None:
+                    self.queue.add(job_key(j))
+
+    async def _follow_taint_rules(self) -> None:
+        """DeviceTaintRules, only where discovery serves them (Kubernetes 1.37+)."""
+        if not await served(self.kube, DEVICE_TAINT_RULES):
+            return
+        await list_then_watch(
+            Watcher(self.kube, DEVICE_TAINT_RULES, clock=self.clock),
+            self.on_taint_rule,
+            keep_on_list_error=True,
+            absent_ok=True,
+            guard=self._guard("controller-watch-devicetaintrules"),
+        )
 
     def slices_listed(self) -> None:
         """The node's devices are known from now on: every node is looked at again."""
@@ -169,8 +194,8 @@ class Controller:
 
     # ------------------------------------------------------------------ steps
     async def reconcile(self, key: Key) -> None:
-        kind, ident = key
-        if kind == "node":
+        what, ident = key
+        if what == "node":
             await self.node_reconcile.reconcile(ident)
         else:
             await self.job_reconcile.reconcile(int(ident))
@@ -261,6 +286,7 @@ class Controller:
                 )
             ),
             asyncio.create_task(self._follow_slices()),
+            asyncio.create_task(self._follow_taint_rules()),
         ]
         # Not among ``tasks``: the first sweep awaits it (and sees its error, if any).
         self.sweeper.start_first_scan()

@@ -20,6 +20,10 @@ In-process use (stable API for other components' tests)::
         srv.add_token("tok", "alice", groups=("devs",), uid="u1")   # static token file
         # unknown tokens: 401; no token: system:anonymous; RBAC decides the rest
 
+    # Kubernetes 1.37's API set (default "1.36"): v1beta1/v1alpha3 Workload API,
+    # CompositePodGroup, DeviceTaintRule (docs/sandbox-kube-api.md)
+    async with SandboxCluster(port=0, kube_version="1.37") as srv: ...
+
         # test hooks
         srv.compact()                    # drop event history: older versions -> 410
         f = srv.inject_fault(r"/pods/.*/binding$", method="POST", status=500, count=1)

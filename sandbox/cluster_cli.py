@@ -4,6 +4,7 @@ kubelet) as a process.
 
     up      --port N --kubeconfig FILE [--nodes a,b] [--kubelet]
             [--tls-cert C --tls-key K [--tls-ca CA]] [--bookmark-interval S]
+            [--kube-version 1.36|1.37]
             start the server in the background (pidfile, log and state.json in the state
             dir) and wait until it answers; writes the kubeconfig.
     down    stop it (SIGTERM to the recorded pid)
@@ -38,6 +39,8 @@ from typing import Any
 
 import yaml
 
+from sandbox.kubeapi.registry import DEFAULT_KUBE_VERSION, KUBE_VERSIONS
+
 
 def state_dir() -> Path:
     explicit = os.environ.get("SLURM_SANDBOX_KUBE_API_DIR")
@@ -60,6 +63,12 @@ def _parser() -> argparse.ArgumentParser:
         s.add_argument("--nodes", default="", help="comma-separated Ready nodes to create")
         s.add_argument("--kubelet", action="store_true", help="run the fake kubelet")
         s.add_argument("--bookmark-interval", type=float, default=5.0)
+        s.add_argument(
+            "--kube-version",
+            choices=KUBE_VERSIONS,
+            default=DEFAULT_KUBE_VERSION,
+            help="which Kubernetes release's API set to serve (docs/sandbox-kube-api.md)",
+        )
         s.add_argument("--tls-cert")
         s.add_argument("--tls-key")
         s.add_argument("--tls-ca", help="CA for the kubeconfig (default: the cert itself)")
@@ -112,6 +121,7 @@ async def _serve(ns: argparse.Namespace) -> None:
         bookmark_interval=ns.bookmark_interval,
         tls_cert=ns.tls_cert,
         tls_key=ns.tls_key,
+        kube_version=ns.kube_version,
         # kubectl and helm send no token over plain HTTP: there, like kube-apiserver's
         # former insecure port, a request without credentials is the admin
         insecure_port=not ns.tls_cert,

@@ -20,6 +20,7 @@ from bridge.errors import BridgeError, ConfigError
 from bridge.kube.client import KubeClient
 from bridge.kube.leader import LeaderElector
 from bridge.kube.resources import (
+    DEVICE_TAINT_RULES,
     NAMESPACES,
     NODES,
     PODS,
@@ -28,7 +29,7 @@ from bridge.kube.resources import (
     Resource,
     slim,
 )
-from bridge.kube.watch import Watcher, list_then_watch
+from bridge.kube.watch import Watcher, list_then_watch, served
 from bridge.logging import configure_logging
 from bridge.ops import component_ops
 from bridge.slurm.client import SlurmClient
@@ -105,6 +106,12 @@ async def run_scheduler(
         tg.create_task(follow(DEVICE_CLASSES, dra.on_class_event))
         tg.create_task(follow(RESOURCE_SLICES, dra.on_slice_event))
         tg.create_task(follow(RESOURCE_CLAIMS, dra.on_claim_event))
+        # DeviceTaintRules only where discovery lists them (Kubernetes 1.37+); elsewhere
+        # there are none to wait for
+        if await served(kube, DEVICE_TAINT_RULES):
+            tg.create_task(follow(DEVICE_TAINT_RULES, dra.on_taint_rule_event))
+        else:
+            dra.listed(DEVICE_TAINT_RULES)
         # The pods are listed beside the nodes (a pod event only groups the pod; whether it
         # is ours reads its namespace's labels); the workers, which translate groups
         # against the nodes, start once both node lists are in. One after the other, the

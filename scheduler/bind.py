@@ -36,6 +36,7 @@ from bridge.kube.client import KubeClient
 from bridge.kube.resources import PODS, KubeObject
 from bridge.loops import gather
 from bridge.translate import kobj
+from bridge.translate.devices import slices_fingerprint
 from bridge.wellknown import (
     ANNOTATION_EXPECTED_START,
     ANNOTATION_SLURM_NODE,
@@ -214,7 +215,9 @@ class Binder:
         pods = [p for p, _ in plan]
         t0 = time.monotonic()
         try:
-            n = await self.dra.allocate(devices_of or job_id, plan, self.state.node_set.to_kube())
+            n = await self.dra.allocate(
+                devices_of or job_id, plan, self.state.node_set.to_kube(), group=job_id
+            )
         except ClaimsNotReady as e:
             # waiting on kube-controller-manager: counts toward the time bound only
             give = self._failed(job_id, "claims", str(e), counts=False)
@@ -223,12 +226,22 @@ class Binder:
             await self.report.unschedulable(pods, REASON_UNSCHEDULABLE, str(e))
             return Bound(after(CLAIMS_NOT_READY_RETRY_SECONDS))
         except DeviceMismatch as e:
-            # retrying cannot mend it: the job goes back at once (a Warning with the reason)
+            # retrying cannot mend it: the job goes back at once (a Warning with the
+            # reason), and the node is not asked of Slurm for the group again until its
+            # ResourceSlices change (no loop of give-backs)
+            self.metrics.device_mismatches.inc()
+            slices = await self.dra.slices_of(e.node)
+            names = sorted(
+                kobj.name(s) for s in slices if kobj.text(s, "spec", "driver") == e.driver
+            )
             give = self.failures.give_back_now(
                 job_id,
                 "claims",
                 REASON_DEVICE_MISMATCH,
-                f"DRA: Slurm and the ResourceSlices disagree: {e}",
+                f"DRA: Slurm and the ResourceSlices disagree: {e}; node {e.node} is excluded "
+                f"for this group until its ResourceSlices ({', '.join(names) or 'none'}) change",
+                node=e.node,
+                fingerprint=slices_fingerprint(slices),
             )
             return Bound(NOTHING, give)
         except (DeviceAllocationError, InvalidInput) as e:
@@ -307,9 +320,8 @@ class Binder:
         """The pod no longer names a job (its job was cancelled): its job-id label,
         its node annotation and the bridge's finalizer go (the controller follows labelled pods
         only, so a finalizer left here would keep the pod Terminating forever once
-        deleted; a new job's link adds both again)."""
-        if unlink_patch(pod) is None:
-            return
+        deleted; a new job's link adds both again). Read afresh: ``pod`` may be from
+        before the job was linked in this very cycle (a job given back as it starts)."""
         with contextlib.suppress(KubeNotFound):
             await self.kube.modify(
                 PODS, kobj.name(pod), unlink_patch, namespace=kobj.namespace(pod)

@@ -42,7 +42,9 @@ from bridge.kube.resources import KubeObject
 from bridge.loops import LoopGuard
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import SlurmJob
-from bridge.translate import TranslateSettings, kobj
+from bridge.translate import TranslateSettings, kobj, slurm_node_name
+from bridge.wellknown import LABEL_EXTERNAL_NODE, MANAGED_NODE_TAINT
+from bridge.workloads import kind_named
 from bridge.workqueue import WorkQueue, run_worker
 from scheduler.bind import KEEP, Binder
 from scheduler.decide import (
@@ -114,6 +116,7 @@ class Scheduler:
             slurm,
             device_class_gres=cfg.scheduler.device_class_gres,
             gres_mapping=cfg.scheduler.gres_table(),
+            node_ok=self._dra_node,
         )
         self.poller = JobPoller(slurm, self._job_changed, self._job_vanished)
         self.slurm_state = SlurmState(
@@ -219,7 +222,7 @@ class Scheduler:
         # 1. the group's unbound pods (a built-in PodGroup's, seen before its Workload
         # could be read, go to the Workload's gang: none starts alone)
         read: tuple[KubeObject | None] | None = None  # the group's object, when read here
-        if g.ref.kind == "WorkloadPodGroup" and g.job is None:
+        if kind_named(g.ref.kind).parent_gang and g.job is None:
             moved_to, podgroup = await self.state.regroup(g)
             if moved_to:
                 self.queue.add(moved_to)
@@ -321,6 +324,25 @@ class Scheduler:
             g.uncertain_submit = False
         self._hold(g, found.job, unread=found.unread)
 
+    def _dra_node(self, name: str) -> bool:
+        """Whether DRA selectors may see the ResourceSlices of node ``name``: a node that
+        exists and that the bridge schedules on (Slurm knows it, or it is tainted managed,
+        or labelled an external node to register); a slice naming any other node (a
+        forged one) must not change what a claim resolves to."""
+        node = self.state.nodes.get(name)
+        if node is None:
+            return False
+        known = self.slurm_state.slurm_nodes
+        return (
+            not known
+            or slurm_node_name(node) in known
+            or LABEL_EXTERNAL_NODE in kobj.labels(node)
+            or any(
+                kobj.text(t, "key") == MANAGED_NODE_TAINT
+                for t in kobj.sequence(node, "spec", "taints")
+            )
+        )
+
     def _job_changed(self, job: SlurmJob) -> None:
         """The poller read a followed job (its state changed, or a reason came)."""
         gkey = self.slurm_state.changed(job)
@@ -353,19 +375,22 @@ class Scheduler:
         warning: bool,
     ) -> None:
         """End the group's hold on ``job_id`` before its pods run, on every path (a member
-        lost before allocation, a job given back after failed binds): cancelled in Slurm,
-        no longer followed, no longer the group's, taken off the pods (job-id label, node
-        annotation, finalizer), and the pods told why (``reason``, ``message``)."""
-        await self.slurm.cancel(job_id)
-        self.slurm_state.unwatch(job_id)
-        g.job = None
-        (log.warning if warning else log.info)("job_released", job_id=job_id, why=message)
+        lost before allocation, a job given back after failed binds): taken off the pods
+        (job-id label, node annotation, finalizer), cancelled in Slurm, no longer followed,
+        no longer the group's, and the pods told why (``reason``, ``message``). The pods
+        are unlinked first: the controller fails the pods still linked to a job that
+        ended, and a pod given back must stay schedulable (a job left without pods, if the
+        cancel fails, is a stray the controller's sweep cancels)."""
         unlinked = await asyncio.gather(
             *(self.binder.unlink(p) for p in pods), return_exceptions=True
         )
         errors = [r for r in unlinked if isinstance(r, BaseException)]
         if errors:
             log.warning("unlink_failed", job_id=job_id, pods=len(errors), first=str(errors[0]))
+        await self.slurm.cancel(job_id)
+        self.slurm_state.unwatch(job_id)
+        g.job = None
+        (log.warning if warning else log.info)("job_released", job_id=job_id, why=message)
         await self.report.unschedulable(pods, reason, message, warning=warning)
 
     # ------------------------------------------------------------------ 4. act
@@ -440,6 +465,10 @@ class Scheduler:
                 if bound.give_back is None:
                     return bound.outcome
                 give = bound.give_back
+                if give.node is not None:
+                    # Slurm's devices and the node's disagree: not that node again for the
+                    # group until its ResourceSlices change (scheduler.snapshot)
+                    g.device_excluded[give.node] = give.fingerprint
                 await self.release(
                     g, give.job_id, pods, reason=give.reason, message=give.message, warning=True
                 )

@@ -9,8 +9,10 @@ to what they were: a list of the classes, of the node's slices, of the claims.
 
 Restart-safe and idempotent: every claim is written whole in one status write
 (``allocation`` and ``reservedFor`` together), so a restart finds a claim either untouched
-or complete; a claim already allocated and reserved for the pod is left as it is; the
-extended-resource claim is found again by its owner and annotation, never created twice.
+or complete; a claim already allocated for the pods being bound alone (by an earlier Slurm
+job, or an earlier try) is deallocated and allocated afresh from this job's devices, so a
+claim never keeps a device of another job; the extended-resource claim is found again by
+its owner and annotation, never created twice.
 The order per pod is: (1) the extended-resource claim exists (created with the finalizer
 ``resource.kubernetes.io/delete-protection``; users' claims get it added), (2) each claim's
 status is written, (3) ``pod.status.extendedResourceClaimStatus`` names the claim. Only
@@ -22,16 +24,18 @@ delete the generated ones.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from bridge.bounded import BoundedMap
 from bridge.errors import InvalidInput, KubeConflict, KubeNotFound
 from bridge.kube.client import KubeClient
-from bridge.kube.resources import RESOURCE_CLAIMS, KubeObject, Resource
+from bridge.kube.resources import DEVICE_TAINT_RULES, PODS, RESOURCE_CLAIMS, KubeObject, Resource
 from bridge.kube.resources import RESOURCE_SLICES as RESOURCE_SLICES  # re-exported
 from bridge.slurm.client import SlurmClient
 from bridge.translate import kobj
+from bridge.translate.device_taints import with_rules
 from bridge.translate.devices import (
     DeviceId,
     Picked,
@@ -52,7 +56,7 @@ from bridge.translate.dra import (
     pod_devices,
 )
 from bridge.translate.resources import BUILTIN_GRES
-from bridge.wellknown import CLAIM_DELETE_PROTECTION
+from bridge.wellknown import CLAIM_DELETE_PROTECTION, LABEL_JOB_ID
 
 DEVICE_CLASSES = Resource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False)
 CLAIM_TEMPLATES = Resource(
@@ -60,6 +64,7 @@ CLAIM_TEMPLATES = Resource(
 )
 DELETE_PROTECTION = CLAIM_DELETE_PROTECTION
 KINDS_MAX = 1024  # resolved (class, selectors) kept per cache generation
+SLICE_DEVICES_MAX = 16384  # slices whose devices are kept as selectors see them
 
 
 class ClaimsNotReady(Exception):
@@ -102,15 +107,17 @@ def _pod_ref(pod: Mapping[str, Any]) -> dict[str, str]:
 
 
 class DraCache:
-    """Watch-fed copies of the cluster's DeviceClasses, ResourceSlices (by node) and
-    ResourceClaims. ``synced`` names the resources whose initial list has arrived: only
-    those are read from here."""
+    """Watch-fed copies of the cluster's DeviceClasses, ResourceSlices (by node),
+    ResourceClaims and DeviceTaintRules. ``synced`` names the resources whose initial
+    list has arrived: only those are read from here."""
 
     def __init__(self) -> None:
         self.classes: dict[str, KubeObject] = {}
         self.claims: dict[tuple[str, str], KubeObject] = {}  # (namespace, name)
         self._slices: dict[str, dict[str, KubeObject]] = {}  # node -> name -> slice
         self._slice_node: dict[str, str] = {}  # slice name -> node
+        # DeviceTaintRules by name (Kubernetes 1.37+; where not served, listed as none)
+        self.taint_rules: dict[str, KubeObject] = {}
         self.synced: set[str] = set()
         # bumped by every class and slice change: what a selector resolves to may change
         self.generation = 0
@@ -119,27 +126,33 @@ class DraCache:
         self.generation += 1
         self.synced.add(res.plural)
 
-    def on_class_event(self, kind: str, obj: KubeObject) -> None:
+    def on_class_event(self, event: str, obj: KubeObject) -> None:
         self.generation += 1
-        if kind == "DELETED":
+        if event == "DELETED":
             self.classes.pop(kobj.name(obj), None)
         else:
             self.classes[kobj.name(obj)] = obj
 
-    def on_slice_event(self, kind: str, obj: KubeObject) -> None:
+    def on_slice_event(self, event: str, obj: KubeObject) -> None:
         self.generation += 1
         name = kobj.name(obj)
         old = self._slice_node.pop(name, None)
         if old is not None:
             self._slices.get(old, {}).pop(name, None)
-        if kind != "DELETED":
+        if event != "DELETED":
             node = kobj.text(obj, "spec", "nodeName")
             self._slice_node[name] = node
             self._slices.setdefault(node, {})[name] = obj
 
-    def on_claim_event(self, kind: str, obj: KubeObject) -> None:
+    def on_taint_rule_event(self, event: str, obj: KubeObject) -> None:
+        if event == "DELETED":
+            self.taint_rules.pop(kobj.name(obj), None)
+        else:
+            self.taint_rules[kobj.name(obj)] = obj
+
+    def on_claim_event(self, event: str, obj: KubeObject) -> None:
         key = (kobj.namespace(obj), kobj.name(obj))
-        if kind == "DELETED":
+        if event == "DELETED":
             self.claims.pop(key, None)
         elif kobj.not_older(obj, self.claims.get(key)):
             self.claims[key] = obj
@@ -163,6 +176,46 @@ def gres_layout(node_gres: str) -> tuple[tuple[str, int], ...]:
     return tuple(out)
 
 
+@dataclass
+class _ClaimUse:
+    """A claim a pod uses: the claim (None: the extended one, not created yet), the pod's
+    entry name (None: the extended one), its requests, and whether its allocation on
+    another node is cleared first."""
+
+    claim: KubeObject | None
+    entry: str | None
+    reqs: tuple[DeviceRequest, ...]
+    reclaim: bool = False
+
+
+@dataclass(frozen=True)
+class _PodPlan:
+    """What :meth:`DraAllocator._plan_pod` decided for one pod, to be written."""
+
+    pod: KubeObject
+    node: str
+    devices: PodDevices
+    todo: list[_ClaimUse]
+    picked: Mapping[tuple[str | None, str], Picked]
+
+
+@dataclass
+class _Ours:
+    """One allocation: the group's Slurm job (its pods' job-id label), the uids of the
+    pods being bound, the claims picked so far -> their node."""
+
+    group: str
+    uids: set[str]
+    picked: dict[tuple[str, str], str] = field(default_factory=dict)
+
+
+def _holders_elsewhere(claim: KubeObject, ours: _Ours) -> list[Mapping[str, Any]]:
+    """The consumers a claim is reserved for that are not pods of this allocation."""
+    return [
+        r for r in kobj.sequence(claim, "status", "reservedFor") if r.get("uid") not in ours.uids
+    ]
+
+
 class DraAllocator:
     def __init__(
         self,
@@ -171,6 +224,7 @@ class DraAllocator:
         *,
         device_class_gres: Mapping[str, str],
         gres_mapping: Mapping[str, str],
+        node_ok: Callable[[str], bool] | None = None,
     ) -> None:
         self.kube = kube
         self.slurm = slurm
@@ -189,6 +243,31 @@ class DraAllocator:
             "dra-selector-kinds", KINDS_MAX
         )
         self._kinds_generation = -1
+        # each slice's devices as selectors see them, per slice version
+        self._slice_devices: BoundedMap[tuple[str, str, str], tuple[dict[str, Any], ...]] = (
+            BoundedMap("dra-slice-devices", SLICE_DEVICES_MAX)
+        )
+        # which nodes' slices selectors are resolved over: a node that exists and that
+        # Slurm knows (a slice naming any other node, e.g. forged, is ignored); None: all
+        self.node_ok = node_ok
+        self._kinds_nodes: frozenset[str] = frozenset()
+        # a group's DRA inputs are followed at once, on the loop, by its CEL work (bounded
+        # by selectors.BUDGET): one group a pass of the event loop, and a whole pass (its
+        # timers, I/O and other work) between two, however many workers translate at once
+        self._cel_turn: asyncio.Future[None] | None = None
+
+    async def _take_cel_turn(self) -> None:
+        """Wait for a pass of the event loop with no other group's CEL work in it."""
+        while self._cel_turn is not None:
+            await asyncio.shield(self._cel_turn)  # done at the next pass; resumed after it
+        loop = asyncio.get_running_loop()
+        self._cel_turn = loop.create_future()
+        loop.call_soon(self._end_cel_turn)
+
+    def _end_cel_turn(self) -> None:
+        turn, self._cel_turn = self._cel_turn, None
+        if turn is not None:
+            turn.set_result(None)
 
     async def inputs(self, pods: Sequence[KubeObject]) -> DraInputs | None:
         """What the pods' DRA requests name (None when no pod has any): the classes from
@@ -220,6 +299,8 @@ class DraAllocator:
                 *(self._read(CLAIM_TEMPLATES, ns, n) for ns, n in sorted(template_names))
             ),
         )
+        slices = await self._all_slices()
+        await self._take_cel_turn()  # the caller's CEL work follows, with no await between
         # one namespace per group (pods of a group share it)
         return DraInputs(
             classes=classes,
@@ -227,31 +308,50 @@ class DraAllocator:
             templates=_by_name([t for t in templates if t is not None]),
             device_class_gres=self.device_class_gres,
             gres_mapping=self.gres_mapping,
-            slices=await self._all_slices(),
-            kinds=self._kind_memo(),
+            slices=slices,
+            kinds=self._kind_memo(frozenset(kobj.text(s, "spec", "nodeName") for s in slices)),
+            devices=self._slice_devices,
         )
 
-    def _kind_memo(self) -> BoundedMap[tuple[str, tuple[str, ...]], DeviceKind] | None:
+    def _kind_memo(
+        self, nodes: frozenset[str]
+    ) -> BoundedMap[tuple[str, tuple[str, ...]], DeviceKind] | None:
         """The resolution memo while classes and slices come from the cache (None when
-        they are read from the API)."""
+        they are read from the API), for slices of these ``nodes``."""
         if not {DEVICE_CLASSES.plural, RESOURCE_SLICES.plural} <= self.cache.synced:
             return None
-        if self._kinds_generation != self.cache.generation:
+        if self._kinds_generation != self.cache.generation or self._kinds_nodes != nodes:
             self._kinds.clear()
             self._kinds_generation = self.cache.generation
+            self._kinds_nodes = nodes
         return self._kinds
 
     async def _all_slices(self) -> list[KubeObject]:
-        """Every ResourceSlice (what selectors can match): the cache once synced, else a
-        list."""
+        """Every ResourceSlice of a node ``node_ok`` accepts (what selectors can match):
+        the cache once synced, else a list."""
         if RESOURCE_SLICES.plural in self.cache.synced:
-            return self.cache.all_slices()
-        return list((await self.kube.list(RESOURCE_SLICES)).items)
+            slices = self.cache.all_slices()
+        else:
+            slices = list((await self.kube.list(RESOURCE_SLICES)).items)
+        if self.node_ok is None:
+            return slices
+        ok = self.node_ok
+        return [s for s in slices if ok(kobj.text(s, "spec", "nodeName"))]
 
     async def _classes(self) -> dict[str, KubeObject]:
         if DEVICE_CLASSES.plural in self.cache.synced:
             return dict(self.cache.classes)
         return _by_name((await self.kube.list(DEVICE_CLASSES)).items)
+
+    async def _taint_rules(self) -> list[KubeObject]:
+        """Every DeviceTaintRule: the cache once synced (or found not served), else a
+        list (none where the cluster does not serve them)."""
+        if DEVICE_TAINT_RULES.plural in self.cache.synced:
+            return list(self.cache.taint_rules.values())
+        try:
+            return list((await self.kube.list(DEVICE_TAINT_RULES)).items)
+        except KubeNotFound:
+            return []
 
     async def _read(self, res: Resource, namespace: str, name: str) -> KubeObject | None:
         try:
@@ -262,6 +362,13 @@ class DraAllocator:
     async def _claim(self, namespace: str, name: str) -> KubeObject | None:
         cached = self.cache.claims.get((namespace, name))
         return cached if cached is not None else await self._read(RESOURCE_CLAIMS, namespace, name)
+
+    async def slices_of(self, node: str) -> list[KubeObject]:
+        """The ResourceSlices of Kubernetes node ``node``, with the DeviceTaintRules'
+        taints merged into their devices (what the allocation reads: a tainted device is
+        never picked; a rule that comes or goes changes their fingerprint, so it lifts a
+        device exclusion as a slice change does)."""
+        return with_rules(await self._slices_on(node), await self._taint_rules())
 
     async def _slices_on(self, node: str) -> list[KubeObject]:
         if RESOURCE_SLICES.plural in self.cache.synced:
@@ -278,11 +385,19 @@ class DraAllocator:
         return {(kobj.namespace(c), kobj.name(c)): c for c in listed.items}
 
     async def allocate(
-        self, job_id: int, plan: Sequence[tuple[KubeObject, str]], to_kube: Mapping[str, str]
+        self,
+        job_id: int,
+        plan: Sequence[tuple[KubeObject, str]],
+        to_kube: Mapping[str, str],
+        *,
+        group: int | None = None,
     ) -> int:
         """Allocate the claims of ``plan`` (pod, Kubernetes node) from Slurm's allocation
-        of ``job_id``; the number of claims written. Raises DeviceAllocationError (node and
-        driver named), InvalidInput, ClaimsNotReady."""
+        of ``job_id``; the number of claims written. ``group``: the Slurm job whose pods
+        may share a claim (the pods' job-id label; default ``job_id``, a hetjob's leader
+        for its components). Every pod's devices are picked before anything is written, so
+        a refusal writes nothing. Raises DeviceAllocationError (node and driver named;
+        DeviceMismatch when Slurm and the slices disagree), InvalidInput, ClaimsNotReady."""
         inputs = await self.inputs([p for p, _ in plan])
         if inputs is None:
             return 0
@@ -299,8 +414,9 @@ class DraAllocator:
             given = {(f"{g.name}:{g.type}" if g.type else g.name): g for g in r.gres if g.count}
             gres = {k: g.indices for k, g in given.items()}
             layout: tuple[tuple[str, int], ...] = ()
-            if any(":" in k and v is not None for k, v in gres.items()):
-                # typed indices count from the node's first device of the name
+            if any(":" in k for k in gres):
+                # typed indices count from the node's first device of the name; where
+                # Slurm only counts, the layout keeps what is still free packable
                 layout = gres_layout((await self.slurm.get_node(r.node)).gres)
             views[to_kube.get(r.node, r.node)] = SlurmNodeView(
                 cores=r.cores,
@@ -310,25 +426,34 @@ class DraAllocator:
                 counts={k: g.count for k, g in given.items()},
             )
         nodes = sorted({n for _, n, _ in wanted})
-        slice_lists = await asyncio.gather(*(self._slices_on(n) for n in nodes))
+        # the DeviceTaintRules' taints merged in: a tainted device is never picked for a
+        # request that does not tolerate it (bridge.translate.device_taints)
+        slice_lists = await asyncio.gather(*(self.slices_of(n) for n in nodes))
         slices = dict(zip(nodes, slice_lists, strict=True))
         # claims by (namespace, name), kept current as they are written (a claim two pods
         # of the group share is allocated once, then only reserved for the second)
         async with self._picking:
             known = await self._all_claims()
             taken = taken_devices(list(known.values()))
-            written = 0
-            for pod, node, devices in wanted:
-                written += await self._allocate_pod(
+            ours = _Ours(
+                str(group if group is not None else job_id), {kobj.uid(p) for p, _ in plan}
+            )
+            pods = [
+                await self._plan_pod(
                     pod,
                     node,
                     devices,
-                    inputs,
                     views.get(node, SlurmNodeView()),
                     slices[node],
                     known,
                     taken,
+                    ours,
                 )
+                for pod, node, devices in wanted
+            ]
+            written = 0
+            for planned in pods:
+                written += await self._write_pod(planned, inputs, known)
         return written
 
     def _claim_of(self, pod: KubeObject, entry: Mapping[str, Any]) -> str:
@@ -342,81 +467,142 @@ class DraAllocator:
             f"{entry.get('name')!r} does not exist yet"
         )
 
-    async def _allocate_pod(
+    async def _plan_pod(
         self,
         pod: KubeObject,
         node: str,
         devices: PodDevices,
-        inputs: DraInputs,
         view: SlurmNodeView,
         slices: Sequence[KubeObject],
         known: dict[tuple[str, str], KubeObject],
         taken: set[DeviceId],
-    ) -> int:
+        ours: _Ours,
+    ) -> _PodPlan:
+        """The claims ``pod`` uses and the devices picked for those not allocated yet;
+        nothing written. One another group holds is refused. One allocated but held by no
+        pod outside this allocation is allocated afresh (deallocated when written): its
+        devices are an earlier job's, which Slurm may have given to someone else since,
+        on this node or another. One that pods bound earlier hold is shared as it is."""
         ns = kobj.namespace(pod)
         where = kobj.describe(pod, "Pod")
-        # the claims this pod uses: (claim object or None for the extended one, requests)
-        todo: list[tuple[KubeObject | None, str | None, tuple[DeviceRequest, ...]]] = []
+        todo: list[_ClaimUse] = []
         for entry in kobj.sequence(pod, "spec", "resourceClaims"):
             name = self._claim_of(pod, entry)
             claim = known.get((ns, name))
             if claim is None:
                 claim = await self.kube.get(RESOURCE_CLAIMS, name, ns)
-            todo.append((claim, str(entry.get("name")), devices.of_claim(str(entry.get("name")))))
+            todo.append(
+                _ClaimUse(claim, str(entry.get("name")), devices.of_claim(str(entry.get("name"))))
+            )
         if devices.extended:
-            todo.append((self._extended_claim(pod, list(known.values())), None, devices.extended))
+            todo.append(
+                _ClaimUse(self._extended_claim(pod, list(known.values())), None, devices.extended)
+            )
         # what must be picked: requests of claims not allocated yet
         pick: list[DeviceRequest] = []
-        for i, (claim, entry, reqs) in enumerate(todo):
-            if claim is not None and (other := allocated_node(claim)) not in (None, node):
-                claim = await self._reclaim(pod, claim, other, node, where)
-                todo[i] = (claim, entry, reqs)
-            if claim is None or kobj.get(claim, "status", "allocation") is None:
-                pick += reqs
+        for use in todo:
+            if use.claim is None:
+                pick += use.reqs
+                continue
+            key = (ns, kobj.name(use.claim))
+            if key in ours.picked:  # another pod of this allocation picks its devices
+                if ours.picked[key] != node:
+                    raise InvalidInput(
+                        "spec.resourceClaims",
+                        f"ResourceClaim {key[1]!r} is allocated on node {ours.picked[key]} for "
+                        f"another pod of the group, but Slurm placed this pod on {node}",
+                        where,
+                    )
+                continue
+            await self._check_holders(pod, use.claim, ours, where)
+            allocated = kobj.get(use.claim, "status", "allocation") is not None
+            elsewhere = _holders_elsewhere(use.claim, ours)
+            if allocated and not elsewhere:
+                # written for these pods by an earlier Slurm job (given back, or cancelled
+                # before they were bound) or an earlier try: allocated afresh from this
+                # job's devices (its own are free to pick again)
+                use.reclaim = True
+                taken.difference_update(taken_devices([use.claim]))
+            elif (other := allocated_node(use.claim)) not in (None, node):
+                raise InvalidInput(
+                    "spec.resourceClaims",
+                    f"ResourceClaim {key[1]!r} is allocated on node {other} and in use by "
+                    f"{elsewhere[0].get('name')}, but Slurm placed the pod on {node}",
+                    where,
+                )
+            if use.reclaim or not allocated:
+                pick += use.reqs
+                ours.picked[key] = node
         picked = allocate_pod(node, pick, view, slices, taken, self.profiles)
+        return _PodPlan(pod, node, devices, todo, picked)
+
+    async def _write_pod(
+        self, plan: _PodPlan, inputs: DraInputs, known: dict[tuple[str, str], KubeObject]
+    ) -> int:
+        """Write what :meth:`_plan_pod` picked: each claim's status (created, for the
+        extended one), then the pod's extended-resource claim status. The claims written."""
+        pod, ns = plan.pod, kobj.namespace(plan.pod)
         written = 0
         extended: KubeObject | None = None
-        for claim, entry, reqs in todo:
+        for use in plan.todo:
+            claim = use.claim
             if claim is None:
-                claim = await self._create_extended(pod, reqs)
+                claim = await self._create_extended(pod, use.reqs)
                 # kept at once: a retry after a failed status write finds it (never a
                 # second one), whether or not the watch has brought it yet
                 known[(ns, kobj.name(claim))] = claim
-            elif DELETE_PROTECTION not in (kobj.get(claim, "metadata", "finalizers") or []):
-                claim = await self.kube.add_finalizer(
-                    RESOURCE_CLAIMS, kobj.name(claim), DELETE_PROTECTION, ns
-                )
-            updated = await self._write_status(pod, node, claim, reqs, picked, inputs)
+            else:
+                # as written meanwhile for another pod of the group, if it was
+                claim = known.get((ns, kobj.name(claim)), claim)
+                if use.reclaim:
+                    claim = await self._patch_status(
+                        claim, {"allocation": None, "reservedFor": None}
+                    )
+                if DELETE_PROTECTION not in (kobj.get(claim, "metadata", "finalizers") or []):
+                    claim = await self.kube.add_finalizer(
+                        RESOURCE_CLAIMS, kobj.name(claim), DELETE_PROTECTION, ns
+                    )
+            updated = await self._write_status(pod, plan.node, claim, use.reqs, plan.picked, inputs)
             if updated is not None:
                 claim = updated
                 written += 1
             if kobj.not_older(claim, known.get((ns, kobj.name(claim)))):
                 known[(ns, kobj.name(claim))] = claim
-            if entry is None:
+            if use.entry is None:
                 extended = claim
         if extended is not None:
-            await self._name_extended(pod, extended, devices.extended)
+            await self._name_extended(pod, extended, plan.devices.extended)
         return written
 
-    async def _reclaim(
-        self, pod: KubeObject, claim: KubeObject, other: str, node: str, where: str
-    ) -> KubeObject:
-        """A claim allocated on another node (an earlier Slurm job of this pod, cancelled
-        before the pod was bound): deallocated when nobody else holds it, so it follows the
-        pod to Slurm's new node; refused when another pod uses it."""
-        others = [
-            r
-            for r in kobj.sequence(claim, "status", "reservedFor")
-            if r.get("uid") != kobj.uid(pod)
-        ]
-        if others:
+    async def _check_holders(
+        self, pod: KubeObject, claim: KubeObject, ours: _Ours, where: str
+    ) -> None:
+        """A claim belongs to one group: one reserved for a consumer that is not a pod of
+        this group (another Slurm job's pod, another scheduler's, one gone) is refused,
+        naming the claim and who holds it. Its devices are that job's: the pod would use
+        them while its own job holds others, and keep them after that job ends."""
+        for ref in kobj.sequence(claim, "status", "reservedFor"):
+            uid = str(ref.get("uid") or "")
+            if uid == kobj.uid(pod) or uid in ours.uids:
+                continue
+            who = f"{ref.get('resource') or 'consumer'} {ref.get('name')}"
+            job = None
+            if ref.get("resource") == "pods":
+                holder = await self._read(PODS, kobj.namespace(claim), str(ref.get("name")))
+                if holder is not None and kobj.uid(holder) == uid:
+                    job = kobj.labels(holder).get(LABEL_JOB_ID)
+                else:
+                    who += " (no longer exists, its reservation not yet released)"
+            if job == ours.group:
+                continue
             raise InvalidInput(
                 "spec.resourceClaims",
-                f"ResourceClaim {kobj.name(claim)!r} is allocated on node {other} and in use "
-                f"by {others[0].get('name')}, but Slurm placed the pod on {node}",
+                f"ResourceClaim {kobj.name(claim)!r} is reserved by {who} of "
+                + (f"Slurm job {job}" if job else "no Slurm job of the bridge")
+                + f", not of this pod's group (Slurm job {ours.group}): a claim belongs to one "
+                "group, whose Slurm job holds its devices; use a claim of your own",
                 where,
             )
-        return await self._patch_status(claim, {"allocation": None, "reservedFor": None})
 
     async def _patch_status(self, claim: KubeObject, status: dict[str, Any]) -> KubeObject:
         """A merge patch of the claim's status, conditional on the uid and resourceVersion

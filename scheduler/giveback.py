@@ -49,6 +49,10 @@ class GiveBack:
     step: Step
     reason: str
     message: str
+    # the Kubernetes node whose devices and Slurm's disagree: not asked of Slurm for the
+    # group again until its ResourceSlices change (scheduler.state.GroupState.device_excluded)
+    node: str | None = None
+    fingerprint: str = ""  # of the node's ResourceSlices then (devices.slices_fingerprint)
 
 
 @dataclass
@@ -81,11 +85,20 @@ class BindFailures:
         detail = f"{_WHAT[step]} failed {f.tries} times in {waited:.0f} s: {error}"
         return GiveBack(job_id, step, REASONS[step], _given_back(job_id, detail))
 
-    def give_back_now(self, job_id: int, step: Step, reason: str, error: str) -> GiveBack:
+    def give_back_now(
+        self,
+        job_id: int,
+        step: Step,
+        reason: str,
+        error: str,
+        *,
+        node: str | None = None,
+        fingerprint: str = "",
+    ) -> GiveBack:
         """Give the job back at once: a failure that retrying cannot mend (Slurm's devices
-        and the node's ResourceSlices disagree)."""
+        and ``node``'s ResourceSlices, as ``fingerprint`` says they were, disagree)."""
         self._jobs.pop(job_id, None)
-        return GiveBack(job_id, step, reason, _given_back(job_id, error))
+        return GiveBack(job_id, step, reason, _given_back(job_id, error), node, fingerprint)
 
     def succeeded(self, job_id: int) -> None:
         self._jobs.pop(job_id, None)

@@ -88,6 +88,12 @@ class SchedulerMetrics:
             registry=r,
         )
         self.pods_bound = Counter("slurm_bridge_pods_bound", "Pods bound", registry=r)
+        self.device_mismatches = Counter(
+            "slurm_bridge_device_mismatches",
+            "Jobs given back because Slurm's devices and a node's ResourceSlices disagree "
+            "(the node is then excluded for the group until its slices change)",
+            registry=r,
+        )
         self.loop_failures = Counter(
             "slurm_bridge_loop_failures",
             "Steps of a worker or forever-loop that raised (logged, then backed off), by loop",

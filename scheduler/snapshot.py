@@ -23,7 +23,7 @@ and the act step says what needs saying (a label naming another group's job).
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -50,8 +50,10 @@ from bridge.translate import (
     pod_job_id,
     translate_group,
 )
+from bridge.translate.devices import slices_fingerprint
 from bridge.translate.policy import resolve_policy
 from bridge.wellknown import ANNOTATION_SLURM_NODE, ANNOTATION_SPEC_HASH
+from bridge.workloads import kind_named
 from scheduler.decide import (
     GroupSnapshot,
     JobPart,
@@ -144,6 +146,20 @@ def known_excluded(spec: JobSpec, known: Container[str]) -> JobSpec:
     return spec.model_copy(update={"excluded_nodes": excluded})
 
 
+def with_nodes_excluded(spec: JobSpec, nodes: Sequence[str]) -> JobSpec:
+    """``spec`` (and each hetjob component) excluding ``nodes`` (Slurm names) too."""
+    if not nodes:
+        return spec
+
+    def more(part: JobSpec) -> JobSpec:
+        added = tuple(n for n in nodes if n not in part.excluded_nodes)
+        return part.model_copy(update={"excluded_nodes": part.excluded_nodes + added})
+
+    return more(spec).model_copy(
+        update={"het_components": tuple(more(c) for c in spec.het_components)}
+    )
+
+
 def pod_view(pod: Mapping[str, Any]) -> PodView:
     return PodView(
         kobj.pod_key(pod),
@@ -229,6 +245,21 @@ class Snapshots:
         self.dra = dra
         self.outage = outage
 
+    async def _device_excluded(self, g: GroupState) -> list[str]:
+        """The Slurm names of the nodes whose devices and Slurm's disagreed for a job of
+        ``g`` and whose ResourceSlices have not changed since (those that have changed, or
+        are gone, are dropped: the group may go there again)."""
+        to_slurm = {kube: slurm for slurm, kube in self.state.node_set.to_kube().items()}
+        out: list[str] = []
+        for node, then in sorted(g.device_excluded.items()):
+            now = slices_fingerprint(await self.dra.slices_of(node))
+            if now != then or node not in to_slurm:
+                del g.device_excluded[node]
+                log.info("device_exclusion_lifted", group=g.ref.key, node=node)
+                continue
+            out.append(to_slurm[node])
+        return out
+
     async def take(
         self,
         g: GroupState,
@@ -240,7 +271,7 @@ class Snapshots:
         not held yet; whether a job may be made; whether Slurm answers). ``read``: the
         group's object when the cycle read it already (a 1-tuple: it may be None)."""
         gobj = read[0] if read is not None else await self.state.group_object(g.ref)
-        workload = g.awaits_workload if g.ref.kind == "WorkloadPodGroup" else ""
+        workload = g.awaits_workload if kind_named(g.ref.kind).parent_gang else ""
         if workload:
             gobj = None  # its PodGroup names a Workload not there yet: it waits for it
         pod_groups = await self.state.pod_groups(g.ref)  # a Workload gang's PodGroups
@@ -284,6 +315,8 @@ class Snapshots:
                 gid = result.group
                 expected = result.want if result.want is not None else len(pods) + 1
             else:
+                if g.device_excluded:
+                    result = with_nodes_excluded(result, await self._device_excluded(g))
                 spec = known_excluded(result, self.slurm_state.slurm_nodes)
         except InvalidInput as e:
             invalid = e

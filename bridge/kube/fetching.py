@@ -31,20 +31,25 @@ class ObjectList:
 class KubeFetching(KubeApi):
     """The read verbs, on any :class:`~bridge.kube.resources.Resource`, and discovery."""
 
-    async def served_versions(self, group: str) -> tuple[str, ...]:
-        """The versions the server serves of API ``group`` (discovery: ``GET /apis/<group>``),
-        its preferred version first; () when it serves none."""
-        status, data = await self.raw("GET", f"/apis/{group}", what=f"discovery of {group}")
+    async def _discovery(self, path: str, what: str) -> dict[str, Any] | None:
+        """A discovery document (``GET /apis/...``), None when not served (404)."""
+        status, data = await self.raw("GET", path, what=what)
         if status == 404:
-            return ()
+            return None
         if not 200 <= status < 300:
-            raise error_for_status(status, data, f"discovery of {group}")
+            raise error_for_status(status, data, what)
         try:
             body = fastjson.loads(data)
         except ValueError:
-            raise KubeUnavailable(
-                f"discovery of {group}: answer is not JSON", status=status
-            ) from None
+            raise KubeUnavailable(f"{what}: answer is not JSON", status=status) from None
+        return body if isinstance(body, dict) else {}
+
+    async def served_versions(self, group: str) -> tuple[str, ...]:
+        """The versions the server serves of API ``group`` (discovery: ``GET /apis/<group>``),
+        its preferred version first; () when it serves none."""
+        body = await self._discovery(f"/apis/{group}", f"discovery of {group}")
+        if body is None:
+            return ()
         versions = [
             str(v.get("version"))
             for v in (body.get("versions") or [])
@@ -55,6 +60,15 @@ class KubeFetching(KubeApi):
             versions.remove(preferred)
             versions.insert(0, preferred)
         return tuple(versions)
+
+    async def serves(self, res: Resource) -> bool:
+        """Whether the server serves ``res`` (discovery: ``GET /apis/<group>/<version>``
+        lists its plural), e.g. DeviceTaintRule only from Kubernetes 1.37."""
+        path = f"/apis/{res.group}/{res.version}" if res.group else f"/api/{res.version}"
+        body = await self._discovery(path, f"discovery of {res.api_version}")
+        return body is not None and any(
+            isinstance(r, dict) and r.get("name") == res.plural for r in body.get("resources") or []
+        )
 
     async def get(self, res: Resource, name: str, namespace: str | None = None) -> KubeObject:
         return await self.request(

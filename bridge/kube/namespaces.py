@@ -9,13 +9,13 @@ applies ``admission.failurePolicy``, the controller retries its key.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
-from bridge.bounded import BoundedMap, CacheStats
+from bridge.bounded import CacheStats
 from bridge.clock import Clock
 from bridge.errors import KubeNotFound
+from bridge.kube.cached import CachedLookup
 from bridge.kube.client import KubeClient
 
 # name -> labels, or None when the namespace does not exist
@@ -24,9 +24,6 @@ Fetch = Callable[[str], Awaitable[Mapping[str, str] | None]]
 # A review can name any namespace (a client may call the webhook directly), so the cache
 # is bounded: 10,000 namespaces is more than any cluster has.
 MAX_NAMESPACES = 10_000
-# Lookups of distinct namespaces in flight at once, at most: reviews naming many made-up
-# namespaces cost the API server a bounded number of GETs at a time.
-MAX_CONCURRENT_FETCHES = 8
 
 
 class NamespaceLabelSource(Protocol):
@@ -35,41 +32,26 @@ class NamespaceLabelSource(Protocol):
 
 class CachedNamespaceLabels:
     """Labels per namespace, cached for ``ttl_seconds`` (0: no caching, still single-flight),
-    at most :data:`MAX_NAMESPACES` of them; at most :data:`MAX_CONCURRENT_FETCHES` GETs at
-    a time."""
+    at most :data:`MAX_NAMESPACES` of them; at most
+    :data:`~bridge.kube.cached.MAX_CONCURRENT_FETCHES` GETs at a time."""
 
     def __init__(self, fetch: Fetch, clock: Clock, ttl_seconds: float) -> None:
-        self._fetch = fetch
-        self._clock = clock
-        self._cache: BoundedMap[str, Mapping[str, str]] = BoundedMap(
-            "namespace-labels", MAX_NAMESPACES, ttl=max(ttl_seconds, 0.0), clock=clock
+        async def labels_of(namespace: str) -> Mapping[str, str]:
+            return dict(await fetch(namespace) or {})
+
+        self._lookup = CachedLookup(
+            "namespace-labels", labels_of, clock, ttl_seconds, MAX_NAMESPACES
         )
-        self._inflight: dict[str, asyncio.Task[Mapping[str, str]]] = {}
-        self._fetching = asyncio.Semaphore(MAX_CONCURRENT_FETCHES)
-        self.fetches = 0
+
+    @property
+    def fetches(self) -> int:
+        return self._lookup.fetches
 
     async def labels(self, namespace: str) -> Mapping[str, str]:
-        hit = self._cache.get(namespace)
-        if hit is not None:
-            return hit
-        task = self._inflight.get(namespace)
-        if task is None:
-            task = asyncio.create_task(self._load(namespace))
-            self._inflight[namespace] = task
-            task.add_done_callback(lambda _t: self._inflight.pop(namespace, None))
-        # shield: one caller's timeout must not cancel the lookup the others wait for
-        return await asyncio.shield(task)
+        return await self._lookup.get(namespace)
 
     def stats(self) -> CacheStats:
-        return self._cache.stats()
-
-    async def _load(self, namespace: str) -> Mapping[str, str]:
-        async with self._fetching:
-            self.fetches += 1
-            found = await self._fetch(namespace)
-        labels: Mapping[str, str] = dict(found or {})
-        self._cache[namespace] = labels
-        return labels
+        return self._lookup.stats()
 
 
 def kube_namespace_fetch(kube: KubeClient) -> Fetch:

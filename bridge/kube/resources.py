@@ -77,6 +77,9 @@ LEADERWORKERSETS = Resource(
 )
 RESOURCE_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True)
 RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False)
+# KEP-5055 device taints, GA (served) from Kubernetes 1.37: watched only where discovery
+# lists it (KubeClient.serves)
+DEVICE_TAINT_RULES = Resource("resource.k8s.io", "v1", "devicetaintrules", "DeviceTaintRule", False)
 
 
 def object_key(obj: KubeObject) -> str:

@@ -309,6 +309,16 @@ class Watcher:
             await handler(ev)
 
 
+async def served(kube: KubeClient, res: Resource) -> bool:
+    """Whether to watch ``res``: discovery lists it. When discovery cannot be read, True
+    (the watch's own 404 then ends it quietly: ``list_then_watch(absent_ok=True)``)."""
+    try:
+        return await kube.serves(res)
+    except KubeError as e:
+        log.warning("discovery_failed", resource=res.plural, error=str(e))
+        return True
+
+
 async def list_then_watch(
     watcher: Watcher,
     handler: Callable[[WatchEvent], Awaitable[None] | None],

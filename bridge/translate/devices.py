@@ -7,13 +7,18 @@ ResourceSlices (pure).
 - GPUs and other GRES: where Slurm picked devices (slurmd-backed nodes report indices),
   the devices whose ``index`` attribute (or name ``<x>-<index>``) is one of them; where
   Slurm only counts (external nodes), free devices of the driver on the node, in index
-  order, as kube-scheduler's allocator picks them, never more than Slurm counted to the
-  job on the node (its pods there share the count: ``taken`` books it).
+  order, as kube-scheduler's allocator picks them. Either way never more than Slurm gave
+  the job on the node: its pods there share Slurm's number (``taken`` books it).
 
 **Exactness**: a claim gets only devices Slurm accounted to its own job, in number and
 kind. A GRES Slurm did not give the job on the node, fewer devices (or a count) than the
 request asks, or a kind other than asked is a :class:`DeviceMismatch` (the job is given
 back, nothing written): never a fallback to "any free device".
+
+**Device taints** (KEP-5055, :mod:`bridge.translate.device_taints`): never a device
+tainted ``NoSchedule``/``NoExecute`` (by its slice or a DeviceTaintRule) that the request
+does not tolerate. Where Slurm only counts, such a device is skipped; where Slurm's
+indices (or cores) name one, it is a :class:`DeviceMismatch` (the job is given back).
 
 Never a device another claim holds (``taken``). Pods of one job on one node share Slurm's
 set: each takes the next free devices of it, so they get distinct ones. A node without a
@@ -27,13 +32,15 @@ passes the class's and the request's CEL selectors. Slurm numbers a node's GPUs 
 across its types, in gres.conf order (``gpu:a100:1(IDX:0),gpu:1g.10gb:7(IDX:1-7)``):
 index ``i`` of type ``T`` is the ``k = i - first(T)``-th device of that type
 (``SlurmNodeView.gres_layout``: the node's ``Gres=``, each type's devices together). Which
-DRA device that is: Slurm's whole layout is packed once onto the node's devices
-(:func:`slurm_packing`: every Slurm device a distinct DRA device, all together within the
-GPUs' counters, first fit in (GPU, placement) order with backtracking, so a GPU cut into
-``3g.40gb+2g.20gb+1g.10gb*2`` gets placements that coexist); without the layout, the
-``k``-th device of the type, MIG devices in (parent GPU, placement) order (NVIDIA's names
-``gpu-<minor>-mig-<profile>-<id>-<start>``), whole GPUs by ``index``. Where Slurm only
-counts, free devices of the profile, within Slurm's count.
+DRA device that is: Slurm's whole layout is packed onto the node's devices by the one
+packer (:mod:`bridge.translate.packing`: every Slurm device a distinct DRA device, all
+together within the GPUs' counters, found whenever such a packing exists; devices known
+by their attributes and counters, never their names), and the ``k``-th device of the type
+in it (GPU by GPU) is Slurm's ``k``-th. A layout that cannot be packed is a
+:class:`DeviceMismatch` naming the type short, never a guess. Where Slurm only counts, a
+free device of the profile that a packing of the layout with every device held already
+chooses (what is still free stays packable), then any other that fits, within Slurm's
+count.
 Either way a device is given only when it **fits its GPU's counters**: the sum of what
 every allocated device of the pool consumes (``consumesCounters``, across every claim)
 plus its own stays within the counter set (``sharedCounters``), so a slice is never given
@@ -54,22 +61,25 @@ held by other claims' cpusets are never given again (in ``taken`` as ``core:<i>`
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import cached_property
 from typing import Any
 
 from bridge.errors import DeviceAllocationError, DeviceMismatch, InvalidInput
-from bridge.translate import kobj
+from bridge.translate import kobj, packing
+from bridge.translate.device_taints import describe, device_taints, untolerated
 from bridge.translate.dra import DeviceRequest
 from bridge.translate.quantity import parse_quantity
 from bridge.translate.selectors import device_variable, matches
 
 ALLOCATION_RESULTS_MAX = 32  # resource.k8s.io/v1 AllocationResultsMaxSize (per claim)
 _TRAILING_INDEX = re.compile(r"-(\d+)$")
-_MIG_NAME = re.compile(r"^gpu-(\d+)-mig-.+-(\d+)-(\d+)$")  # NVIDIA: parent, profile id, start
 CounterKey = tuple[str, str, str]  # driver, pool, counter set
 
 
@@ -132,13 +142,14 @@ def core_id(driver: str, pool: str, core: int) -> DeviceId:
     return DeviceId(driver, pool, f"core:{core}")
 
 
-_COUNTED = "slurm-counted"  # the pool of the entries of ``taken`` that book Slurm's counts
+_GIVEN = "slurm-given"  # the pool of the entries of ``taken`` that book Slurm's numbers
 
 
-def _counted_id(gres: str, n: int) -> DeviceId:
-    """The ``n``-th device of a counted-only GRES given on the node, as an entry of
-    ``taken`` (so the job's pods on the node never get more than Slurm counted)."""
-    return DeviceId("", _COUNTED, f"{gres}#{n}")
+def _given_id(gres: str, n: int) -> DeviceId:
+    """Device ``n`` (Slurm's index, or the place in its count) of a GRES Slurm gave the
+    job on the node, given to a claim, as an entry of ``taken`` (so the job's pods on the
+    node never get more than Slurm gave)."""
+    return DeviceId("", _GIVEN, f"{gres}#{n}")
 
 
 def cpuset_text(cores: Sequence[int]) -> str:
@@ -182,22 +193,20 @@ class Device:
         return value if isinstance(value, str) else None
 
     @property
-    def mig_order(self) -> tuple[int, int, str]:
-        """(parent GPU, placement start): NVIDIA's name, else the attributes."""
-        m = _MIG_NAME.match(self.id.device)
-        if m:
-            return int(m.group(1)), int(m.group(3)), self.id.device
-        parent, start = self.attr("parentIndex"), self.attr("placement")
-        return (
-            parent if isinstance(parent, int) else 0,
-            start if isinstance(start, int) else 0,
-            self.id.device,
-        )
-
-    @property
     def parent_uuid(self) -> str | None:
         value = self.attr("parentUUID")
         return value if isinstance(value, str) else None
+
+    @property
+    def gpu_number(self) -> int | None:
+        """The number of the GPU it is or belongs to, where the slices publish one
+        (``parentIndex``/``parentMinor`` of a slice, ``index``/``minor`` of a GPU)."""
+        names = ("parentIndex", "parentMinor") if self.is_mig else ("index", "minor")
+        for name in names:
+            value = self.attr(name)
+            if isinstance(value, int):
+                return value
+        return None
 
     @property
     def uuid(self) -> str | None:
@@ -212,13 +221,24 @@ class Device:
     def attr(self, name: str) -> Any:
         """An attribute's value by its short or driver-qualified name (``index``,
         ``dra.cpu/cpuID``), or None."""
-        for key in (name, f"{self.id.driver}/{name}"):
-            raw = self.attributes.get(key)
-            if isinstance(raw, Mapping):
+        return self._values.get(name)
+
+    @cached_property
+    def _values(self) -> dict[str, Any]:
+        """Each attribute's value by its short name (the short key before the
+        driver-qualified one), read once."""
+        out: dict[str, Any] = {}
+        prefix = f"{self.id.driver}/"
+        for qualified in (False, True):
+            for key, raw in self.attributes.items():
+                if key.startswith(prefix) != qualified or not isinstance(raw, Mapping):
+                    continue
+                short = key[len(prefix) :] if qualified else key
                 for kind in ("int", "string", "bool", "version"):
                     if kind in raw:
-                        return raw[kind]
-        return None
+                        out.setdefault(short, raw[kind])
+                        break
+        return out
 
     @property
     def index(self) -> int | None:
@@ -348,6 +368,17 @@ class Ledger:
         return out
 
 
+def slices_fingerprint(slices: Iterable[kobj.Obj], driver: str | None = None) -> str:
+    """What a node's ResourceSlices (of ``driver``, or all) publish, as one digest: equal
+    while their devices and counters stay the same, whatever the order they are listed in."""
+    parts = sorted(
+        json.dumps([kobj.name(s), kobj.get(s, "spec")], sort_keys=True, default=str)
+        for s in slices
+        if driver is None or kobj.text(s, "spec", "driver") == driver
+    )
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
 def taken_devices(claims: Iterable[kobj.Obj], skip_uids: Iterable[str] = ()) -> set[DeviceId]:
     """Devices the allocations of ``claims`` hold (but those of the claims in ``skip_uids``)."""
     skip = set(skip_uids)
@@ -436,15 +467,23 @@ def _grouped(
     return Picked(ids, tuple(by_group[i] for i in ids), cores)
 
 
-def _order(d: Device) -> tuple[int, int, int, str]:
-    if d.is_mig:
-        parent, start, name = d.mig_order
-        return 1, parent, start, name
-    return 0, d.index if d.index is not None else 1 << 30, 0, d.id.device
+def _tainted(r: DeviceRequest, d: Device) -> str | None:
+    """Why ``r`` may not have ``d``: a NoSchedule/NoExecute taint it does not tolerate
+    (KEP-5055; the slices carry the DeviceTaintRules' taints too: device_taints.with_rules)."""
+    blocked = untolerated(device_taints(d.raw), r.tolerations)
+    if not blocked:
+        return None
+    return (
+        f"{d.id.device} is tainted {describe(blocked[0])}, which request {r.request!r} does not "
+        "tolerate"
+    )
 
 
 def _unfit(r: DeviceRequest, d: Device) -> str | None:
-    """Why ``d`` is not a device of the kind ``r`` asks for (None: it is)."""
+    """Why ``d`` is not a device of the kind ``r`` asks for, or one it may not have
+    (None: it is, and it may)."""
+    if (why := _tainted(r, d)) is not None:
+        return why
     if r.profile is not None:
         if not d.is_mig:
             return f"{d.id.device} is not a MIG slice (the request asks for {r.profile})"
@@ -457,55 +496,86 @@ def _unfit(r: DeviceRequest, d: Device) -> str | None:
     return None
 
 
-def _of_type(devices: Sequence[Device], key: str, profiles: Mapping[str, str]) -> list[Device]:
-    """The node's devices Slurm counts as the typed GRES ``key``, in Slurm's order."""
-    profile = profiles.get(key)
-    if profile is not None:
-        return sorted((d for d in devices if d.is_mig and d.profile == profile), key=_order)
-    return sorted((d for d in devices if not d.is_mig), key=_order)
+WHOLE = ""  # the kind of a whole GPU in a packing of Slurm's layout
 
 
-PACKING_STEPS_MAX = 20_000  # backtracking steps before the packing gives up
+@dataclass(frozen=True)
+class SlurmLayout:
+    """Slurm's layout of a node as the packer's kinds: a MIG profile's typed GRES is its
+    kind, every typed whole GPU (``gpu:a100``) the kind :data:`WHOLE`, numbered on from
+    the whole GPUs of the types before it."""
+
+    want: Mapping[str, int]
+    kind_of_profile: Mapping[str, str]
+    whole_offset: Mapping[str, int]
+
+    @classmethod
+    def of(cls, layout: Sequence[tuple[str, int]], profiles: Mapping[str, str]) -> SlurmLayout:
+        want: dict[str, int] = {}
+        kinds: dict[str, str] = {}
+        offsets: dict[str, int] = {}
+        for key, count in layout:
+            if key in profiles:
+                kinds.setdefault(profiles[key], key)
+                want[key] = want.get(key, 0) + count
+            elif ":" in key:
+                offsets.setdefault(key, want.get(WHOLE, 0))
+                want[WHOLE] = want.get(WHOLE, 0) + count
+        return cls(want, kinds, offsets)
+
+    def kind(self, d: Device) -> str:
+        if d.is_mig:
+            return self.kind_of_profile.get(d.profile or "", f"mig:{d.profile}")
+        return WHOLE
+
+    def request_kind(self, r: DeviceRequest) -> str:
+        if r.profile is None:
+            return WHOLE
+        return self.kind_of_profile.get(r.profile, f"mig:{r.profile}")
 
 
-def slurm_packing(
-    devices: Sequence[Device],
-    slices: Sequence[kobj.Obj],
-    layout: Sequence[tuple[str, int]],
-    profiles: Mapping[str, str],
-) -> dict[tuple[str, int], Device] | None:
-    """Slurm's devices of a node (``layout``: its typed GRES and counts, in Slurm's order)
-    packed onto the node's DRA devices: ``(type, k)`` -> a device of that kind, all
-    distinct and together within the GPUs' counters (as if all were allocated), first fit
-    in (GPU, placement) order, backtracking. None when they cannot all fit (or the search
-    passes :data:`PACKING_STEPS_MAX` steps)."""
-    wanted = [(key, k) for key, count in layout for k in range(count)]
-    options = {key: _of_type(devices, key, profiles) for key, _ in layout}
-    out: dict[tuple[str, int], Device] = {}
-    steps = 0
+def _key(d: DeviceId) -> str:
+    return f"{d.pool}/{d.device}"
 
-    def place(i: int, ledger: Ledger, used: set[DeviceId]) -> bool:
-        nonlocal steps
-        if i == len(wanted):
-            return True
-        key = wanted[i][0]
-        for d in options[key]:
-            steps += 1
-            if steps > PACKING_STEPS_MAX:
-                return False
-            if d.id in used or ledger.why_not(d) is not None:
-                continue
-            nxt = ledger.copy()
-            nxt.take(d)
-            out[wanted[i]] = d
-            if place(i + 1, nxt, used | {d.id}):
-                return True
-        out.pop(wanted[i], None)
-        return False
 
-    if not wanted or not place(0, Ledger.of(devices, slices, set()), set()):
-        return None
-    return out
+def packing_node(
+    devices: Sequence[Device], slices: Sequence[kobj.Obj], layout: SlurmLayout
+) -> packing.NodeDevices:
+    """The node's devices for the packer: identified by their attributes (``type``,
+    ``profile``, ``uuid``, ``parentUUID``, the GPU's number) and counters, never by name."""
+    capacity: dict[packing.CounterRef, Decimal] = {}
+    for driver in sorted({d.id.driver for d in devices}):
+        for (_, pool, cset), amounts in counter_sets(slices, driver).items():
+            for name, n in amounts.items():
+                capacity[(f"{pool}/{cset}", name)] = n
+    units = []
+    for d in devices:
+        placement = d.attr("placement")
+        units.append(
+            packing.Unit(
+                _key(d.id),
+                layout.kind(d),
+                {
+                    (f"{d.id.pool}/{cset}", name): n
+                    for cset, amounts in d.consumes
+                    for name, n in amounts.items()
+                },
+                part=d.is_mig,
+                uuid=d.uuid,
+                parent=d.parent_uuid,
+                gpu=d.gpu_number,
+                placement=placement if isinstance(placement, int) else None,
+            )
+        )
+    return packing.node_of(units, capacity)
+
+
+def _unpacked(node: str, r: DeviceRequest, layout: Sequence[tuple[str, int]], why: object) -> str:
+    text = ",".join(f"{k}:{n}" for k, n in layout)
+    return (
+        f"Slurm's devices of the node ({text}) cannot all be placed on its ResourceSlices' "
+        f"devices together: {why}"
+    )
 
 
 def _slurm_devices(
@@ -517,10 +587,20 @@ def _slurm_devices(
     profiles: Mapping[str, str],
     slices: Sequence[kobj.Obj],
 ) -> list[Device]:
-    """The devices Slurm's indices name (Slurm numbers a node's GPUs once across types)."""
+    """The devices Slurm's indices name (Slurm numbers a node's GPUs once across types):
+    Slurm's whole layout packed onto the node's devices, the ``k``-th of a type in it."""
     out: list[Device] = []
-    typed = [k for k, _ in slurm.gres_layout if k in profiles or ":" in k]
-    packing = slurm_packing(devices, slices, slurm.gres_layout, profiles) if typed else None
+    layout = SlurmLayout.of(slurm.gres_layout, profiles)
+    node_devices_ = packing_node(devices, slices, layout)
+    by_key = {_key(d.id): d for d in devices}
+    packed: packing.Packing | None = None
+    if layout.want:
+        found = packing.pack(node_devices_, layout.want)
+        if isinstance(found, packing.Unpackable):
+            raise DeviceMismatch(node, r.driver, _unpacked(node, r, slurm.gres_layout, found))
+        packed = found
+    position = node_devices_.position()
+    counts = dict(slurm.gres_layout)
     offsets = slurm.gres_offsets
     for key, indices in given:
         if ":" not in key and key not in profiles:
@@ -535,7 +615,18 @@ def _slurm_devices(
                 )
             out += [by_index[i] for i in indices]
             continue
-        order = _of_type(devices, key, profiles)
+        if packed is not None and key in counts:
+            kind = key if key in profiles else WHOLE
+            order = [by_key[k] for k in packed.devices.get(kind, ())]
+            order = order[layout.whole_offset.get(key, 0) :][: counts[key]]
+        else:  # Slurm's layout unknown: the type's devices in the node's order
+            profile = profiles.get(key)
+            order = sorted(
+                (d for d in devices if d.is_mig == (profile is not None) and d.profile == profile)
+                if profile is not None
+                else (d for d in devices if not d.is_mig),
+                key=lambda d: position[_key(d.id)],
+            )
         offset = offsets.get(key, 0)
         for i in indices:
             k = i - offset
@@ -544,14 +635,43 @@ def _slurm_devices(
                     node,
                     r.driver,
                     f"Slurm gave {key} index {i}, which the node's ResourceSlices do not show "
-                    f"(they publish {len(order)} devices of it, numbered from {offset})",
+                    f"(they hold {len(order)} devices of it, numbered from {offset})",
                 )
-            out.append(packing.get((key, k), order[k]) if packing is not None else order[k])
+            out.append(order[k])
     for d in out:
         why = _unfit(r, d)
         if why is not None:
             raise DeviceMismatch(node, r.driver, f"Slurm gave {d.id.device}, but {why}")
     return out
+
+
+def _free_devices(
+    r: DeviceRequest,
+    devices: Sequence[Device],
+    slurm: SlurmNodeView,
+    profiles: Mapping[str, str],
+    slices: Sequence[kobj.Obj],
+    taken: set[DeviceId],
+) -> list[Device]:
+    """Where Slurm only counts: the devices of the request's kind, those a packing of
+    Slurm's whole layout with every device held already chooses first (taking one keeps
+    what is still free packable), then the others, in the node's order."""
+    layout = SlurmLayout.of(slurm.gres_layout, profiles)
+    node_devices_ = packing_node(devices, slices, layout)
+    position = node_devices_.position()
+    fitting = sorted(
+        (d for d in devices if _unfit(r, d) is None), key=lambda d: position[_key(d.id)]
+    )
+    if not layout.want:
+        return fitting
+    held = {_key(d.id) for d in devices if d.id in taken}
+    found = packing.pack(node_devices_, layout.want, fixed=held)
+    if isinstance(found, packing.Unpackable):
+        return fitting
+    first = set(found.devices.get(layout.request_kind(r), ())) - held
+    return [d for d in fitting if _key(d.id) in first] + [
+        d for d in fitting if _key(d.id) not in first
+    ]
 
 
 def _pick_gres(
@@ -577,20 +697,12 @@ def _pick_gres(
             f"Slurm gave the job no {r.gres} on the node, the request {r.request!r} asks for "
             f"{r.count}",
         )
+    booked = _book(node, r, given, slurm, taken, profiles)
     indexed = [(k, idx) for k, idx in given if idx is not None]
-    counted: list[DeviceId] = []
     if indexed:
         candidates = _slurm_devices(node, r, devices, indexed, slurm, profiles, slices)
-        if len(candidates) < r.count:
-            raise DeviceMismatch(
-                node,
-                r.driver,
-                f"Slurm gave the job {len(candidates)} {r.gres} on the node, the request "
-                f"{r.request!r} asks for {r.count}",
-            )
     else:
-        counted = _counted_budget(node, r, [k for k, _ in given], slurm, taken, profiles)
-        candidates = sorted((d for d in devices if _unfit(r, d) is None), key=_order)
+        candidates = _free_devices(r, devices, slurm, profiles, slices, taken)
     ledger = Ledger.of(devices, slices, taken)
     picked: list[DeviceId] = []
     refused: tuple[Device, str] | None = None
@@ -616,42 +728,45 @@ def _pick_gres(
             reason += f" ({refused[0].id.device}: {refused[1]})"
         partitioned = r.profile is not None or any(d.is_mig or d.consumes for d in candidates)
         raise (DeviceMismatch if partitioned else DeviceAllocationError)(node, r.driver, reason)
-    taken.update(counted)
+    taken.update(booked)
     return tuple(picked)
 
 
-def _counted_budget(
+def _book(
     node: str,
     r: DeviceRequest,
-    keys: Sequence[str],
+    given: Sequence[tuple[str, tuple[int, ...] | None]],
     slurm: SlurmNodeView,
     taken: set[DeviceId],
     profiles: Mapping[str, str],
 ) -> list[DeviceId]:
-    """Where Slurm only counts: the entries of ``taken`` that book ``r.count`` devices of
-    Slurm's count of ``keys`` (those of the request's kind) on the node, or the
-    DeviceMismatch saying the job's count (less what its other claims took) is short."""
-    kind = [k for k in keys if profiles.get(k) == r.profile]
+    """The entries of ``taken`` that book ``r.count`` of the devices Slurm gave the job
+    on the node (``given``: its indices, or where it only counts, its count of a GRES of
+    the request's kind), or the DeviceMismatch saying Slurm's number, less what the job's
+    other claims took, is short: a claim never gets more than Slurm gave its job."""
+    kind = [(k, idx) for k, idx in given if idx is not None or profiles.get(k) == r.profile]
     if not kind:
         raise DeviceMismatch(
             node,
             r.driver,
-            f"Slurm gave {', '.join(sorted(keys))}, the request {r.request!r} asks for "
-            + (f"{r.profile} slices" if r.profile else "whole devices"),
+            f"Slurm gave {', '.join(sorted(k for k, _ in given))}, the request {r.request!r} "
+            "asks for " + (f"{r.profile} slices" if r.profile else "whole devices"),
         )
     out: list[DeviceId] = []
     total = 0
-    for key in kind:
-        have = slurm.counts.get(key, 0)
-        total += have
-        free = [_counted_id(key, n) for n in range(have) if _counted_id(key, n) not in taken]
+    for key, idx in kind:
+        # Slurm's indices, or the places of its count
+        slots = idx if idx is not None else range(slurm.counts.get(key, 0))
+        total += len(slots)
+        free = [_given_id(key, n) for n in slots if _given_id(key, n) not in taken]
         out += free[: r.count - len(out)]
     if len(out) < r.count:
         raise DeviceMismatch(
             node,
             r.driver,
-            f"Slurm counted {total} {'/'.join(kind)} to the job on the node ({total - len(out)} "
-            f"given to its other claims already), the request {r.request!r} asks for {r.count}",
+            f"Slurm gave the job {total} {'/'.join(k for k, _ in kind)} on the node "
+            f"({total - len(out)} to its other claims already), the request {r.request!r} "
+            f"asks for {r.count}",
         )
     return out
 
@@ -685,6 +800,9 @@ def allocate_pod(
             )
             continue
         candidates = _cpu_candidates(node, devices, slurm.cores, r.driver)
+        for d in candidates:
+            if (why := _tainted(r, d)) is not None:
+                raise DeviceMismatch(node, r.driver, f"Slurm gave {d.id.device}, but {why}")
         free = [d.id for d in candidates if d.id not in taken]
         if len(free) < r.count:
             raise DeviceAllocationError(

@@ -29,14 +29,24 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, MutableMapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bridge.config import MIG_RESOURCE_PREFIX
 from bridge.errors import InvalidInput
 from bridge.translate import kobj
 from bridge.translate.quantity import whole_count
-from bridge.translate.selectors import Selector, compile_selectors, device_variable, matches
+from bridge.translate.selectors import (
+    Budget,
+    OverBudget,
+    Selector,
+    Selectors,
+    compile_selectors,
+    costliest,
+    device_variable,
+    matches,
+    over_budget_reason,
+)
 
 DRA_CPU = "dra.cpu"
 EXTENDED_PREFIX = "deviceclass.resource.kubernetes.io/"
@@ -65,6 +75,9 @@ class DeviceRequest:
     profile: str | None = None  # a MIG profile: only slices of it (gres is its typed GRES)
     # the DeviceClass's and the request's CEL selectors: every device given passes them
     selectors: tuple[Selector, ...] = field(default=(), compare=False)
+    # the request's device tolerations (KEP-5055): a device tainted NoSchedule/NoExecute
+    # is given only when they tolerate the taint (bridge.translate.device_taints)
+    tolerations: tuple[Mapping[str, Any], ...] = field(default=(), compare=False)
 
     @property
     def is_cpu(self) -> bool:
@@ -88,6 +101,13 @@ class DraInputs:
     # (class, request selector sources) -> what they resolved to, for these classes and
     # slices (the caller keeps it while they do not change); None: resolve every time
     kinds: MutableMapping[tuple[str, tuple[str, ...]], DeviceKind] | None = field(
+        default=None, compare=False
+    )
+    # what matching devices may still cost for this group's requests (CEL cost units)
+    budget: Budget = field(default_factory=Budget, compare=False)
+    # (slice name, resourceVersion, driver) -> its devices as selectors see them, kept by
+    # the caller across groups (a slice is read once per version); None: built each time
+    devices: MutableMapping[tuple[str, str, str], tuple[dict[str, Any], ...]] | None = field(
         default=None, compare=False
     )
 
@@ -149,11 +169,16 @@ def _no_gres(cls: str) -> str:
 @dataclass(frozen=True)
 class DeviceKind:
     """What a request asks Slurm for: the GRES, the MIG profile (None: whole devices),
-    and the selectors every device given must pass."""
+    and the selectors every device given must pass. ``cost``: what matching the devices
+    cost (CEL cost units); ``refused``: why the request is refused (after its name), or
+    ``over``: the selector being evaluated when a budget of ``cost`` ran out."""
 
     gres: str | None
     profile: str | None
     selectors: tuple[Selector, ...]
+    cost: int = 0
+    refused: str = ""
+    over: int | None = None
 
 
 def device_kind(
@@ -173,51 +198,104 @@ def device_kind(
         if request_selectors:
             raise InvalidInput(where, f"{prefix}CEL selectors cannot be expressed to Slurm", obj)
         return DeviceKind(None, None, ())
-    selectors = compile_selectors(
-        kobj.sequence(class_obj, "spec", "selectors"),
-        where,
-        f"{prefix}DeviceClass {cls!r} spec.selectors",
-        obj,
-    ) + compile_selectors(request_selectors, where, f"{prefix}{request_path}.selectors", obj)
+    selectors = Selectors(
+        compile_selectors(
+            kobj.sequence(class_obj, "spec", "selectors"),
+            where,
+            f"{prefix}DeviceClass {cls!r} spec.selectors",
+            obj,
+        )
+        + compile_selectors(
+            request_selectors, where, f"{prefix}{request_path}.selectors", obj, inputs.budget
+        )
+    )
     configured = inputs.device_class_gres.get(cls)
     by_gres = {g: p for p, g in inputs.mig_gres().items()}
     if configured is not None and not request_selectors:
         return DeviceKind(configured, by_gres.get(configured), selectors)
     key = (cls, tuple(kobj.text(sel, "cel", "expression") for sel in request_selectors))
-    if inputs.kinds is not None and key in inputs.kinds:
-        return inputs.kinds[key]
-    kind = _resolve(cls, class_obj, selectors, configured, where, prefix, inputs, obj)
-    if inputs.kinds is not None:
-        inputs.kinds[key] = kind
-    return kind
+    kind = inputs.kinds.get(key) if inputs.kinds is not None else None
+    left = inputs.budget.left
+    if kind is None or (kind.over is not None and kind.cost < left):
+        # not known, or known to cost more than less than this group has left: matched
+        # up to what the group can pay (no more: the loop's time is the group's)
+        kind = _resolve(cls, class_obj, selectors, configured, inputs, left)
+        if inputs.kinds is not None:
+            inputs.kinds[key] = kind
+    try:
+        if kind.over is not None:  # costs more than kind.cost >= what the group has left
+            raise OverBudget(kind.over)
+        inputs.budget.charge(kind.cost, costliest(selectors))
+    except OverBudget as e:
+        raise InvalidInput(where, over_budget_reason(selectors[e.selector].field), obj) from e
+    if kind.refused:
+        raise InvalidInput(where, prefix + kind.refused, obj)
+    return replace(kind, selectors=selectors)
 
 
 def _resolve(
     cls: str,
     class_obj: kobj.Obj | None,
-    selectors: tuple[Selector, ...],
+    selectors: Selectors,
     configured: str | None,
-    where: str,
-    prefix: str,
     inputs: DraInputs,
-    obj: str,
+    limit: int,
 ) -> DeviceKind:
-    """What the devices ``selectors`` match in the cluster's slices ask Slurm for."""
+    """What the devices ``selectors`` match in the cluster's slices ask Slurm for (a
+    refused kind says why), matched under a budget of its own of ``limit``: the result
+    depends on the selectors and slices alone (``over``: they cost more than ``limit``),
+    so it may be kept and charged to every group using it."""
+    budget = Budget(limit)
     driver = class_driver(cls, class_obj)
     profiles: set[str] = set()
     whole = 0
-    for s in inputs.slices:
-        if kobj.text(s, "spec", "driver") != driver:
-            continue
-        for d in kobj.sequence(s, "spec", "devices"):
-            var = device_variable(driver, d)
-            if not matches(selectors, var):
+    heaviest = costliest(selectors)
+    try:
+        for s in sorted(inputs.slices, key=kobj.name):
+            if kobj.text(s, "spec", "driver") != driver:
                 continue
-            attrs = var["attributes"][driver]
-            if attrs.get("type") == "mig" and isinstance(attrs.get("profile"), str):
-                profiles.add(attrs["profile"])
-            else:
-                whole += 1
+            for var in _variables(s, driver, inputs.devices):
+                budget.charge(len(selectors.paths), heaviest)  # reading what they read
+                if not matches(selectors, var, budget):
+                    continue
+                attrs = var["attributes"][driver]
+                if attrs.get("type") == "mig" and isinstance(attrs.get("profile"), str):
+                    profiles.add(attrs["profile"])
+                else:
+                    whole += 1
+    except OverBudget as e:
+        return DeviceKind(None, None, selectors, cost=limit, over=e.selector)
+    kind = _kind(cls, driver, configured, profiles, whole, inputs)
+    return replace(kind, selectors=selectors, cost=budget.spent)
+
+
+def _variables(
+    s: kobj.Obj,
+    driver: str,
+    memo: MutableMapping[tuple[str, str, str], tuple[dict[str, Any], ...]] | None,
+) -> tuple[dict[str, Any], ...]:
+    """The devices of slice ``s`` as selectors see them (kept in ``memo`` per version)."""
+    version = kobj.text(s, "metadata", "resourceVersion")
+    key = (kobj.name(s), version, driver)
+    hit = memo.get(key) if memo is not None and version else None
+    if hit is None:
+        hit = tuple(device_variable(driver, d) for d in kobj.sequence(s, "spec", "devices"))
+        if memo is not None and version:
+            memo[key] = hit
+    return hit
+
+
+def _kind(
+    cls: str,
+    driver: str,
+    configured: str | None,
+    profiles: set[str],
+    whole: int,
+    inputs: DraInputs,
+) -> DeviceKind:
+    def refused(why: str) -> DeviceKind:
+        return DeviceKind(None, None, (), refused=why)
+
     if not profiles and not whole:
         none = (
             f"no device of the cluster's ResourceSlices matches DeviceClass {cls!r} and the "
@@ -225,36 +303,30 @@ def _resolve(
         )
         if configured is None:
             none = f"{none}; {_no_gres(cls)}"
-        raise InvalidInput(where, prefix + none, obj)
+        return refused(none)
     if profiles and whole:
-        raise InvalidInput(
-            where,
-            f"{prefix}the selectors match both whole GPUs and MIG slices; Slurm is asked for "
-            f'one GRES: select one kind (device.attributes["{driver}"].type == "mig")',
-            obj,
+        return refused(
+            "the selectors match both whole GPUs and MIG slices; Slurm is asked for "
+            f'one GRES: select one kind (device.attributes["{driver}"].type == "mig")'
         )
     if len(profiles) > 1:
-        raise InvalidInput(
-            where,
-            f"{prefix}the selectors match MIG slices of several profiles "
+        return refused(
+            "the selectors match MIG slices of several profiles "
             f"({', '.join(sorted(profiles))}); Slurm is asked for one typed GRES: select one "
-            f'profile (device.attributes["{driver}"].profile == "...")',
-            obj,
+            f'profile (device.attributes["{driver}"].profile == "...")'
         )
     if profiles:
         (profile,) = profiles
         gres = inputs.mig_gres().get(profile)
         if gres is None:
-            raise InvalidInput(
-                where,
-                f"{prefix}MIG profile {profile!r} has no Slurm GRES: add "
-                f"'{MIG_RESOURCE_PREFIX}{profile}: gpu:{profile}' to scheduler.gresMapping",
-                obj,
+            return refused(
+                f"MIG profile {profile!r} has no Slurm GRES: add "
+                f"'{MIG_RESOURCE_PREFIX}{profile}: gpu:{profile}' to scheduler.gresMapping"
             )
-        return DeviceKind(gres, profile, selectors)
+        return DeviceKind(gres, profile, ())
     if configured is None:
-        raise InvalidInput(where, prefix + _no_gres(cls), obj)
-    return DeviceKind(configured, None, selectors)
+        return refused(_no_gres(cls))
+    return DeviceKind(configured, None, ())
 
 
 def _extended_names(inputs: DraInputs) -> dict[str, str]:
@@ -318,7 +390,6 @@ def _extended_requests(pod: kobj.Obj, inputs: DraInputs, obj: str) -> list[Devic
 _UNSUPPORTED_EXACTLY = {
     "adminAccess": "admin access is not supported by the bridge",
     "capacity": "capacity requests cannot be expressed to Slurm",
-    "tolerations": "device tolerations are not supported by the bridge",
 }
 
 
@@ -406,6 +477,9 @@ def _claim_requests(pod: kobj.Obj, inputs: DraInputs, obj: str) -> list[DeviceRe
                     count=count,
                     profile=dk.profile,
                     selectors=dk.selectors,
+                    tolerations=tuple(
+                        t for t in kobj.sequence(exactly, "tolerations") if isinstance(t, Mapping)
+                    ),
                 )
             )
     return out

@@ -27,21 +27,23 @@ once. Slurm's configuration is one choice among them.
   a kind than Slurm has (else pods asking for them wait forever, or Slurm never uses them);
 - every GPU whose devices consume counters is used by some GRES Slurm has.
 
-The devices for Slurm's GRES are picked greedily: kinds that consume the most first, each
-device the first (in the slices' order) whose counter sets still have room. A device
-without counters is independent.
+Whether Slurm's GRES fit is asked of the one packer (:mod:`bridge.translate.packing`):
+exact (a packing of the whole layout whenever one exists, using every GPU), by the
+devices' attributes and counters. A device without counters is independent; a static
+MIG slice and its GPU's full device exclude each other (``parentUUID``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import Enum
 
 from bridge.errors import InvalidInput
-from bridge.translate import kobj
+from bridge.text import checked_token
+from bridge.translate import kobj, packing
 from bridge.translate.quantity import parse_non_negative, whole_count
 
 MIG_TYPE = "mig"
@@ -113,9 +115,11 @@ class GresTable:
     def is_slice(self, kind: GresKind) -> bool:
         return kind.type in self.mig or bool(_MIG_PROFILE.match(kind.type))
 
-    def profile_kind(self, profile: str, gres_name: str) -> GresKind:
+    def profile_kind(self, profile: str, gres_name: str, field: str = "profile") -> GresKind:
         """The typed GRES of a MIG profile: the table's (``nvidia.com/mig-<profile>``),
-        else ``<gres_name>:<profile>``."""
+        else ``<gres_name>:<profile>``. The profile is driver text that becomes a word of
+        Slurm's ``Gres=``: InvalidInput naming ``field`` unless it is a Slurm word."""
+        checked_token(profile, field)
         mapped = self.mapping.get(f"nvidia.com/mig-{profile}")
         if mapped and ":" in mapped:
             name, _, typ = mapped.partition(":")
@@ -132,6 +136,11 @@ class KubeDevice:
     name: str
     kind: GresKind
     consumes: Mapping[str, Mapping[str, Decimal]] = field(default_factory=dict)
+    part: bool = False  # a MIG slice
+    uuid: str | None = None
+    parent: str | None = None  # parentUUID of a slice
+    gpu: int | None = None  # the GPU's number (parentIndex/parentMinor, index/minor)
+    placement: int | None = None
 
 
 @dataclass(frozen=True)
@@ -167,6 +176,17 @@ def _attr(device: Mapping[str, object], name: str, driver: str) -> str:
     return ""
 
 
+def _int_attr(device: Mapping[str, object], driver: str) -> Callable[[str], int | None]:
+    def read(name: str) -> int | None:
+        for key in (name, f"{driver}/{name}"):
+            value = kobj.mapping(device, "attributes", key).get("int")
+            if isinstance(value, int):
+                return value
+        return None
+
+    return read
+
+
 def slice_inventory(
     slices: Iterable[kobj.Obj], drivers: Mapping[str, str], table: GresTable
 ) -> KubeInventory:
@@ -191,8 +211,10 @@ def slice_inventory(
         for d in kobj.sequence(s, "spec", "devices"):
             name = kobj.text(d, "name")
             profile = _attr(d, "profile", driver)
-            if _attr(d, "type", driver) == MIG_TYPE and profile:
-                kind = table.profile_kind(profile, gres_name)
+            part = _attr(d, "type", driver) == MIG_TYPE and bool(profile)
+            if part:
+                field = f"ResourceSlice {kobj.name(s)}: device {name}: attributes.profile"
+                kind = table.profile_kind(profile, gres_name, field)
             else:
                 kind = GresKind(gres_name)
             where = f"ResourceSlice {kobj.name(s)}: device {name}: consumesCounters"
@@ -202,7 +224,20 @@ def slice_inventory(
                 )
                 for c in kobj.sequence(d, "consumesCounters")
             }
-            devices.append(KubeDevice(name, kind, consumes))
+            numbers = ("parentIndex", "parentMinor") if part else ("index", "minor")
+            number = next((n for n in map(_int_attr(d, driver), numbers) if n is not None), None)
+            devices.append(
+                KubeDevice(
+                    name,
+                    kind,
+                    consumes,
+                    part=part,
+                    uuid=_attr(d, "uuid", driver) or None,
+                    parent=_attr(d, "parentUUID", driver) or None,
+                    gpu=number,
+                    placement=_int_attr(d, driver)("placement"),
+                )
+            )
     return KubeInventory(tuple(devices), counters)
 
 
@@ -234,67 +269,32 @@ def kube_inventory(
 
 
 # --------------------------------------------------------------------------- choosing
-def _weight(d: KubeDevice) -> Decimal:
-    return sum((sum(c.values(), Decimal(0)) for c in d.consumes.values()), Decimal(0))
-
-
-@dataclass
-class _Room:
-    left: dict[str, dict[str, Decimal]]
-
-    def fits(self, d: KubeDevice) -> bool:
-        for cset, want in d.consumes.items():
-            have = self.left.get(cset)
-            if have is None:
-                return False  # names a counter set the pool does not publish
-            if any(have.get(c, Decimal(0)) < amount for c, amount in want.items()):
-                return False
-        return True
-
-    def take(self, d: KubeDevice) -> None:
-        for cset, want in d.consumes.items():
-            for c, amount in want.items():
-                self.left[cset][c] = self.left[cset].get(c, Decimal(0)) - amount
-
-
-def pick(
-    inv: KubeInventory, want: Mapping[GresKind, int]
-) -> tuple[list[KubeDevice], dict[GresKind, int]]:
-    """Devices for ``want`` that fit the counters together (greedy, kinds consuming the
-    most first), and per kind how many could not be found."""
-    room = _Room({k: dict(v) for k, v in inv.counters.items()})
-    chosen: list[KubeDevice] = []
-    short: dict[GresKind, int] = {}
-    by_kind: dict[GresKind, list[KubeDevice]] = {}
-    for d in inv.devices:
-        by_kind.setdefault(d.kind, []).append(d)
-    heaviest = sorted(want, key=lambda k: (-max(map(_weight, by_kind.get(k, [])), default=0), k))
-    for kind in heaviest:
-        need = want[kind]
-        # independent devices first: a partitionable GPU may be needed for its slices
-        for d in sorted(by_kind.get(kind, []), key=lambda d: bool(d.consumes)):
-            if need == 0:
-                break
-            if room.fits(d):
-                room.take(d)
-                chosen.append(d)
-                need -= 1
-        if need:
-            short[kind] = need
-    return chosen, short
+def packing_node(inv: KubeInventory) -> packing.NodeDevices:
+    """The inventory's devices for the packer (by attributes and counters)."""
+    capacity = {(cs, c): n for cs, counters in inv.counters.items() for c, n in counters.items()}
+    return packing.node_of(
+        (
+            packing.Unit(
+                d.name,
+                d.kind,
+                {(cs, c): n for cs, want in d.consumes.items() for c, n in want.items()},
+                part=d.part,
+                uuid=d.uuid,
+                parent=d.parent,
+                gpu=d.gpu,
+                placement=d.placement,
+            )
+            for d in inv.devices
+        ),
+        capacity,
+    )
 
 
 def registration_gres(inv: KubeInventory) -> dict[GresKind, int]:
-    """What to register in Slurm for a node: its devices in order, each that still fits
-    its GPU's counters (a partitionable GPU publishing the whole GPU first is one GPU;
-    slices set up ahead, with no whole-GPU device, are the slices)."""
-    room = _Room({k: dict(v) for k, v in inv.counters.items()})
-    out: dict[GresKind, int] = {}
-    for d in inv.devices:
-        if room.fits(d):
-            room.take(d)
-            out[d.kind] = out.get(d.kind, 0) + 1
-    return out
+    """What to register in Slurm for a node: per GPU, its devices in order, each that
+    still fits its counters (a partitionable GPU publishing the whole GPU first is one
+    GPU; slices set up ahead, with no whole-GPU device, are the slices)."""
+    return dict(packing.first_fit(packing_node(inv)))
 
 
 # --------------------------------------------------------------------------- comparing
@@ -321,6 +321,21 @@ def _counted(counts: Mapping[GresKind, int]) -> str:
     return gres_text(counts) or "none"
 
 
+def _used_up(reasons: str) -> str:
+    m = re.search(r" \(used up: [^)]*\)", reasons)
+    return m.group(0) if m else ""
+
+
+def _unused(node: packing.NodeDevices, want: Mapping[GresKind, int]) -> list[str]:
+    """The GPUs a packing of ``want`` leaves without a device (devices without counters
+    are named by the independent-device check)."""
+    found = packing.pack(node, want)
+    if not isinstance(found, packing.Packing):
+        return []
+    used = found.keys()
+    return [g.describe() for g in node.gpus if g.shared and not any(u.key in used for u in g.units)]
+
+
 def compare(
     slurm_gres: str,
     inv: KubeInventory,
@@ -343,18 +358,27 @@ def compare(
         key = k if table.is_slice(k) else GresKind(k.name)
         want[key] = want.get(key, 0) + n
     problems: list[str] = []
-    chosen, short = pick(inv, want)
-    for kind, n in sorted(short.items()):
-        if have.get(kind, 0) < want[kind]:
-            problems.append(
-                f"Slurm has {kind}:{want[kind]} but the node's {inv.source} have "
-                f"{have.get(kind, 0)} such device(s)"
-            )
-        else:
-            problems.append(
-                f"Slurm has {kind}:{want[kind]} but only {want[kind] - n} of them fit the "
-                "GPUs' shared counters together with the rest of Slurm's GRES"
-            )
+    node = packing_node(inv)
+    found = packing.pack(node, want, every_gpu=True)
+    if isinstance(found, packing.Unpackable):
+        for kind, n in found.short.items():
+            if not isinstance(kind, GresKind):
+                continue
+            if have.get(kind, 0) < want[kind]:
+                problems.append(
+                    f"Slurm has {kind}:{want[kind]} but the node's {inv.source} have "
+                    f"{have.get(kind, 0)} such device(s)"
+                )
+            else:
+                problems.append(
+                    f"Slurm has {kind}:{want[kind]} but only {want[kind] - n} of them fit the "
+                    "GPUs' shared counters together with the rest of Slurm's GRES"
+                    + _used_up(str(found))
+                )
+        if not found.short:
+            # everything fits, but not so that each GPU of shared counters is used
+            unused = _unused(node, want) or ["some GPU of the node"]
+            problems.append(f"no GRES of Slurm uses the GPU(s) of {'; '.join(unused)}")
     # Devices without counters are all usable at once: Slurm must have every one of them.
     independent: dict[GresKind, int] = {}
     for d in inv.devices:
@@ -369,11 +393,6 @@ def compare(
             problems.append(
                 f"the node's {inv.source} have {n} device(s) of {kind} but Slurm has {want[kind]}"
             )
-    # A partitionable GPU (its devices alternatives) must be used by some GRES of Slurm.
-    used = {cs for d in chosen for cs in d.consumes}
-    unused = sorted({cs for d in inv.devices for cs in d.consumes} - used)
-    if unused:
-        problems.append(f"no GRES of Slurm uses the GPU(s) of counter set(s) {', '.join(unused)}")
     if problems:
         return Verdict(
             Agreement.INCOMPATIBLE,

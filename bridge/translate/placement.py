@@ -34,6 +34,9 @@ _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 # a site's pods share a handful, and each entry holds up to one node name per node (an
 # entry over 2,000 nodes was ~12 KB; 4,000 made-up placements used to keep 50 MB).
 PLACEMENT_MEMO_MAX = 256
+# node requirements of one pod (nodeSelector, matchExpressions, matchFields: tenant text),
+# each tested against every node: more is refused (a handful is usual)
+PLACEMENT_REQUIREMENTS_MAX = 64
 
 
 def slurm_node_name(node: kobj.Obj) -> str:
@@ -62,40 +65,100 @@ def tolerates(tolerations: Sequence[Any], taint: Mapping[str, Any]) -> bool:
     return False
 
 
-def _requirement_matches(req: Any, value: str | None) -> bool:
-    op = kobj.text(req, "operator")
-    values = [v for v in kobj.sequence(req, "values") if isinstance(v, str)]
-    if op == "In":
-        return value is not None and value in values
-    if op == "NotIn":
-        return value is None or value not in values
-    if op == "Exists":
-        return value is not None
-    if op == "DoesNotExist":
-        return value is None
-    if op in ("Gt", "Lt") and value is not None and len(values) == 1:
-        try:
-            have, bound = int(value), int(values[0])
-        except ValueError:
-            return False
-        return have > bound if op == "Gt" else have < bound
-    return False
+class _Requirement:
+    """A node selector requirement, read once (its values a set) and tested per node."""
+
+    __slots__ = ("bound", "key", "op", "values")
+
+    def __init__(self, req: Any) -> None:
+        self.key = kobj.text(req, "key")
+        self.op = kobj.text(req, "operator")
+        values = [v for v in kobj.sequence(req, "values") if isinstance(v, str)]
+        self.values = frozenset(values)
+        self.bound: int | None = None
+        if self.op in ("Gt", "Lt") and len(values) == 1:
+            try:
+                self.bound = int(values[0])
+            except ValueError:
+                self.bound = None
+
+    def matches(self, value: str | None) -> bool:
+        op = self.op
+        if op == "In":
+            return value is not None and value in self.values
+        if op == "NotIn":
+            return value is None or value not in self.values
+        if op == "Exists":
+            return value is not None
+        if op == "DoesNotExist":
+            return value is None
+        if self.bound is not None and value is not None:
+            try:
+                have = int(value)
+            except ValueError:
+                return False
+            return have > self.bound if op == "Gt" else have < self.bound
+        return False
 
 
-def _term_matches(term: Any, node: kobj.Obj) -> bool:
-    expressions = kobj.sequence(term, "matchExpressions")
-    fields = kobj.sequence(term, "matchFields")
-    if not expressions and not fields:
-        return False  # an empty term matches no node (Kubernetes' rule)
-    labels = kobj.labels(node)
-    for req in expressions:
-        if not _requirement_matches(req, labels.get(kobj.text(req, "key"))):
-            return False
-    for req in fields:
-        name = kobj.name(node) if kobj.text(req, "key") == "metadata.name" else None
-        if not _requirement_matches(req, name):
-            return False
-    return True
+class _Term:
+    """A nodeSelectorTerm: all its requirements on the node's labels and name."""
+
+    __slots__ = ("expressions", "fields")
+
+    def __init__(self, term: Any) -> None:
+        self.expressions = tuple(_Requirement(r) for r in kobj.sequence(term, "matchExpressions"))
+        self.fields = tuple(_Requirement(r) for r in kobj.sequence(term, "matchFields"))
+
+    def __len__(self) -> int:
+        return len(self.expressions) + len(self.fields)
+
+    def matches(self, node: kobj.Obj) -> bool:
+        if not self.expressions and not self.fields:
+            return False  # an empty term matches no node (Kubernetes' rule)
+        labels = kobj.labels(node)
+        for req in self.expressions:
+            if not req.matches(labels.get(req.key)):
+                return False
+        for req in self.fields:
+            name = kobj.name(node) if req.key == "metadata.name" else None
+            if not req.matches(name):
+                return False
+        return True
+
+
+class _Tolerations:
+    """A pod's tolerations indexed by what they match, so that testing a taint costs the
+    same however many a pod lists (:func:`tolerates`' rule)."""
+
+    __slots__ = ("any_key", "equal", "exists")
+
+    def __init__(self, tolerations: Sequence[Any]) -> None:
+        self.any_key: set[str] = set()  # Exists without a key: its effect ("" = any)
+        self.exists: set[tuple[str, str]] = set()  # (key, effect)
+        self.equal: set[tuple[str, str, str]] = set()  # (key, value, effect)
+        for t in tolerations:
+            effect = kobj.text(t, "effect")
+            key = kobj.text(t, "key")
+            operator = kobj.text(t, "operator") or "Equal"
+            if operator == "Exists":
+                if key:
+                    self.exists.add((key, effect))
+                else:
+                    self.any_key.add(effect)
+            elif operator == "Equal" and key:
+                self.equal.add((key, kobj.text(t, "value"), effect))
+
+    def tolerate(self, taint: Mapping[str, Any]) -> bool:
+        key, effect = kobj.text(taint, "key"), kobj.text(taint, "effect")
+        value = kobj.text(taint, "value")
+        return bool(
+            self.any_key & {"", effect}
+            or (key, "") in self.exists
+            or (key, effect) in self.exists
+            or (key, value, "") in self.equal
+            or (key, value, effect) in self.equal
+        )
 
 
 def pod_fits_node(pod: kobj.Obj, node: kobj.Obj) -> bool:
@@ -104,7 +167,9 @@ def pod_fits_node(pod: kobj.Obj, node: kobj.Obj) -> bool:
 
 
 class _PodPlacement:
-    """The placement fields of one pod, read once and tested against many nodes."""
+    """The placement fields of one pod, read once and tested against many nodes: at most
+    :data:`PLACEMENT_REQUIREMENTS_MAX` node requirements (each tested against every node),
+    values and tolerations indexed (their number costs nothing per node)."""
 
     __slots__ = ("node_selector", "required_terms", "tolerations")
 
@@ -114,12 +179,16 @@ class _PodPlacement:
         node_selector: Mapping[str, str],
         required_terms: Sequence[Any] | None,
     ) -> None:
-        self.tolerations = tolerations
+        self.tolerations = _Tolerations(tolerations)
         self.node_selector = node_selector
-        self.required_terms = required_terms
+        self.required_terms = (
+            None if required_terms is None else tuple(_Term(t) for t in required_terms)
+        )
 
     @classmethod
     def of(cls, pod: kobj.Obj) -> _PodPlacement:
+        """Raises InvalidInput for more than :data:`PLACEMENT_REQUIREMENTS_MAX` node
+        requirements."""
         required = kobj.get(
             pod,
             "spec",
@@ -127,11 +196,23 @@ class _PodPlacement:
             "nodeAffinity",
             "requiredDuringSchedulingIgnoredDuringExecution",
         )
-        return cls(
-            kobj.sequence(pod, "spec", "tolerations"),
-            kobj.string_map(pod, "spec", "nodeSelector"),
-            kobj.sequence(required, "nodeSelectorTerms") if isinstance(required, Mapping) else None,
+        terms = (
+            kobj.sequence(required, "nodeSelectorTerms") if isinstance(required, Mapping) else None
         )
+        node_selector = kobj.string_map(pod, "spec", "nodeSelector")
+        count = len(node_selector) + sum(
+            len(kobj.sequence(t, "matchExpressions")) + len(kobj.sequence(t, "matchFields"))
+            for t in terms or ()
+        )
+        if count > PLACEMENT_REQUIREMENTS_MAX:
+            raise InvalidInput(
+                "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+                f"{count} node requirements (spec.nodeSelector and every nodeSelectorTerm's "
+                f"matchExpressions and matchFields together): the bridge tests at most "
+                f"{PLACEMENT_REQUIREMENTS_MAX} against every node",
+                kobj.describe(pod, "Pod"),
+            )
+        return cls(kobj.sequence(pod, "spec", "tolerations"), node_selector, terms)
 
     def fits(self, node: kobj.Obj) -> bool:
         if kobj.get(node, "spec", "unschedulable") is True:
@@ -139,8 +220,8 @@ class _PodPlacement:
         for taint in kobj.sequence(node, "spec", "taints"):
             if kobj.text(taint, "key") == MANAGED_NODE_TAINT:
                 continue
-            if kobj.text(taint, "effect") in _BLOCKING_EFFECTS and not tolerates(
-                self.tolerations, taint
+            if kobj.text(taint, "effect") in _BLOCKING_EFFECTS and not self.tolerations.tolerate(
+                taint
             ):
                 return False
         if self.node_selector:
@@ -148,9 +229,7 @@ class _PodPlacement:
             for key, value in self.node_selector.items():
                 if labels.get(key) != value:
                     return False
-        return self.required_terms is None or any(
-            _term_matches(term, node) for term in self.required_terms
-        )
+        return self.required_terms is None or any(t.matches(node) for t in self.required_terms)
 
 
 def placement_key(pod: kobj.Obj) -> str:

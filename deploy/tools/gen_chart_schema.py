@@ -95,10 +95,11 @@ def _admission() -> dict[str, Any]:
     props["paths"] = {
         "type": "object",
         "additionalProperties": False,
-        "required": ["mutate", "validate"],
+        "required": ["mutate", "validate", "placement"],
         "properties": {
             "mutate": {"type": "string", "pattern": "^/"},
             "validate": {"type": "string", "pattern": "^/"},
+            "placement": {"type": "string", "pattern": "^/"},
         },
     }
     props["validateWorkloads"] = _BOOL

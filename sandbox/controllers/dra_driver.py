@@ -26,7 +26,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bridge.config import MigProfile, nvidia_mig_gpu
+from bridge.config import MigGpu, MigProfile, nvidia_mig_gpu
+from bridge.errors import ConfigError
+from sandbox.slurm.mig import MIG_PROFILE, MigLayout
 
 GPU_DRIVER = "gpu.nvidia.com"
 CPU_DRIVER = "dra.cpu"
@@ -167,7 +169,6 @@ class MigPlacements:
 # A100-SXM4-80GB / H100-80GB (7 compute slices of 14 SMs, 8 memory slices of 10 GiB)
 A100_80GB = nvidia_mig_gpu("A100-80GB")
 SM_PER_SLICE = 14
-MEMORY_SLICES = A100_80GB.memory
 MEMORY_SLICE_GIB = 10
 
 
@@ -176,13 +177,22 @@ def placements(name: str, profile_id: int, starts: tuple[int, ...]) -> MigPlacem
     return MigPlacements(A100_80GB.profile(name), profile_id, starts)
 
 
-A100_80GB_PROFILES = (
-    placements("1g.10gb", 19, (0, 1, 2, 3, 4, 5, 6)),
-    placements("2g.20gb", 14, (0, 2, 4)),
-    placements("3g.40gb", 9, (0, 4)),
-    placements("4g.40gb", 5, (0,)),
-    placements("7g.80gb", 0, (0,)),
-)
+def model_placements(model: MigGpu) -> tuple[MigPlacements, ...]:
+    """Every placement of every profile of ``model``, as its table has them (what
+    ``nvidia-smi mig -lgipp`` lists on a real GPU)."""
+    return tuple(MigPlacements(p, p.profile_id, p.starts) for p in model.profiles)
+
+
+A100_80GB_PROFILES = model_placements(A100_80GB)
+
+# How NVIDIA's driver has named a MIG device over its versions (``--mig-naming``)
+NAMING_ID_START_SIZE = "id-start-size"  # gpu-<minor>-mig-<giProfileId>-<start>-<size>
+NAMING_PROFILE_ID_START = "profile-id-start"  # gpu-<minor>-mig-<profile>-<giProfileId>-<start>
+NAMING_PROFILE_START_END = "profile-start-end"  # gpu-<minor>-mig-<profile>-<start>[-<end>]
+NAMINGS = (NAMING_PROFILE_ID_START, NAMING_ID_START_SIZE, NAMING_PROFILE_START_END)
+PUBLISH_DYNAMIC = "dynamic"  # every placement, with counters (KEP-4815)
+PUBLISH_STATIC = "static"  # only the instances the admin created, no counters
+PUBLISHES = (PUBLISH_DYNAMIC, PUBLISH_STATIC)
 
 
 def _counters(sms: int, mem_gib: int, slices: Iterable[int]) -> dict[str, Obj]:
@@ -195,36 +205,123 @@ def _counters(sms: int, mem_gib: int, slices: Iterable[int]) -> dict[str, Obj]:
     return out
 
 
-def mig_device_name(gpu: int, profile: str, profile_id: int, start: int) -> str:
-    """NVIDIA's canonical name of a MIG placement: ``gpu-0-mig-1g10gb-19-3``."""
-    return f"gpu-{gpu}-mig-{profile.replace('.', '')}-{profile_id}-{start}"
+def mig_device_name(
+    gpu: int,
+    profile: str,
+    profile_id: int,
+    start: int,
+    *,
+    size: int = 1,
+    naming: str = NAMING_PROFILE_ID_START,
+) -> str:
+    """NVIDIA's name of a MIG placement under ``naming``: ``gpu-0-mig-1g10gb-19-3``
+    (the default), ``gpu-0-mig-19-3-1``, ``gpu-0-mig-3g40gb-4-7``."""
+    short = profile.replace(".", "")
+    if naming == NAMING_ID_START_SIZE:
+        return f"gpu-{gpu}-mig-{profile_id}-{start}-{size}"
+    if naming == NAMING_PROFILE_START_END:
+        return f"gpu-{gpu}-mig-{short}-{start}" + (f"-{start + size - 1}" if size > 1 else "")
+    return f"gpu-{gpu}-mig-{short}-{profile_id}-{start}"
 
 
 def counter_set_name(gpu: int) -> str:
     return f"gpu-{gpu}-counter-set"
 
 
+@dataclass(frozen=True)
+class MigPublish:
+    """How the stand-in publishes a node's MIG GPUs: ``dynamic`` (every placement of
+    every profile, with counters) or ``static`` (the instances of ``layout`` only, no
+    counters, no full device), the naming scheme, and the attribute naming the parent GPU
+    (``parentIndex`` or ``parentMinor``); ``placement``: also publish the attribute
+    ``placement`` (the sandbox's own, which NVIDIA's driver does not)."""
+
+    publish: str = PUBLISH_DYNAMIC
+    naming: str = NAMING_PROFILE_ID_START
+    parent_attr: str = "parentIndex"
+    placement: bool = True
+
+
+NVIDIA_CURRENT = MigPublish(PUBLISH_DYNAMIC, NAMING_PROFILE_START_END, "parentMinor", False)
+
+
+def _mig_device(
+    g: int,
+    uuid: str,
+    p: MigProfile,
+    profile_id: int,
+    start: int,
+    form: MigPublish,
+    cset: str | None,
+) -> Obj:
+    attributes: Obj = {
+        "type": {"string": "mig"},
+        "profile": {"string": p.name},
+        "parentUUID": {"string": uuid},
+        form.parent_attr: {"int": g},
+        "productName": {"string": "Sandbox GPU"},
+    }
+    if form.placement:
+        attributes["placement"] = {"int": start}
+    device: Obj = {
+        "name": mig_device_name(g, p.name, profile_id, start, size=p.memory, naming=form.naming),
+        "attributes": attributes,
+        "capacity": {
+            "multiprocessors": {"value": str(p.compute * SM_PER_SLICE)},
+            "memory": {"value": f"{p.memory * MEMORY_SLICE_GIB}Gi"},
+        },
+    }
+    if cset is None:  # static: a created instance, its own uuid, placement as capacity
+        attributes["uuid"] = {"string": f"MIG-{uuid}-{start}"}
+        for k in range(start, start + p.memory):
+            device["capacity"][f"memorySlice{k}"] = {"value": "1"}
+    else:
+        device["consumesCounters"] = [
+            {
+                "counterSet": cset,
+                "counters": _counters(
+                    p.compute * SM_PER_SLICE,
+                    p.memory * MEMORY_SLICE_GIB,
+                    range(start, start + p.memory),
+                ),
+            }
+        ]
+    return device
+
+
 def mig_slices(
     node: str,
     gpus: int,
     *,
-    profiles: Sequence[MigPlacements] = A100_80GB_PROFILES,
+    profiles: Sequence[MigPlacements] | None = None,
     full_gpus: int = 0,
+    model: MigGpu = A100_80GB,
+    form: MigPublish = MigPublish(),
+    static: Sequence[Sequence[tuple[str, int]]] = (),
 ) -> list[Obj]:
     """The GPU driver's pool on a node with ``full_gpus`` GPUs that are not partitionable
-    (``gpu-0`` ...) and then ``gpus`` partitionable ones: a slice of devices (the full
-    GPUs, and each partitionable GPU with every placement of ``profiles``, all consuming
-    counters) and a slice of the partitionable GPUs' counter sets. A mixed node is
-    ``full_gpus=1, gpus=1``."""
+    (``gpu-0`` ...) and then ``gpus`` MIG GPUs of ``model``. Dynamic (``form``): a slice
+    of devices (the full GPUs, and each partitionable GPU with every placement of
+    ``profiles``, default all of the model's, all consuming counters) and a slice of the
+    partitionable GPUs' counter sets. Static: each MIG GPU's instances ``static[i]``
+    (profile, start), without counters. A mixed node is ``full_gpus=1, gpus=1``."""
     devices: list[Obj] = list(gpu_slice(node, full_gpus)["spec"]["devices"])
     first_gpu = full_gpus
     counter_sets: list[Obj] = []
-    full_sms = A100_80GB.compute * SM_PER_SLICE
-    full_mem = MEMORY_SLICES * MEMORY_SLICE_GIB
+    full_sms = model.compute * SM_PER_SLICE
+    full_mem = model.memory * MEMORY_SLICE_GIB
+    cut = model_placements(model) if profiles is None else tuple(profiles)
     for g in range(first_gpu, first_gpu + gpus):
         uuid = f"GPU-{node}-{g}"
+        if form.publish == PUBLISH_STATIC:
+            for name, start in static[g - first_gpu]:
+                p = model.profile(name)
+                devices.append(_mig_device(g, uuid, p, p.profile_id, start, form, None))
+            continue
         cset = counter_set_name(g)
-        counter_sets.append({"name": cset, "counters": _counters(full_sms, full_mem, range(8))})
+        counter_sets.append(
+            {"name": cset, "counters": _counters(full_sms, full_mem, range(model.memory))}
+        )
         devices.append(
             {
                 "name": f"gpu-{g}",
@@ -236,39 +333,16 @@ def mig_slices(
                 },
                 "capacity": {"memory": {"value": f"{full_mem}Gi"}},
                 "consumesCounters": [
-                    {"counterSet": cset, "counters": _counters(full_sms, full_mem, range(8))}
+                    {
+                        "counterSet": cset,
+                        "counters": _counters(full_sms, full_mem, range(model.memory)),
+                    }
                 ],
             }
         )
-        for p in profiles:
-            for start in p.starts:
-                devices.append(
-                    {
-                        "name": mig_device_name(g, p.profile.name, p.profile_id, start),
-                        "attributes": {
-                            "type": {"string": "mig"},
-                            "profile": {"string": p.profile.name},
-                            "parentUUID": {"string": uuid},
-                            "parentIndex": {"int": g},
-                            "placement": {"int": start},
-                            "productName": {"string": "Sandbox GPU"},
-                        },
-                        "capacity": {
-                            "multiprocessors": {"value": str(p.profile.compute * SM_PER_SLICE)},
-                            "memory": {"value": f"{p.profile.memory * MEMORY_SLICE_GIB}Gi"},
-                        },
-                        "consumesCounters": [
-                            {
-                                "counterSet": cset,
-                                "counters": _counters(
-                                    p.profile.compute * SM_PER_SLICE,
-                                    p.profile.memory * MEMORY_SLICE_GIB,
-                                    range(start, start + p.profile.memory),
-                                ),
-                            }
-                        ],
-                    }
-                )
+        for pl in cut:
+            for start in pl.starts:
+                devices.append(_mig_device(g, uuid, pl.profile, pl.profile_id, start, form, cset))
     # a slice holds at most 64 devices that consume counters, and 8 counter sets
     step = DEVICES_WITH_COUNTERS_MAX
     chunks = [devices[i : i + step] for i in range(0, len(devices), step)]
@@ -287,3 +361,27 @@ def mig_slices(
         counters["spec"]["sharedCounters"] = part
         out.append(counters)
     return out
+
+
+def mig_pool(
+    node: str,
+    layout: MigLayout,
+    model: MigGpu = A100_80GB,
+    *,
+    publish: str = PUBLISH_DYNAMIC,
+    naming: str = NAMING_PROFILE_ID_START,
+) -> list[Obj]:
+    """The stand-in's pool of a sandbox MIG node (``up --mig-layout/--mig-publish/
+    --mig-naming``): its whole GPUs (first in the layout) and its MIG GPUs of ``model``,
+    static (the layout's instances where the packer places them) or dynamic (every
+    placement); NVIDIA's current scheme (``profile-start-end``) names the parent GPU by
+    ``parentMinor`` and publishes no ``placement``, as NVIDIA's driver does."""
+    whole = sum(1 for g in layout.gpus if len(g) == 1 and not MIG_PROFILE.fullmatch(g[0]))
+    if any(len(g) == 1 and not MIG_PROFILE.fullmatch(g[0]) for g in layout.gpus[whole:]):
+        raise ConfigError("mig_layout", f"{layout}: the stand-in needs the whole GPUs first")
+    current = naming == NAMING_PROFILE_START_END
+    form = MigPublish(
+        publish, naming, "parentMinor" if current else "parentIndex", placement=not current
+    )
+    placed = layout.placements(model)[whole:]
+    return mig_slices(node, len(placed), full_gpus=whole, model=model, form=form, static=placed)

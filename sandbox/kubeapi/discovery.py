@@ -13,6 +13,7 @@ from typing import Any
 
 from sandbox.kubeapi.registry import Registry, ResourceDef
 
+_PATCH = {"1.36": "1.36.2", "1.37": "1.37.0"}  # the release each --kube-version answers as
 VERSION_INFO = {
     "major": "1",
     "minor": "36",
@@ -24,6 +25,13 @@ VERSION_INFO = {
     "compiler": "gc",
     "platform": "linux/amd64",
 }
+
+
+def version_info(reg: Registry) -> dict[str, Any]:
+    """/version of the Kubernetes release the registry serves."""
+    release = _PATCH[reg.kube_version]
+    minor = release.split(".")[1]
+    return {**VERSION_INFO, "minor": minor, "gitVersion": f"v{release}-sandbox"}
 
 
 def api_versions() -> dict[str, Any]:
@@ -134,7 +142,7 @@ def openapi_v3_gv(reg: Registry, group: str, version: str) -> dict[str, Any] | N
         "openapi": "3.0.0",
         "info": {
             "title": "Kubernetes (slurm-bridge sandbox)",
-            "version": VERSION_INFO["gitVersion"],
+            "version": version_info(reg)["gitVersion"],
         },
         "paths": paths,
         "components": {"schemas": schemas},

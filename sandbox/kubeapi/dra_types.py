@@ -32,6 +32,7 @@ CLAIM_KEY = (GROUP, "resourceclaims")
 TEMPLATE_KEY = (GROUP, "resourceclaimtemplates")
 SLICE_KEY = (GROUP, "resourceslices")
 CLASS_KEY = (GROUP, "deviceclasses")
+TAINT_RULE_KEY = (GROUP, "devicetaintrules")
 
 POD_CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"
 DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
@@ -48,6 +49,15 @@ COUNTERS_PER_SET_MAX = 32
 CONSUMPTIONS_PER_DEVICE_MAX = 2
 COUNTERS_PER_CONSUMPTION_MAX = 32
 ATTRIBUTES_AND_CAPACITIES_MAX = 32
+# KEP-5055 device taints (GA in 1.37)
+TAINTS_MAX = 16  # DeviceTaintsMaxLength
+TOLERATIONS_MAX = 16  # DeviceTolerationsMaxLength
+TAINT_EFFECTS = ("None", "NoSchedule", "NoExecute")
+_QUALIFIED = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 _QUANTITY = re.compile(r"^[+]?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+|[KMGTPE]i|[numkMGTPE])?$")
 
 
@@ -96,6 +106,7 @@ def default_claim_spec(kind: str, obj: Obj, spec: Any, path: str) -> None:
             spath = f"{where}.exactly" if exactly is not None else f"{where}.firstAvailable[{j}]"
             if not isinstance(sub, dict) or not sub.get("deviceClassName"):
                 raise _bad(kind, obj, f"{spath}.deviceClassName", "Required value")
+            _tolerations(kind, obj, sub.get("tolerations"), f"{spath}.tolerations")
             mode = sub.setdefault("allocationMode", "ExactCount")
             if mode == "ExactCount":
                 sub.setdefault("count", 1)
@@ -123,21 +134,124 @@ def default_claim_spec(kind: str, obj: Obj, spec: Any, path: str) -> None:
                 )
 
 
-def admit_create(key: tuple[str, str], obj: Obj) -> None:
-    """Defaulting and validation of a new ``resource.k8s.io`` object (status dropped)."""
-    if key == CLAIM_KEY:
+def _taint_key(kind: str, obj: Obj, field: str, key: Any) -> None:
+    if not isinstance(key, str) or not key:
+        raise _bad(kind, obj, field, "Required value")
+    if len(key) > 316 or not _QUALIFIED.match(key):
+        raise _bad(kind, obj, field, f'Invalid value: "{key}": must be a qualified name')
+
+
+def _label_value(kind: str, obj: Obj, field: str, value: Any) -> None:
+    if not isinstance(value, str) or not _LABEL_VALUE.match(value):
+        raise _bad(kind, obj, field, f'Invalid value: "{value}": must be a valid label value')
+
+
+def _taint(kind: str, obj: Obj, t: Any, where: str, now: str) -> None:
+    """A DeviceTaint: key (a qualified name), value (a label value), effect (None,
+    NoSchedule, NoExecute); ``timeAdded`` set to now when not sent."""
+    if not isinstance(t, dict):
+        raise _bad(kind, obj, where, "Invalid value: must be an object")
+    _taint_key(kind, obj, f"{where}.key", t.get("key"))
+    _label_value(kind, obj, f"{where}.value", t.get("value", ""))
+    effect = t.get("effect")
+    if not effect:
+        raise _bad(kind, obj, f"{where}.effect", "Required value")
+    if effect not in TAINT_EFFECTS:
+        supported = ", ".join(f'"{e}"' for e in TAINT_EFFECTS)
+        reason = f'Unsupported value: "{effect}": supported values: {supported}'
+        raise _bad(kind, obj, f"{where}.effect", reason)
+    if now:
+        t.setdefault("timeAdded", now)
+
+
+def _taints(obj: Obj, d: Obj, where: str, now: str) -> None:
+    taints = d.get("taints")
+    if taints is None:
+        return
+    if not isinstance(taints, list):
+        raise _bad("ResourceSlice", obj, f"{where}.taints", "Invalid value: must be a list")
+    check_max_items("ResourceSlice", obj, f"{where}.taints", taints, TAINTS_MAX, GROUP)
+    for i, t in enumerate(taints):
+        _taint("ResourceSlice", obj, t, f"{where}.taints[{i}]", now)
+
+
+def _tolerations(kind: str, obj: Obj, tolerations: Any, where: str) -> None:
+    """A request's DeviceTolerations: at most 16; ``operator`` Exists or Equal (default
+    Equal); an empty key only with Exists; Exists takes no value; ``effect`` empty, None,
+    NoSchedule or NoExecute."""
+    if tolerations is None:
+        return
+    if not isinstance(tolerations, list):
+        raise _bad(kind, obj, where, "Invalid value: must be a list")
+    check_max_items(kind, obj, where, tolerations, TOLERATIONS_MAX, GROUP)
+    for i, t in enumerate(tolerations):
+        at = f"{where}[{i}]"
+        if not isinstance(t, dict):
+            raise _bad(kind, obj, at, "Invalid value: must be an object")
+        op = t.setdefault("operator", "Equal")
+        if op not in ("Exists", "Equal"):
+            reason = f'Unsupported value: "{op}": supported values: "Equal", "Exists"'
+            raise _bad(kind, obj, f"{at}.operator", reason)
+        key = t.get("key", "")
+        if key:
+            _taint_key(kind, obj, f"{at}.key", key)
+        elif op != "Exists":
+            reason = 'Invalid value: "Equal": value must be Exists when `key` is empty'
+            raise _bad(kind, obj, f"{at}.operator", reason)
+        if op == "Exists" and t.get("value"):
+            reason = "Invalid value: \"\": value must be empty when `operator` is 'Exists'"
+            raise _bad(kind, obj, f"{at}.operator", reason)
+        _label_value(kind, obj, f"{at}.value", t.get("value", ""))
+        effect = t.get("effect", "")
+        if effect and effect not in TAINT_EFFECTS:
+            supported = ", ".join(f'"{e}"' for e in TAINT_EFFECTS)
+            reason = f'Unsupported value: "{effect}": supported values: {supported}'
+            raise _bad(kind, obj, f"{at}.effect", reason)
+
+
+def validate_taint_rule(obj: Obj, now: str = "") -> None:
+    """A DeviceTaintRule (resource.k8s.io/v1, 1.37): ``spec.taint`` required;
+    ``spec.deviceSelector`` of ``driver``, ``pool``, ``device`` (all optional: the empty
+    selector matches every device); at most 8 status conditions."""
+    kind = "DeviceTaintRule"
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        raise _bad(kind, obj, "spec", "Required value")
+    if spec.get("taint") is None:
+        raise _bad(kind, obj, "spec.taint", "Required value")
+    _taint(kind, obj, spec["taint"], "spec.taint", now)
+    sel = spec.get("deviceSelector")
+    if sel is not None:
+        if not isinstance(sel, dict):
+            raise _bad(kind, obj, "spec.deviceSelector", "Invalid value: must be an object")
+        unknown = sorted(set(sel) - {"driver", "pool", "device"})
+        if unknown:
+            raise _bad(kind, obj, f"spec.deviceSelector.{unknown[0]}", "Forbidden: unknown field")
+        if sel.get("device") is not None:
+            _label(kind, obj, "spec.deviceSelector.device", sel["device"])
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    check_max_items(kind, obj, "status.conditions", conditions, 8, GROUP)
+
+
+def admit_create(key: tuple[str, str], obj: Obj, now: str = "") -> None:
+    """Defaulting and validation of a new ``resource.k8s.io`` object (status dropped);
+    ``now`` stamps a taint's ``timeAdded``."""
+    if key == TAINT_RULE_KEY:
+        obj.pop("status", None)
+        validate_taint_rule(obj, now)
+    elif key == CLAIM_KEY:
         obj.pop("status", None)
         default_claim_spec("ResourceClaim", obj, obj.setdefault("spec", {}), "spec")
     elif key == TEMPLATE_KEY:
         inner = obj.setdefault("spec", {}).setdefault("spec", {})
         default_claim_spec("ResourceClaimTemplate", obj, inner, "spec.spec")
     elif key == SLICE_KEY:
-        validate_slice(obj)
+        validate_slice(obj, now)
     elif key == CLASS_KEY:
         obj.setdefault("spec", {})
 
 
-def validate_slice(obj: Obj) -> None:
+def validate_slice(obj: Obj, now: str = "") -> None:
     spec = obj.get("spec")
     if not isinstance(spec, dict):
         raise _bad("ResourceSlice", obj, "spec", "Required value")
@@ -183,6 +297,7 @@ def validate_slice(obj: Obj) -> None:
             )
         names.add(d["name"])
         _validate_device(obj, d, f"spec.devices[{i}]")
+        _taints(obj, d, f"spec.devices[{i}]", now)
     _validate_counter_sets(obj, spec.get("sharedCounters"))
 
 
@@ -256,16 +371,19 @@ def _validate_device(obj: Obj, d: Obj, where: str) -> None:
     )
 
 
-def check_update(key: tuple[str, str], old: Obj, new: Obj, subresource: str) -> None:
+def check_update(key: tuple[str, str], old: Obj, new: Obj, subresource: str, now: str = "") -> None:
     """Immutable claim and template specs; claim status rules (allocation set once,
     reservedFor only on an allocated claim, at most 32 results / 256 consumers)."""
+    if key == TAINT_RULE_KEY:
+        validate_taint_rule(new, now)
+        return
     if key == TEMPLATE_KEY:
         inner = new.setdefault("spec", {}).setdefault("spec", {})
         default_claim_spec("ResourceClaimTemplate", new, inner, "spec.spec")
     if key == TEMPLATE_KEY and old.get("spec") != new.get("spec"):
         raise _bad("ResourceClaimTemplate", new, "spec", "Invalid value: field is immutable")
     if key == SLICE_KEY:
-        validate_slice(new)
+        validate_slice(new, now)
     if key != CLAIM_KEY:
         return
     if subresource != "status":

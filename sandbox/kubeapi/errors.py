@@ -89,19 +89,24 @@ def invalid(kind: str, name: str, field: str, reason: str, group: str = "") -> A
     )
 
 
-def check_dns_label(kind: str, obj: dict[str, Any], field: str, value: Any, group: str) -> None:
-    """``value`` (at ``field`` of ``obj``) is a DNS label (RFC 1123), else 422 as
-    kube-apiserver words it (``Required value`` when empty)."""
+def check_dns_label(
+    kind: str, obj: dict[str, Any], field: str, value: Any, group: str, *, subdomain: bool = False
+) -> None:
+    """``value`` (at ``field`` of ``obj``) is a DNS label (RFC 1123; ``subdomain``: a DNS
+    subdomain, dot-separated labels up to 253 characters), else 422 as kube-apiserver
+    words it (``Required value`` when empty)."""
     name = str((obj.get("metadata") or {}).get("name", ""))
     if not isinstance(value, str) or not value:
         raise invalid(kind, name, field, "Required value", group)
-    if len(value) > 63 or not _DNS_LABEL.match(value):
+    what, chars, most = ("label", "'-'", 63) if not subdomain else ("subdomain", "'-' or '.'", 253)
+    labels = value.split(".") if subdomain else [value]
+    if len(value) > most or not all(len(p) <= 63 and _DNS_LABEL.match(p) for p in labels):
         raise invalid(
             kind,
             name,
             field,
-            f'Invalid value: "{value}": a lowercase RFC 1123 label must consist of lower case '
-            "alphanumeric characters or '-', and must start and end with an alphanumeric "
+            f'Invalid value: "{value}": a lowercase RFC 1123 {what} must consist of lower case '
+            f"alphanumeric characters or {chars}, and must start and end with an alphanumeric "
             "character",
             group,
         )

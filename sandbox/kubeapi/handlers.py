@@ -234,7 +234,7 @@ class Handlers:
             elif parts == ["apis"]:
                 doc = discovery.api_group_list(reg)
             elif parts == ["version"]:
-                doc = discovery.VERSION_INFO
+                doc = discovery.version_info(reg)
             elif parts in (["healthz"], ["readyz"], ["livez"]):
                 return web.Response(text="ok")
             elif parts == ["api", "v1"]:

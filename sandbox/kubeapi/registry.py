@@ -308,13 +308,6 @@ BUILTINS: tuple[ResourceDef, ...] = (
         False,
         categories=("api-extensions",),
     ),
-    # the built-in Workload API of Kubernetes 1.36 (feature gate GenericWorkload, served
-    # at scheduling.k8s.io/v1alpha2; 1.37 plans v1beta1 and drops v1alpha2). A Workload
-    # has no status; a PodGroup's is written through /status (sandbox.kubeapi.workload_types)
-    ResourceDef("scheduling.k8s.io", "v1alpha2", "workloads", "Workload", True),
-    ResourceDef(
-        "scheduling.k8s.io", "v1alpha2", "podgroups", "PodGroup", True, subresources=("status",)
-    ),
     ResourceDef(
         "apiextensions.k8s.io",
         "v1",
@@ -329,12 +322,55 @@ BUILTINS: tuple[ResourceDef, ...] = (
 )
 
 
-class Registry:
-    """Served resources by (group, version, plural); CRDs add and remove entries."""
+_SCHED = "scheduling.k8s.io"
+_DRA = "resource.k8s.io"
 
-    def __init__(self) -> None:
+# What each Kubernetes version serves beyond BUILTINS (``--kube-version``; preferred
+# version of a group first).
+# 1.36: the built-in Workload API with the GenericWorkload gate, at scheduling.k8s.io/
+# v1alpha2. A Workload has no status; a PodGroup's is written through /status
+# (sandbox.kubeapi.workload_types).
+# 1.37: v1alpha2 removed; Workload and PodGroup at v1beta1 and v1alpha3, CompositePodGroup
+# (KEP-6012) at v1alpha3 only (one stored object per resource: no conversion); DRA device
+# taints GA, with DeviceTaintRule at resource.k8s.io/v1 (KEP-5055).
+BY_KUBE_VERSION: dict[str, tuple[ResourceDef, ...]] = {
+    "1.36": (
+        ResourceDef(_SCHED, "v1alpha2", "workloads", "Workload", True),
+        ResourceDef(_SCHED, "v1alpha2", "podgroups", "PodGroup", True, subresources=("status",)),
+    ),
+    "1.37": (
+        ResourceDef(_SCHED, "v1beta1", "workloads", "Workload", True),
+        ResourceDef(_SCHED, "v1beta1", "podgroups", "PodGroup", True, subresources=("status",)),
+        ResourceDef(_SCHED, "v1alpha3", "workloads", "Workload", True),
+        ResourceDef(_SCHED, "v1alpha3", "podgroups", "PodGroup", True, subresources=("status",)),
+        ResourceDef(
+            _SCHED,
+            "v1alpha3",
+            "compositepodgroups",
+            "CompositePodGroup",
+            True,
+            subresources=("status",),
+        ),
+        ResourceDef(
+            _DRA, "v1", "devicetaintrules", "DeviceTaintRule", False, subresources=("status",)
+        ),
+    ),
+}
+KUBE_VERSIONS = tuple(BY_KUBE_VERSION)
+DEFAULT_KUBE_VERSION = "1.36"
+
+
+class Registry:
+    """Served resources by (group, version, plural); CRDs add and remove entries.
+    ``kube_version``: which Kubernetes release's built-in set (:data:`BY_KUBE_VERSION`)."""
+
+    def __init__(self, kube_version: str = DEFAULT_KUBE_VERSION) -> None:
+        if kube_version not in BY_KUBE_VERSION:
+            known = ", ".join(KUBE_VERSIONS)
+            raise ValueError(f"kube_version {kube_version!r}: the sandbox serves {known}")
+        self.kube_version = kube_version
         self._defs: dict[tuple[str, str, str], ResourceDef] = {}
-        for d in BUILTINS:
+        for d in (*BUILTINS, *BY_KUBE_VERSION[kube_version]):
             self.add(d)
 
     def add(self, d: ResourceDef) -> None:

@@ -25,7 +25,7 @@ from sandbox.kubeapi.faults import Fault, Faults, RequestLog
 from sandbox.kubeapi.handlers import Handlers, KubeletHooks, WatchSettings
 from sandbox.kubeapi.identity import ADMIN, SANDBOX_TOKEN, UserInfo, user
 from sandbox.kubeapi.rbac import Authorizer, bootstrap_policy
-from sandbox.kubeapi.registry import Registry
+from sandbox.kubeapi.registry import DEFAULT_KUBE_VERSION, Registry
 from sandbox.kubeapi.store import Obj, Store
 from sandbox.kubeapi.verbs import NS_KEY, ObjectApi
 from sandbox.kubeapi.webhook_client import WebhookCaller
@@ -80,6 +80,7 @@ class SandboxApiServer:
         clock: Clock | None = None,
         install_crds: bool = True,
         insecure_port: bool = False,
+        kube_version: str = DEFAULT_KUBE_VERSION,
     ) -> None:
         self.host = host
         self.port = port
@@ -88,7 +89,7 @@ class SandboxApiServer:
         self.tls_cert = tls_cert
         self.tls_key = tls_key
         self.store = Store(history_size=history_size)
-        self.registry = Registry()
+        self.registry = Registry(kube_version)
         clock = clock or SystemClock()
         self.api = ObjectApi(
             self.store,

@@ -353,9 +353,9 @@ class ObjectApi:
             self._validate_crd(obj)
             obj.pop("status", None)
         elif rd.group == dra_types.GROUP:
-            dra_types.admit_create(rd.key, obj)
+            dra_types.admit_create(rd.key, obj, self.now())
         elif rd.key in workload_types.KEYS:
-            workload_types.admit_create(rd.key, obj)
+            workload_types.admit_create(rd.key, obj, self.registry.kube_version)
         elif rd.custom:
             if "status" in rd.subresources:
                 obj.pop("status", None)  # a status subresource: status is not set on create
@@ -592,9 +592,9 @@ class ObjectApi:
         if rd.key == ("coordination.k8s.io", "leases"):
             admission_plugins.validate_lease(new)
         if rd.group == dra_types.GROUP:
-            dra_types.check_update(rd.key, old, new, subresource)
+            dra_types.check_update(rd.key, old, new, subresource, self.now())
         if rd.key in workload_types.KEYS:
-            workload_types.check_update(rd.key, old, new, subresource)
+            workload_types.check_update(rd.key, old, new, subresource, self.registry.kube_version)
         if rd.key == POD_KEY and subresource == "status":
             dra_types.validate_pod_status(new)
         if rd.key in _WEBHOOK_KEYS:

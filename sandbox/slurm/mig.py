@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 
 from bridge.config import MigGpu
 from bridge.errors import ConfigError
+from bridge.translate import packing
 
 MIG_PROFILE = re.compile(r"[0-9]+g\.[0-9]+gb")
 _WHOLE_GPU = re.compile(r"[a-z][a-z0-9_]*")
@@ -118,10 +120,20 @@ class MigLayout:
         return tuple(runs)
 
     def check(self, model: MigGpu) -> None:
-        """Every MIG GPU's instances are ``model``'s profiles and together fit its compute
-        and memory slices (ConfigError naming the GPU otherwise)."""
+        """Every MIG GPU's instances are ``model``'s profiles, together fit its compute
+        and memory slices, and have placements that do not overlap (ConfigError naming
+        the GPU and the placement otherwise)."""
+        self.placements(model)
+
+    def placements(self, model: MigGpu) -> tuple[tuple[tuple[str, int], ...], ...]:
+        """Each GPU's instances as (profile, first memory slice), in the layout's order
+        (a whole GPU: ``((type, 0),)``): where the instances sit on a real ``model``,
+        found by the bridge's packer over every placement the model allows. ConfigError
+        naming the GPU (and the placement short) when they do not fit."""
+        out: list[tuple[tuple[str, int], ...]] = []
         for n, types in enumerate(self.gpus):
             if len(types) == 1 and not MIG_PROFILE.fullmatch(types[0]):
+                out.append(((types[0], 0),))
                 continue
             try:
                 profiles = [model.profile(t) for t in types]
@@ -135,3 +147,39 @@ class MigLayout:
                     f"GPU {n} ({'+'.join(types)}) takes {compute} compute and {memory} memory "
                     f"slices; a {model.model} has {model.compute} and {model.memory}",
                 )
+            out.append(_place(n, types, model))
+        return tuple(out)
+
+
+def model_gpu(model: MigGpu) -> packing.NodeDevices:
+    """One GPU of ``model`` with every placement of every profile (what NVIDIA's driver
+    publishes for dynamic MIG), for the packer: a unit ``<profile>@<start>`` each."""
+    units = [
+        packing.Unit(
+            f"{p.name}@{start}",
+            p.name,
+            {("gpu", "compute"): Decimal(p.compute)}
+            | {("gpu", f"memory-slice-{k}"): Decimal(1) for k in range(start, start + p.memory)},
+            part=True,
+            placement=start,
+        )
+        for p in model.profiles
+        for start in p.starts
+    ]
+    capacity = {("gpu", "compute"): Decimal(model.compute)} | {
+        ("gpu", f"memory-slice-{k}"): Decimal(1) for k in range(model.memory)
+    }
+    return packing.node_of(units, capacity)
+
+
+def _place(n: int, types: tuple[str, ...], model: MigGpu) -> tuple[tuple[str, int], ...]:
+    want: dict[str, int] = {}
+    for t in types:
+        want[t] = want.get(t, 0) + 1
+    found = packing.pack(model_gpu(model), want)
+    if isinstance(found, packing.Unpackable):
+        raise ConfigError(
+            KEY, f"GPU {n} ({'+'.join(types)}): no placement of it fits a {model.model}: {found}"
+        )
+    left = {t: [int(k.partition("@")[2]) for k in keys] for t, keys in found.devices.items()}
+    return tuple((t, left[t].pop(0)) for t in types)

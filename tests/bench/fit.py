@@ -34,6 +34,12 @@ Either way ``--cpu-nodes`` CPU-only external nodes are added for the run (``POST
 
 Run: ``python -m tests.bench.fit [--gangs 120]``.
 
+``--mig-layouts random --seed S`` runs every-layout MIG benchmark instead, in process
+(tests/bench/mig_layouts.py): random valid MIG nodes of every model and publication form,
+the packer, the GRES condition and Slurm-style jobs replayed; its last line is one JSON
+object (``mig_nodes``, ``mig_packing_failures``, ``mig_givebacks``,
+``counter_overcommits``, ``double_allocations``, ``packing_ms_p99`` ...).
+
 ``--mig`` runs the MIG benchmark instead (tests/bench/mig_fit.py): pods asking MIG slices
 of several profiles and whole GPUs through a busy cluster of MIG nodes, checking from what
 Slurm holds that no GPU's counters are overcommitted and no slice is held twice.
@@ -64,6 +70,7 @@ from bridge.wellknown import LABEL_JOB_ID, LABEL_POD_GROUP, slurmjob_annotation
 from sandbox.cluster import SandboxCluster
 from sandbox.slurm.launcher import ENV_FILE
 from tests.bench.mig_fit import add_mig_args, run_mig
+from tests.bench.mig_layouts import run_random
 from tests.bench.topology import cli, gang_bench_parser, scheduler_for
 from tests.integration.bridge_harness import Sandboxes
 from tests.integration.conftest import SlurmSandbox, load_sandbox, make_client
@@ -289,6 +296,8 @@ async def run_mode(
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
+    if args.mig_layouts:
+        return run_random(args.seed, args.mig_layout_nodes, args.mig_steps, args.mig_gpus)
     if args.mig:
         return await run_mig(args)
     with fit_sandbox() as env_file:
@@ -330,6 +339,16 @@ def parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--cpu-nodes", type=int, default=2, help="CPU-only external nodes added")
     add_mig_args(ap)
+    g = ap.add_argument_group("--mig-layouts: every MIG layout a user can cut (in process)")
+    g.add_argument(
+        "--mig-layouts",
+        choices=["random"],
+        help="random valid MIG nodes (1-8 GPUs, every model, each publication form): the "
+        "packer, the condition and Slurm-style jobs replayed (tests/bench/mig_layouts.py)",
+    )
+    g.add_argument("--mig-layout-nodes", type=int, default=60, help="nodes (--mig-layouts)")
+    g.add_argument("--mig-steps", type=int, default=60, help="jobs arriving or ending per node")
+    g.add_argument("--mig-gpus", type=int, default=0, help="GPUs per node (default 1-8 at random)")
     return ap
 
 

@@ -242,6 +242,7 @@ async def running_bridge(
     *,
     controller: bool = False,
     resourceclaim_controller: bool = True,
+    kube_version: str = "1.36",
     **over: Any,
 ) -> AsyncIterator[Bridge]:
     """The scheduler (and with ``controller=True`` the workload controller too) against
@@ -249,11 +250,13 @@ async def running_bridge(
     Each component talks to the API server as the chart's ServiceAccount for it, with the
     chart's RBAC (a TokenRequest token); the test's own client (``Bridge.kube``) is the
     admin. ``resourceclaim_controller=False``: the sandbox does not stand in for
-    kube-controller-manager's resourceclaim controller."""
+    kube-controller-manager's resourceclaim controller. ``kube_version``: the Kubernetes
+    release the sandbox API server serves (docs/sandbox-kube-api.md)."""
     async with SandboxCluster(
         nodes=list(sandbox.external_nodes),
         kubelet=True,
         resourceclaim_controller=resourceclaim_controller,
+        kube_version=kube_version,
     ) as api:
         kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
         data = sandbox_config_data(

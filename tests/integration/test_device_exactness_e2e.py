@@ -109,7 +109,13 @@ def _job(sandbox: SlurmSandbox, node: str, tres: str | None) -> JobSpec:
         # the Slurm job of the attack: no GPU beside a native job holding one
         pytest.param("slurmd", None, "1", ["gave the job no gpu"], id="no-gpu-beside-a-native"),
         # an external node: Slurm counted 1, the pod asks 2
-        pytest.param("external", "gres/gpu:1", "2", ["counted 1 gpu", "asks for 2"], id="counted"),
+        pytest.param(
+            "external",
+            "gres/gpu:1",
+            "2",
+            ["gave the job 1 gpu on the node", "asks for 2"],
+            id="counted",
+        ),
     ],
 )
 async def test_a_claim_is_given_only_what_slurm_gave_its_job(

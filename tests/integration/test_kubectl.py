@@ -73,7 +73,8 @@ class Kubectl:
         p.write_text(text)
         return str(p)
 
-    async def __call__(self, *args: str, check: bool = True) -> str:
+    async def run(self, *args: str) -> tuple[int, str, str]:
+        """kubectl's exit code, stdout and stderr."""
         assert KUBECTL is not None
         proc = await asyncio.create_subprocess_exec(
             KUBECTL,
@@ -84,9 +85,19 @@ class Kubectl:
             stderr=asyncio.subprocess.PIPE,
         )
         out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+        return int(proc.returncode or 0), out.decode(), err.decode()
+
+    async def __call__(self, *args: str, check: bool = True) -> str:
+        code, out, err = await self.run(*args)
         if check:
-            assert proc.returncode == 0, err.decode()
-        return out.decode()
+            assert code == 0, err
+        return out
+
+    async def run_failing(self, *args: str) -> str:
+        """kubectl's error output for a command that must fail."""
+        code, out, err = await self.run(*args)
+        assert code != 0, f"kubectl {' '.join(args)} passed: {out}"
+        return err
 
 
 @pytest.fixture

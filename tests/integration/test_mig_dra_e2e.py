@@ -13,6 +13,7 @@ tests/integration/test_mig_e2e.py.)
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
 import secrets
@@ -205,8 +206,9 @@ async def test_dra_extended_resource_form_of_a_mig_class_gets_slurms_slices_coun
 async def test_a_slice_slurm_gave_that_the_slices_do_not_show_gives_the_job_back(
     mig: SlurmSandbox, tmp_path: Path
 ) -> None:
-    """The node's pool shows three 1g.10gb placements; Slurm has seven: a pod whose job
-    Slurm gives index 3 or above cannot get it, and is told why (the job given back)."""
+    """The node's pool shows three 1g.10gb placements; Slurm has seven: Slurm's layout
+    cannot be placed on the node's devices, so a pod's job there is given back, told why
+    (the type short), never given a guess."""
     (node,) = mig.external_nodes
     three = (dra_driver.placements("1g.10gb", 19, (0, 1, 2)),)
     slices = dra_driver.mig_slices(node, 1, profiles=three)
@@ -227,13 +229,75 @@ async def test_a_slice_slurm_gave_that_the_slices_do_not_show_gives_the_job_back
 
         msg = await b.wait_for("a pod told of the mismatch", mismatch, deadline=90)
         assert "given back to Slurm" in msg, msg
-        assert "which the node's ResourceSlices do not show" in msg, msg
+        assert "cannot all be placed on its ResourceSlices' devices" in msg, msg
+        assert "gpu:1g.10gb: 7 wanted, the node has 3 such device(s)" in msg, msg
         who = msg.split()[0]
         events = await b.kube.list(EVENTS, NS, field_selector=f"involvedObject.name={who}")
         assert any(
-            e.get("type") == "Warning" and "do not show" in str(e.get("message"))
+            e.get("type") == "Warning" and "cannot all be placed" in str(e.get("message"))
             for e in events.items
         ), [(e.get("reason"), e.get("message")) for e in events.items]
+        await no_overcommit(b, node)
+
+
+async def test_a_mismatch_never_loops_the_node_is_excluded_until_its_slices_change(
+    mig: SlurmSandbox, tmp_path: Path
+) -> None:
+    """Slurm has seven 1g.10gb on the node, its pool shows three: each pod's job is given
+    back ONCE (a Warning naming the node and its slices, the metric counted); its group
+    never asks Slurm for that node again while the slices stay as they are. Once the
+    driver publishes the whole GPU, the exclusion lifts and the pods run."""
+    (node,) = mig.external_nodes
+    three = (dra_driver.placements("1g.10gb", 19, (0, 1, 2)),)
+    async with mig_bridge(
+        mig,
+        tmp_path,
+        slices=dra_driver.mig_slices(node, 1, profiles=three),
+        scheduler={"rejectBackoffSeconds": 0.5},
+    ) as b:
+        await b.kube.create(
+            CLAIM_TEMPLATES, template("one-1g", "mig.nvidia.com", [PROFILE_SELECTOR]), NS
+        )
+        names = [f"migx-{secrets.token_hex(2)}-{i}" for i in range(2)]
+        for n in names:
+            await b.kube.create(PODS, claim_pod(n, "one-1g"), NS)
+
+        async def mismatches() -> dict[str, int] | None:
+            out = {}
+            for n in names:
+                events = await b.kube.list(EVENTS, NS, field_selector=f"involvedObject.name={n}")
+                out[n] = sum(
+                    1
+                    for e in events.items
+                    if e.get("type") == "Warning"
+                    and "Slurm and the ResourceSlices disagree" in str(e.get("message"))
+                )
+            return out if all(out.values()) else None
+
+        seen = await b.wait_for("each pod told of the mismatch", mismatches, deadline=90)
+        assert seen == dict.fromkeys(names, 1), seen
+        events = await b.kube.list(EVENTS, NS, field_selector=f"involvedObject.name={names[0]}")
+        (msg,) = [
+            str(e.get("message"))
+            for e in events.items
+            if "Slurm and the ResourceSlices disagree" in str(e.get("message"))
+        ]
+        assert f"node {node} is excluded for this group until its ResourceSlices" in msg, msg
+        assert f"{node}-gpu-nvidia-com" in msg, msg
+        # the groups keep trying (a short backoff), never on that node: no second give-back
+        for _ in range(6):
+            await asyncio.sleep(1)
+            again = await mismatches()
+            assert again == dict.fromkeys(names, 1), again
+        assert b.sched.metrics.device_mismatches._value.get() == len(names)
+        # the driver now publishes every placement: the node is asked for again
+        for obj in dra_driver.mig_slices(node, 1, profiles=three):
+            await b.kube.delete(RESOURCE_SLICES, obj["metadata"]["name"])
+        for obj in dra_driver.mig_slices(node, 1):
+            await b.kube.create(RESOURCE_SLICES, obj)
+        for n in names:
+            assert await b.bound(n, deadline=90) == node
+        assert await mismatches() == dict.fromkeys(names, 1)
         await no_overcommit(b, node)
 
 

@@ -11,7 +11,9 @@ from typing import Any
 
 import trustme
 
-from admission.app import AdmissionServer
+from admission.app import AdmissionServer, kube_node_kinds
+from admission.server import NodeKindSource
+from bridge.clock import SystemClock
 from bridge.config import parse_config
 from bridge.errors import KubeError
 from bridge.kube.resources import NAMESPACES
@@ -42,11 +44,13 @@ class Webhook:
         )
         self.port = 0
         self.server: AdmissionServer | None = None
+        # the Slurm-node guard's node lookups, once the API server is up
+        self.nodes: NodeKindSource | None = None
 
     async def start(self) -> None:
         # ops on free ports: the defaults (8080/8081) are shared by everything on the machine
         self.server = AdmissionServer(
-            self.cfg, webhook_port=self.port, metrics_port=0, health_port=0
+            self.cfg, nodes=self.nodes, webhook_port=self.port, metrics_port=0, health_port=0
         )
         await self.server.start()
         assert self.server.webhook_bound is not None
@@ -68,6 +72,9 @@ async def bridge_behind_chart_webhooks(
     await hook.start()
     try:
         async with running_bridge(sandbox, tmp_path, controller=True, **over) as b:
+            hook.nodes = kube_node_kinds(b.kube, SystemClock(), 0)
+            if hook.server is not None:
+                hook.server.deps.nodes = hook.nodes
             with contextlib.suppress(KubeError):  # the API server may have made it already
                 await b.kube.create(NAMESPACES, {"metadata": {"name": NS}})
             await chart_webhooks.install(b.kube, chart.for_sandbox(hook.port, hook.ca_pem))

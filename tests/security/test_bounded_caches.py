@@ -13,8 +13,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
+from admission.app import MAX_NODES, kube_node_kinds
 from bridge.config import parse_config
-from bridge.errors import SlurmNotFound
+from bridge.errors import KubeNotFound, SlurmNotFound
 from bridge.kube.client import KubeClient
 from bridge.kube.events import EventRecorder
 from bridge.kube.namespaces import MAX_NAMESPACES, CachedNamespaceLabels
@@ -232,12 +233,25 @@ def test_a_hundred_thousand_distinct_selectors_keep_the_dra_memo_at_its_bound() 
     for res in (DEVICE_CLASSES, RESOURCE_SLICES):
         dra.cache.listed(res)
     for i in range(MANY):
-        memo = dra._kind_memo()
+        memo = dra._kind_memo(frozenset())
         assert memo is not None
         memo[("mig.nvidia.com", (f"device.attributes['x'].n == {i}",))] = DeviceKind(
             "gpu:1g.10gb", "1g.10gb", ()
         )
     assert len(dra._kinds) == KINDS_MAX
+
+
+def test_a_hundred_thousand_distinct_expressions_and_patterns_keep_the_cel_caches_at_bound() -> (
+    None
+):
+    # a claim's CEL selector (and a matches() pattern in it) is tenant text
+    from bridge import cel
+
+    for i in range(MANY // 10):  # a compile is ~50 us: 10,000 still overflow both
+        expr = cel.compile_expression(f'device.driver.matches("^d{i}$") || {i} == 0')
+        expr.evaluate_bool({"device": {"driver": f"d{i}"}})
+    assert len(cel._expressions) == cel.EXPRESSIONS_MAX
+    assert len(cel._regexes) == cel.REGEXES_MAX
 
 
 def test_a_hundred_thousand_owner_uids_keep_the_owner_cache_at_its_bound() -> None:
@@ -297,6 +311,24 @@ async def test_a_hundred_thousand_namespaces_in_reviews_keep_the_label_cache_bou
     assert len(fetched) == before + 10
 
 
+async def test_a_hundred_thousand_node_names_in_pods_keep_the_node_kind_cache_bounded() -> None:
+    """A new pod may name any node in spec.nodeName; the Slurm-node guard looks each up."""
+    fetched: list[str] = []
+
+    class Nodes:
+        async def get(self, resource: Any, name: str) -> dict[str, Any]:
+            fetched.append(name)
+            raise KubeNotFound(f"node {name}")
+
+    kinds = kube_node_kinds(cast(KubeClient, Nodes()), FakeClock(), 30)
+    for i in range(MANY):
+        assert await kinds.get(f"node-{i}") == ""
+    assert cast(Any, kinds).stats().size == MAX_NODES
+    before = len(fetched)
+    await asyncio.gather(*(kinds.get(f"again-{i % 10}") for i in range(1000)))
+    assert len(fetched) == before + 10
+
+
 # ---------------------------------------------------------------- the class stays shut
 # Every dict/set attribute of a product class that is not a BoundedMap/BoundedSet, and why
 # it cannot grow with what tenants send. A new one fails test_every_growing_map_is_bounded_or_known
@@ -309,6 +341,15 @@ VALUE = "a value object built per call or per answer, never kept across requests
 KNOWN: dict[str, str] = {
     "BoundedMap._data": "the bounded map itself",
     "BoundedMap._written": "the bounded map itself (same keys as _data)",
+    "Explanation.short": "one `why` answer (a CLI run): a key per resource kind the job asks "
+    "(cpu, memory, each GRES type of its own request), never tenant-chosen keys",
+    "Expression._costs": "one entry per variables' shapes the code passes (DRA's `device`)",
+    "Expression.paths": "the expression's own: at most one entry per variable it names",
+    "_Tolerations.any_key": "one pod's tolerations, indexed while its placement is tested",
+    "_Tolerations.exists": "one pod's tolerations, indexed while its placement is tested",
+    "_Tolerations.equal": "one pod's tolerations, indexed while its placement is tested",
+    "Selectors.seen": "one request's: what its devices (the cluster's) read, alike ones once",
+    "_Parser._PRECEDENCE": FIXED,
     "LabelSelector.match_labels": FIXED,
     "SchedulerSettings.gres_mapping": FIXED,
     "SchedulerSettings.device_class_gres": FIXED,
@@ -318,7 +359,8 @@ KNOWN: dict[str, str] = {
     "DraAllocator.device_class_gres": FIXED,
     "DraAllocator.gres_mapping": FIXED,
     "SlurmCollector._read": FIXED,
-    "CachedNamespaceLabels._inflight": "lookups in flight, each removed when it ends",
+    "CachedLookup._inflight": "lookups in flight, each removed when it ends",
+    "AdmissionContext.slurm_nodes": "one review's: the server puts in the one node a pod names",
     "Watcher.known": MIRROR,
     "ArrayStream.rest": "the other top-level keys of one Slurm answer (its size is capped)",
     "Answer.headers": VALUE + " (one HTTP answer's headers: at most MAX_HEAD_BYTES)",
@@ -326,6 +368,8 @@ KNOWN: dict[str, str] = {
     "_Group.jobs": VALUE + " (the status CLI)",
     "SlurmNodeView.gres": VALUE,
     "SlurmNodeView.counts": VALUE,
+    "_Ours.uids": VALUE + " (the pods of one allocation)",
+    "_Ours.picked": VALUE + " (the claims of one allocation)",
     "Device.capacity": VALUE,
     "Device.raw": VALUE + " (one device of a ResourceSlice)",
     "Ledger.sets": VALUE + " (one node's counter sets, per allocation)",
@@ -335,8 +379,8 @@ KNOWN: dict[str, str] = {
     "DraInputs.gres_mapping": VALUE,
     "DraAllocator.profiles": FIXED,
     "KubeDevice.consumes": MIRROR + " (a device's counters in a node's ResourceSlice)",
+    "Unit.consumes": MIRROR + " (a device's counters in a node's ResourceSlice, for the packer)",
     "KubeInventory.counters": MIRROR + " (the counter sets of a node's ResourceSlices)",
-    "_Room.left": VALUE,
     "DraInputs.classes": VALUE,
     "DraInputs.claims": VALUE,
     "DraInputs.templates": VALUE,
@@ -375,6 +419,9 @@ KNOWN: dict[str, str] = {
     "Reporter._background": "status writes in flight, each removed when it ends",
     "GroupState.pods": MIRROR,
     "GroupState.first_seen": MIRROR + " (the group's pods: popped with them)",
+    "GroupState.device_excluded": VALUE
+    + " (nodes of the cluster whose devices disagreed with Slurm for the group: at most the"
+    " nodes, dropped when their slices change or the group ends)",
     "KubeState.pods": MIRROR,
     "KubeState.pod_group": MIRROR,
     "KubeState.groups": MIRROR + " (a group is dropped once no pod of it is left)",
@@ -471,7 +518,9 @@ def test_every_growing_map_is_bounded_or_known() -> None:
     assert not stale, f"KNOWN lists attributes that are gone or bounded now: {stale}"
 
 
-_BOUNDED_NAME = re.compile(r"Bounded(?:Map|Set)(?:\[[^\]]*\])*\(\s*\"([a-z0-9-]+)\"", re.S)
+_BOUNDED_NAME = re.compile(
+    r"(?:Bounded(?:Map|Set)|CachedLookup)(?:\[[^\]]*\])*\(\s*\"([a-z0-9-]+)\"", re.S
+)
 
 
 def test_every_bounded_cache_is_listed_in_the_security_docs() -> None:

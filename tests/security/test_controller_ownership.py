@@ -96,3 +96,41 @@ async def test_a_job_slurm_forgot_fails_only_the_pods_of_managed_namespaces() ->
     failed = [(a.namespace, a.name) for a in rec.actions if isinstance(a, FailPod)]
     assert failed == [("team", "a")]
     assert slurm.reads == 0
+
+
+class FakeHetSlurm(FakeSlurm):
+    """A running hetjob of a PodGroup: component 0 names team/a, component 1 team/b, each
+    with its pod's uid (as the scheduler writes them)."""
+
+    async def get_job(self, job_id: int) -> SlurmJob:
+        self.reads += 1
+        group = GroupId(kind="PodGroup", namespace="team", name="g", uid="g")
+        parts = [
+            SlurmJob(
+                job_id=job_id + k,
+                name="j",
+                state=JobState(primary="RUNNING"),
+                admin_comment=admin_comment(group, [f"team/{p}"], "k8s", [f"uid-{p}"]),
+                het_job_id=job_id,
+                het_job_offset=k,
+            )
+            for k, p in enumerate("ab")
+        ]
+        return parts[0].model_copy(update={"het_components": (parts[1],)})
+
+
+async def test_a_later_pod_under_a_hetjobs_listed_name_is_not_taken_for_the_bridges() -> None:
+    # the gang's pods are gone; a pod made later under a listed name (another uid)
+    # carries the job's label: it neither ends the job nor is failed for it
+    later = pod("team", "a", 7, phase="Succeeded")  # uid "a", not "uid-a"
+    slurm = FakeHetSlurm("")
+    ctl = Controller(CFG, cast(SlurmClient, slurm), cast(KubeClient, None))
+    rec = Recorder()
+    ctl.applier.apply = rec.apply  # type: ignore[method-assign]
+    await ctl.on_pod(WatchEvent("ADDED", later))
+    ctl.poller.views[7] = SlurmJobStatus(JobKind.ACTIVE, "RUNNING")
+    await ctl.reconcile(("job", "7"))
+    assert not [a for a in rec.actions if isinstance(a, CancelJob | FailPod)], rec.actions
+    link = ctl.ownership.links[7]
+    assert link is not None
+    assert link.uids == ("uid-a", "uid-b")

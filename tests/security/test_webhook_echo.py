@@ -23,7 +23,8 @@ import structlog
 from admission.review import decode_review
 from admission.server import LOG_USER_CHARS
 from bridge.errors import InvalidInput
-from bridge.kube.namespaces import MAX_CONCURRENT_FETCHES, CachedNamespaceLabels
+from bridge.kube.cached import MAX_CONCURRENT_FETCHES
+from bridge.kube.namespaces import CachedNamespaceLabels
 from tests.admission_helpers import make_pod, make_review
 from tests.fake_clock import FakeClock
 from tests.security.conftest import StartWebhook, Webhook

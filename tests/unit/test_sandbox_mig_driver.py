@@ -49,4 +49,4 @@ def test_mixed_node_has_a_whole_gpu_without_counters_and_a_partitionable_one() -
     assert whole["attributes"]["type"] == {"string": "gpu"}
     migs = [d for d in devices if d["attributes"]["type"] == {"string": "mig"}]
     assert {d["attributes"]["parentIndex"]["int"] for d in migs} == {1}
-    assert len(devices) == 1 + 1 + 7 + 3 + 2 + 1 + 1
+    assert len(devices) == 1 + 1 + 7 + 4 + 3 + 2 + 1 + 1  # every placement of the A100-80GB

@@ -42,6 +42,7 @@ from bridge.slurm.models import (
     SlurmWarning,
     SubmitResult,
 )
+from bridge.text import gres_problem
 
 Json = dict[str, Any]
 NODE_UPDATE_STATES = ("DRAIN", "RESUME", "DOWN", "UNDRAIN", "IDLE", "FAIL")
@@ -288,6 +289,9 @@ class Codec:
             raise InvalidInput("cpus", "must be >= 1")
         if memory_mib < 1:
             raise InvalidInput("memory_mib", "must be >= 1")
+        problem = gres_problem(gres) if gres else None
+        if problem is not None:  # words from the node's ResourceSlices: data, never syntax
+            raise InvalidInput("gres", problem)
         line = f"NodeName={name} State=EXTERNAL CPUs={cpus} RealMemory={memory_mib}"
         if features:
             line += " Features=" + ",".join(features)

@@ -26,7 +26,9 @@ def free_port() -> int:
 def test_missing_certificate_exits_1_naming_the_key(tmp_path: Path) -> None:
     # a real process: main() configures logging globally, which must not leak into other tests
     cfg = tmp_path / "c.yaml"
-    cfg.write_text(yaml.safe_dump({"admission": {"tlsCertFile": str(tmp_path / "none.crt")}}))
+    # nodeGuard off: it reads nodes, and this process has no Kubernetes credentials
+    admission = {"tlsCertFile": str(tmp_path / "none.crt"), "nodeGuard": False}
+    cfg.write_text(yaml.safe_dump({"admission": admission}))
     done = subprocess.run(
         [
             sys.executable,
@@ -61,6 +63,7 @@ async def test_cli_serves_the_webhook_and_stops_cleanly_on_sigterm(tmp_path: Pat
                     "bindAddress": "127.0.0.1",
                     "tlsCertFile": str(tmp_path / "tls.crt"),
                     "tlsKeyFile": str(tmp_path / "tls.key"),
+                    "nodeGuard": False,  # it reads nodes: no Kubernetes credentials here
                 },
             }
         )

@@ -54,6 +54,7 @@ EXPECTED_RULES: dict[str, dict[tuple[str, str], frozenset[str]]] = {
         ("batch", "jobs"): GET,
         ("resource.k8s.io", "deviceclasses"): LIST_WATCH,
         ("resource.k8s.io", "resourceslices"): LIST_WATCH,
+        ("resource.k8s.io", "devicetaintrules"): LIST_WATCH,
         ("resource.k8s.io", "resourceclaimtemplates"): GET,
         ("resource.k8s.io", "resourceclaims"): READ | {"create", "patch"},
         ("resource.k8s.io", "resourceclaims/status"): PATCH,
@@ -65,6 +66,7 @@ EXPECTED_RULES: dict[str, dict[tuple[str, str], frozenset[str]]] = {
         ("", "nodes"): READ | PATCH,
         ("", "nodes/status"): PATCH,
         ("resource.k8s.io", "resourceslices"): LIST_WATCH,
+        ("resource.k8s.io", "devicetaintrules"): LIST_WATCH,
         ("", "events"): frozenset({"create", "patch"}),
         ("scheduling.x-k8s.io", "podgroups/status"): PATCH,
         ("resource.k8s.io", "resourceclaims"): frozenset({"get", "patch", "delete"}),
@@ -73,8 +75,10 @@ EXPECTED_RULES: dict[str, dict[tuple[str, str], frozenset[str]]] = {
     },
     "admission": {
         ("", "namespaces"): frozenset({"get"}),
+        ("", "nodes"): frozenset({"get"}),  # the Slurm-node guard: the node a new pod names
     },
 }
+PLACEMENT_WEBHOOK = "pods-placement.validate."
 LEASE_RULES = {("coordination.k8s.io", "leases"): frozenset({"get", "create", "update"})}
 
 
@@ -427,11 +431,18 @@ def test_webhooks_are_scoped_to_exactly_the_managed_namespaces(
     for wh_config in configs:
         by_kind: dict[str, list[dict[str, Any]]] = {}
         for wh in wh_config["webhooks"]:
-            by_kind.setdefault(wh["name"].split(".")[0].split("-")[0], []).append(wh)
             selector = wh["namespaceSelector"]
             assert selector.get("matchLabels") or selector.get("matchExpressions"), (
                 "a webhook without namespaceSelector is cluster-wide"
             )
+            if wh["name"].startswith(PLACEMENT_WEBHOOK):
+                # the Slurm-node guard: every namespace but the release's and the exempt
+                exempt = {NAMESPACE, *cfg.admission.node_guard_exempt_namespaces}
+                for ns, extra in SAMPLE_NAMESPACES:
+                    hit = _selector_matches(selector, _namespace_labels(ns, extra))
+                    assert hit == (ns not in exempt), (ns, hit)
+                continue
+            by_kind.setdefault(wh["name"].split(".")[0].split("-")[0], []).append(wh)
         for kind, hooks in by_kind.items():
             for ns, extra in SAMPLE_NAMESPACES:
                 labels = _namespace_labels(ns, extra)
@@ -456,6 +467,7 @@ def test_webhook_entries_are_complete_and_configurable(helm: Helm, values: tuple
     ):
         (wh_config,) = rendered.of_kind(kind)
         for wh in wh_config["webhooks"]:
+            guard = wh["name"].startswith(PLACEMENT_WEBHOOK)
             assert wh["sideEffects"] == "None"
             assert wh["admissionReviewVersions"] == ["v1"]
             assert wh["failurePolicy"] == adm["failurePolicy"]
@@ -463,7 +475,7 @@ def test_webhook_entries_are_complete_and_configurable(helm: Helm, values: tuple
             assert wh["clientConfig"]["service"] == {
                 "name": service["metadata"]["name"],
                 "namespace": NAMESPACE,
-                "path": path,
+                "path": "/validate-placement" if guard else path,
                 "port": service["spec"]["ports"][0]["port"],
             }
             assert "objectSelector" not in wh, "a user label must not opt a pod out"
@@ -484,6 +496,10 @@ def test_webhook_entries_are_complete_and_configurable(helm: Helm, values: tuple
         for g in r["apiGroups"]
         for res in r["resources"]
     }
+    placement = [wh for wh in validating["webhooks"] if wh["name"].startswith(PLACEMENT_WEBHOOK)]
+    assert [r["resources"] for wh in placement for r in wh["rules"]] == (
+        [["pods"]] if rendered_config(rendered).admission.node_guard else []
+    )
     assert validated == {
         ("", "pods", ("CREATE", "UPDATE")),
         ("", "pods/resize", ("CREATE", "UPDATE")),  # a bound pod's resize is refused

@@ -26,23 +26,55 @@ NODE = "system:node:node-1"
 USER = "alice"
 
 
+GUARD = "pods-placement.validate.slurm-bridge.slinky.slurm.net"
+DS_CONTROLLER = "system:serviceaccount:kube-system:daemon-set-controller"
+
+
 def conditions(rendered: Rendered) -> list[tuple[str, str]]:
-    """(webhook name, expression) of every validating webhook."""
+    """(webhook name, expression) of every validating webhook but the Slurm-node guard."""
     (validating,) = rendered.of_kind("ValidatingWebhookConfiguration")
     out = []
     for wh in validating["webhooks"]:
+        if wh["name"] == GUARD:
+            continue
         (mc,) = wh["matchConditions"]
         out.append((wh["name"], mc["expression"]))
     return out
 
 
-def called(expression: str, operation: str, username: str) -> bool:
+def called(
+    expression: str,
+    operation: str,
+    username: str,
+    obj: dict[str, Any] | None = None,
+    old: dict[str, Any] | None = None,
+) -> bool:
     request: dict[str, Any] = {
         "operation": operation,
         "userInfo": {"username": username, "groups": ["system:authenticated"]},
     }
     return compile_expression(expression).evaluate_bool(
-        {"request": request, "object": {}, "oldObject": {}}
+        {"request": request, "object": obj or {}, "oldObject": old or {}}
+    )
+
+
+def guard_called(
+    rendered: Rendered,
+    operation: str,
+    username: str,
+    tolerations: Any = None,
+    old_tolerations: Any = None,
+) -> bool:
+    """Do all the Slurm-node guard's matchConditions hold for this request?"""
+    (validating,) = rendered.of_kind("ValidatingWebhookConfiguration")
+    (guard,) = [wh for wh in validating["webhooks"] if wh["name"] == GUARD]
+
+    def pod(tols: Any) -> dict[str, Any]:
+        return {"spec": {} if tols is None else {"tolerations": tols}}
+
+    return all(
+        called(mc["expression"], operation, username, pod(tolerations), pod(old_tolerations))
+        for mc in guard["matchConditions"]
     )
 
 
@@ -95,3 +127,42 @@ def test_a_custom_bridge_username_is_trusted_and_used_by_the_webhook(helm: Helm)
     assert custom in rendered.config_text()
     for _, expression in conditions(rendered):
         assert not called(expression, "UPDATE", custom)
+
+
+TOL = [{"key": "slinky.slurm.net/managed-node", "operator": "Exists"}]
+
+
+@pytest.mark.parametrize(
+    ("operation", "username", "tolerations", "old", "expected"),
+    [
+        ("CREATE", USER, None, None, True),
+        ("CREATE", JOB_CONTROLLER, None, None, True),  # a Job's pods: checked
+        ("CREATE", SCHEDULER, None, None, True),
+        ("CREATE", DS_CONTROLLER, TOL, None, False),  # exempt creator
+        ("CREATE", NODE, None, None, False),  # a mirror pod (NodeRestriction)
+        ("UPDATE", USER, TOL, None, True),  # a toleration added
+        ("UPDATE", USER, TOL, [], True),
+        ("UPDATE", USER, None, None, False),  # tolerations unchanged: never waits
+        ("UPDATE", USER, TOL, TOL, False),
+        ("UPDATE", USER, None, TOL, True),  # removed: checked (and allowed) by the webhook
+    ],
+)
+def test_the_slurm_node_guard_sees_every_create_and_only_updates_of_tolerations(
+    helm: Helm,
+    operation: str,
+    username: str,
+    tolerations: Any,
+    old: Any,
+    expected: bool,
+) -> None:
+    assert guard_called(helm.render(), operation, username, tolerations, old) is expected
+
+
+def test_the_guards_exempt_usernames_are_configurable(helm: Helm) -> None:
+    agent = "system:serviceaccount:ops:agent"
+    rendered = helm.render(sets=(f"config.admission.nodeGuardExemptUsernames[0]={agent}",))
+    assert not guard_called(rendered, "CREATE", agent)
+    assert guard_called(rendered, "CREATE", DS_CONTROLLER)
+    off = helm.render(sets=("config.admission.nodeGuard=false",))
+    (validating,) = off.of_kind("ValidatingWebhookConfiguration")
+    assert GUARD not in [wh["name"] for wh in validating["webhooks"]]

@@ -15,7 +15,8 @@ from chart_helpers import Helm
 
 from bridge.errors import KubeForbidden
 from bridge.kube.client import KubeClient
-from bridge.kube.resources import NAMESPACES, PODS, Resource
+from bridge.kube.resources import DEVICE_TAINT_RULES, NAMESPACES, PODS, Resource
+from bridge.kube.watch import Watcher
 from sandbox import chart_rbac
 from sandbox.cluster import SandboxCluster
 from sandbox.kubeapi import SANDBOX_TOKEN
@@ -35,9 +36,14 @@ CONSUMER = {"resource": "pods", "name": "p", "uid": "u-1"}
 
 
 @pytest.fixture
-async def admin() -> AsyncIterator[KubeClient]:
+def kube_version() -> str:
+    return "1.36"
+
+
+@pytest.fixture
+async def admin(kube_version: str) -> AsyncIterator[KubeClient]:
     async with (
-        SandboxCluster(port=0, resourceclaim_controller=False) as srv,
+        SandboxCluster(port=0, resourceclaim_controller=False, kube_version=kube_version) as srv,
         kube_for_host(srv.url, request_timeout=5, token=SANDBOX_TOKEN) as kube,
     ):
         await kube.create(NAMESPACES, {"metadata": {"name": NS}})
@@ -102,3 +108,17 @@ async def test_the_charts_controller_gets_a_namespace_with_a_selector(
         assert (await ctl.get(NAMESPACES, NS))["metadata"]["name"] == NS
         with pytest.raises(KubeForbidden, match='cannot list resource "namespaces"'):
             await ctl.list(NAMESPACES)
+
+
+@pytest.mark.parametrize("kube_version", ["1.37"])
+@pytest.mark.parametrize("component", ["scheduler", "controller"])
+async def test_the_charts_scheduler_and_controller_may_list_and_watch_device_taint_rules(
+    admin: KubeClient, helm: Helm, component: str
+) -> None:
+    """Kubernetes 1.37 serves DeviceTaintRules: both components list and watch them."""
+    rule = {"metadata": {"name": "r"}, "spec": {"taint": {"key": "k", "effect": "NoSchedule"}}}
+    await admin.create(DEVICE_TAINT_RULES, rule)
+    async with await as_component(admin, helm, component) as kube:
+        assert await kube.serves(DEVICE_TAINT_RULES)
+        async with Watcher(kube, DEVICE_TAINT_RULES) as w:
+            assert [ev.key for ev in await w.relist()] == ["r"]

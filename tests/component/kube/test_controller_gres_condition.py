@@ -17,7 +17,7 @@ from bridge.config import parse_config
 from bridge.errors import KubeNotFound
 from bridge.kube.client import KubeClient
 from bridge.kube.events import EventRecorder
-from bridge.kube.resources import EVENTS, NODES, RESOURCE_SLICES
+from bridge.kube.resources import DEVICE_TAINT_RULES, EVENTS, NODES, RESOURCE_SLICES
 from bridge.kube.watch import WatchEvent
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import SlurmNode
@@ -97,10 +97,10 @@ class Rig:
 
 
 @asynccontextmanager
-async def rig() -> AsyncIterator[Rig]:
+async def rig(kube_version: str = "1.36") -> AsyncIterator[Rig]:
     cfg = parse_config({"partition": "slurm-bridge"}, env={})
     async with (
-        SandboxCluster(port=0) as srv,
+        SandboxCluster(port=0, kube_version=kube_version) as srv,
         kube_for_host(srv.url, request_timeout=5, token=SANDBOX_TOKEN) as kube,
     ):
         srv.api.set_node_ready(NODE)
@@ -177,3 +177,42 @@ async def test_the_condition_leaves_a_node_the_bridge_no_longer_manages() -> Non
         assert cond is not None
         assert cond["status"] == "True"  # no GPUs on either side
         assert await r.sync(slurm_node("", partitions=("batch",))) is None
+
+
+async def test_tainted_devices_count_as_unavailable_by_slice_or_device_taint_rule() -> None:
+    """Kubernetes 1.37 (DeviceTaintRule served): a device tainted NoSchedule in its slice,
+    then one a DeviceTaintRule taints NoExecute, no longer back Slurm's GRES; an
+    informational (None) taint still does; the condition names the tainted devices."""
+    async with rig(kube_version="1.37") as r:
+        devices = gpus(2)
+        devices[0]["taints"] = [{"key": "example.com/hot", "effect": "NoSchedule"}]
+        devices[1]["taints"] = [{"key": "example.com/info", "effect": "None"}]
+        await r.put_slice(devices)
+        r.ctl.slices_listed()
+        cond = await r.sync(slurm_node("gpu:2"))
+        assert cond is not None
+        assert (cond["status"], cond["reason"]) == ("False", "IncompatibleSlurmGRES")
+        assert (
+            "Slurm has gpu:2 but the node's ResourceSlices have 1 such device(s)"
+            in (cond["message"])
+        )
+        assert (
+            "tainted devices not counted: gpu-0 (example.com/hot:NoSchedule)" in (cond["message"])
+        )
+        rule = {
+            "metadata": {"name": "gpu-1-broken"},
+            "spec": {
+                "deviceSelector": {"pool": NODE, "device": "gpu-1"},
+                "taint": {"key": "example.com/broken", "value": "ecc", "effect": "NoExecute"},
+            },
+        }
+        made = await r.kube.create(DEVICE_TAINT_RULES, rule)
+        await r.ctl.on_taint_rule(WatchEvent("ADDED", made))
+        cond = await r.sync(slurm_node("gpu:2"))
+        assert cond is not None
+        assert "have 0 such device(s)" in cond["message"]
+        assert "gpu-1 (example.com/broken=ecc:NoExecute)" in cond["message"]
+        await r.ctl.on_taint_rule(WatchEvent("DELETED", made))
+        cond = await r.sync(slurm_node("gpu:1"))
+        assert cond is not None
+        assert (cond["status"], cond["reason"]) == ("True", "SlurmGRESCompatible")

@@ -1,5 +1,9 @@
 """Fixtures for the sandbox API server conformance suite: a fresh server per test and a
-REAL kubernetes_asyncio client configured from the kubeconfig the server writes."""
+REAL kubernetes_asyncio client configured from the kubeconfig the server writes.
+
+Every test runs against each Kubernetes release the sandbox serves (``--kube-version``:
+1.36 and 1.37); a test of one release's API overrides ``kube_version``
+(``pytest.mark.parametrize("kube_version", ["1.37"], indirect=True)``)."""
 
 from __future__ import annotations
 
@@ -10,12 +14,20 @@ import pytest
 from kubernetes_asyncio import client, config
 
 from sandbox.cluster import SandboxCluster
+from sandbox.kubeapi.registry import KUBE_VERSIONS
 from tests.component.kubeapi.webhook_server import Webhook
 
 
+@pytest.fixture(params=KUBE_VERSIONS, ids=[f"kube{v}" for v in KUBE_VERSIONS])
+def kube_version(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture
-async def srv() -> AsyncIterator[SandboxCluster]:
-    async with SandboxCluster(port=0, bookmark_interval=0.2, serviceaccount_delay=0.01) as s:
+async def srv(kube_version: str) -> AsyncIterator[SandboxCluster]:
+    async with SandboxCluster(
+        port=0, bookmark_interval=0.2, serviceaccount_delay=0.01, kube_version=kube_version
+    ) as s:
         yield s
 
 

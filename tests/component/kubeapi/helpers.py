@@ -5,6 +5,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pytest
+
+from bridge.errors import KubeInvalid
+from bridge.kube.client import KubeClient
+from bridge.kube.resources import Resource
 from sandbox.kubeapi import SANDBOX_TOKEN
 from tests import waiting
 
@@ -52,3 +57,13 @@ def binding_body(pod: str, node: str, uid: str | None = None) -> dict[str, Any]:
 async def eventually(pred: Callable[[], Awaitable[bool]], deadline_s: float = 5.0) -> None:
     """Poll an async predicate until it holds (deadline, no fixed sleep)."""
     await waiting.eventually(pred, within=deadline_s, what=str(pred), every=0.01)
+
+
+async def invalid(
+    kube: KubeClient, res: Resource, body: dict[str, Any], namespace: str | None = NS
+) -> str:
+    """Creating ``body`` is refused with 422 Invalid; its message."""
+    with pytest.raises(KubeInvalid) as e:
+        await kube.create(res, body, namespace)
+    assert e.value.status == 422
+    return str(e.value)

@@ -11,6 +11,7 @@ import pytest
 import trustme
 from kubernetes_asyncio import client, config
 
+from bridge.errors import KubeNotFound
 from sandbox.cluster import SandboxCluster
 from sandbox.kubeapi import SANDBOX_TOKEN
 from tests.clients import kube_for_host
@@ -70,9 +71,9 @@ async def test_aggregated_discovery_request_falls_back_to_plain_json(
     assert doc["kind"] == "APIGroupList"
 
 
-async def test_version_endpoint(api: client.ApiClient) -> None:
+async def test_version_endpoint(api: client.ApiClient, kube_version: str) -> None:
     info = await client.VersionApi(api).get_code()
-    assert (info.major, info.minor) == ("1", "36")
+    assert (info.major, info.minor) == tuple(kube_version.split("."))
 
 
 async def test_openapi_v3_lists_group_versions_with_field_validation(
@@ -138,6 +139,7 @@ async def test_tls_listener_and_kubeconfig_with_ca(
             assert r.status == 200
 
 
+@pytest.mark.parametrize("kube_version", ["1.36"], indirect=True)
 async def test_the_builtin_workload_api_is_served_at_v1alpha2_as_kubernetes_1_36_does(
     srv: SandboxCluster,
 ) -> None:
@@ -150,3 +152,35 @@ async def test_the_builtin_workload_api_is_served_at_v1alpha2_as_kubernetes_1_36
     async with kube_for_host(srv.url, token=SANDBOX_TOKEN, request_timeout=10) as kube:
         assert await kube.served_versions("scheduling.k8s.io") == ("v1alpha2",)
         assert await kube.served_versions("no-such.example.com") == ()
+
+
+@pytest.mark.parametrize("kube_version", ["1.37"], indirect=True)
+async def test_kubernetes_1_37_serves_v1beta1_and_v1alpha3_and_no_longer_v1alpha2(
+    srv: SandboxCluster,
+) -> None:
+    """1.37 removes scheduling.k8s.io/v1alpha2, serves Workload and PodGroup at v1beta1
+    (preferred) and v1alpha3, CompositePodGroup at v1alpha3 only, and DeviceTaintRule at
+    resource.k8s.io/v1; /version says 1.37. The bridge's discovery finds each."""
+    group = await _get(srv, "/apis/scheduling.k8s.io")
+    assert [v["version"] for v in group["versions"]] == ["v1beta1", "v1alpha3"]
+    assert group["preferredVersion"]["version"] == "v1beta1"
+    beta = {r["name"] for r in (await _get(srv, "/apis/scheduling.k8s.io/v1beta1"))["resources"]}
+    assert {"workloads", "podgroups", "podgroups/status"} <= beta
+    assert "compositepodgroups" not in beta
+    alpha = {r["name"] for r in (await _get(srv, "/apis/scheduling.k8s.io/v1alpha3"))["resources"]}
+    assert {"workloads", "podgroups", "compositepodgroups", "compositepodgroups/status"} <= alpha
+    dra = {r["name"] for r in (await _get(srv, "/apis/resource.k8s.io/v1"))["resources"]}
+    assert {"devicetaintrules", "devicetaintrules/status", "resourceslices"} <= dra
+    assert (await _get(srv, "/version"))["minor"] == "37"
+    async with kube_for_host(srv.url, token=SANDBOX_TOKEN, request_timeout=10) as kube:
+        assert await kube.served_versions("scheduling.k8s.io") == ("v1beta1", "v1alpha3")
+        with pytest.raises(KubeNotFound):
+            await kube.request("GET", "/apis/scheduling.k8s.io/v1alpha2", what="discovery")
+
+
+@pytest.mark.parametrize("kube_version", ["1.36"], indirect=True)
+async def test_kubernetes_1_36_serves_no_device_taint_rules(srv: SandboxCluster) -> None:
+    """DeviceTaintRule is beta (off) in 1.36: the bridge must not watch it there."""
+    dra = {r["name"] for r in (await _get(srv, "/apis/resource.k8s.io/v1"))["resources"]}
+    assert "devicetaintrules" not in dra
+    assert (await _get(srv, "/version"))["minor"] == "36"

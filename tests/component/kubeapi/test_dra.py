@@ -480,5 +480,5 @@ async def test_stand_in_pool_of_eight_partitionable_gpus_is_split_within_the_lim
         assert status == 201, got
     devices = [d for b in bodies for d in b["spec"].get("devices") or []]
     sets = [c for b in bodies for c in b["spec"].get("sharedCounters") or []]
-    assert (len(devices), len(sets)) == (8 * 15, 8)
+    assert (len(devices), len(sets)) == (8 * 19, 8)  # the full GPU and 18 placements each
     assert {b["spec"]["pool"]["resourceSliceCount"] for b in bodies} == {len(bodies)}

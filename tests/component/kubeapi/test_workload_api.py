@@ -17,7 +17,10 @@ from sandbox.cluster import SandboxCluster
 from sandbox.kubeapi import SANDBOX_TOKEN
 from tests.clients import kube_for_host
 
-from .helpers import NS
+from .helpers import NS, invalid
+
+# the v1alpha2 API is 1.36's (1.37 removes it: test_workload_api_137.py)
+pytestmark = pytest.mark.parametrize("kube_version", ["1.36"], indirect=True)
 
 WORKLOADS = Resource("scheduling.k8s.io", "v1alpha2", "workloads", "Workload", True)
 PODGROUPS = Resource("scheduling.k8s.io", "v1alpha2", "podgroups", "PodGroup", True)
@@ -55,13 +58,6 @@ def podgroup(name: str, wl: str, tmpl: str, min_count: int) -> dict[str, Any]:
             "schedulingPolicy": {"gang": {"minCount": min_count}},
         },
     }
-
-
-async def invalid(kube: KubeClient, res: Resource, body: dict[str, Any]) -> str:
-    with pytest.raises(KubeInvalid) as e:
-        await kube.create(res, body, NS)
-    assert e.value.status == 422
-    return str(e.value)
 
 
 async def test_discovery_serves_workloads_without_status_and_podgroups_with_it(

@@ -340,11 +340,13 @@ def test_gpu_is_the_device_slurm_picked_or_a_free_one(
         # the job's GRES lowered to gpu:0 (an annotation): no "any free device" fallback
         pytest.param(SlurmNodeView(), 1, ["gave the job no gpu", "asks for 1"], id="none-given"),
         # an external node: Slurm counted 1, the claim asks 2
-        pytest.param(COUNTED_1, 2, ["counted 1 gpu", "asks for 2"], id="counted-fewer"),
+        pytest.param(
+            COUNTED_1, 2, ["gave the job 1 gpu on the node", "asks for 2"], id="counted-fewer"
+        ),
         pytest.param(
             SlurmNodeView(gres={"gpu": (0,)}),
             2,
-            ["gave the job 1 gpu", "asks for 2"],
+            ["gave the job 1 gpu on the node", "asks for 2"],
             id="indexed-fewer",
         ),
         pytest.param(
@@ -373,13 +375,16 @@ def test_a_claim_gets_only_devices_slurm_gave_its_job_in_number_and_kind(
     assert not taken  # nothing picked, nothing to write
 
 
-def test_pods_of_one_job_on_a_counted_node_share_slurms_count() -> None:
+@pytest.mark.parametrize(
+    "view", [COUNTED_1, SlurmNodeView(gres={"gpu": (0,)})], ids=["counted", "indexed"]
+)
+def test_pods_of_one_job_on_a_node_share_what_slurm_gave_it(view: SlurmNodeView) -> None:
     taken: set[DeviceId] = set()
     p, slices = pod(ctr(**{GPU: "1"})), [gpu_slice("n1", 2)]
-    assert names(allocate_pod("n1", reqs(p), COUNTED_1, slices, taken)) == {KEY: ["gpu-0"]}
+    assert names(allocate_pod("n1", reqs(p), view, slices, taken)) == {KEY: ["gpu-0"]}
     with pytest.raises(DeviceMismatch) as e:
-        allocate_pod("n1", reqs(p), COUNTED_1, slices, taken)
-    assert "(1 given to its other claims already)" in str(e.value)
+        allocate_pod("n1", reqs(p), view, slices, taken)
+    assert "(1 to its other claims already)" in str(e.value)
 
 
 def test_two_pods_of_one_job_on_one_node_get_distinct_devices() -> None:

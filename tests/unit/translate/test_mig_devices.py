@@ -12,13 +12,15 @@ from hypothesis import strategies as st
 
 from bridge.config import DEFAULT_GRES_MAPPING
 from bridge.errors import DeviceAllocationError, DeviceMismatch, InvalidInput
+from bridge.translate import packing
 from bridge.translate.devices import (
     DeviceId,
     Ledger,
+    SlurmLayout,
     SlurmNodeView,
     allocate_pod,
     node_devices,
-    slurm_packing,
+    packing_node,
     taken_devices,
 )
 from bridge.translate.dra import DeviceRequest, DraInputs, pod_devices
@@ -77,7 +79,7 @@ def translate(p: dict[str, Any], **kw: Any) -> DeviceRequest:
         [attr("profile")],
         [attr("type", value='"mig"'), attr("profile")],
         [attr("profile", "in", '["1g.10gb"]')],
-        [{"cel": {"expression": f'device.attributes["{DRIVER}"].profile.startsWith("1g.")'}}],
+        [{"cel": {"expression": f'device.attributes["{DRIVER}"].profile.startsWith("1g.1")'}}],
         [attr("profile"), attr("parentIndex", "==", "1")],
     ],
     ids=["profile", "type-and-profile", "in-list", "startsWith", "parent-check"],
@@ -126,7 +128,11 @@ def test_whole_gpu_class_with_attribute_selector_keeps_the_class_gres() -> None:
 @pytest.mark.parametrize(
     ("cls", "selectors", "words"),
     [
-        ("mig.nvidia.com", [], ["several profiles", "1g.10gb, 2g.20gb, 3g.40gb", "profile =="]),
+        (
+            "mig.nvidia.com",
+            [],
+            ["several profiles", "1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb", "profile =="],
+        ),
         (
             "mig.nvidia.com",
             [attr("profile", "in", '["1g.10gb", "2g.20gb"]')],
@@ -421,5 +427,8 @@ def test_a_gpu_cut_into_several_profiles_gets_placements_that_coexist() -> None:
 
 
 def test_a_layout_no_gpu_can_hold_is_not_packed() -> None:
-    devices = node_devices(SLICES, DRIVER)
-    assert slurm_packing(devices, SLICES, (("gpu:4g.40gb", 2),), {"gpu:4g.40gb": "4g.40gb"}) is None
+    layout = SlurmLayout.of((("gpu:4g.40gb", 2),), {"gpu:4g.40gb": "4g.40gb"})
+    node = packing_node(node_devices(SLICES, DRIVER), SLICES, layout)
+    found = packing.pack(node, layout.want)
+    assert isinstance(found, packing.Unpackable)
+    assert found.short == {"gpu:4g.40gb": 1}

@@ -167,7 +167,7 @@ def test_a_mixed_node_with_a_whole_gpu_and_slices_of_another_agrees() -> None:
 def test_a_partitionable_gpu_slurm_does_not_use_disagrees() -> None:
     v = verdict("gpu:1", [rslice("a", [gpu(0)]), *partitionable(1)])
     assert v.status is Agreement.INCOMPATIBLE
-    assert "no GRES of Slurm uses the GPU(s) of counter set(s) gpu-1-counter-set" in v.message
+    assert "no GRES of Slurm uses the GPU(s) of counter set gpu-1-counter-set" in v.message
 
 
 def test_without_gpu_slices_the_device_plugins_allocatable_is_kubernetes_side() -> None:

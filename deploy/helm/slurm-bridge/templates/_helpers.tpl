@@ -168,8 +168,8 @@ the release). Included once, from configmap.yaml.
 The webhooks' namespaceSelectors, a YAML list: one selector for the managedNamespaces
 (by the kubernetes.io/metadata.name label the API server sets on every namespace) and one
 for managedNamespaceSelector (minus the listed names, so no namespace is called twice).
-Both exclude the release namespace. An empty list is refused: the webhooks never go
-cluster-wide.
+Both exclude the release namespace. An empty list is refused: these webhooks never go
+cluster-wide (the Slurm-node guard's own entry covers every namespace on purpose).
 */}}
 {{- define "slurm-bridge.webhookNamespaceSelectors" -}}
 {{- $names := default (list) .Values.config.managedNamespaces -}}
@@ -249,6 +249,18 @@ extension functions, so that every CEL implementation evaluates it alike.
 {{- $trusted = append $trusted "request.userInfo.username == \"system:kube-controller-manager\"" -}}
 {{- end -}}
 {{- printf "request.operation == \"CREATE\" || !(%s)" (join " || " $trusted) -}}
+{{- end -}}
+
+{{/*
+Who the Slurm-node guard's webhook never calls for: the exempt creators
+(config.admission.nodeGuardExemptUsernames, the DaemonSet controller by default) and the
+nodes (a kubelet creates only mirror pods of its own node: NodeRestriction).
+*/}}
+{{- define "slurm-bridge.nodeGuardCondition" -}}
+{{- $users := dig "admission" "nodeGuardExemptUsernames" (list "system:serviceaccount:kube-system:daemon-set-controller") .Values.config -}}
+{{- $quoted := list -}}
+{{- range $users }}{{- $quoted = append $quoted (printf "%q" .) -}}{{- end -}}
+{{- printf "!(request.userInfo.username in [%s]) && !request.userInfo.username.startsWith(\"system:node:\")" (join ", " $quoted) -}}
 {{- end -}}
 
 {{/*
