@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
+from bridge.workloads import POD, object_apis
+
 ENDPOINTS = frozenset({"mutate", "validate", "placement"})
-KINDS = frozenset({"Pod", "PodGroup", "Workload", "JobSet", "LeaderWorkerSet", "Job"})
+# the kinds of the objects the webhook reviews: the workload kinds' (bridge.workloads)
+KINDS = frozenset({POD.api.kind} | {api.kind for api in object_apis()})
 OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
 RESULTS = frozenset(
     {"allowed", "patched", "denied", "error", "bad_request", "too_large", "unsupported_media"}

@@ -22,6 +22,7 @@ from admission.policy import AdmissionContext, mapping_at, pod_managed, schedule
 from admission.review import AdmissionRequest, AdmissionResponse, allow, deny, object_name
 from bridge import wellknown
 from bridge.errors import InvalidInput
+from bridge.workloads import POD
 
 
 def managed_toleration(scheduler_name: str) -> dict[str, str]:
@@ -35,7 +36,7 @@ def managed_toleration(scheduler_name: str) -> dict[str, str]:
 
 
 def _is_core_pod(req: AdmissionRequest) -> bool:
-    return req.kind.group == "" and req.kind.kind == "Pod"
+    return POD.api.matches(req.kind.group, req.kind.kind)
 
 
 def mutate(req: AdmissionRequest, ctx: AdmissionContext) -> AdmissionResponse:

@@ -28,6 +28,7 @@ from admission.policy import AdmissionContext, mapping_at, scheduler_name_of
 from admission.review import AdmissionRequest, AdmissionResponse, allow, deny, object_name
 from bridge import wellknown
 from bridge.errors import InvalidInput
+from bridge.workloads import POD
 
 NODE_USER_PREFIX = "system:node:"
 
@@ -86,8 +87,7 @@ def node_to_look_up(req: AdmissionRequest, ctx: AdmissionContext) -> str | None:
 
 def _is_pod_write(req: AdmissionRequest) -> bool:
     return (
-        req.kind.group == ""
-        and req.kind.kind == "Pod"
+        POD.api.matches(req.kind.group, req.kind.kind)
         and req.sub_resource == ""
         and req.operation in ("CREATE", "UPDATE")
         and req.object is not None

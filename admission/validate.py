@@ -47,7 +47,7 @@ from bridge.text import text_problem
 from bridge.translate import kobj
 from bridge.translate.annotations import KUEUE_TOPOLOGY_KEYS, parse_annotations_all
 from bridge.translate.dra import EXTENDED_PREFIX
-from bridge.translate.grouping import group_of, owner_chain
+from bridge.translate.grouping import group_of
 from bridge.translate.job import exclusive_node_bounds
 from bridge.translate.policy import policy_errors
 from bridge.translate.resources import (
@@ -55,26 +55,15 @@ from bridge.translate.resources import (
     pod_resources,
     unknown_device_problems,
 )
+from bridge.workloads import POD, REGISTRY, object_apis
 
-# (API group, kind) of the workload objects whose slurmjob annotations are checked.
-GROUP_KINDS = frozenset(
-    {
-        ("scheduling.x-k8s.io", "PodGroup"),
-        ("scheduling.k8s.io", "PodGroup"),
-        ("scheduling.k8s.io", "Workload"),  # a Workload gang's annotations (docs/hetjob.md)
-        ("jobset.x-k8s.io", "JobSet"),
-        ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"),
-        ("batch", "Job"),
-    }
-)
+# (API group, kind) of the workload objects whose slurmjob annotations are checked: the
+# workload kinds' objects and the related objects they read (bridge.workloads).
+GROUP_KINDS = frozenset((api.group, api.kind) for api in object_apis())
 
 # Where each workload kind keeps its pod templates' specs (for a schedulerName that is ours).
 _TEMPLATE_SPEC_PATHS: Mapping[str, tuple[str, ...]] = {
-    "Job": ("spec.template.spec",),
-    "LeaderWorkerSet": (
-        "spec.leaderWorkerTemplate.leaderTemplate.spec",
-        "spec.leaderWorkerTemplate.workerTemplate.spec",
-    ),
+    k.api.kind: k.template_paths for k in REGISTRY if k.template_paths
 }
 
 _BRIDGE_ONLY = (
@@ -172,8 +161,7 @@ def _lone_pod(pod: Mapping[str, Any]) -> bool:
     """A pod that is a group of one whatever else exists: no PodGroup, Workload,
     LeaderWorkerSet or JobSet names it, and no Job owns it (a Job's pods are one gang when
     its parallelism is over 1, which the pod alone does not say)."""
-    chain = owner_chain(pod, {})
-    return group_of(pod, {}).kind == "Pod" and not (chain and chain[0].kind == "Job")
+    return group_of(pod, {}).source is None
 
 
 def _bridge_key_problems(
@@ -370,7 +358,7 @@ def validate(req: AdmissionRequest, ctx: AdmissionContext) -> AdmissionResponse:
     """The validating verdict for one request. Never performs I/O."""
     if req.operation not in ("CREATE", "UPDATE"):
         return allow(req.uid)
-    if req.kind.group == "" and req.kind.kind == "Pod":
+    if POD.api.matches(req.kind.group, req.kind.kind):
         if req.sub_resource == "resize":
             return _validate_pod_resize(req, ctx)
         return _validate_pod(req, ctx)

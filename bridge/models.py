@@ -8,13 +8,11 @@ Slurm's ``admin_comment``.
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict, Field
 
-GroupKind = Literal[
-    "Pod", "PodGroup", "LeaderWorkerSet", "Job", "JobSet", "WorkloadPodGroup", "Workload"
-]
+# The kind of a workload group: the name of one of bridge.workloads' kinds (checked where
+# a group is read from outside: bridge.translate.identity.back_link).
+GroupKind = str
 
 
 class _Frozen(BaseModel):

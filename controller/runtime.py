@@ -194,8 +194,8 @@ class Controller:
 
     # ------------------------------------------------------------------ steps
     async def reconcile(self, key: Key) -> None:
-        kind, ident = key
-        if kind == "node":
+        what, ident = key
+        if what == "node":
             await self.node_reconcile.reconcile(ident)
         else:
             await self.job_reconcile.reconcile(int(ident))

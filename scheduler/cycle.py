@@ -44,6 +44,7 @@ from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import SlurmJob
 from bridge.translate import TranslateSettings, kobj, slurm_node_name
 from bridge.wellknown import LABEL_EXTERNAL_NODE, MANAGED_NODE_TAINT
+from bridge.workloads import kind_named
 from bridge.workqueue import WorkQueue, run_worker
 from scheduler.bind import KEEP, Binder
 from scheduler.decide import (
@@ -221,7 +222,7 @@ class Scheduler:
         # 1. the group's unbound pods (a built-in PodGroup's, seen before its Workload
         # could be read, go to the Workload's gang: none starts alone)
         read: tuple[KubeObject | None] | None = None  # the group's object, when read here
-        if g.ref.kind == "WorkloadPodGroup" and g.job is None:
+        if kind_named(g.ref.kind).parent_gang and g.job is None:
             moved_to, podgroup = await self.state.regroup(g)
             if moved_to:
                 self.queue.add(moved_to)

@@ -132,33 +132,33 @@ class DraCache:
         self.generation += 1
         self.synced.add(res.plural)
 
-    def on_class_event(self, kind: str, obj: KubeObject) -> None:
+    def on_class_event(self, event: str, obj: KubeObject) -> None:
         self.generation += 1
-        if kind == "DELETED":
+        if event == "DELETED":
             self.classes.pop(kobj.name(obj), None)
         else:
             self.classes[kobj.name(obj)] = obj
 
-    def on_slice_event(self, kind: str, obj: KubeObject) -> None:
+    def on_slice_event(self, event: str, obj: KubeObject) -> None:
         self.generation += 1
         name = kobj.name(obj)
         old = self._slice_node.pop(name, None)
         if old is not None:
             self._slices.get(old, {}).pop(name, None)
-        if kind != "DELETED":
+        if event != "DELETED":
             node = kobj.text(obj, "spec", "nodeName")
             self._slice_node[name] = node
             self._slices.setdefault(node, {})[name] = obj
 
-    def on_taint_rule_event(self, kind: str, obj: KubeObject) -> None:
-        if kind == "DELETED":
+    def on_taint_rule_event(self, event: str, obj: KubeObject) -> None:
+        if event == "DELETED":
             self.taint_rules.pop(kobj.name(obj), None)
         else:
             self.taint_rules[kobj.name(obj)] = obj
 
-    def on_claim_event(self, kind: str, obj: KubeObject) -> None:
+    def on_claim_event(self, event: str, obj: KubeObject) -> None:
         key = (kobj.namespace(obj), kobj.name(obj))
-        if kind == "DELETED":
+        if event == "DELETED":
             self.claims.pop(key, None)
         elif kobj.not_older(obj, self.claims.get(key)):
             self.claims[key] = obj

@@ -33,6 +33,7 @@ from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import JobStateItem, SlurmJob, SlurmNode
 from bridge.translate import group_of_link, pod_job_id
 from bridge.wellknown import LABEL_JOB_ID
+from bridge.workloads import kind_named
 from scheduler.decide import PartitionView, Shape
 from scheduler.poller import JobPoller
 from scheduler.state import GroupState, KubeState
@@ -362,4 +363,4 @@ class SlurmState:
         can have seen (a group whose uid outlives its pods, a PodGroup or a Job, waits)."""
         if self.swept:
             return True
-        return g.ref.kind == "Pod" and self.state.created_after_list(pods)
+        return kind_named(g.ref.kind).identity == "pod" and self.state.created_after_list(pods)

@@ -53,6 +53,7 @@ from bridge.translate import (
 from bridge.translate.devices import slices_fingerprint
 from bridge.translate.policy import resolve_policy
 from bridge.wellknown import ANNOTATION_SLURM_NODE, ANNOTATION_SPEC_HASH
+from bridge.workloads import kind_named
 from scheduler.decide import (
     GroupSnapshot,
     JobPart,
@@ -270,7 +271,7 @@ class Snapshots:
         not held yet; whether a job may be made; whether Slurm answers). ``read``: the
         group's object when the cycle read it already (a 1-tuple: it may be None)."""
         gobj = read[0] if read is not None else await self.state.group_object(g.ref)
-        workload = g.awaits_workload if g.ref.kind == "WorkloadPodGroup" else ""
+        workload = g.awaits_workload if kind_named(g.ref.kind).parent_gang else ""
         if workload:
             gobj = None  # its PodGroup names a Workload not there yet: it waits for it
         pod_groups = await self.state.pod_groups(g.ref)  # a Workload gang's PodGroups

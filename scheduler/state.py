@@ -21,15 +21,7 @@ from bridge.clock import Clock, SystemClock
 from bridge.config import BridgeConfig
 from bridge.errors import KubeError, KubeNotFound
 from bridge.kube.client import KubeClient
-from bridge.kube.resources import (
-    JOBS,
-    JOBSETS,
-    LEADERWORKERSETS,
-    PODGROUPS,
-    KubeObject,
-    Resource,
-    slim,
-)
+from bridge.kube.resources import KubeObject, Resource, slim
 from bridge.models import JobSpec
 from bridge.slurm.models import SlurmJob
 from bridge.translate import (
@@ -44,20 +36,26 @@ from bridge.translate import (
     workload_ref,
 )
 from bridge.wellknown import CONDITION_POD_SCHEDULED
+from bridge.workloads import Api, discovered_apis, kind_named, kind_of_object, owner_apis
+from bridge.workloads.builtin import SCHEDULING_GROUP
 from scheduler.owners import OwnerCache
 
 log = structlog.get_logger("scheduler")
 
 # The built-in Workload API's group; its version comes from discovery.
-BUILTIN_SCHEDULING_GROUP = "scheduling.k8s.io"
+BUILTIN_SCHEDULING_GROUP = SCHEDULING_GROUP
 BUILTIN_RETRY_SECONDS = 30.0
 
-OWNER_KINDS: dict[str, Resource] = {
-    "Job": JOBS,
-    "JobSet": JOBSETS,
-    "LeaderWorkerSet": LEADERWORKERSETS,
-    "PodGroup": PODGROUPS,
-}
+
+def resource(api: Api, version: str | None = None) -> Resource:
+    """The client's resource of a kind's API (``version``: the one served, else its
+    first)."""
+    return Resource(api.group, version or api.versions[0], api.plural, api.kind, True, api.builtin)
+
+
+# The objects a pod's controller chain may name that grouping reads, by kind (the
+# workload kinds' pinned APIs: bridge.workloads).
+OWNER_KINDS: dict[str, Resource] = {kind: resource(api) for kind, api in owner_apis().items()}
 # Pods bound whose leaving the watch has not shown yet, remembered at most.
 BOUND_UIDS_MAX = 10_000
 # Built-in PodGroups and Workloads known by name (-> uid in the owner cache), at most.
@@ -160,13 +158,13 @@ class KubeState:
             and self.cfg.namespace_is_managed(ns, self.namespace_labels.get(ns, {}))
         )
 
-    async def on_pod_event(self, kind: str, pod: KubeObject) -> str | None:
+    async def on_pod_event(self, event: str, pod: KubeObject) -> str | None:
         """Apply one watch event (ADDED/MODIFIED/DELETED) of an unscheduled pod: the key
         of the group it changed, if any."""
         key = kobj.pod_key(pod)
         uid = kobj.uid(pod)
         if (
-            kind == "DELETED"
+            event == "DELETED"
             or not self.managed(pod)
             or kobj.get(pod, "metadata", "deletionTimestamp")
         ):
@@ -209,18 +207,18 @@ class KubeState:
         """Every one of ``pods`` was created after the pod watch's initial list."""
         return self.pods_listed and all(kobj.uid(p) not in self._listed_uids for p in pods)
 
-    def on_node_event(self, kind: str, node: KubeObject) -> None:
+    def on_node_event(self, event: str, node: KubeObject) -> None:
         name = kobj.name(node)
-        if kind == "DELETED":
+        if event == "DELETED":
             self.nodes.pop(name, None)
             self.node_set.remove(name)
         else:
             self.nodes[name] = node
             self.node_set.put(node)
 
-    def on_namespace_event(self, kind: str, ns: KubeObject) -> None:
+    def on_namespace_event(self, event: str, ns: KubeObject) -> None:
         name = kobj.name(ns)
-        if kind == "DELETED":
+        if event == "DELETED":
             self.namespace_labels.pop(name, None)
         else:
             self.namespace_labels[name] = kobj.labels(ns)
@@ -389,37 +387,38 @@ class KubeState:
         return new.key, podgroup
 
     async def group_object(self, ref: GroupRef) -> KubeObject | None:
-        """The object the group is (a PodGroup, a Job ...), read again for a PodGroup
-        (its size may change), from the cache for the others: by kind and name in the
-        group's namespace (the cache by namespace and a uid that the pod's owner
-        chain proved, see :func:`bridge.translate.grouping.owner_chain`)."""
+        """The object the group is (a PodGroup, a Job ...), read again when its kind says
+        so (a PodGroup's size may change), from the cache for the others: by kind and
+        name in the group's namespace (the cache by namespace and a uid that the pod's
+        owner chain proved, see :func:`bridge.translate.grouping.owner_chain`)."""
         src = ref.source
         if src is None:
             return None
-        cached = self.owners.fresh(src.namespace, src.uid) if src.uid else None
-        if cached is not None and ref.kind != "PodGroup":
-            return cached
-        if ref.kind == "Workload":
-            return await self._builtin_named("workloads", src.namespace, src.name)
-        if ref.kind == "WorkloadPodGroup":
-            res = await self.builtin("podgroups")
-        else:
-            res = OWNER_KINDS.get(src.kind)
-        if res is None:
+        kind = kind_of_object(src.api_version, src.kind)
+        if kind is None:
             return None
-        return await self._get_object(res, src.namespace, src.name)
+        cached = self.owners.fresh(src.namespace, src.uid) if src.uid else None
+        if cached is not None and not kind.reread:
+            return cached
+        if not kind.api.discovered:
+            return await self._get_object(resource(kind.api), src.namespace, src.name)
+        if not kind.reread:
+            return await self._builtin_named(kind.api.plural, src.namespace, src.name)
+        res = await self.builtin(kind.api.plural)
+        return None if res is None else await self._get_object(res, src.namespace, src.name)
 
     async def pod_groups(self, ref: GroupRef) -> list[KubeObject]:
-        """A Workload gang's built-in PodGroups: those of its namespace made from that
-        Workload, read again on each cycle (a PodGroup may come after its first pods);
-        empty for any other group."""
-        if ref.kind != "Workload":
-            return []
-        res = await self.builtin("podgroups")
-        if res is None:
-            return []
-        listed = await self.kube.list(res, ref.namespace)
-        return [pg for pg in listed.items if workload_ref(pg)[0] == ref.name]
+        """The related objects a group's kind reads, of its namespace (a Workload gang's
+        built-in PodGroups: its kind keeps those made from it), read again on each cycle
+        (a PodGroup may come after its first pods); empty for a kind without any."""
+        found: list[KubeObject] = []
+        for api in kind_named(ref.kind).related:
+            res = await self.builtin(api.plural) if api.discovered else resource(api)
+            if res is None:
+                continue
+            listed = await self.kube.list(res, ref.namespace)
+            found += listed.items
+        return found
 
     async def builtin(self, plural: str) -> Resource | None:
         """The built-in ``podgroups`` or ``workloads`` (``scheduling.k8s.io``) at whichever
@@ -444,11 +443,9 @@ class KubeState:
                 str(r.get("name")) for r in listed.get("resources") or () if isinstance(r, dict)
             }
             if "podgroups" in names:
-                for name, kind in (("podgroups", "PodGroup"), ("workloads", "Workload")):
-                    if name in names:
-                        self._builtin[name] = Resource(
-                            BUILTIN_SCHEDULING_GROUP, version, name, kind, True
-                        )
+                for api in discovered_apis():
+                    if api.plural in names:
+                        self._builtin[api.plural] = resource(api, version)
                 log.info("builtin_podgroups_version", version=version)
                 return self._builtin.get(plural)
         return None

@@ -3,6 +3,9 @@
 No I/O, no clock, no client: callers read the objects and pass them in as dicts.
 """
 
+# the object readers are bridge.kobj (the workload kinds read objects too); translation
+# and its callers import them from here, first, before any module of this package
+from bridge import kobj
 from bridge.translate.annotations import (
     SlurmJobOptions,
     annotation_errors,
@@ -71,6 +74,7 @@ __all__ = [
     "human_comment",
     "is_complete",
     "job_names_pod",
+    "kobj",
     "link_is_ours",
     "link_names_group",
     "missing_source",

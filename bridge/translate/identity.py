@@ -31,6 +31,7 @@ from pydantic import ValidationError
 from bridge.models import GroupId
 from bridge.translate import kobj
 from bridge.wellknown import LABEL_JOB_ID
+from bridge.workloads import KIND_NAMES, kind_named
 
 
 def admin_comment(
@@ -90,6 +91,8 @@ def back_link(text: Any) -> BackLink | None:
             group = GroupId.model_validate(body["group"])
         except ValidationError:
             return None
+        if group.kind not in KIND_NAMES:
+            return None
     mcs = body.get("mcs")
     if mcs is not None and not isinstance(mcs, str):
         return None
@@ -137,10 +140,11 @@ def job_names_pod(link: BackLink, pod: Mapping[str, Any]) -> bool:
     the group's namespace, and its uid is the one listed with that name. A pod made later
     under a listed name (it has another uid), or in another namespace, is not named.
 
-    A link without pod uids (written by an older bridge) proves less: a plain pod must be
-    the group's object (its uid), a Job's pod must be controlled by the Job the link
-    records (an ownerReference of that uid; none is not enough); the pod of another kind of
-    group (PodGroup, LeaderWorkerSet, JobSet) is named by namespace and name. An
+    A link without pod uids (written by an older bridge) proves less, as the group's kind
+    says (:data:`bridge.workloads.base.Identity`): a plain pod must be the group's object
+    (its uid), a Job's pod must be controlled by the Job the link records (an
+    ownerReference of that uid; none is not enough); the pod of another kind of group
+    (PodGroup, LeaderWorkerSet, JobSet) is named by namespace and name. An
     upstream link (no group) names pods by ``namespace/name`` only."""
     key = kobj.pod_key(pod)
     if key not in link.pods:
@@ -153,16 +157,17 @@ def job_names_pod(link: BackLink, pod: Mapping[str, Any]) -> bool:
     if link.uids is not None:
         uid = kobj.uid(pod)
         return any(k == key and u == uid for k, u in zip(link.pods, link.uids, strict=True))
+    kind = kind_named(group.kind)
     if not group.uid:
-        return group.kind not in ("Pod", "Job")
-    if group.kind == "Pod":
+        return kind.identity == "object"
+    if kind.identity == "pod":
         return kobj.uid(pod) == group.uid
-    if group.kind == "Job":
+    if kind.identity == "controller":
         refs = kobj.get(pod, "metadata", "ownerReferences")
         return any(
             isinstance(ref, Mapping)
             and ref.get("controller") is True
-            and ref.get("kind") == "Job"
+            and ref.get("kind") == kind.api.kind
             and ref.get("uid") == group.uid
             for ref in (refs if isinstance(refs, list) else ())
         )

@@ -46,12 +46,8 @@ from bridge.translate.resources import (
 from bridge.translate.settings import TranslateSettings
 from bridge.translate.shapes import Shape, components
 from bridge.translate.topology import TopologyRequest, topology_request
-from bridge.wellknown import (
-    LABEL_JOBSET_NAME,
-    LABEL_LWS_NAME,
-    LABEL_POD_GROUP,
-    slurmjob_annotation,
-)
+from bridge.wellknown import slurmjob_annotation
+from bridge.workloads import kind_named
 
 Obj = Mapping[str, Any]
 
@@ -108,28 +104,16 @@ def _group_of_all(
     return first
 
 
-# Where a group's name comes from, by kind: the job name (when no job-name annotation
-# names one), the comment and the admin_comment carry it to Slurm.
-_NAME_FIELD: Mapping[str, str] = {
-    "Pod": "metadata.name",
-    "PodGroup": f"metadata.labels[{LABEL_POD_GROUP}]",
-    "WorkloadPodGroup": "spec.schedulingGroup.podGroupName",
-    "Workload": "spec.podGroupTemplateRef.workload.workloadName",
-    "LeaderWorkerSet": f"metadata.labels[{LABEL_LWS_NAME}]",
-    "JobSet": f"metadata.labels[{LABEL_JOBSET_NAME}]",
-    "Job": "metadata.ownerReferences.name",
-}
-
-
 def _check_group_text(group: GroupId, keys: Sequence[str], where: str) -> None:
     """The group's namespace, name and uid and the pods' keys (``namespace/name``) reach
     Slurm (job name, comment, admin_comment): the rules of :mod:`bridge.text`, as for
     annotation text. Kubernetes checks object names and labels, but not an
     ownerReference's name or uid."""
-    uid_field = "metadata.uid" if group.kind == "Pod" else "metadata.ownerReferences.uid"
+    kind = kind_named(group.kind)
+    uid_field = "metadata.uid" if kind.identity == "pod" else "metadata.ownerReferences.uid"
     texts = [
         (group.namespace, "metadata.namespace"),
-        (group.name, _NAME_FIELD[group.kind]),
+        (group.name, kind.name_field),
         (group.uid, uid_field),
     ]
     texts += [(key, "metadata.name") for key in keys]
@@ -177,30 +161,22 @@ def _minutes(seconds: int | None, field: str, obj: str) -> int | None:
 
 
 def _deadline_minutes(ref: GroupRef, group_object: Obj | None, pods: Sequence[Obj]) -> int | None:
-    """The workload's own deadline: a Job's (or every replicated job's) activeDeadlineSeconds,
-    else every pod's spec.activeDeadlineSeconds; ceil to minutes."""
-    source_kind = ref.source.kind if ref.source else ""
-    field = "spec.activeDeadlineSeconds"
-    if group_object is not None and source_kind == "Job":
-        seconds = kobj.integer(group_object, "spec", "activeDeadlineSeconds")
-        return _minutes(seconds, field, kobj.describe(group_object, "Job"))
-    if group_object is not None and source_kind == "JobSet":
-        limits: list[int | None] = []
-        for i, rj in enumerate(kobj.sequence(group_object, "spec", "replicatedJobs")):
-            if ref.replicated_job is not None and kobj.text(rj, "name") != ref.replicated_job:
-                continue
-            seconds = kobj.integer(rj, "template", "spec", "activeDeadlineSeconds")
-            path = f"spec.replicatedJobs[{i}].template.{field}"
-            limits.append(_minutes(seconds, path, kobj.describe(group_object, "JobSet")))
-        if limits and all(m is not None for m in limits):
-            return max(m for m in limits if m is not None)
-        return None
-    pod_limits = [
-        _minutes(kobj.integer(p, "spec", "activeDeadlineSeconds"), field, kobj.describe(p, "Pod"))
-        for p in pods
-    ]
-    if all(m is not None for m in pod_limits):
-        return max(m for m in pod_limits if m is not None)
+    """The workload's own deadline (:meth:`~bridge.workloads.WorkloadKind.deadlines`: a
+    Job's, the longest of every replicated job's), else every pod's
+    spec.activeDeadlineSeconds; ceil to minutes."""
+    own = kind_named(ref.kind).deadlines(ref, group_object) if group_object is not None else None
+    if own is not None:
+        limits = [_minutes(d.seconds, d.field, d.where) for d in own]
+    else:
+        field = "spec.activeDeadlineSeconds"
+        limits = [
+            _minutes(
+                kobj.integer(p, "spec", "activeDeadlineSeconds"), field, kobj.describe(p, "Pod")
+            )
+            for p in pods
+        ]
+    if limits and all(m is not None for m in limits):
+        return max(m for m in limits if m is not None)
     return None
 
 
@@ -427,7 +403,7 @@ def translate_group(
     where = f"{ref.kind} {ref.namespace}/{ref.name}"
     size = expected_size(ref, group_object, pods, pod_groups)
     if size is not None and size < 1:
-        field = "spec.leaderWorkerTemplate.size" if ref.kind == "LeaderWorkerSet" else "size"
+        field = kind_named(ref.kind).size_field
         raise InvalidInput(field, f"a group needs at least 1 pod, got size {size}", where)
     if size is None or len(pods) < size:
         return Waiting(group=group, have=len(pods), want=size)

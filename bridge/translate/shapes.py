@@ -9,8 +9,8 @@ slurmjob annotations), so it is not part of a shape.
 A gang of one shape is one plain Slurm job. A gang of several becomes one heterogeneous
 job, one component per group of members, in this order of precedence:
 
-1. the workload's own parts: a JobSet's replicatedJobs, an LWS group's leader and its
-   workers, a built-in Workload's PodGroups;
+1. the workload's own parts (:meth:`bridge.workloads.WorkloadKind.part`): a JobSet's
+   replicatedJobs, an LWS group's leader and its workers, a built-in Workload's PodGroups;
 2. otherwise the members grouped by identical shape (PodGroup, Job, built-in PodGroup).
 
 Components come in rank order (the order of their first member) and keep their members
@@ -24,11 +24,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bridge.translate import kobj
-from bridge.translate.grouping import GroupRef, podgroup_name
 from bridge.translate.placement import placement_key
 from bridge.translate.resources import PodResources
-from bridge.wellknown import LABEL_JOBSET_REPLICATED_JOB, LABEL_LWS_WORKER_INDEX
+from bridge.workloads import GroupRef, kind_named
 
 
 @dataclass(frozen=True)
@@ -44,18 +42,6 @@ class Shape:
     def of(cls, pod: Mapping[str, Any], need: PodResources) -> Shape:
         gres = tuple(sorted((k, n) for k, n in need.gres.items() if n > 0))
         return cls(need.cpus, need.memory_mib, gres, placement_key(pod))
-
-
-def _part_of(ref: GroupRef, pod: Mapping[str, Any]) -> str | None:
-    """The workload part a pod belongs to (None: the workload has no parts)."""
-    labels = kobj.labels(pod)
-    if ref.kind == "JobSet" and ref.replicated_job is None:
-        return labels.get(LABEL_JOBSET_REPLICATED_JOB)
-    if ref.kind == "Workload":
-        return podgroup_name(pod) or None
-    if ref.kind == "LeaderWorkerSet":
-        return "leader" if labels.get(LABEL_LWS_WORKER_INDEX, "0") == "0" else "workers"
-    return None
 
 
 def _by_key(keys: Sequence[object]) -> list[list[int]]:
@@ -74,7 +60,8 @@ def components(
     member has the same shape."""
     if len(set(shapes)) <= 1:
         return [list(range(len(pods)))]
-    parts = [_part_of(ref, p) for p in pods]
+    kind = kind_named(ref.kind)
+    parts = [kind.part(ref, p) for p in pods]
     if all(p is not None for p in parts):
         by_part = _by_key(parts)
         if len(by_part) > 1:

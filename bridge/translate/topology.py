@@ -218,8 +218,8 @@ def topology_request(
     level = required_level or preferred_level
     if level is None:
         return TopologyRequest()
-    kind = policy.levels[level]
-    if kind == "block":
+    plugin = policy.levels[level]
+    if plugin == "block":
         return TopologyRequest(segment_size=nodes) if required_level else TopologyRequest()
     wait = (
         policy.required_switch_wait_seconds

@@ -1,0 +1,80 @@
+"""The built-in scheduling API of Kubernetes (``scheduling.k8s.io``), which the kinds
+:mod:`~bridge.workloads.podgroup` and :mod:`~bridge.workloads.workload` share: a pod
+names its PodGroup, a PodGroup the Workload (and template) it was made from.
+
+1.36 serves Workload and PodGroup as ``v1alpha2`` (a PodGroup names its Workload in
+``spec.podGroupTemplateRef.workload``); 1.37 as ``v1beta1`` (``spec.workloadRef``). The
+version in use is found by discovery, the newest served first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from bridge import kobj
+from bridge.workloads.base import Api
+
+SCHEDULING_GROUP = "scheduling.k8s.io"
+VERSIONS = ("v1beta1", "v1alpha2")  # newest first
+PODGROUPS = Api(SCHEDULING_GROUP, VERSIONS, "podgroups", "PodGroup", True, True)
+WORKLOADS = Api(SCHEDULING_GROUP, VERSIONS, "workloads", "Workload", True, True)
+
+
+def podgroup_name(pod: Mapping[str, Any]) -> str:
+    """The built-in PodGroup a pod names (``spec.schedulingGroup.podGroupName``), or ""."""
+    return kobj.text(pod, "spec", "schedulingGroup", "podGroupName")
+
+
+def workload_ref(podgroup: Mapping[str, Any] | None) -> tuple[str, str]:
+    """The (Workload, podGroupTemplate) a built-in PodGroup was made from, ("", "") when
+    none: ``spec.podGroupTemplateRef.workload`` in 1.36's v1alpha2 (``workloadName``,
+    ``podGroupTemplateName``), ``spec.workloadRef`` (``workloadName``, ``templateName``)
+    in the later versions."""
+    if podgroup is None:
+        return "", ""
+    spec = kobj.get(podgroup, "spec")
+    if name := kobj.text(spec, "podGroupTemplateRef", "workload", "workloadName"):
+        return name, kobj.text(spec, "podGroupTemplateRef", "workload", "podGroupTemplateName")
+    return kobj.text(spec, "workloadRef", "workloadName"), kobj.text(
+        spec, "workloadRef", "templateName"
+    )
+
+
+def workload_templates(workload: Mapping[str, Any] | None) -> list[str]:
+    """The names of a built-in Workload's ``spec.podGroupTemplates``, in spec order."""
+    return [kobj.text(t, "name") for t in kobj.sequence(workload, "spec", "podGroupTemplates")]
+
+
+def gang_workload(podgroup: Mapping[str, Any] | None, workload: Mapping[str, Any] | None) -> str:
+    """The Workload whose PodGroups make ONE gang with ``podgroup``'s pods, or "": a
+    Workload of several ``podGroupTemplates`` that names the template ``podgroup`` was
+    made from. A Workload of one template keeps each of its PodGroups a gang of its own
+    (the PodGroups of one template are replicas, placed independently)."""
+    name, template = workload_ref(podgroup)
+    if not name or workload is None or kobj.name(workload) != name:
+        return ""
+    if kobj.namespace(workload) != kobj.namespace(podgroup or {}):
+        return ""
+    templates = workload_templates(workload)
+    return name if len(templates) > 1 and template in templates else ""
+
+
+def min_count(podgroup_spec: Any) -> int:
+    """A built-in PodGroup's gang size: ``schedulingPolicy.gang.minCount`` (1 for a
+    ``basic`` policy)."""
+    for path in (("schedulingPolicy", "gang", "minCount"), ("policy", "gang", "minCount")):
+        n = kobj.integer(podgroup_spec, *path)
+        if n is not None and n > 0:
+            return n
+    return 1
+
+
+def workload_podgroups(
+    workload: Mapping[str, Any] | None, pod_groups: Sequence[Mapping[str, Any]]
+) -> list[Mapping[str, Any]]:
+    """The PodGroups of ``pod_groups`` that are ``workload``'s gang (:func:`gang_workload`),
+    in the order of their templates in the Workload, then by name."""
+    templates = workload_templates(workload)
+    mine = [pg for pg in pod_groups if gang_workload(pg, workload)]
+    return sorted(mine, key=lambda pg: (templates.index(workload_ref(pg)[1]), kobj.name(pg)))

@@ -1,0 +1,88 @@
+"""The workload kinds, in the order they are asked to claim a pod (the first that claims
+it wins; :mod:`~bridge.workloads.pod` claims every pod, so it is last). Adding a kind is
+one module and one line here (and its API in the chart's RBAC and webhook rules:
+docs/grouping.md).
+
+=================  ==================================================  =====================
+kind               how a pod is recognised                             group name
+=================  ==================================================  =====================
+PodGroup           label ``scheduling.x-k8s.io/pod-group``             the PodGroup's name
+Workload           ``spec.schedulingGroup.podGroupName`` names a       the Workload's name
+                   built-in PodGroup made from a Workload of several
+                   podGroupTemplates (``workloads`` maps it)
+WorkloadPodGroup   ``spec.schedulingGroup.podGroupName``               the PodGroup's name
+LeaderWorkerSet    labels ``leaderworkerset.sigs.k8s.io/name`` +       ``<lws>-<groupIndex>``
+                   ``group-index``
+JobSet             label ``jobset.sigs.k8s.io/jobset-name``            ``<jobset>`` or
+                                                                       ``<jobset>-<rjob>``
+Job                controller owner is a batch/v1 Job with             the Job's name
+                   parallelism > 1 (or Indexed, when the Job is
+                   not known) and ``scheduler.gangBatchJobs``
+Pod                anything else (one Slurm job per pod)               the pod's name
+=================  ==================================================  =====================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from bridge.workloads import coscheduling, job, jobset, lws, pod, podgroup, workload
+from bridge.workloads.base import Api, WorkloadKind, api_group
+
+REGISTRY: tuple[WorkloadKind, ...] = (
+    coscheduling.KIND,
+    workload.KIND,
+    podgroup.KIND,
+    lws.KIND,
+    jobset.KIND,
+    job.KIND,
+    pod.KIND,
+)
+
+POD: WorkloadKind = pod.KIND
+
+KINDS: Mapping[str, WorkloadKind] = {k.name: k for k in REGISTRY}
+KIND_NAMES = frozenset(KINDS)
+
+
+def kind_named(name: str) -> WorkloadKind:
+    """The kind of a group (``GroupRef.kind``, ``GroupId.kind``); KeyError when none."""
+    return KINDS[name]
+
+
+def kind_of_object(api_version: str, kind: str) -> WorkloadKind | None:
+    """The kind whose object is of that apiVersion (its group) and kind: a group's
+    source, an ownerReference, an AdmissionRequest's kind."""
+    group = api_group(api_version)
+    return next((k for k in REGISTRY if k.api.matches(group, kind)), None)
+
+
+def object_apis() -> tuple[Api, ...]:
+    """The APIs of the objects groups come from (every kind's but a plain pod's), and the
+    related objects they read: what the bridge reads, and admission validates."""
+    found: list[Api] = []
+    for k in REGISTRY:
+        for api in (k.api, *k.related):
+            if api is not POD.api and api not in found:
+                found.append(api)
+    return tuple(found)
+
+
+def owner_apis() -> Mapping[str, Api]:
+    """The APIs, by kind, of the objects a pod's controller chain may name that the
+    scheduler reads to walk it (a pinned version; the built-in scheduling API, found by
+    discovery, is named by a pod's spec, not by an ownerReference)."""
+    return {a.kind: a for a in object_apis() if not a.discovered}
+
+
+def related_apis() -> tuple[Api, ...]:
+    """The related objects the kinds read, listed per namespace (a Workload's PodGroups)."""
+    found: list[Api] = []
+    for k in REGISTRY:
+        found += [api for api in k.related if api not in found]
+    return tuple(found)
+
+
+def discovered_apis() -> tuple[Api, ...]:
+    """The APIs whose version is the newest the server serves (discovery)."""
+    return tuple(a for a in object_apis() if a.discovered)

@@ -1,0 +1,63 @@
+"""A built-in Workload of several ``podGroupTemplates`` (:mod:`bridge.workloads.builtin`):
+the PodGroups made from its templates are ONE gang, a hetjob component each when their
+shapes differ (docs/hetjob.md). It claims the pods of a PodGroup that ``workloads`` maps
+to it (the caller decides it from the PodGroup and the Workload it names:
+:func:`~bridge.workloads.builtin.gang_workload`); its related objects are the PodGroups
+of its namespace."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bridge import kobj
+from bridge.workloads.base import Api, Claim, GroupRef, Kind, Obj
+from bridge.workloads.builtin import (
+    PODGROUPS,
+    WORKLOADS,
+    min_count,
+    podgroup_name,
+    workload_podgroups,
+    workload_ref,
+    workload_templates,
+)
+
+
+class Workload(Kind):
+    name = "Workload"
+    api = WORKLOADS
+    name_field = "spec.podGroupTemplateRef.workload.workloadName"
+    source_field = "spec.schedulingGroup.podGroupName"
+    size_field = "spec.podGroupTemplates"
+    related: tuple[Api, ...] = (PODGROUPS,)
+
+    def claim(self, c: Claim) -> GroupRef | None:
+        workload = c.workloads.get(podgroup_name(c.pod), "")
+        return self.group(c, workload) if workload else None
+
+    def size(
+        self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Sequence[Obj]
+    ) -> int | None:
+        """Every PodGroup's minCount, and at least one pod for each template no PodGroup
+        was made from yet: the gang never starts before every part of it is there."""
+        if obj is None:
+            return None
+        mine = workload_podgroups(obj, related)
+        made = {workload_ref(pg)[1] for pg in mine}
+        missing = sum(1 for t in workload_templates(obj) if t not in made)
+        return sum(min_count(kobj.get(pg, "spec")) for pg in mine) + missing
+
+    def order(
+        self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Sequence[Obj]
+    ) -> list[Obj]:
+        """By its PodGroups (:func:`~bridge.workloads.builtin.workload_podgroups`)."""
+        rank = {kobj.name(pg): i for i, pg in enumerate(workload_podgroups(obj, related))}
+        return sorted(
+            pods,
+            key=lambda p: (rank.get(podgroup_name(p), len(rank)), podgroup_name(p), kobj.name(p)),
+        )
+
+    def part(self, ref: GroupRef, pod: Obj) -> str | None:
+        return podgroup_name(pod) or None
+
+
+KIND = Workload()
