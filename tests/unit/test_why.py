@@ -202,3 +202,14 @@ def test_a_held_job_says_it_is_held_and_that_slurm_plans_none_for_it() -> None:
         "for other jobs"
     )
     assert any("scontrol release" in c for c in e.changes)
+
+
+def test_a_job_waiting_for_its_reservation_names_it_and_why_there_is_no_plan() -> None:
+    mine = job(48, reason="Reservation", reservation="maint")
+    e = explain(pod(job=48), mine, [mine], NODES, now=NOW)
+    assert e.why == ("it waits for reservation maint (Reservation)",)
+    assert e.sureness == (
+        "no start time planned yet: Slurm plans none before its reservation maint starts "
+        "(`scontrol show res maint`)"
+    )
+    assert any("reservation" in c for c in e.changes)
