@@ -25,7 +25,7 @@ from bridge.config import BridgeConfig
 from bridge.errors import SlurmError, SlurmNotFound
 from bridge.logging import get_logger
 from bridge.slurm.client import SlurmClient
-from bridge.slurm.models import JobState, SlurmJob
+from bridge.slurm.models import JobState, SlurmJob, het_shown
 from bridge.workqueue import WorkQueue
 from controller import preemption
 from controller.caches import WatchCaches
@@ -47,39 +47,39 @@ def _running(state: JobState | None) -> bool:
 def _het_state(
     job_id: int, states: dict[int, JobState], het: dict[int, tuple[int, ...] | None]
 ) -> JobState | None:
-    """A job's state in a poll; for a hetjob leader, the first of its components' that
-    is not active (None while its components are not known yet, or one is not listed:
-    the job is then read)."""
+    """A job's state in a poll; for a hetjob leader, its shown component's
+    (:func:`bridge.slurm.models.het_shown`) when that one is not active (None while its
+    components are not known yet, or one is not listed: the job is then read)."""
     state = states.get(job_id)
     if job_id not in het:
         return state
     comps = het[job_id]
     if comps is None:
         return None
-    for c in (job_id, *comps):
-        s = states.get(c)
-        if s is None or not s.active:
-            return s
-    return state
+    listed = [states.get(c) for c in (job_id, *comps)]
+    shown = listed[het_shown([s.primary if s is not None else None for s in listed])]
+    return shown if shown is None or not shown.active else state
 
 
 def job_view(job: SlurmJob) -> SlurmJobStatus:
     """A job read by id as the reconcilers see it; a hetjob (read by its leader's id:
-    every component) as one unit (docs/hetjob.md): its first component no longer active
-    ends every pod of the gang; while others still hold nodes the job stays ACTIVE
+    every component) as one unit (docs/hetjob.md): its shown component
+    (:attr:`bridge.slurm.models.SlurmJob.shown_offset`), once no longer active, ends every
+    pod of the gang; while others still hold nodes the job stays ACTIVE
     (``component_ended``), so it is cancelled once every pod has stopped."""
-    for offset, c in enumerate(job.components if job.het_components else ()):
-        if not c.state.active:
-            where = f"{job.job_id}+{offset}"
-            if any(x.state.active for x in job.components):
-                return SlurmJobStatus(
-                    JobKind.ACTIVE,
-                    c.state.primary,
-                    c.state_reason,
-                    component=where,
-                    component_ended=True,
-                )
-            return SlurmJobStatus(JobKind.ENDED, c.state.primary, c.state_reason, component=where)
+    offset = job.shown_offset
+    c = job.components[offset]
+    if job.het_components and not c.state.active:
+        where = f"{job.job_id}+{offset}"
+        if any(x.state.active for x in job.components):
+            return SlurmJobStatus(
+                JobKind.ACTIVE,
+                c.state.primary,
+                c.state_reason,
+                component=where,
+                component_ended=True,
+            )
+        return SlurmJobStatus(JobKind.ENDED, c.state.primary, c.state_reason, component=where)
     kind = JobKind.ACTIVE if job.state.active else JobKind.ENDED
     return SlurmJobStatus(kind, job.state.primary, job.state_reason)
 
