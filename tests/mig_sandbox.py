@@ -25,6 +25,15 @@ PORT_OFFSET = 50
 UP_ARGS = ("--nodes", "1", "--external-nodes", "0", "--node-gpus", "0", "--mig-nodes", "1")
 MIXED_PORT_OFFSET = 60
 MIXED_GRES = "gpu:a100:1,gpu:1g.10gb:7"
+# issue #40's node: two A100-80GB, NVIDIA's "balanced" layout and seven 1g.10gb, the
+# stand-in publishing as NVIDIA's current driver does
+BALANCED_LAYOUT = "3g.40gb+2g.20gb+1g.10gb*2,1g.10gb*7"
+BALANCED_PORT_OFFSET = 80
+BALANCED_ARGS = (
+    *UP_ARGS,
+    *("--mig-layout", BALANCED_LAYOUT, "--mig-naming", "profile-start-end"),
+    *("--node-cpus", "16"),  # eleven pods of one CPU each run at once
+)
 
 
 def mig_gres_of(env_file: Path) -> str:
@@ -55,4 +64,14 @@ def mig_mixed_sandbox(environ: Mapping[str, str] | None = None) -> Iterator[Path
     with own_sandbox(
         env, "-migmixed", MIXED_PORT_OFFSET, (*UP_ARGS, "--mig-full-gpus", "1")
     ) as env_file:
+        yield env_file
+
+
+@contextlib.contextmanager
+def mig_balanced_sandbox(environ: Mapping[str, str] | None = None) -> Iterator[Path]:
+    """The env file of a sandbox whose MIG node has two GPUs cut as
+    :data:`BALANCED_LAYOUT` (``Gres=gpu:3g.40gb:1,gpu:2g.20gb:1,gpu:1g.10gb:9``). Its own
+    dir (+ ``-migbal``) and ports (+ 80), started here and stopped on exit."""
+    env = dict(os.environ if environ is None else environ)
+    with own_sandbox(env, "-migbal", BALANCED_PORT_OFFSET, BALANCED_ARGS) as env_file:
         yield env_file

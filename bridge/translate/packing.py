@@ -326,43 +326,84 @@ class Unpackable:
         return "; ".join(self.reasons)
 
 
+Resource = tuple[tuple[Amount, ...], Amount]  # per kind the least a device takes; the capacity
+
+
+def _resources(gpu: Gpu, kinds: Mapping[Kind, int]) -> list[Resource]:
+    """What bounds how many devices of each kind one GPU holds together: per counter, the
+    least a device of each kind consumes of it, and the counter's capacity; and the same
+    of the GPU's binary counters (memory slices) counted together."""
+    width = len(kinds)
+    binary = [
+        c == 1 and all(n == 1 for row in gpu.use for i, n in row if i == b)
+        for b, c in enumerate(gpu.capacity)
+    ]
+    out: list[Resource] = []
+    for c, cap in enumerate(gpu.capacity):
+        if binary[c]:
+            continue
+        least: list[Amount | None] = [None] * width
+        for u, row in zip(gpu.units, gpu.use, strict=True):
+            k = kinds.get(u.kind)
+            if k is not None:
+                n = next((n for i, n in row if i == c), 0)
+                least[k] = n if least[k] is None else min(least[k], n)  # type: ignore[type-var]
+        weights = tuple(0 if n is None else n for n in least)
+        if any(weights):
+            out.append((weights, cap))
+    bits: list[int | None] = [None] * width
+    for u, row in zip(gpu.units, gpu.use, strict=True):
+        k = kinds.get(u.kind)
+        if k is not None:
+            n = sum(1 for i, _ in row if binary[i])
+            bits[k] = n if bits[k] is None else min(n, bits[k])  # type: ignore[type-var]
+    weights = tuple(0 if n is None else n for n in bits)
+    if any(weights):
+        out.append((weights, sum(binary)))
+    return out
+
+
 def _search(
     options: list[list[tuple[Vector, tuple[int, ...]]]],
-    same_as_previous: list[bool],
+    bounds: list[list[Resource] | None],
     want: Vector,
 ) -> list[int] | None:
-    """Which option of each GPU, together exactly ``want`` (None: no such choice)."""
+    """Which option of each GPU, together exactly ``want`` (None: no such choice). A
+    state is (GPU, what is left to place): the states that failed are remembered.
+    ``bounds[s]``: when GPUs s.. are all alike, what one of them holds at most, so that
+    ``len(GPUs s..)`` times it bounds what is left."""
     n = len(options)
     width = len(want)
     room = [[0] * width for _ in range(n + 1)]  # what GPUs s.. can hold at most, per kind
     for s in range(n - 1, -1, -1):
         best = [max((v[k] for v, _ in options[s]), default=0) for k in range(width)]
         room[s] = [room[s + 1][k] + best[k] for k in range(width)]
-    failed: set[tuple[int, int, Vector]] = set()
+    failed: set[tuple[int, Vector]] = set()
     choice = [0] * n
 
-    def place(s: int, first: int, rem: Vector) -> bool:
+    def place(s: int, rem: Vector) -> bool:
         if s == n:
             return not any(rem)
         if any(r > m for r, m in zip(rem, room[s], strict=True)):
             return False
-        if (s, first, rem) in failed:
+        if (s, rem) in failed:
             return False
-        opts = options[s]
-        for i in range(first, len(opts)):
-            vec = opts[i][0]
+        alike = bounds[s]
+        if alike is not None:
+            for weights, cap in alike:
+                if sum(r * w for r, w in zip(rem, weights, strict=True)) > (n - s) * cap:
+                    failed.add((s, rem))
+                    return False
+        for i, (vec, _) in enumerate(options[s]):
             if any(v > r for v, r in zip(vec, rem, strict=True)):
                 continue
-            nxt = tuple(r - v for r, v in zip(rem, vec, strict=True))
             choice[s] = i
-            # identical GPUs take non-increasing options: their order is not searched
-            after = i if s + 1 < n and same_as_previous[s + 1] else 0
-            if place(s + 1, after, nxt):
+            if place(s + 1, tuple(r - v for r, v in zip(rem, vec, strict=True))):
                 return True
-        failed.add((s, first, rem))
+        failed.add((s, rem))
         return False
 
-    return list(choice) if place(0, 0, want) else None
+    return list(choice) if place(0, want) else None
 
 
 def _rank(vec: Vector) -> Vector:
@@ -391,10 +432,10 @@ def _pack(
 ) -> Packing | None:
     kinds = {k: i for i, k in enumerate(want)}
     target = tuple(want.values())
+    if len(fixed) != sum(1 for g in node.gpus for u in g.units if u.key in fixed):
+        return None  # a fixed device the node does not have
     memo: dict[Hashable, list[tuple[Vector, tuple[int, ...]]]] = {}
-    options: list[list[tuple[Vector, tuple[int, ...]]]] = []
-    same: list[bool] = []
-    previous: Hashable = None
+    keys: list[Hashable] = []
     for g in node.gpus:
         pinned = tuple(j for j, u in enumerate(g.units) if u.key in fixed)
         key = (g.signature, pinned)
@@ -404,14 +445,24 @@ def _pack(
             if every_gpu:
                 opts = [o for o in opts if any(o[0])]
             memo[key] = opts
-        options.append(memo[key])
-        same.append(key == previous)
-        previous = key
-    if len(fixed) != sum(1 for g in node.gpus for u in g.units if u.key in fixed):
-        return None  # a fixed device the node does not have
-    choice = _search(options, same, target)
-    if choice is None:
+        keys.append(key)
+    # alike GPUs searched together, the largest group last (its levels are bounded)
+    size = {k: keys.count(k) for k in keys}
+    first = {k: keys.index(k) for k in reversed(keys)}
+    order = sorted(range(len(keys)), key=lambda i: (size[keys[i]], first[keys[i]], i))
+    bound_of = {k: _resources(node.gpus[first[k]], kinds) for k in size}
+    last = keys[order[-1]] if order else None
+    bounds: list[list[Resource] | None] = []
+    for pos in range(len(order)):
+        alike = all(keys[j] == last for j in order[pos:])
+        bounds.append(bound_of[last] if alike and last is not None else None)
+    picked = _search([memo[keys[i]] for i in order], bounds, target)
+    if picked is None:
         return None
+    choice = [0] * len(keys)
+    for pos, i in enumerate(order):
+        choice[i] = picked[pos]
+    options = [memo[k] for k in keys]
     out: dict[Kind, list[str]] = {k: [] for k in want}
     for g, opts, i in zip(node.gpus, options, choice, strict=True):
         for j in opts[i][1]:

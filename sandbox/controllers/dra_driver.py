@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bridge.config import MigGpu, MigProfile, nvidia_mig_gpu
+from bridge.errors import ConfigError
+from sandbox.slurm.mig import MIG_PROFILE, MigLayout
 
 GPU_DRIVER = "gpu.nvidia.com"
 CPU_DRIVER = "dra.cpu"
@@ -359,3 +361,27 @@ def mig_slices(
         counters["spec"]["sharedCounters"] = part
         out.append(counters)
     return out
+
+
+def mig_pool(
+    node: str,
+    layout: MigLayout,
+    model: MigGpu = A100_80GB,
+    *,
+    publish: str = PUBLISH_DYNAMIC,
+    naming: str = NAMING_PROFILE_ID_START,
+) -> list[Obj]:
+    """The stand-in's pool of a sandbox MIG node (``up --mig-layout/--mig-publish/
+    --mig-naming``): its whole GPUs (first in the layout) and its MIG GPUs of ``model``,
+    static (the layout's instances where the packer places them) or dynamic (every
+    placement); NVIDIA's current scheme (``profile-start-end``) names the parent GPU by
+    ``parentMinor`` and publishes no ``placement``, as NVIDIA's driver does."""
+    whole = sum(1 for g in layout.gpus if len(g) == 1 and not MIG_PROFILE.fullmatch(g[0]))
+    if any(len(g) == 1 and not MIG_PROFILE.fullmatch(g[0]) for g in layout.gpus[whole:]):
+        raise ConfigError("mig_layout", f"{layout}: the stand-in needs the whole GPUs first")
+    current = naming == NAMING_PROFILE_START_END
+    form = MigPublish(
+        publish, naming, "parentMinor" if current else "parentIndex", placement=not current
+    )
+    placed = layout.placements(model)[whole:]
+    return mig_slices(node, len(placed), full_gpus=whole, model=model, form=form, static=placed)

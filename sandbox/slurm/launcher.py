@@ -58,6 +58,10 @@ EXTERNAL_PREFIX = "kube-node-"
 # slice (JOB_GRES=gpu:1g.10gb:0) and afterwards refuses GRES jobs ("Requested nodes are
 # busy") until slurmctld restarts (26.05.5); a created one reports indices and frees them.
 MIG_PREFIX = "mig-node-"
+# what the DRA driver stand-in may publish (sandbox/controllers/dra_driver.py; kept here
+# as plain words: the launcher does not import the controllers)
+MIG_PUBLISHES = ("dynamic", "static")
+MIG_NAMINGS = ("profile-id-start", "id-start-size", "profile-start-end")
 # --mig-full-gpus N: each MIG node also has N whole GPUs (typed gpu:a100, before its
 # slices): a mixed node, one full GPU and the slices of another
 MIG_FULL_TYPE = "a100"
@@ -154,6 +158,11 @@ class Settings:
     # "" is one GPU of --mig-slices --mig-profile slices
     mig_layout: str = ""
     mig_gpu: str = "A100-80GB"
+    # how the DRA driver stand-in publishes the MIG nodes' GPUs (sandbox/controllers/
+    # dra_driver.py mig_pool): "dynamic" (every placement, with counters) or "static"
+    # (the layout's instances only), and NVIDIA's naming scheme
+    mig_publish: str = "dynamic"
+    mig_naming: str = "profile-id-start"
     rest_port: int = 6820
     ctld_port: int = 6817
     slurmd_port: int = 17000
@@ -179,6 +188,10 @@ class Settings:
                     f"the whole GPUs are part of --mig-layout ({MIG_FULL_TYPE},...)",
                 )
             MigLayout.parse(self.mig_layout).check(nvidia_mig_gpu(self.mig_gpu))
+        if self.mig_publish not in MIG_PUBLISHES:
+            raise ConfigError("mig_publish", f"must be one of {', '.join(MIG_PUBLISHES)}")
+        if self.mig_naming not in MIG_NAMINGS:
+            raise ConfigError("mig_naming", f"must be one of {', '.join(MIG_NAMINGS)}")
         for name in ("node_cpus", "node_mem_mb"):
             if getattr(self, name) < 1:
                 raise ConfigError(name, "must be >= 1")
@@ -545,6 +558,8 @@ def render_env_file(s: Settings, paths: Paths, api_version: str, slurm_version: 
         "SLURM_MIG_GRES": s.mig.gres if s.mig_nodes else "",
         "SLURM_MIG_LAYOUT": str(s.mig) if s.mig_nodes else "",
         "SLURM_MIG_GPU": s.mig_gpu if s.mig_nodes else "",
+        "SLURM_MIG_PUBLISH": s.mig_publish if s.mig_nodes else "",
+        "SLURM_MIG_NAMING": s.mig_naming if s.mig_nodes else "",
         "SLURM_VERSION": slurm_version,
         "SLURM_SANDBOX_DIR": str(paths.dir),
         "SLURM_TOPOLOGY": s.topology,
@@ -862,6 +877,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--mig-gpu", help="the GPU model whose counters the layout must fit (default A100-80GB)"
     )
     up.add_argument(
+        "--mig-publish",
+        choices=MIG_PUBLISHES,
+        help="how the DRA driver stand-in publishes the MIG GPUs: dynamic (every placement, "
+        "with counters; default) or static (the layout's instances only)",
+    )
+    up.add_argument(
+        "--mig-naming",
+        choices=MIG_NAMINGS,
+        help="NVIDIA's MIG device naming scheme the stand-in uses (default profile-id-start)",
+    )
+    up.add_argument(
         "--defaults", action="store_true", help="start from the defaults, not the saved settings"
     )
     up.add_argument(
@@ -899,6 +925,8 @@ UP_OPTIONS = (
     "mig_full_gpus",
     "mig_layout",
     "mig_gpu",
+    "mig_publish",
+    "mig_naming",
 )
 
 

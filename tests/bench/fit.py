@@ -297,7 +297,7 @@ async def run_mode(
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.mig_layouts:
-        return run_random(args.seed, args.mig_layout_nodes, args.mig_steps)
+        return run_random(args.seed, args.mig_layout_nodes, args.mig_steps, args.mig_gpus)
     if args.mig:
         return await run_mig(args)
     with fit_sandbox() as env_file:
@@ -348,6 +348,7 @@ def parser() -> argparse.ArgumentParser:
     )
     g.add_argument("--mig-layout-nodes", type=int, default=60, help="nodes (--mig-layouts)")
     g.add_argument("--mig-steps", type=int, default=60, help="jobs arriving or ending per node")
+    g.add_argument("--mig-gpus", type=int, default=0, help="GPUs per node (default 1-8 at random)")
     return ap
 
 

@@ -136,10 +136,12 @@ class Node:
         return f"{self.model.model}[{self.form}]:" + ",".join([WHOLE_TYPE] * self.whole + gpus)
 
 
-def random_node(rng: random.Random, most_gpus: int = 8) -> Node:
+def random_node(rng: random.Random, most_gpus: int = 8, gpus: int = 0) -> Node:
+    """A random valid node: a model, 1..``most_gpus`` GPUs (``gpus``: exactly that many),
+    sometimes a whole GPU first, a random configuration each, a random form."""
     model = rng.choice(NVIDIA_MIG_GPUS)
     configs = gpu_configs(model)
-    n = rng.randint(1, most_gpus)
+    n = gpus or rng.randint(1, most_gpus)
     whole = rng.choice([0, 0, 0, 1]) if n > 1 else 0
     gpus = tuple(rng.choice(configs) for _ in range(n - whole))
     return Node(model, gpus, whole, rng.choice(list(FORMS)))
@@ -308,15 +310,15 @@ def _pct(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def run_random(seed: int, nodes: int, steps: int) -> dict[str, Any]:
-    """``--mig-layouts random``: ``nodes`` random valid nodes (1-8 GPUs, every model in
-    the table, mixed forms), each packed, compared, and replayed with Slurm's indices and
-    with counts only. The last line of the benchmark is this, as JSON."""
+def run_random(seed: int, nodes: int, steps: int, gpus: int = 0) -> dict[str, Any]:
+    """``--mig-layouts random``: ``nodes`` random valid nodes (1-8 GPUs, or ``gpus``;
+    every model in the table, mixed forms), each packed, compared, and replayed with
+    Slurm's indices and with counts only. The last line of the benchmark is this, as JSON."""
     rng = random.Random(seed)
     tally = Tally()
     started = time.perf_counter()
     for i in range(nodes):
-        node = random_node(rng)
+        node = random_node(rng, gpus=gpus)
         tally.nodes += 1
         check_packs(node, tally)
         replay(node, seed * 1000 + i, steps, tally, indexed=True)

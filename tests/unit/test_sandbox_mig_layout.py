@@ -7,6 +7,7 @@ import pytest
 
 from bridge.config import nvidia_mig_gpu
 from bridge.errors import ConfigError
+from sandbox.controllers import dra_driver
 from sandbox.slurm.launcher import Settings, mig_node_conf, render_gres_conf
 from sandbox.slurm.mig import Device, MigLayout
 
@@ -74,3 +75,50 @@ def test_whole_gpus_before_the_slices_make_a_mixed_node() -> None:
     assert "Gres=gpu:a100:1,gpu:1g.10gb:7 " in mig_node_conf(s)
     with pytest.raises(ConfigError, match="part of --mig-layout"):
         Settings(mig_nodes=1, mig_full_gpus=1, mig_layout=MIXED)
+
+
+ISSUE = "3g.40gb+2g.20gb+1g.10gb*2,1g.10gb*7"
+
+
+def test_a_multi_gpu_layout_as_users_write_it_is_numbered_gpu_by_gpu_each_type_together() -> None:
+    s = Settings(external_nodes=0, node_gpus=0, mig_nodes=1, mig_layout=ISSUE)
+    assert s.mig.gres == "gpu:3g.40gb:1,gpu:2g.20gb:1,gpu:1g.10gb:9"
+    assert render_gres_conf(s).splitlines()[1:] == [
+        "NodeName=mig-node-0 Name=gpu Type=3g.40gb File=/var/lib/fakegpu/mig0",
+        "NodeName=mig-node-0 Name=gpu Type=2g.20gb File=/var/lib/fakegpu/mig1",
+        "NodeName=mig-node-0 Name=gpu Type=1g.10gb File=/var/lib/fakegpu/mig[2-10]",
+    ]
+    # where the instances sit on a real A100-80GB: NVIDIA's balanced layout
+    assert MigLayout.parse(ISSUE).placements(nvidia_mig_gpu("A100-80GB"))[0] == (
+        ("3g.40gb", 4),
+        ("2g.20gb", 0),
+        ("1g.10gb", 2),
+        ("1g.10gb", 3),
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), [("mig_publish", "sometimes"), ("mig_naming", "gpu-<uuid>")]
+)
+def test_an_unknown_publication_form_or_naming_scheme_is_refused_naming_the_key(
+    key: str, value: str
+) -> None:
+    with pytest.raises(ConfigError) as e:
+        Settings(mig_nodes=1, **{key: value})  # type: ignore[arg-type]
+    assert e.value.key == key
+
+
+@pytest.mark.parametrize("publish", ["dynamic", "static"])
+@pytest.mark.parametrize("naming", ["profile-id-start", "id-start-size", "profile-start-end"])
+def test_the_stand_in_publishes_a_layout_in_each_form_and_naming(publish: str, naming: str) -> None:
+    pool = dra_driver.mig_pool("n", MigLayout.parse(ISSUE), publish=publish, naming=naming)
+    devices = [d for s in pool for d in s["spec"].get("devices") or []]
+    migs = [d for d in devices if d["attributes"]["type"] == {"string": "mig"}]
+    if publish == "static":
+        assert len(devices) == len(migs) == 11  # the instances only, no counters
+        assert not any("consumesCounters" in d for d in devices)
+    else:
+        assert len(migs) == 2 * 18  # every placement of each GPU
+        assert all("consumesCounters" in d for d in migs)
+    parent = "parentMinor" if naming == "profile-start-end" else "parentIndex"
+    assert all(parent in d["attributes"] for d in migs)
