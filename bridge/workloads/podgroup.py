@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bridge import kobj
-from bridge.workloads.base import Claim, GroupRef, Kind, Obj
+from bridge.workloads.base import Claim, GroupRef, Kind, Obj, ObjectRef
 from bridge.workloads.builtin import PODGROUPS, min_count, podgroup_name
 
 
@@ -29,6 +29,9 @@ class BuiltinPodGroup(Kind):
         self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Sequence[Obj]
     ) -> int | None:
         return None if obj is None else min_count(kobj.get(obj, "spec"))
+
+    def scheduled(self, ref: GroupRef, pods: Sequence[Obj]) -> tuple[ObjectRef, ...]:
+        return () if ref.source is None else (ref.source,)
 
 
 KIND = BuiltinPodGroup()
