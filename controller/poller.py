@@ -26,10 +26,9 @@ from bridge.errors import SlurmError, SlurmNotFound
 from bridge.logging import get_logger
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import JobState, SlurmJob, het_shown
-from bridge.workqueue import WorkQueue
 from controller import preemption
 from controller.caches import WatchCaches
-from controller.model import UNKNOWN, JobKind, Key, SlurmJobStatus, job_key
+from controller.model import NO_NEXT, UNKNOWN, JobKind, Key, Next, SlurmJobStatus, job_key
 from controller.ownership import Ownership
 from controller.slurm_metrics import JobFactsTable
 
@@ -91,7 +90,6 @@ class SlurmPoller:
         slurm: SlurmClient,
         caches: WatchCaches,
         ownership: Ownership,
-        queue: WorkQueue[Key],
         facts: JobFactsTable | None,
     ) -> None:
         """``facts``: where what a read said is kept for the job metrics (``polled``
@@ -100,7 +98,6 @@ class SlurmPoller:
         self.slurm = slurm
         self.caches = caches
         self.ownership = ownership
-        self.queue = queue
         self.facts = facts
         self.views: dict[int, SlurmJobStatus] = {}
         # hetjob leaders our pods name -> their other components' ids (None: not read yet)
@@ -133,20 +130,20 @@ class SlurmPoller:
         """The jobs a poll asks about: those the labelled pods name, not known to be over."""
         return sorted(j for j in self.caches.by_job if not self.views.get(j, UNKNOWN).finished)
 
-    async def poll_once(self) -> int:
-        """Ask Slurm about every job our pods name that is not known to be over; returns
-        how many of them changed."""
+    async def poll_once(self) -> Next:
+        """Ask Slurm about every job our pods name that is not known to be over; answers
+        the jobs that changed, to reconcile."""
         ids = self.ids()
         if not ids:
-            return 0
-        changed = 0
+            return NO_NEXT
+        changed: list[Key] = []
         try:
             rows = await self.slurm.list_job_states(ids)
         except SlurmError as e:
             self.slurm_ok = False
             self.slurm_failures += 1
             log.warning("slurm_poll_failed", error=str(e), jobs=len(ids))
-            return 0  # unknown is not gone: nothing changes
+            return NO_NEXT  # unknown is not gone: nothing changes
         self.slurm_ok = True
         self.slurm_failures = 0
         states = {s.job_id: s.state for s in rows}
@@ -177,9 +174,8 @@ class SlurmPoller:
             if self.views.get(j) != view:
                 log.info("slurm_job_state", job_id=j, state=view.state, kind=view.kind.value)
                 self.views[j] = view
-                self.queue.add(job_key(j))
-                changed += 1
-        return changed
+                changed.append(job_key(j))
+        return Next(tuple(changed))
 
     async def _preempted(self, running: list[int]) -> set[int]:
         """Which of the next few RUNNING jobs (in turn) Slurm selected for preemption;

@@ -10,7 +10,7 @@ discovery (docs/hetjob.md):
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -106,3 +106,18 @@ async def test_a_composite_podgroup_of_two_podgroups_is_one_hetjob(
     await bridge.kube.create(PODS, member("cpg-d0", "cpg-cpu"), NS)
     job = await bound_hetjob(bridge, [["cpg-d0"], workers])
     assert "slurm-bridge: CompositePodGroup slurm-bridge/cpg" in job.comment
+    # as kube-scheduler would: the composite and each of its PodGroups say so
+    for res, name in ((COMPOSITES, "cpg"), (PODGROUPS, "cpg-cpu"), (PODGROUPS, "cpg-gpu")):
+        await bridge.wait_for(f"{name} PodGroupInitiallyScheduled", scheduled(bridge, res, name))
+
+
+def scheduled(b: Bridge, res: Resource, name: str) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        obj = await b.kube.get(res, name, NS)
+        conditions = (obj.get("status") or {}).get("conditions") or []
+        return any(
+            c.get("type") == "PodGroupInitiallyScheduled" and c.get("status") == "True"
+            for c in conditions
+        )
+
+    return check
