@@ -293,7 +293,7 @@ class Binder:
         # its pods is left.
         started = self.state.bound(pod, key)
         if started is not None:
-            self.metrics.bind_seconds.observe(time.monotonic() - started)
+            self.metrics.bind_seconds.observe(self.clock.monotonic() - started)
         self.metrics.pods_bound.inc()
 
     async def link_pod_to_job(

@@ -8,7 +8,6 @@ Slurm or touches the work queue.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -146,7 +145,8 @@ class KubeState:
         self.namespace_labels: dict[str, dict[str, str]] = {}
         # (namespace, uid) -> owner/group object: bounded, slim, re-read when older than a
         # minute; never found by uid alone (a pod's ownerReference uid is its own text)
-        self.owners = OwnerCache(clock or SystemClock())
+        self.clock = clock or SystemClock()
+        self.owners = OwnerCache(self.clock)
         self.pods_listed = False  # the pod watch's initial list was delivered
         # uids of the pods in that initial list, kept until the start-up sweep ends
         # (:meth:`created_after_list`)
@@ -157,7 +157,6 @@ class KubeState:
         # Bounded: the watch normally says within seconds; a uid dropped early only makes a
         # stale event retry a binding the API server refuses (409).
         self._bound_uids: BoundedSet[str] = BoundedSet("scheduler-bound-uids", BOUND_UIDS_MAX)
-        self.clock = clock or SystemClock()
         # the built-in PodGroup and Workload at the version the server serves
         # (discovery), by plural; none: not found yet, looked for again after
         # BUILTIN_RETRY_SECONDS
@@ -211,7 +210,7 @@ class KubeState:
                 g = self.groups[ref.key] = GroupState(ref)
             g.ref = ref
             g.pods.add(key)
-            g.first_seen.setdefault(key, time.monotonic())
+            g.first_seen.setdefault(key, self.clock.monotonic())
             self.pod_group[key] = ref.key
         return self.pod_group[key]
 
@@ -418,7 +417,7 @@ class KubeState:
         for pod in pods:
             key = kobj.pod_key(pod)
             target.pods.add(key)
-            target.first_seen.setdefault(key, g.first_seen.get(key, time.monotonic()))
+            target.first_seen.setdefault(key, g.first_seen.get(key, self.clock.monotonic()))
             g.pods.discard(key)
             g.first_seen.pop(key, None)
             self.pod_group[key] = new.key
