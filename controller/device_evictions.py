@@ -26,7 +26,7 @@ from bridge.translate.device_taints import (
     describe,
     device_taints,
     eviction,
-    rule_taints,
+    held_devices,
 )
 from controller.claims import pod_claims
 from controller.model import Action, DeletePod, KubeObject, pod_deleting, pod_done
@@ -43,38 +43,6 @@ def noexecute_on(slices: Sequence[Mapping[str, Any]], rules: Sequence[Mapping[st
         for d in kobj.sequence(s, "spec", "devices")
         for t in device_taints(d)
     )
-
-
-def request_tolerations(claim: Mapping[str, Any], request: str) -> Sequence[Any]:
-    """The tolerations of the claim's request ``request`` (``req`` or, for a
-    ``firstAvailable`` choice, ``req/sub``)."""
-    main, _, sub = request.partition("/")
-    for r in kobj.sequence(claim, "spec", "devices", "requests"):
-        if kobj.text(r, "name") != main:
-            continue
-        if not sub:
-            return kobj.sequence(r, "exactly", "tolerations")
-        for choice in kobj.sequence(r, "firstAvailable"):
-            if kobj.text(choice, "name") == sub:
-                return kobj.sequence(choice, "tolerations")
-    return ()
-
-
-def _device_taints(
-    slices: Sequence[Mapping[str, Any]],
-    rules: Sequence[Mapping[str, Any]],
-    driver: str,
-    pool: str,
-    device: str,
-) -> list[Mapping[str, Any]]:
-    out: list[Mapping[str, Any]] = []
-    for s in slices:
-        if kobj.text(s, "spec", "driver") != driver or kobj.text(s, "spec", "pool", "name") != pool:
-            continue
-        for d in kobj.sequence(s, "spec", "devices"):
-            if kobj.text(d, "name") == device:
-                out += device_taints(d)
-    return out + rule_taints(rules, driver, pool, device)
 
 
 @dataclass
@@ -100,19 +68,15 @@ def plan(
         ns, node = kobj.namespace(pod), kobj.text(pod, "spec", "nodeName")
         why = ""
         for name in pod_claims(pod)[0]:
-            claim = claims.get((ns, name))
-            results = kobj.sequence(claim, "status", "allocation", "devices", "results")
-            for r in results:
-                driver, pool = kobj.text(r, "driver"), kobj.text(r, "pool")
-                device, request = kobj.text(r, "device"), kobj.text(r, "request")
-                taints = _device_taints(slices.get(node, ()), rules, driver, pool, device)
-                ev = eviction(taints, request_tolerations(claim or {}, request), now)
+            claim = claims.get((ns, name)) or {}
+            for held in held_devices(claim, slices.get(node, ()), rules):
+                ev = eviction(held.taints, held.tolerations, now)
                 if ev.due is not None and (out.due is None or ev.due < out.due):
                     out.due = ev.due
                 if ev.now and not why:
                     why = (
-                        f"device {driver}/{pool}/{device} of ResourceClaim {name} is tainted "
-                        f"{describe(ev.now[0])}, which its request {request!r} does not "
+                        f"device {held.device} of ResourceClaim {name} is tainted "
+                        f"{describe(ev.now[0])}, which its request {held.request!r} does not "
                         f"tolerate: the pod is evicted; Slurm job {job_id} ends once its pods "
                         "have stopped"
                     )

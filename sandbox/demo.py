@@ -58,12 +58,14 @@ from typing import Any, TextIO
 
 import yaml
 
+from bridge.config import nvidia_mig_gpu
 from bridge.slurm.hostlist import expand as expand_hostlist
 from bridge.wellknown import CONDITION_POD_SCHEDULED, LABEL_JOB_ID
 from sandbox import chart_rbac, chart_webhooks, cluster_cli
 from sandbox.controllers import dra_driver, workload_controller, workload_pods
 from sandbox.kubeapi.server import kubeconfig_for
 from sandbox.slurm.launcher import parse_env_file
+from sandbox.slurm.mig import MigLayout
 
 NAMESPACE = "slurm-bridge"
 COMPONENTS = ("admission", "scheduler", "controller")
@@ -165,6 +167,7 @@ class DemoResult:
     squeue: dict[str, str] = field(default_factory=dict)  # step -> squeue output
     tolerations: dict[str, list[Any]] = field(default_factory=dict)  # pod -> tolerations
     status: dict[str, str] = field(default_factory=dict)  # step -> `slurm-bridge status`
+    mig_claims: dict[str, str] = field(default_factory=dict)  # claim -> its MIG slice
 
 
 # ------------------------------------------------------------------------------ the driver
@@ -514,11 +517,17 @@ class Demo:
         ns_doc = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
         self.apply(text=_j(ns_doc))
         self.step("DRA: the GPU and CPU drivers' DeviceClasses and ResourceSlices (docs/dra.md)")
+        mig_nodes = expand_hostlist(env.slurm.get("SLURM_MIG_NODES", ""))
         slices = dra_driver.node_slices(
-            env.nodes,
+            [n for n in env.nodes if n not in mig_nodes],
             cpus=int(env.slurm.get("SLURM_NODE_CPUS", "8")),
             gpus=int(env.slurm.get("SLURM_NODE_GPUS", "0")),
         )
+        # a MIG node: its CPUs, and its GPUs as NVIDIA's driver publishes MIG (step 8)
+        slices += [
+            dra_driver.cpu_slice(n, int(env.slurm.get("SLURM_NODE_CPUS", "8"))) for n in mig_nodes
+        ]
+        slices += [s for n in mig_nodes for s in self.mig_pool(n)]
         items = [*dra_driver.device_classes(), *slices]
         self.apply(text=yaml.safe_dump_all(items))
 
@@ -587,8 +596,98 @@ class Demo:
         self.finish(lws)
         self.wait_jobs_gone(lws)
         self.show("free")
+        if mig_nodes:
+            self.mig_slices(mig_nodes[0])
         self.usage()
         return self.result
+
+    def mig_pool(self, node: str) -> list[dict[str, Any]]:
+        """The MIG node's GPUs as the DRA driver stand-in publishes them for the Slurm
+        sandbox's ``--mig-layout/--mig-gpu/--mig-publish/--mig-naming``."""
+        slurm = self.env.slurm
+        return dra_driver.mig_pool(
+            node,
+            MigLayout.parse(slurm.get("SLURM_MIG_LAYOUT") or "1g.10gb*7"),
+            nvidia_mig_gpu(slurm.get("SLURM_MIG_GPU") or "A100-80GB"),
+            publish=slurm.get("SLURM_MIG_PUBLISH") or dra_driver.PUBLISH_DYNAMIC,
+            naming=slurm.get("SLURM_MIG_NAMING") or dra_driver.NAMING_PROFILE_ID_START,
+        )
+
+    def mig_slices(self, node: str) -> None:
+        """Step 8 (a Slurm sandbox with ``--mig-nodes``): a pod per MIG instance of the
+        node's layout, each asking its profile by a ResourceClaimTemplate (class
+        ``mig.nvidia.com`` and a CEL selector); Slurm places each on a slice of its type,
+        and each claim names the slice the bridge's packer maps Slurm's index to."""
+        layout = MigLayout.parse(self.env.slurm.get("SLURM_MIG_LAYOUT") or "1g.10gb*7")
+        mig = [d.type for d in layout.devices if not d.whole]
+        self.step(
+            f"8. MIG slices on {node} ({layout}): a pod per slice, each claim names its slice"
+        )
+        docs: list[dict[str, Any]] = []
+        for profile in dict.fromkeys(mig):
+            expr = f'device.attributes["{dra_driver.GPU_DRIVER}"].profile == "{profile}"'
+            request = {
+                "name": "mig",
+                "exactly": {
+                    "deviceClassName": dra_driver.MIG_CLASS,
+                    "selectors": [{"cel": {"expression": expr}}],
+                },
+            }
+            docs.append(
+                {
+                    "apiVersion": "resource.k8s.io/v1",
+                    "kind": "ResourceClaimTemplate",
+                    "metadata": {"name": f"mig-{profile}", "namespace": NAMESPACE},
+                    "spec": {"spec": {"devices": {"requests": [request]}}},
+                }
+            )
+        names: list[str] = []
+        for i, profile in enumerate(mig):
+            name = f"mig-{profile.replace('.', '-')}-{i}"
+            names.append(name)
+            docs.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {
+                        "name": name,
+                        "namespace": NAMESPACE,
+                        "annotations": {"slurmjob.slinky.slurm.net/exclusive": "false"},
+                    },
+                    "spec": {
+                        "schedulerName": "slurm-bridge-scheduler",
+                        "resourceClaims": [
+                            {"name": "mig", "resourceClaimTemplateName": f"mig-{profile}"}
+                        ],
+                        "containers": [
+                            {
+                                "name": "main",
+                                "image": "registry.k8s.io/pause:3.10",
+                                "resources": {
+                                    "requests": {"cpu": "100m", "memory": "100Mi"},
+                                    "claims": [{"name": "mig"}],
+                                },
+                            }
+                        ],
+                    },
+                }
+            )
+        self.apply(text=yaml.safe_dump_all(docs))
+        self.wait_bound(names)
+        self.show("mig")
+        columns = (
+            "POD:.metadata.ownerReferences[0].name,CLAIM:.metadata.name,"
+            "DEVICE:.status.allocation.devices.results[0].device"
+        )
+        args = ("get", "resourceclaims", "-n", NAMESPACE, "-o", f"custom-columns={columns}")
+        self.say(f"$ kubectl {shlex.join(args)}")
+        claims = self.kubectl(*args)
+        self.say(claims.rstrip())
+        self.result.mig_claims = {
+            line.split()[1]: line.split()[2] for line in claims.splitlines()[1:] if line.split()
+        }
+        self.finish(names)
+        self.wait_jobs_gone(names)
 
     def use_namespace(self, namespace: str) -> None:
         """The kubeconfig's context namespace, so a plain ``kubectl get pods`` shows the demo."""

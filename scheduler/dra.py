@@ -35,7 +35,13 @@ from bridge.kube.resources import DEVICE_TAINT_RULES, PODS, RESOURCE_CLAIMS, Kub
 from bridge.kube.resources import RESOURCE_SLICES as RESOURCE_SLICES  # re-exported
 from bridge.slurm.client import SlurmClient
 from bridge.translate import kobj
-from bridge.translate.device_taints import with_rules
+from bridge.translate.device_taints import (
+    NO_EXECUTE,
+    describe,
+    held_devices,
+    untolerated,
+    with_rules,
+)
 from bridge.translate.devices import (
     DeviceId,
     Picked,
@@ -214,6 +220,22 @@ def _holders_elsewhere(claim: KubeObject, ours: _Ours) -> list[Mapping[str, Any]
     return [
         r for r in kobj.sequence(claim, "status", "reservedFor") if r.get("uid") not in ours.uids
     ]
+
+
+def _refuse_evicting(claim: KubeObject, slices: Sequence[KubeObject], where: str) -> None:
+    """A claim holding a device tainted NoExecute that its request does not tolerate takes
+    no new pod (KEP-5055: its pods are being evicted, the bridge's controller does it;
+    the claim is freed once they are gone)."""
+    for held in held_devices(claim, slices):
+        evicting = untolerated(held.taints, held.tolerations, (NO_EXECUTE,))
+        if evicting:
+            raise InvalidInput(
+                "spec.resourceClaims",
+                f"ResourceClaim {kobj.name(claim)!r} holds device {held.device}, tainted "
+                f"{describe(evicting[0])}, which its request {held.request!r} does not "
+                "tolerate: no new pod may use it (its pods are evicted)",
+                where,
+            )
 
 
 class DraAllocator:
@@ -530,6 +552,8 @@ class DraAllocator:
                     f"{elsewhere[0].get('name')}, but Slurm placed the pod on {node}",
                     where,
                 )
+            elif allocated:
+                _refuse_evicting(use.claim, slices, where)
             if use.reclaim or not allocated:
                 pick += use.reqs
                 ours.picked[key] = node

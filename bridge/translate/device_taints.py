@@ -179,3 +179,63 @@ def eviction(
         elif due is None or until < due:
             due = until
     return Eviction(tuple(evict), due)
+
+
+def request_tolerations(claim: Mapping[str, Any], request: str) -> Sequence[Any]:
+    """The tolerations of the claim's request ``request`` (``req`` or, for a
+    ``firstAvailable`` choice, ``req/sub``)."""
+    main, _, sub = request.partition("/")
+    for r in kobj.sequence(claim, "spec", "devices", "requests"):
+        if kobj.text(r, "name") != main:
+            continue
+        if not sub:
+            return kobj.sequence(r, "exactly", "tolerations")
+        for choice in kobj.sequence(r, "firstAvailable"):
+            if kobj.text(choice, "name") == sub:
+                return kobj.sequence(choice, "tolerations")
+    return ()
+
+
+@dataclass(frozen=True)
+class Held:
+    """A device a claim's allocation holds (``driver/pool/device``), its taints (its
+    slice's and the rules'), and the tolerations of the request it was given for."""
+
+    device: str
+    request: str
+    taints: tuple[Mapping[str, Any], ...]
+    tolerations: Sequence[Any]
+
+
+def held_devices(
+    claim: Mapping[str, Any],
+    slices: Sequence[Mapping[str, Any]],
+    rules: Sequence[Mapping[str, Any]] = (),
+) -> list[Held]:
+    """The devices ``claim`` is allocated, with their taints from ``slices`` (the node's)
+    and ``rules`` (a device whose slice is gone still gets the rules' taints)."""
+    out: list[Held] = []
+    for r in kobj.sequence(claim, "status", "allocation", "devices", "results"):
+        driver, pool, device = kobj.text(r, "driver"), kobj.text(r, "pool"), kobj.text(r, "device")
+        taints: list[Mapping[str, Any]] = []
+        for s in slices:
+            if kobj.text(s, "spec", "driver") == driver and (
+                kobj.text(s, "spec", "pool", "name") == pool
+            ):
+                taints += [
+                    t
+                    for d in kobj.sequence(s, "spec", "devices")
+                    if kobj.text(d, "name") == device
+                    for t in device_taints(d)
+                ]
+        taints += rule_taints(rules, driver, pool, device)
+        request = kobj.text(r, "request")
+        out.append(
+            Held(
+                f"{driver}/{pool}/{device}",
+                request,
+                tuple(taints),
+                request_tolerations(claim, request),
+            )
+        )
+    return out

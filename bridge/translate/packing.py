@@ -19,15 +19,18 @@ counter too (the full device takes all, each slice one). Nothing is read from na
 the sets of its devices that fit its counters together, each with the first such set
 (a walk in the GPU's canonical order that never explores a (position, counters left,
 counts) state twice). Across GPUs, an assignment of those vectors that sums to the
-layout: a search over GPUs (identical GPUs taken as a multiset, so their order is not
-searched), pruned by what the remaining GPUs can hold and remembering the states that
-failed. It finds a packing whenever one exists, and :class:`Unpackable` names the kind
-that is short (and the counter in the way) when none does.
+layout: a search over GPUs whose state is (GPU, what is left to place), so the orders of
+alike GPUs meet in one state, remembering the states that failed, pruned by what the
+remaining GPUs can hold of each kind and, over alike GPUs, by what their counters and
+memory slices hold together. It finds a packing whenever one exists, and
+:class:`Unpackable` names the kind that is short (and the counter in the way) when none
+does.
 
 **Deterministic.** Devices, GPUs and counters are ordered by what the slices publish
-(the GPU's number ``parentIndex``/``parentMinor``/``index``/``minor``, the full device
-before its slices, the ``placement`` or the counters consumed, then the name in natural
-order), never by hashing: the same node and layout give the same packing in every process.
+(GPUs by their number ``parentIndex``/``parentMinor``/``index``/``minor``, else their
+names in natural order; in a GPU the full device before its slices, then by ``placement``
+or the counters consumed, the larger first, then by name), never by hashing: the same
+node and layout give the same packing in every process.
 
 ``fixed`` devices (held by claims already) must be part of the packing: where Slurm only
 counts, a claim takes a free device the packing of the rest chose, so what is still free

@@ -63,6 +63,14 @@ def test_demo_runs_every_seed_example_with_slurm_deciding(
     js = [n for n in result.bound if n.startswith("js-1-")]
     assert len(js) == 3
     assert len({result.job_ids[n] for n in js}) == 1
+    # the driver and the workers are one hetjob: squeue lists its components
+    het = result.job_ids["js-1-driver-0-x0"]
+    assert f"{het}+0" in result.squeue["jobset"], result.squeue["jobset"]
+    assert f"{het}+1" in result.squeue["jobset"], result.squeue["jobset"]
+    # a sandbox with MIG nodes (--mig-nodes): each claim names a slice of its pod's profile
+    for claim, device in result.mig_claims.items():
+        profile = claim.split("-mig-")[0].removeprefix("mig-").rsplit("-", 1)[0]
+        assert f"-mig-{profile.replace('-', '')}-" in device, (claim, device)
     lws = ["lws-1-0", "lws-1-0-1", "lws-1-0-2"]
     assert len({result.job_ids[n] for n in lws}) == 1
     assert {result.bound[n] for n in lws} == nodes

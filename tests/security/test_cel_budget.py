@@ -258,3 +258,28 @@ def test_a_forged_slice_for_a_node_the_bridge_does_not_schedule_on_is_ignored() 
     assert {s["spec"]["nodeName"] for s in got.slices} == {"n1"}
     (r,) = pod_devices(pod(), got).requests
     assert r.profile == "1g.10gb"
+
+
+def test_the_scheduler_counts_slices_of_nodes_it_schedules_on_only() -> None:
+    from bridge.config import parse_config
+    from bridge.wellknown import LABEL_EXTERNAL_NODE, MANAGED_NODE_TAINT
+    from scheduler.cycle import Scheduler
+    from tests.fake_clock import FakeClock
+
+    cfg = parse_config({"managedNamespaces": ["ns"]}, env={})
+    sched = Scheduler(cfg, cast(KubeClient, None), cast(SlurmClient, None), FakeClock())
+    ok = sched.dra.node_ok
+    assert ok is not None
+    for name, labels, taints in (
+        ("slurm-1", {}, []),
+        ("k8s-only", {}, []),
+        ("to-register", {LABEL_EXTERNAL_NODE: "true"}, []),
+        ("tainted", {}, [{"key": MANAGED_NODE_TAINT, "effect": "NoExecute"}]),
+    ):
+        node = {"metadata": {"name": name, "labels": labels}, "spec": {"taints": taints}}
+        sched.state.on_node_event("ADDED", node)
+    names = ("slurm-1", "k8s-only", "to-register", "tainted", "ghost")
+    # before Slurm's nodes are read: every node that exists, never one that does not
+    assert [n for n in names if ok(n)] == ["slurm-1", "k8s-only", "to-register", "tainted"]
+    sched.slurm_state.slurm_nodes = frozenset({"slurm-1"})
+    assert [n for n in names if ok(n)] == ["slurm-1", "to-register", "tainted"]

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from bridge.translate.device_taints import EVICTION_REASON
-from controller.device_evictions import noexecute_on, plan, request_tolerations
+from bridge.translate.device_taints import EVICTION_REASON, request_tolerations
+from controller.device_evictions import noexecute_on, plan
 from controller.model import DeletePod
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
