@@ -354,7 +354,12 @@ def _derive(
     """The group's options (pod annotations over the group object's, the policy
     enforced) and each pod's needs."""
     opts = _options(ordered, group_object, ref)
-    class_priority = _priority(ordered) if settings.priority_from_priority_class else None
+    class_priority = None
+    if settings.priority_from_priority_class:
+        # the group's class (a 1.37 PodGroup's priorityClassName) over its pods'; either
+        # is pod-chosen, so it counts only where the policy allows (allowPodPriority)
+        chosen = kind_named(ref.kind).priority(group_object) if group_object is not None else None
+        class_priority = chosen if chosen is not None else _priority(ordered)
     if policy is not None:
         opts = enforce_policy(
             opts, policy, obj=where, partition=settings.partition, class_priority=class_priority

@@ -195,6 +195,12 @@ class WorkloadKind(Protocol):
         and what its spec implies (a CompositePodGroup's topology constraint)."""
         ...
 
+    def priority(self, obj: Obj) -> int | None:
+        """The priority the group's object carries for its pods (a 1.37 PodGroup's or
+        CompositePodGroup's ``spec.priority``, resolved from its ``priorityClassName``);
+        None: the pods' own."""
+        ...
+
     def scheduled(self, ref: GroupRef, pods: Sequence[Obj]) -> tuple[ObjectRef, ...]:
         """The objects that say the group was scheduled once its ``pods`` are bound, as
         kube-scheduler would (a built-in PodGroup's ``PodGroupInitiallyScheduled``)."""
@@ -236,6 +242,9 @@ class Kind:
 
     def annotations(self, obj: Obj) -> dict[str, str]:
         return kobj.annotations(obj)
+
+    def priority(self, obj: Obj) -> int | None:
+        return None
 
     def scheduled(self, ref: GroupRef, pods: Sequence[Obj]) -> tuple[ObjectRef, ...]:
         return ()

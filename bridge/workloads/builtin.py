@@ -113,6 +113,15 @@ def podgroups_of(namespace: str, pods: Sequence[Mapping[str, Any]]) -> tuple[Obj
     )
 
 
+def class_priority(obj: Mapping[str, Any]) -> int | None:
+    """A 1.37 PodGroup's or CompositePodGroup's ``spec.priority`` (the value of its
+    ``priorityClassName``, which the API server resolves as for a pod), when it names a
+    class."""
+    if not kobj.text(obj, "spec", "priorityClassName"):
+        return None
+    return kobj.integer(obj, "spec", "priority")
+
+
 def min_count(podgroup_spec: Any) -> int:
     """A built-in PodGroup's gang size: ``schedulingPolicy.gang.minCount`` (1 for a
     ``basic`` policy)."""

@@ -22,6 +22,7 @@ from bridge.workloads.base import Api, Claim, GroupRef, Kind, Obj, ObjectRef
 from bridge.workloads.builtin import (
     COMPOSITES,
     PODGROUPS,
+    class_priority,
     gang_composite,
     min_count,
     min_group_count,
@@ -71,6 +72,9 @@ class CompositePodGroup(Kind):
 
     def part(self, ref: GroupRef, pod: Obj) -> str | None:
         return podgroup_name(pod) or None
+
+    def priority(self, obj: Obj) -> int | None:
+        return class_priority(obj)
 
     def scheduled(self, ref: GroupRef, pods: Sequence[Obj]) -> tuple[ObjectRef, ...]:
         mine = podgroups_of(ref.namespace, pods)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bridge.config import NamespacePolicy
 from bridge.models import JobSpec
 from bridge.translate import (
     TranslateSettings,
@@ -15,6 +16,7 @@ from bridge.translate import (
     parse_admin_comment,
     translate_group,
 )
+from bridge.translate.policy import ResolvedPolicy
 from bridge.translate.topology import TopologyPolicy
 from bridge.workloads.builtin import gang_composite, scheduled_condition
 from bridge.workloads.registry import KINDS
@@ -124,3 +126,20 @@ def test_a_bound_composite_says_so_on_itself_and_its_podgroups_named_as_served()
     assert scheduled_condition("v1beta1") == "PodGroupInitiallyScheduled"
     assert scheduled_condition("v1alpha3") == "PodGroupInitiallyScheduled"
     assert scheduled_condition("v1alpha2") == "PodGroupScheduled"  # 1.36
+
+
+def test_a_podgroups_priority_class_is_the_jobs_priority_only_where_the_policy_allows() -> None:
+    classed = composite(priorityClassName="high", priority=5000)
+    by_class = HET.model_copy(update={"priority_from_priority_class": True})
+    allowed = ResolvedPolicy("p", NamespacePolicy(allow_pod_priority=True))
+    closed = ResolvedPolicy("p", NamespacePolicy())
+    spec = translate_group(GANG, classed, [], by_class, pod_groups=PGS, policy=allowed)
+    assert isinstance(spec, JobSpec)
+    assert spec.priority == 5000
+    spec = translate_group(GANG, classed, [], by_class, pod_groups=PGS, policy=closed)
+    assert isinstance(spec, JobSpec)
+    assert spec.priority is None  # Slurm's own priority
+    unclassed = composite(priority=5000)  # a priority no class gave: not the group's
+    spec = translate_group(GANG, unclassed, [], by_class, pod_groups=PGS, policy=allowed)
+    assert isinstance(spec, JobSpec)
+    assert spec.priority is None
