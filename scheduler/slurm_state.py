@@ -196,9 +196,17 @@ class SlurmState:
         ``GET /jobs/`` (only the followed jobs decoded), whatever their number. A plan
         that moved by at most ``step`` seconds is not news; one that came due since the
         monotonic time ``since`` is. A hetjob's plan comes with the poller's reads only
-        (its row here lacks the other components)."""
+        (its row here lacks the other components). With only held jobs followed, nothing
+        is read (a steady queue of held jobs costs no request)."""
         followed = dict(self._job_group)
-        if not followed:
+        # Slurm plans no start for a held job: with only held jobs followed, nothing is
+        # read (their release is seen at the next read that has others to plan)
+        if not any(
+            (g := self.state.groups.get(gkey)) is None
+            or g.job is None
+            or g.job.state_reason not in HELD_REASONS
+            for gkey in followed.values()
+        ):
             return []
         jobs = await self.slurm.scan_jobs(
             lambda j: j.state.primary == "PENDING" and j.het_job_id is None, job_ids=followed

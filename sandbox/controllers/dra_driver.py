@@ -4,17 +4,22 @@ ResourceSlice per node and driver, as NVIDIA's GPU driver (``gpu.nvidia.com``, d
 (``dra.cpu``, devices ``cpudev<NNN>`` with ``dra.cpu/cpuID``, ``coreID``, ``socketID``)
 publish them.
 
-**MIG** (:func:`mig_slices`): NVIDIA's driver with partitionable devices (KEP-4815) on a
-node whose GPUs may be cut into MIG slices. Per GPU, a counter set
-``gpu-<i>-counter-set`` (``multiprocessors``, ``memory``, one ``memory-slice-<k>`` of 1
-per memory slice); the full GPU ``gpu-<i>`` consumes all of it, and every placement of
-every profile is a device ``gpu-<i>-mig-<profile without dots>-<profileID>-<start>``
-(attributes ``type: mig``, ``profile``, ``parentUUID``, ``parentIndex``, ``placement``)
-consuming its share and its memory slices. As a real 1.36 API server requires, the
-counter sets are in their own ResourceSlice of the pool (``sharedCounters`` and
-``devices`` never share a slice; at most 64 devices and 8 counter sets a slice, so a node
-of up to four GPUs has ``resourceSliceCount: 2``). The DeviceClasses
-``gpu.nvidia.com`` and ``mig.nvidia.com`` select ``type == "gpu"`` and ``"mig"``.
+**MIG** (:func:`mig_slices`, :func:`mig_pool` for a sandbox MIG node's layout): NVIDIA's
+driver on a node whose GPUs are cut into MIG slices, in either form it publishes.
+Dynamic (partitionable devices, KEP-4815): per GPU a counter set ``gpu-<i>-counter-set``
+(``multiprocessors``, ``memory``, one ``memory-slice-<k>`` of 1 per memory slice); the
+full GPU ``gpu-<i>`` consumes all of it, and every placement of every profile of the GPU
+model (bridge/config.py ``NVIDIA_MIG_GPUS``: NVIDIA's placement table) is a device
+consuming its share and its memory slices. Static: only the instances of the layout
+(where they sit on the GPU), without counters or full device. Devices are named in one
+of NVIDIA's three schemes (``gpu-0-mig-1g10gb-19-3``, ``gpu-0-mig-19-3-1``,
+``gpu-0-mig-3g40gb-4-7``), with attributes ``type: mig``, ``profile``, ``parentUUID`` and
+``parentIndex`` or (NVIDIA's current driver) ``parentMinor``, and the sandbox's own
+``placement`` unless it is NVIDIA's current form. As a real 1.36 API server requires,
+the counter sets are in their own ResourceSlice of the pool (``sharedCounters`` and
+``devices`` never share a slice; at most 64 devices and 8 counter sets a slice). The
+DeviceClasses ``gpu.nvidia.com`` and ``mig.nvidia.com`` select ``type == "gpu"`` and
+``"mig"``.
 
 The CPU layout follows the Slurm sandbox's nodes: ``CPUs=N`` only, so Slurm counts N
 sockets of one core each (core ``i`` of a core bitmap is CPU ``i``).

@@ -1,8 +1,9 @@
 """The sandbox Kubernetes API server: an in-memory kube-apiserver for tests and the demo.
 
-It behaves like a real kube-apiserver (v1.36) on everything slurm-bridge uses; every
-known deviation is listed in docs/sandbox-kube-api.md (identity, admission webhooks,
-WatchList, the namespace controller and garbage collector) and the README.
+It behaves like a real kube-apiserver (v1.36, or v1.37 with ``kube_version="1.37"``) on
+everything slurm-bridge uses; every known deviation is listed in docs/sandbox-kube-api.md
+(identity, admission webhooks, WatchList, the namespace controller and garbage collector)
+and the README.
 
 Every write (HTTP, the namespace controller, the garbage collector, the fake kubelet)
 takes one admission path (``admission_chain.Writes``): mutating and validating webhooks are called

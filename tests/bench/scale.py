@@ -78,9 +78,9 @@ from tests.bench.scheduler import (
     child,
     create_pods,
     job_ids_of,
-    pending_message,
     py_spy,
     scheduler_config,
+    slurm_reason,
     until,
     wait_child,
 )
@@ -353,17 +353,12 @@ class Run:
         await create_pods(kube, [bench_pod(p, annotations=HELD) for p in names], a.creators)
 
         def all_pending() -> bool:
-            return all(
-                " is pending: " in (m := pending_message(self.api, p)) and not m.endswith(": None")
-                for p in names
-            )
+            return all(slurm_reason(self.api, p) for p in names)
 
         progress(f"steady: {a.pending} held pods")
         await until("every held pod shows Slurm's reason", all_pending, a.limit, every=1.0)
         progress("steady: every held pod shows its reason")
-        self.out["pending_reasons"] = dict(
-            Counter(pending_message(self.api, p).rpartition(": ")[2] for p in names)
-        )
+        self.out["pending_reasons"] = dict(Counter(slurm_reason(self.api, p) for p in names))
         await asyncio.sleep(a.settle)
         s0, c0 = await fresh_report(sched), await fresh_report(ctl)
         await asyncio.sleep(a.window)

@@ -70,6 +70,7 @@ from bridge.slurm.models import Allocated
 from bridge.wellknown import LABEL_JOB_ID, LABEL_POD_GROUP, SLURMJOB_PREFIX
 from sandbox.cluster import SandboxCluster
 from sandbox.kubeapi import SANDBOX_TOKEN, SandboxApiServer
+from scheduler.decide import parse_pending
 from tests.bench.scheduler_child import (
     CPROFILE_ENV,
     LINE,
@@ -476,6 +477,13 @@ def pending_message(api: SandboxApiServer, name: str) -> str:
     return ""
 
 
+def slurm_reason(api: SandboxApiServer, name: str) -> str:
+    """Slurm's pending reason the pod shows ("" none yet, or not pending), without the
+    notes after it (the topology request, the expected start: scheduler.decide)."""
+    parsed = parse_pending(pending_message(api, name))
+    return parsed[1] if parsed is not None and parsed[1] != "None" else ""
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     sb = load_sandbox()
     capacity = len(sb.external_nodes) * sb.node_cpus
@@ -751,13 +759,10 @@ async def steady(
     await create_pods(kube, [bench_pod(n) for n in names], args.creators)
 
     def all_pending() -> bool:
-        return all(
-            " is pending: " in (m := pending_message(api, n)) and not m.endswith(": None")
-            for n in names
-        )
+        return all(slurm_reason(api, n) for n in names)
 
     await until("every pending pod to show Slurm's reason", all_pending, args.limit, every=0.2)
-    reasons = Counter(pending_message(api, n).rpartition(": ")[2] for n in names)
+    reasons = Counter(slurm_reason(api, n) for n in names)
     out["pending_reasons"] = dict(reasons)
     await asyncio.sleep(args.settle)  # the poller's first-ticks reason refreshes end
     c0, t0 = sched.calls(), sched.last.get("t", 0.0)

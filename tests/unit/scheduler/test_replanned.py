@@ -1,0 +1,106 @@
+"""The plans' re-read (:meth:`scheduler.slurm_state.SlurmState.replanned`): ONE streamed
+job-table read for every followed pending job, news only where the pods would be told
+something new, and no read at all while only held jobs are followed. Slurm is a fake
+here (pure logic); tests/integration/test_expected_start_e2e.py runs it for real."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Container
+from datetime import timedelta
+from typing import cast
+
+from bridge.config import parse_config
+from bridge.kube.client import KubeClient
+from bridge.slurm.client import SlurmClient
+from bridge.slurm.models import JobState, SlurmJob
+from bridge.translate import GroupRef, TranslateSettings
+from scheduler.poller import JobPoller
+from scheduler.slurm_state import SlurmState
+from scheduler.state import GroupState, KubeState
+from tests.fake_clock import FakeClock
+
+CFG = parse_config({"managedNamespaces": ["team"]}, env={})
+
+
+class FakeSlurm:
+    """Slurm's job table; counts the streamed reads."""
+
+    def __init__(self) -> None:
+        self.jobs: list[SlurmJob] = []
+        self.scans = 0
+
+    async def scan_jobs(
+        self, keep: Callable[[SlurmJob], bool], *, job_ids: Container[int] | None = None
+    ) -> tuple[SlurmJob, ...]:
+        self.scans += 1
+        return tuple(j for j in self.jobs if (job_ids is None or j.job_id in job_ids) and keep(j))
+
+
+def pending(job_id: int, reason: str = "Resources", **kw: object) -> SlurmJob:
+    return SlurmJob(
+        job_id=job_id,
+        name=f"j{job_id}",
+        state=JobState(primary="PENDING"),
+        state_reason=reason,
+        partition="p",
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def setup() -> tuple[SlurmState, FakeSlurm, FakeClock]:
+    clock = FakeClock()
+    slurm = FakeSlurm()
+    state = KubeState(CFG, cast(KubeClient, None), TranslateSettings.from_config(CFG), clock)
+    poller = JobPoller(cast(SlurmClient, slurm), lambda _: None)
+    return (
+        SlurmState(cast(KubeClient, None), cast(SlurmClient, slurm), clock, state, poller),
+        slurm,
+        clock,
+    )
+
+
+def follow(s: SlurmState, job: SlurmJob) -> None:
+    ref = GroupRef(kind="PodGroup", namespace="team", name=f"g{job.job_id}")
+    g = s.state.groups[ref.key] = GroupState(ref, job=job)
+    s.watch(g, job)
+
+
+async def test_one_read_for_every_followed_job_news_only_where_the_plan_moved() -> None:
+    s, slurm, clock = setup()
+    at = clock.now() + timedelta(minutes=10)
+    for i, start in ((1, at), (2, at), (3, None), (4, at)):
+        follow(s, pending(i, start_time=start))
+    clock.advance(30)
+    slurm.jobs = [
+        pending(1, start_time=at + timedelta(seconds=30)),  # moved by less than the step
+        pending(2, start_time=at + timedelta(minutes=5)),  # moved: news
+        pending(3, start_time=at),  # planned now: news
+        pending(4, "Priority", start_time=at),  # its reason changed: news
+        pending(9, start_time=at),  # not followed
+    ]
+    news = await s.replanned(step=60, since=0)
+    assert sorted(j.job_id for j in news) == [2, 3, 4]
+    assert slurm.scans == 1
+
+
+async def test_a_plan_that_came_due_since_the_last_look_is_news() -> None:
+    s, slurm, clock = setup()
+    at = clock.now() + timedelta(seconds=20)
+    follow(s, pending(1, start_time=at))
+    slurm.jobs = [pending(1, start_time=at)]
+    clock.advance(10)
+    assert await s.replanned(step=60, since=clock.monotonic()) == []
+    before = clock.monotonic()
+    clock.advance(30)
+    assert [j.job_id for j in await s.replanned(step=60, since=before)] == [1]
+
+
+async def test_only_held_jobs_followed_costs_no_read() -> None:
+    s, slurm, _ = setup()
+    follow(s, pending(1, "JobHeldUser"))
+    follow(s, pending(2, "JobHeldAdmin"))
+    assert await s.replanned(step=60, since=0) == []
+    assert slurm.scans == 0
+    follow(s, pending(3))
+    await s.replanned(step=60, since=0)
+    assert slurm.scans == 1
