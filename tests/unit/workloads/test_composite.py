@@ -20,6 +20,7 @@ from bridge.translate.policy import ResolvedPolicy
 from bridge.translate.topology import TopologyPolicy
 from bridge.workloads.builtin import gang_composite, scheduled_condition
 from bridge.workloads.registry import KINDS
+from tests.workloads import member_pod as pod
 
 BLOCK = "cloud.example.com/block"
 HET = TranslateSettings(gang_sizing="hetjob", topology=TopologyPolicy(levels={BLOCK: "block"}))
@@ -49,22 +50,6 @@ def podgroup(name: str, min_count: int, parent: str = "cpg") -> dict[str, Any]:
             "workloadRef": {"workloadName": "wl", "templateName": name},
             "parentCompositePodGroupName": parent,
             "schedulingPolicy": {"gang": {"minCount": min_count}},
-        },
-    }
-
-
-def pod(name: str, pg: str, cpu: str = "1", gpus: int = 0) -> dict[str, Any]:
-    limits = {"nvidia.com/gpu": str(gpus)} if gpus else {}
-    return {
-        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}"},
-        "spec": {
-            "schedulingGroup": {"podGroupName": pg},
-            "containers": [
-                {
-                    "name": "c",
-                    "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}, "limits": limits},
-                }
-            ],
         },
     }
 
