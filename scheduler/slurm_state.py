@@ -24,13 +24,13 @@ import structlog
 from bridge.bounded import BoundedMap, BoundedSet
 from bridge.clock import Clock
 from bridge.errors import BridgeError
-from bridge.expected import replanned
+from bridge.expected import job_start, replanned
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import PODS, KubeObject
 from bridge.loops import LoopCounter, LoopGuard
 from bridge.models import GroupId
 from bridge.slurm.client import SlurmClient
-from bridge.slurm.models import JobStateItem, SlurmJob, SlurmNode
+from bridge.slurm.models import JobStateItem, SlurmJob, SlurmNode, fold_hetjobs
 from bridge.translate import group_of_link, pod_job_id
 from bridge.wellknown import LABEL_JOB_ID
 from bridge.workloads import kind_named
@@ -195,9 +195,9 @@ class SlurmState:
         or reason changed for their pods since their group last read them: one streamed
         ``GET /jobs/`` (only the followed jobs decoded), whatever their number. A plan
         that moved by at most ``step`` seconds is not news; one that came due since the
-        monotonic time ``since`` is. A hetjob's plan comes with the poller's reads only
-        (its row here lacks the other components). With only held jobs followed, nothing
-        is read (a steady queue of held jobs costs no request)."""
+        monotonic time ``since`` is. A hetjob is read whole (its leader, carrying its
+        other components; its plan is the last component's). With only held jobs
+        followed, nothing is read (a steady queue of held jobs costs no request)."""
         followed = dict(self._job_group)
         # Slurm plans no start for a held job: with only held jobs followed, nothing is
         # read (their release is seen at the next read that has others to plan)
@@ -208,19 +208,26 @@ class SlurmState:
             for gkey in followed.values()
         ):
             return []
-        jobs = await self.slurm.scan_jobs(
-            lambda j: j.state.primary == "PENDING" and j.het_job_id is None, job_ids=followed
-        )
+        # a hetjob's other components too: its plan is its last component's
+        ids = set(followed)
+        for gkey in followed.values():
+            g = self.state.groups.get(gkey)
+            if g is not None and g.job is not None:
+                ids.update(c.job_id for c in g.job.het_components)
+        listed = await self.slurm.scan_jobs(lambda j: j.state.primary == "PENDING", job_ids=ids)
         now = self.clock.now()
         then = now - timedelta(seconds=self.clock.monotonic() - since)
         out = []
-        for job in jobs:
+        for job in fold_hetjobs(listed):
             g = self.state.groups.get(followed.get(job.job_id, ""))
             held = g.job if g is not None else None
             if held is None or held.job_id != job.job_id or held.state.primary != "PENDING":
                 continue
-            if held.state_reason != job.state_reason or replanned(
-                held.start_time, job.start_time, then=then, now=now, step=step
+            if len(job.components) != len(held.components):
+                continue  # a component left PENDING: the poller reads the hetjob
+            reasons = [c.state_reason for c in job.components]
+            if reasons != [c.state_reason for c in held.components] or replanned(
+                job_start(held), job_start(job), then=then, now=now, step=step
             ):
                 out.append(job)
         return out

@@ -60,6 +60,10 @@ CHANGE_HELD = (
     "released: `scontrol release <job>` by its user or an admin"
 )
 HELD = frozenset({"JobHeldUser", "JobHeldAdmin"})
+CHANGE_RESV = (
+    "no reservation (slurmjob.slinky.slurm.net/reservation), if it need not run in one: "
+    "it then waits for free nodes only"
+)
 CHANGE_QOS = (
     "another QOS (slurmjob.slinky.slurm.net/qos) or account, if your namespace's policy "
     "allows one, or fewer jobs of yours at once"
@@ -365,6 +369,7 @@ def explain(
         why.append(f"it may not start before {begin}")
     elif reason.startswith(("Reservation", "Resv")) or waiting.reservation:
         why.append(f"it waits for reservation {waiting.reservation or '?'} ({reason})")
+        changes.append(CHANGE_RESV)
     elif reason in ("None", ""):
         why.append("Slurm has not looked at it yet (its next scheduling pass)")
     else:
@@ -399,6 +404,12 @@ def explain(
             sure += "".join(f"; {line}" for line in _named(infinite, namespace, names_others))
         elif reason in HELD or reason.startswith("Dependency"):
             sure += ": Slurm plans no start for a job that is held or waits for other jobs"
+        elif reason.startswith(("Reservation", "Resv")):
+            resv = waiting.reservation or "?"
+            sure += (
+                f": Slurm plans none before its reservation {resv} starts "
+                f"(`scontrol show res {resv}`)"
+            )
         elif not plan.unknowable:
             sure += (
                 " (no backfill pass has planned it: it is new, or further down the queue "

@@ -228,16 +228,20 @@ class Device:
         """Each attribute's value by its short name (the short key before the
         driver-qualified one), read once."""
         out: dict[str, Any] = {}
+        qualified: list[tuple[str, Any]] = []
         prefix = f"{self.id.driver}/"
-        for qualified in (False, True):
-            for key, raw in self.attributes.items():
-                if key.startswith(prefix) != qualified or not isinstance(raw, Mapping):
-                    continue
-                short = key[len(prefix) :] if qualified else key
-                for kind in ("int", "string", "bool", "version"):
-                    if kind in raw:
-                        out.setdefault(short, raw[kind])
-                        break
+        for key, raw in self.attributes.items():
+            if type(raw) is not dict and not isinstance(raw, Mapping):
+                continue
+            for kind in ("int", "string", "bool", "version"):
+                if kind in raw:
+                    if key.startswith(prefix):
+                        qualified.append((key[len(prefix) :], raw[kind]))
+                    else:
+                        out.setdefault(key, raw[kind])
+                    break
+        for short, value in qualified:
+            out.setdefault(short, value)
         return out
 
     @property
@@ -251,20 +255,28 @@ class Device:
         return int(m.group(1)) if m else None
 
 
-def _amounts(counters: Any, where: str) -> dict[str, Decimal]:
+def _amounts(
+    counters: Any, where: str, seen: dict[str, Decimal] | None = None
+) -> dict[str, Decimal]:
+    """Each counter's quantity (0 when malformed); ``seen``: the texts parsed already (a
+    node's devices repeat a handful of values)."""
     out = {}
+    seen = {} if seen is None else seen
     for name, c in (counters or {}).items():
-        raw = c.get("value") if isinstance(c, Mapping) else None
-        try:
-            out[str(name)] = parse_quantity(str(raw), field=f"{where}.{name}")
-        except InvalidInput:
-            out[str(name)] = Decimal(0)
+        text = str(c.get("value") if isinstance(c, Mapping) else None)
+        if text not in seen:
+            try:
+                seen[text] = parse_quantity(text, field=f"{where}.{name}")
+            except InvalidInput:
+                seen[text] = Decimal(0)
+        out[str(name)] = seen[text]
     return out
 
 
 def node_devices(slices: Iterable[kobj.Obj], driver: str) -> list[Device]:
     """The devices of ``driver`` in a node's ResourceSlices."""
     out = []
+    seen: dict[str, Decimal] = {}
     for s in slices:
         if kobj.text(s, "spec", "driver") != driver:
             continue
@@ -272,7 +284,10 @@ def node_devices(slices: Iterable[kobj.Obj], driver: str) -> list[Device]:
         for d in kobj.sequence(s, "spec", "devices"):
             did = DeviceId(driver, pool, kobj.text(d, "name"))
             consumes = tuple(
-                (kobj.text(c, "counterSet"), _amounts(kobj.get(c, "counters"), "consumesCounters"))
+                (
+                    kobj.text(c, "counterSet"),
+                    _amounts(kobj.get(c, "counters"), "consumesCounters", seen),
+                )
                 for c in kobj.sequence(d, "consumesCounters")
             )
             out.append(
@@ -549,17 +564,21 @@ def packing_node(
             for name, n in amounts.items():
                 capacity[(f"{pool}/{cset}", name)] = n
     units = []
+    sets: dict[tuple[str, str], str] = {}  # (pool, counter set) -> its name on the node
     for d in devices:
         placement = d.attr("placement")
+        consumes: dict[packing.CounterRef, Decimal] = {}
+        for cset, used in d.consumes:
+            where = sets.get((d.id.pool, cset))
+            if where is None:
+                where = sets[(d.id.pool, cset)] = f"{d.id.pool}/{cset}"
+            for name, n in used.items():
+                consumes[(where, name)] = n
         units.append(
             packing.Unit(
                 _key(d.id),
                 layout.kind(d),
-                {
-                    (f"{d.id.pool}/{cset}", name): n
-                    for cset, amounts in d.consumes
-                    for name, n in amounts.items()
-                },
+                consumes,
                 part=d.is_mig,
                 uuid=d.uuid,
                 parent=d.parent_uuid,

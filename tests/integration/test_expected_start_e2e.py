@@ -23,6 +23,7 @@ from tests.integration.bridge_harness import (
     Bridge,
     job_of,
     kubectl_plugin,
+    mixed_podgroup,
     podgroup,
     running_bridge,
 )
@@ -47,13 +48,14 @@ async def plugin(b: Bridge, tmp_path: Path, *args: str) -> str:
 
 
 def squeue_start(sandbox: SlurmSandbox, job_id: int) -> datetime | None:
-    """``squeue --start``'s START_TIME of ``job_id`` (UTC: the sandbox runs in UTC)."""
+    """``squeue --start``'s START_TIME of ``job_id`` (UTC: the sandbox runs in UTC); of a
+    hetjob's leader, the latest of its components' (squeue lists each); None: N/A."""
     out = sandbox.cli("exec", "--", "squeue", "--start", "-h", "-j", str(job_id), "-o", "%S")
-    text = out.stdout.strip()
     try:
-        return datetime.fromisoformat(text).replace(tzinfo=UTC)
+        starts = [datetime.fromisoformat(t).replace(tzinfo=UTC) for t in out.stdout.split()]
     except ValueError:
         return None
+    return max(starts, default=None)
 
 
 async def test_a_gang_behind_a_2_minute_job_shows_slurms_planned_start_until_it_starts(
@@ -107,3 +109,24 @@ async def test_a_gang_behind_a_2_minute_job_shows_slurms_planned_start_until_it_
         assert ANNOTATION_EXPECTED_START not in annotations
     errors = bridge.sched.metrics.expected_start_error_seconds.collect()[0].samples
     assert any(s.name.endswith("_count") and s.value == 1 for s in errors)
+
+
+async def test_a_hetjob_gang_shows_the_start_of_its_last_component(
+    bridge: Bridge, sandbox: SlurmSandbox, track_jobs: Callable[[int], int]
+) -> None:
+    blocker = blocker_spec(sandbox).model_copy(update={"time_limit_minutes": 2})
+    track_jobs(await bridge.slurm.submit(blocker))
+    _, names = await mixed_podgroup(bridge, "eta-het", max(1, sandbox.node_gpus))
+
+    async def shown() -> datetime | None:
+        pod = await bridge.get_pod(names[0])
+        notes = pod["metadata"].get("annotations") or {}
+        return parse_rfc3339(notes.get(ANNOTATION_EXPECTED_START))
+
+    at = await bridge.wait_for("the hetjob gang's expected start", shown)
+    leader = job_of(await bridge.get_pod(names[0]))
+    job = await bridge.slurm.get_job(leader)
+    assert job.het_components, "a gang of two shapes is one hetjob"
+    planned = squeue_start(sandbox, leader)
+    assert planned is not None
+    assert abs((planned - at).total_seconds()) <= BACKFILL_INTERVAL

@@ -7,6 +7,8 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from bridge.models import GroupId
 from bridge.slurm.models import JobState, SlurmJob, SlurmNode
 from bridge.status.why import explain, find_job, render
@@ -193,12 +195,30 @@ def test_json_has_the_facts_in_camel_case() -> None:
     assert d["short"] == {"CPUs": 3}
 
 
-def test_a_held_job_says_it_is_held_and_that_slurm_plans_none_for_it() -> None:
-    mine = job(48, reason="JobHeldUser", priority=0)
+@pytest.mark.parametrize(
+    ("fields", "why", "sure", "change"),
+    [
+        pytest.param(
+            {"reason": "JobHeldUser", "priority": 0},
+            "it is held (priority 0): it starts only once released",
+            "Slurm plans no start for a job that is held or waits for other jobs",
+            "scontrol release",
+            id="held",
+        ),
+        pytest.param(
+            {"reason": "Reservation", "reservation": "maint"},
+            "it waits for reservation maint (Reservation)",
+            "Slurm plans none before its reservation maint starts (`scontrol show res maint`)",
+            "slurmjob.slinky.slurm.net/reservation",
+            id="reservation",
+        ),
+    ],
+)
+def test_a_job_slurm_plans_no_start_for_says_why_there_is_no_plan(
+    fields: dict[str, Any], why: str, sure: str, change: str
+) -> None:
+    mine = job(48, **fields)
     e = explain(pod(job=48), mine, [mine], NODES, now=NOW)
-    assert e.why == ("it is held (priority 0): it starts only once released",)
-    assert e.sureness == (
-        "no start time planned yet: Slurm plans no start for a job that is held or waits "
-        "for other jobs"
-    )
-    assert any("scontrol release" in c for c in e.changes)
+    assert e.why == (why,)
+    assert e.sureness == f"no start time planned yet: {sure}"
+    assert any(change in c for c in e.changes)

@@ -104,3 +104,24 @@ async def test_only_held_jobs_followed_costs_no_read() -> None:
     follow(s, pending(3))
     await s.replanned(step=60, since=0)
     assert slurm.scans == 1
+
+
+async def test_a_hetjob_is_read_whole_and_its_plan_is_its_last_components() -> None:
+    s, slurm, clock = setup()
+    at = clock.now() + timedelta(minutes=10)
+
+    def het(start0: object, start1: object, reason1: str = "Resources") -> SlurmJob:
+        leader = pending(40, het_job_id=40, het_job_offset=0, start_time=start0)
+        other = pending(41, reason1, het_job_id=40, het_job_offset=1, start_time=start1)
+        return leader.model_copy(update={"het_components": (other,)})
+
+    follow(s, het(at, at))
+    rows = lambda h: [h.model_copy(update={"het_components": ()}), *h.het_components]  # noqa: E731
+    slurm.jobs = rows(het(at, at + timedelta(seconds=30)))
+    assert await s.replanned(step=60, since=0) == []  # moved by less than the step
+    slurm.jobs = rows(het(at, at + timedelta(minutes=5)))
+    news = await s.replanned(step=60, since=0)
+    assert [j.job_id for j in news] == [40]
+    assert [c.job_id for c in news[0].het_components] == [41]  # whole, for the group
+    slurm.jobs = rows(het(at, at, "Priority"))
+    assert [j.job_id for j in await s.replanned(step=60, since=0)] == [40]
