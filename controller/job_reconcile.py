@@ -16,17 +16,17 @@ from bridge.config import BridgeConfig
 from bridge.errors import KubeNotFound
 from bridge.kube.resources import RESOURCE_CLAIMS
 from bridge.translate import kobj
-from bridge.workqueue import WorkQueue
 from controller import claims, device_evictions, jobs, pods
 from controller.apply import Applier
 from controller.caches import WatchCaches
 from controller.model import (
+    NO_NEXT,
     UNKNOWN,
     Action,
     DeleteClaim,
     JobKind,
-    Key,
     KubeObject,
+    Next,
     ReleaseClaim,
     SlurmJobStatus,
     job_key,
@@ -45,7 +45,6 @@ class JobReconcile:
         caches: WatchCaches,
         poller: SlurmPoller,
         ownership: Ownership,
-        queue: WorkQueue[Key],
     ) -> None:
         self.cfg = cfg
         self.clock = clock
@@ -53,9 +52,11 @@ class JobReconcile:
         self.caches = caches
         self.poller = poller
         self.ownership = ownership
-        self.queue = queue
 
-    async def reconcile(self, job_id: int) -> None:
+    async def reconcile(self, job_id: int) -> Next:
+        """Plan and apply the job's and its pods' actions; what to queue next: the job
+        again when a toleration or a stuck pod's grace period comes due."""
+        then = NO_NEXT
         caches, links = self.caches, self.ownership.links
         job_pods = caches.job_pods(job_id)
         view = self.poller.views.get(job_id, UNKNOWN)
@@ -79,8 +80,9 @@ class JobReconcile:
             if mine or self.ownership.departed_named(job_id):
                 actions += self._job_actions(job_id, mine, view)
                 if tainted:
-                    actions += await self._evictions(job_id, mine)
-        self._recheck_stuck(job_id, job_pods)
+                    evicted, then = await self._evictions(job_id, mine)
+                    actions += evicted
+        then += self._recheck_stuck(job_id, job_pods)
         await self.applier.apply(actions)
         # Remembered for pods that still exist (forgotten with them); a pod deleted
         # meanwhile is dropped here, after its one more (no-op) plan.
@@ -96,6 +98,7 @@ class JobReconcile:
             caches.forget_job(job_id)
             self.poller.forget(job_id)
             self.ownership.forget(job_id)
+        return then
 
     def _noexecute_nodes(self, job_pods: list[KubeObject]) -> bool:
         """Does a node of the job's pods have a device tainted NoExecute (cheap: from the
@@ -106,7 +109,9 @@ class JobReconcile:
             device_evictions.noexecute_on(self.caches.node_slices(n) or [], rules) for n in nodes
         )
 
-    async def _evictions(self, job_id: int, job_pods: list[KubeObject]) -> list[Action]:
+    async def _evictions(
+        self, job_id: int, job_pods: list[KubeObject]
+    ) -> tuple[list[Action], Next]:
         """The job's pods a NoExecute device taint evicts (their claims read by name); the
         job is looked at again when a toleration's tolerationSeconds runs out."""
         wanted = {
@@ -127,9 +132,11 @@ class JobReconcile:
         out = device_evictions.plan(
             job_id, job_pods, read, slices, self.caches.taint_rules_of(), now
         )
-        if out.due is not None:
-            self.queue.add_after(job_key(job_id), max(0.0, (out.due - now).total_seconds()))
-        return out.actions
+        if out.due is None:
+            return out.actions, NO_NEXT
+        return out.actions, Next(
+            later=((job_key(job_id), max(0.0, (out.due - now).total_seconds())),)
+        )
 
     def _job_actions(
         self, job_id: int, job_pods: list[KubeObject], view: SlurmJobStatus
@@ -148,7 +155,7 @@ class JobReconcile:
             ),
         ]
 
-    def _recheck_stuck(self, job_id: int, job_pods: list[KubeObject]) -> None:
+    def _recheck_stuck(self, job_id: int, job_pods: list[KubeObject]) -> Next:
         """Look at the job again when a Terminating pod on a dead node comes due (its
         grace period plus ``stuckTerminatingGraceSeconds``): no event would say so."""
         grace = self.cfg.controller.stuck_terminating_grace_seconds
@@ -157,4 +164,5 @@ class JobReconcile:
         if dues:
             wait = (min(dues) - self.clock.now()).total_seconds()
             if wait > 0:
-                self.queue.add_after(job_key(job_id), wait)
+                return Next(later=((job_key(job_id), wait),))
+        return NO_NEXT

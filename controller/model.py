@@ -69,6 +69,22 @@ def node_key(name: str) -> Key:
     return ("node", name)
 
 
+@dataclass(frozen=True)
+class Next:
+    """What a room's step asks of the work queue, answered to the runtime (the only one
+    that touches the queue, as the scheduler's act step answers an Outcome): ``now`` the
+    keys to reconcile again, ``later`` (key, seconds) to reconcile after a while."""
+
+    now: tuple[Key, ...] = ()
+    later: tuple[tuple[Key, float], ...] = ()
+
+    def __add__(self, other: Next) -> Next:
+        return Next(self.now + other.now, self.later + other.later)
+
+
+NO_NEXT = Next()
+
+
 # --------------------------------------------------------------------------- actions
 @dataclass(frozen=True)
 class FailPod:

@@ -19,17 +19,17 @@ from bridge.translate import TranslateSettings, kobj
 from bridge.translate.device_taints import with_rules
 from bridge.translate.dra import DRA_CPU
 from bridge.translate.node_gres import GresTable
-from bridge.workqueue import WorkQueue
 from controller import nodes
 from controller.apply import Applier
 from controller.caches import WatchCaches
 from controller.model import (
+    NO_NEXT,
     DeleteSlurmNode,
     DrainSlurmNode,
     JoinPartition,
-    Key,
     KubeObject,
     MarkExternalNode,
+    Next,
     RegisterExternalNode,
     ResumeSlurmNode,
     SetNodeTopology,
@@ -57,13 +57,11 @@ class NodeReconcile:
         slurm: SlurmClient,
         applier: Applier,
         caches: WatchCaches,
-        queue: WorkQueue[Key],
     ) -> None:
         self.cfg = cfg
         self.slurm = slurm
         self.applier = applier
         self.caches = caches
-        self.queue = queue
         self.slurm_nodes: dict[str, SlurmNode] = {}
         self.slurm_nodes_known = False  # the node list was read at least once
         # Partitions the bridge's jobs were seen in (managed-node taints); only grows.
@@ -141,15 +139,18 @@ class NodeReconcile:
         self.slurm_nodes = {n.name: n for n in listed}
         self.slurm_nodes_known = True
 
-    async def reconcile(self, name: str) -> None:
+    async def reconcile(self, name: str) -> Next:
+        """Plan and apply the node's actions; what to queue next: the node again when
+        Slurm's side of it changed (the next step should not wait for the sweep)."""
         node = self.caches.nodes.get(name)
         if node is None:
             self._inventories.pop(name, None)
-            return
+            return NO_NEXT
         sname = nodes.slurm_name(node)
         before = self.slurm_nodes.get(sname)
         devices = self._devices(name, node)
         actions = nodes.plan(node, before, self.policy(), self.slurm_nodes_known, devices)
+        changed = False
         try:
             await self.applier.apply(actions)
         finally:
@@ -157,8 +158,8 @@ class NodeReconcile:
                 # Read the node again now: the next step (mark, join, delete, taint)
                 # should not wait for the next sweep.
                 await self._refresh_slurm_node(sname)
-                if self.slurm_nodes.get(sname) != before:
-                    self.queue.add(node_key(name))
+                changed = self.slurm_nodes.get(sname) != before
+        return Next((node_key(name),)) if changed else NO_NEXT
 
     async def _refresh_slurm_node(self, sname: str) -> None:
         try:

@@ -25,11 +25,10 @@ from bridge.config import BridgeConfig
 from bridge.errors import SlurmError, SlurmNotFound
 from bridge.logging import get_logger
 from bridge.slurm.client import SlurmClient
-from bridge.slurm.models import JobState, SlurmJob
-from bridge.workqueue import WorkQueue
+from bridge.slurm.models import JobState, SlurmJob, het_shown
 from controller import preemption
 from controller.caches import WatchCaches
-from controller.model import UNKNOWN, JobKind, Key, SlurmJobStatus, job_key
+from controller.model import NO_NEXT, UNKNOWN, JobKind, Key, Next, SlurmJobStatus, job_key
 from controller.ownership import Ownership
 from controller.slurm_metrics import JobFactsTable
 
@@ -47,39 +46,39 @@ def _running(state: JobState | None) -> bool:
 def _het_state(
     job_id: int, states: dict[int, JobState], het: dict[int, tuple[int, ...] | None]
 ) -> JobState | None:
-    """A job's state in a poll; for a hetjob leader, the first of its components' that
-    is not active (None while its components are not known yet, or one is not listed:
-    the job is then read)."""
+    """A job's state in a poll; for a hetjob leader, its shown component's
+    (:func:`bridge.slurm.models.het_shown`) when that one is not active (None while its
+    components are not known yet, or one is not listed: the job is then read)."""
     state = states.get(job_id)
     if job_id not in het:
         return state
     comps = het[job_id]
     if comps is None:
         return None
-    for c in (job_id, *comps):
-        s = states.get(c)
-        if s is None or not s.active:
-            return s
-    return state
+    listed = [states.get(c) for c in (job_id, *comps)]
+    shown = listed[het_shown([s.primary if s is not None else None for s in listed])]
+    return shown if shown is None or not shown.active else state
 
 
 def job_view(job: SlurmJob) -> SlurmJobStatus:
     """A job read by id as the reconcilers see it; a hetjob (read by its leader's id:
-    every component) as one unit (docs/hetjob.md): its first component no longer active
-    ends every pod of the gang; while others still hold nodes the job stays ACTIVE
+    every component) as one unit (docs/hetjob.md): its shown component
+    (:attr:`bridge.slurm.models.SlurmJob.shown_offset`), once no longer active, ends every
+    pod of the gang; while others still hold nodes the job stays ACTIVE
     (``component_ended``), so it is cancelled once every pod has stopped."""
-    for offset, c in enumerate(job.components if job.het_components else ()):
-        if not c.state.active:
-            where = f"{job.job_id}+{offset}"
-            if any(x.state.active for x in job.components):
-                return SlurmJobStatus(
-                    JobKind.ACTIVE,
-                    c.state.primary,
-                    c.state_reason,
-                    component=where,
-                    component_ended=True,
-                )
-            return SlurmJobStatus(JobKind.ENDED, c.state.primary, c.state_reason, component=where)
+    offset = job.shown_offset
+    c = job.components[offset]
+    if job.het_components and not c.state.active:
+        where = f"{job.job_id}+{offset}"
+        if any(x.state.active for x in job.components):
+            return SlurmJobStatus(
+                JobKind.ACTIVE,
+                c.state.primary,
+                c.state_reason,
+                component=where,
+                component_ended=True,
+            )
+        return SlurmJobStatus(JobKind.ENDED, c.state.primary, c.state_reason, component=where)
     kind = JobKind.ACTIVE if job.state.active else JobKind.ENDED
     return SlurmJobStatus(kind, job.state.primary, job.state_reason)
 
@@ -91,7 +90,6 @@ class SlurmPoller:
         slurm: SlurmClient,
         caches: WatchCaches,
         ownership: Ownership,
-        queue: WorkQueue[Key],
         facts: JobFactsTable | None,
     ) -> None:
         """``facts``: where what a read said is kept for the job metrics (``polled``
@@ -100,7 +98,6 @@ class SlurmPoller:
         self.slurm = slurm
         self.caches = caches
         self.ownership = ownership
-        self.queue = queue
         self.facts = facts
         self.views: dict[int, SlurmJobStatus] = {}
         # hetjob leaders our pods name -> their other components' ids (None: not read yet)
@@ -133,20 +130,20 @@ class SlurmPoller:
         """The jobs a poll asks about: those the labelled pods name, not known to be over."""
         return sorted(j for j in self.caches.by_job if not self.views.get(j, UNKNOWN).finished)
 
-    async def poll_once(self) -> int:
-        """Ask Slurm about every job our pods name that is not known to be over; returns
-        how many of them changed."""
+    async def poll_once(self) -> Next:
+        """Ask Slurm about every job our pods name that is not known to be over; answers
+        the jobs that changed, to reconcile."""
         ids = self.ids()
         if not ids:
-            return 0
-        changed = 0
+            return NO_NEXT
+        changed: list[Key] = []
         try:
             rows = await self.slurm.list_job_states(ids)
         except SlurmError as e:
             self.slurm_ok = False
             self.slurm_failures += 1
             log.warning("slurm_poll_failed", error=str(e), jobs=len(ids))
-            return 0  # unknown is not gone: nothing changes
+            return NO_NEXT  # unknown is not gone: nothing changes
         self.slurm_ok = True
         self.slurm_failures = 0
         states = {s.job_id: s.state for s in rows}
@@ -177,9 +174,8 @@ class SlurmPoller:
             if self.views.get(j) != view:
                 log.info("slurm_job_state", job_id=j, state=view.state, kind=view.kind.value)
                 self.views[j] = view
-                self.queue.add(job_key(j))
-                changed += 1
-        return changed
+                changed.append(job_key(j))
+        return Next(tuple(changed))
 
     async def _preempted(self, running: list[int]) -> set[int]:
         """Which of the next few RUNNING jobs (in turn) Slurm selected for preemption;

@@ -40,7 +40,7 @@ from bridge.workqueue import WorkQueue, run_worker
 from controller.apply import Applier
 from controller.caches import WatchCaches
 from controller.job_reconcile import JobReconcile
-from controller.model import Key, job_key, node_key, slim_pod
+from controller.model import Key, Next, job_key, node_key, slim_pod
 from controller.node_reconcile import NodeReconcile
 from controller.ownership import Ownership
 from controller.poller import SlurmPoller
@@ -85,17 +85,16 @@ class Controller:
         self.caches = WatchCaches()
         self.ownership = Ownership(cfg, slurm, kube, self.clock, self.caches, events)
         self.caches.departs = self.ownership.may_prove  # a forged label departs unremembered
-        self.node_reconcile = NodeReconcile(cfg, slurm, self.applier, self.caches, self.queue)
+        self.node_reconcile = NodeReconcile(cfg, slurm, self.applier, self.caches)
         self.poller = SlurmPoller(
             cfg,
             slurm,
             self.caches,
             self.ownership,
-            self.queue,
             self.job_facts if polled else None,
         )
         self.job_reconcile = JobReconcile(
-            cfg, self.clock, self.applier, self.caches, self.poller, self.ownership, self.queue
+            cfg, self.clock, self.applier, self.caches, self.poller, self.ownership
         )
         self.sweeper = Sweeper(
             cfg,
@@ -105,7 +104,6 @@ class Controller:
             self.caches,
             self.poller,
             self.node_reconcile,
-            self.queue,
             slurm_observer,
         )
         self.synced = asyncio.Event()  # both watches have listed
@@ -196,15 +194,25 @@ class Controller:
     async def reconcile(self, key: Key) -> None:
         what, ident = key
         if what == "node":
-            await self.node_reconcile.reconcile(ident)
+            self._queue(await self.node_reconcile.reconcile(ident))
         else:
-            await self.job_reconcile.reconcile(int(ident))
+            self._queue(await self.job_reconcile.reconcile(int(ident)))
 
     async def poll_once(self) -> int:
-        return await self.poller.poll_once()
+        """One poll of Slurm; how many jobs changed (queued)."""
+        changed = await self.poller.poll_once()
+        self._queue(changed)
+        return len(changed.now)
 
     async def sweep_once(self) -> None:
-        await self.sweeper.sweep_once()
+        self._queue(await self.sweeper.sweep_once())
+
+    def _queue(self, then: Next) -> None:
+        """The one place the rooms' answers reach the work queue."""
+        for key in then.now:
+            self.queue.add(key)
+        for key, seconds in then.later:
+            self.queue.add_after(key, seconds)
 
     # ------------------------------------------------------------------ loops
     async def _reconcile_failed(self, key: Key, error: Exception, retry_in: float) -> None:
@@ -245,7 +253,7 @@ class Controller:
             poller.poll_now.clear()
             async with guard:
                 try:
-                    pace.ticked(await poller.poll_once() > 0)
+                    pace.ticked(await self.poll_once() > 0)
                 except BridgeError as e:
                     log.warning("loop_step_failed", loop="controller-poll", error=str(e))
             pace.requests = state_requests(len(poller.ids()))

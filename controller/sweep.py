@@ -27,11 +27,10 @@ from bridge.kube.resources import KubeObject
 from bridge.logging import get_logger
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import JobStateItem, SlurmJob, SlurmNode
-from bridge.workqueue import WorkQueue
 from controller import dangling, nodes
 from controller.apply import Applier
 from controller.caches import WatchCaches
-from controller.model import CancelJob, Key, job_key, node_key
+from controller.model import CancelJob, Next, job_key, node_key
 from controller.node_reconcile import NodeReconcile
 from controller.poller import READ_CONCURRENCY, SlurmPoller
 from controller.slurm_metrics import JobsSummary, JobTally
@@ -64,7 +63,6 @@ class Sweeper:
         caches: WatchCaches,
         poller: SlurmPoller,
         node_reconcile: NodeReconcile,
-        queue: WorkQueue[Key],
         observer: SlurmReadObserver | None,
     ) -> None:
         self.cfg = cfg
@@ -74,7 +72,6 @@ class Sweeper:
         self.caches = caches
         self.poller = poller
         self.node_reconcile = node_reconcile
-        self.queue = queue
         self.observer = observer
         # Slurm's job states for the first sweep, asked while the watches list (both take
         # seconds at a busy site; the sweep waited for the lists, then for Slurm).
@@ -92,8 +89,9 @@ class Sweeper:
         """Ask Slurm for the first sweep's job states now (while the watches list)."""
         self.first_states = asyncio.create_task(self.scan_states())
 
-    async def sweep_once(self) -> None:
-        """Dangling jobs, Slurm node states, the job metrics, and a resync of every key."""
+    async def sweep_once(self) -> Next:
+        """Dangling jobs, Slurm node states, the job metrics; answers a resync of every
+        key."""
         states: tuple[JobStateItem, ...] | None = None
         try:
             # The first sweep takes the states asked while the watches listed.
@@ -121,10 +119,12 @@ class Sweeper:
         await self._job_metrics(states)
         await self.poller.check_grace(self.node_reconcile.bridge_partitions())
         await self._slurm_nodes()
-        for name in self.caches.nodes:
-            self.queue.add(node_key(name))
-        for j in list(self.caches.by_job):
-            self.queue.add(job_key(j))
+        return Next(
+            (
+                *(node_key(name) for name in self.caches.nodes),
+                *(job_key(j) for j in self.caches.by_job),
+            )
+        )
 
     async def _slurm_nodes(self) -> None:
         """Every Slurm node, read; the bridge's orphaned external nodes, ended."""

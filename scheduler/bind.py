@@ -45,6 +45,8 @@ from bridge.wellknown import (
     LABEL_JOB_ID,
     MANAGED_NODE_TAINT,
 )
+from bridge.workloads import kind_named, kind_of_object
+from bridge.workloads.builtin import scheduled_condition
 from scheduler.assign import Assignment, AssignmentError, assign, network_order
 from scheduler.decide import REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE, Bind, BindPart
 from scheduler.dra import ClaimsNotReady, DraAllocator
@@ -179,7 +181,32 @@ class Binder:
             link_s=round(t1 - t0, 4),
             bind_s=round(time.monotonic() - t1, 4),
         )
+        await self._say_scheduled(g, [p for p, _ in bound], job_id)
         return Bound(Outcome(forget=True, pods_bound=True))
+
+    async def _say_scheduled(self, g: GroupState, pods: list[KubeObject], job_id: int) -> None:
+        """The group's objects that say it was scheduled (its kind's
+        :meth:`~bridge.workloads.WorkloadKind.scheduled`: built-in PodGroups, a
+        CompositePodGroup) get the condition kube-scheduler would set, named as the
+        served version names it (``PodGroupInitiallyScheduled`` from 1.37). The pods are
+        bound already: a failed write is logged, never a failed bind."""
+        for ref in kind_named(g.ref.kind).scheduled(g.ref, pods):
+            kind = kind_of_object(ref.api_version, ref.kind)
+            try:
+                res = await self.state.builtin(kind.api.plural) if kind is not None else None
+                if res is None:
+                    continue
+                await self.kube.set_status_condition(
+                    res,
+                    ref.namespace,
+                    ref.name,
+                    scheduled_condition(res.version),
+                    True,
+                    reason="Scheduled",
+                    message=f"Slurm job {job_id} started its pods",
+                )
+            except KubeError as e:
+                log.warning("scheduled_condition_failed", object=ref.name, error=str(e))
 
     def _assign(self, part: BindPart, already: dict[str, str]) -> list[Assignment]:
         """The pods of ``part`` on its nodes, ranks in network order (docs/topology.md)."""
@@ -266,7 +293,7 @@ class Binder:
         # its pods is left.
         started = self.state.bound(pod, key)
         if started is not None:
-            self.metrics.bind_seconds.observe(time.monotonic() - started)
+            self.metrics.bind_seconds.observe(self.clock.monotonic() - started)
         self.metrics.pods_bound.inc()
 
     async def link_pod_to_job(

@@ -245,8 +245,8 @@ class Scheduler:
                 assert snap.lookup.not_ours is not None
                 await self.report.foreign_label(snap.pods, snap.lookup.not_ours)
             outcome = await self._act(g, decision, snap)
-        if g.awaits_workload and outcome.requeue is Requeue.NONE:
-            # no event says that the Workload came: look again
+        if g.awaits_parent is not None and outcome.requeue is Requeue.NONE:
+            # no event says that the Workload (or CompositePodGroup) came: look again
             outcome = outcome.then(after(WORKLOAD_RETRY_SECONDS))
         return outcome
 

@@ -22,7 +22,7 @@ from datetime import datetime
 from bridge.errors import InvalidInput
 from bridge.expected import Plan, note, plan_of, strip_note
 from bridge.models import GroupId, JobSpec
-from bridge.slurm.models import JOB_ENDED_STATES
+from bridge.slurm.models import JOB_ENDED_STATES, het_shown
 from scheduler.assign import tasks_per_node_even
 
 # Reasons written on pods (PodScheduled=False). "Unschedulable" is what kube-scheduler
@@ -78,12 +78,9 @@ class JobPart:
 
 
 def het_state(parts: tuple[JobPart, ...]) -> JobPart:
-    """The component a hetjob's state is told by: the first that ended (the whole gang
-    ends with it), else the first not RUNNING (pending, configuring ...; its reason is
-    the one shown on every pod), else the leader (all RUNNING)."""
-    ended = [p for p in parts if p.state in JOB_ENDED_STATES]
-    waiting = [p for p in parts if p.state != "RUNNING"]
-    return (ended or waiting or list(parts))[0]
+    """The component a hetjob's state is told by: the hetjob rule of the Slurm job model
+    (:func:`bridge.slurm.models.het_shown`)."""
+    return parts[het_shown([p.state for p in parts])]
 
 
 @dataclass(frozen=True)

@@ -271,9 +271,9 @@ class Snapshots:
         not held yet; whether a job may be made; whether Slurm answers). ``read``: the
         group's object when the cycle read it already (a 1-tuple: it may be None)."""
         gobj = read[0] if read is not None else await self.state.group_object(g.ref)
-        workload = g.awaits_workload if kind_named(g.ref.kind).parent_gang else ""
-        if workload:
-            gobj = None  # its PodGroup names a Workload not there yet: it waits for it
+        parent = g.awaits_parent if kind_named(g.ref.kind).parent_gang else None
+        if parent is not None:
+            gobj = None  # its PodGroup names a parent not there yet: it waits for it
         pod_groups = await self.state.pod_groups(g.ref)  # a Workload gang's PodGroups
         # A gang still filling is processed on each new member: it is known to wait without
         # translating every member each time (O(n) per arrival, O(n^2) per gang).
@@ -337,7 +337,7 @@ class Snapshots:
             job=job_view(job) if job is not None else None,
             job_unread=unread,
             waiting_for=(
-                missing_source(g.ref, pods, workload) if gobj is None and want is None else ""
+                missing_source(g.ref, pods, parent) if gobj is None and want is None else ""
             ),
             job_reason_awaited=job is not None
             and self.slurm_state.poller.awaits_reason(job.job_id),

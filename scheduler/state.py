@@ -8,7 +8,6 @@ Slurm or touches the work queue.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -37,11 +36,20 @@ from bridge.translate import (
 )
 from bridge.wellknown import CONDITION_POD_SCHEDULED
 from bridge.workloads import Api, discovered_apis, kind_named, kind_of_object, owner_apis
-from bridge.workloads.builtin import SCHEDULING_GROUP
+from bridge.workloads.builtin import (
+    COMPOSITES,
+    PODGROUPS,
+    SCHEDULING_GROUP,
+    WORKLOADS,
+    gang_composite,
+    parent_composite,
+)
 from scheduler.owners import OwnerCache
 
 log = structlog.get_logger("scheduler")
 
+# The field of a built-in PodGroup that names its Workload (1.36's; 1.37's workloadRef)
+WORKLOAD_NAME_FIELD = "spec.podGroupTemplateRef.workload.workloadName"
 # The built-in Workload API's group; its version comes from discovery.
 BUILTIN_SCHEDULING_GROUP = SCHEDULING_GROUP
 BUILTIN_RETRY_SECONDS = 30.0
@@ -63,6 +71,18 @@ BUILTIN_NAMES_MAX = 4096
 
 
 @dataclass
+class Parents:
+    """What a built-in PodGroup's parent makes of its pods: a Workload's gang
+    (``workloads``: PodGroup name -> Workload), a gang CompositePodGroup's
+    (``composites``), or nothing; ``awaits``: the parent it names that is not there
+    (kind, name, the field naming it)."""
+
+    workloads: dict[str, str] = field(default_factory=dict)
+    composites: dict[str, str] = field(default_factory=dict)
+    awaits: tuple[str, str, str] | None = None
+
+
+@dataclass
 class GroupState:
     """What the scheduler remembers of one group between its cycles."""
 
@@ -79,9 +99,10 @@ class GroupState:
     # not read from Slurm: only a Pending decision may act on it (a no-op); any other
     # reads it first (the ReadJob decision).
     unread: bool = False
-    # a built-in PodGroup's group: the Workload its PodGroup names, which could not be
-    # read at the last :meth:`KubeState.regroup` ("" none): the group waits for it
-    awaits_workload: str = ""
+    # a built-in PodGroup's group: the (kind, name, field naming it) of the Workload or
+    # CompositePodGroup its PodGroup names, which could not be read at the last
+    # :meth:`KubeState.regroup` (None: none): the group waits for it
+    awaits_parent: tuple[str, str, str] | None = None
     # the first expected start its pods were shown (bridge.expected): the estimate's error
     # is measured against it when the job starts (slurm_bridge_expected_start_error_seconds)
     expected_first: datetime | None = None
@@ -124,7 +145,8 @@ class KubeState:
         self.namespace_labels: dict[str, dict[str, str]] = {}
         # (namespace, uid) -> owner/group object: bounded, slim, re-read when older than a
         # minute; never found by uid alone (a pod's ownerReference uid is its own text)
-        self.owners = OwnerCache(clock or SystemClock())
+        self.clock = clock or SystemClock()
+        self.owners = OwnerCache(self.clock)
         self.pods_listed = False  # the pod watch's initial list was delivered
         # uids of the pods in that initial list, kept until the start-up sweep ends
         # (:meth:`created_after_list`)
@@ -135,7 +157,6 @@ class KubeState:
         # Bounded: the watch normally says within seconds; a uid dropped early only makes a
         # stale event retry a binding the API server refuses (409).
         self._bound_uids: BoundedSet[str] = BoundedSet("scheduler-bound-uids", BOUND_UIDS_MAX)
-        self.clock = clock or SystemClock()
         # the built-in PodGroup and Workload at the version the server serves
         # (discovery), by plural; none: not found yet, looked for again after
         # BUILTIN_RETRY_SECONDS
@@ -189,7 +210,7 @@ class KubeState:
                 g = self.groups[ref.key] = GroupState(ref)
             g.ref = ref
             g.pods.add(key)
-            g.first_seen.setdefault(key, time.monotonic())
+            g.first_seen.setdefault(key, self.clock.monotonic())
             self.pod_group[key] = ref.key
         return self.pod_group[key]
 
@@ -304,30 +325,42 @@ class KubeState:
             self._builtin_uids[(namespace, plural, name)] = kobj.uid(obj)
         return obj
 
-    async def _podgroup_workload(
-        self, namespace: str, podgroup: KubeObject | None
-    ) -> tuple[str, str]:
-        """For a built-in PodGroup (None: not there), from ONE read of its Workload: the
-        Workload whose gang its pods join (:func:`bridge.translate.gang_workload`; ""
-        none), and the Workload it names that cannot be read ("" none)."""
-        wl_name = workload_ref(podgroup)[0]
-        wl = await self._builtin_named("workloads", namespace, wl_name) if wl_name else None
-        return gang_workload(podgroup, wl), wl_name if wl_name and wl is None else ""
+    async def _podgroup_gang(self, namespace: str, podgroup: KubeObject | None) -> Parents:
+        """For a built-in PodGroup (None: not there), from ONE read of the parent it names
+        (its CompositePodGroup, else its Workload): the gang its pods join
+        (:func:`bridge.workloads.builtin.gang_composite`,
+        :func:`~bridge.translate.gang_workload`) and the parent it names that cannot be read."""
+        found = Parents()
+        name = kobj.name(podgroup) if podgroup is not None else ""
+        if composite := parent_composite(podgroup):
+            obj = await self._builtin_named(COMPOSITES.plural, namespace, composite)
+            if obj is None:
+                found.awaits = (COMPOSITES.kind, composite, "spec.parentCompositePodGroupName")
+            elif gang := gang_composite(podgroup, obj):
+                found.composites[name] = gang
+            return found
+        if workload := workload_ref(podgroup)[0]:
+            obj = await self._builtin_named(WORKLOADS.plural, namespace, workload)
+            if obj is None:
+                found.awaits = (WORKLOADS.kind, workload, WORKLOAD_NAME_FIELD)
+            elif gang := gang_workload(podgroup, obj):
+                found.workloads[name] = gang
+        return found
 
-    async def _workload_gang_of(self, pod: KubeObject) -> str:
-        """The Workload whose gang a pod naming a built-in PodGroup joins ("" none, or
-        when its PodGroup or Workload cannot be read now: the pod is then its
-        PodGroup's, and :meth:`regroup` moves it once both are read)."""
+    async def _gang_of(self, pod: KubeObject) -> Parents:
+        """The gang (a Workload's or a CompositePodGroup's) a pod naming a built-in
+        PodGroup joins (none, or when its PodGroup or parent cannot be read now: the pod
+        is then its PodGroup's, and :meth:`regroup` moves it once both are read)."""
         wpg = podgroup_name(pod)
         if not wpg:
-            return ""
+            return Parents()
         ns = kobj.namespace(pod)
         try:
-            pg = await self._builtin_named("podgroups", ns, wpg)
-            return (await self._podgroup_workload(ns, pg))[0]
+            pg = await self._builtin_named(PODGROUPS.plural, ns, wpg)
+            return await self._podgroup_gang(ns, pg)
         except KubeError as e:
             log.warning("podgroup_read_failed", pod=kobj.pod_key(pod), error=str(e))
-            return ""
+            return Parents()
 
     async def _resolve_group(self, pod: KubeObject) -> GroupRef:
         """Walk the pod's controller chain, reading the owners grouping needs (and a
@@ -355,32 +388,36 @@ class KubeState:
             if owner is None:
                 break
             current = owner
-        gang = await self._workload_gang_of(pod)
-        workloads = {podgroup_name(pod): gang} if gang else {}
-        return group_of(pod, self.owners.in_namespace(ns), self.settings, workloads)
+        gang = await self._gang_of(pod)
+        return group_of(
+            pod, self.owners.in_namespace(ns), self.settings, gang.workloads, gang.composites
+        )
 
     async def regroup(self, g: GroupState) -> tuple[str, KubeObject | None]:
         """A built-in PodGroup's group (its pods all name that PodGroup), before it has a
         job: read its PodGroup (answered, for the cycle to use: no second read) and the
-        Workload it names. When that Workload makes one gang of its PodGroups, move the
-        pods there (they came before the PodGroup or the Workload could be read) and
-        answer that gang's key; else "", and ``g.awaits_workload`` names the Workload the
-        PodGroup names that cannot be read. One read decides both: a part of the gang
-        never starts alone."""
+        parent it names (its CompositePodGroup, else its Workload). When that parent makes
+        one gang of its PodGroups, move the pods there (they came before the PodGroup or
+        the parent could be read) and answer that gang's key; else "", and
+        ``g.awaits_parent`` names the parent the PodGroup names that cannot be read. One
+        read decides both: a part of the gang never starts alone."""
         podgroup = await self.group_object(g.ref)
         pods = self.pods_of(g)
-        gang, g.awaits_workload = await self._podgroup_workload(g.ref.namespace, podgroup)
-        if not gang or not pods:
+        gang = await self._podgroup_gang(g.ref.namespace, podgroup)
+        g.awaits_parent = gang.awaits
+        if not (gang.workloads or gang.composites) or not pods:
             return "", podgroup
         ns = g.ref.namespace
-        new = group_of(pods[0], self.owners.in_namespace(ns), self.settings, {g.ref.name: gang})
+        new = group_of(
+            pods[0], self.owners.in_namespace(ns), self.settings, gang.workloads, gang.composites
+        )
         target = self.groups.get(new.key)
         if target is None:
             target = self.groups[new.key] = GroupState(new)
         for pod in pods:
             key = kobj.pod_key(pod)
             target.pods.add(key)
-            target.first_seen.setdefault(key, g.first_seen.get(key, time.monotonic()))
+            target.first_seen.setdefault(key, g.first_seen.get(key, self.clock.monotonic()))
             g.pods.discard(key)
             g.first_seen.pop(key, None)
             self.pod_group[key] = new.key
@@ -421,11 +458,12 @@ class KubeState:
         return found
 
     async def builtin(self, plural: str) -> Resource | None:
-        """The built-in ``podgroups`` or ``workloads`` (``scheduling.k8s.io``) at whichever
-        version the server serves them: no version pinned, so Kubernetes 1.36's v1alpha2
-        and the beta planned for 1.37 both work. Found by discovery, the preferred version
-        first (a server may prefer v1, which has PriorityClasses only); None when no
-        version has podgroups."""
+        """A built-in ``scheduling.k8s.io`` resource (``podgroups``, ``workloads``,
+        ``compositepodgroups``) at the newest version the server serves of those its kind
+        knows (:attr:`bridge.workloads.Api.versions`): no version pinned, so Kubernetes
+        1.36's v1alpha2 and 1.37's v1beta1 (and v1alpha3 composites) both work. Found by
+        discovery; None when it is not served (nothing is, without podgroups: looked for
+        again after BUILTIN_RETRY_SECONDS)."""
         if self._builtin:
             return self._builtin.get(plural)
         now = self.clock.monotonic()
@@ -435,17 +473,25 @@ class KubeState:
         ):
             return None
         self._builtin_looked_at = now
+        served: dict[str, set[str]] = {}
         for version in await self.kube.served_versions(BUILTIN_SCHEDULING_GROUP):
             listed = await self.kube.request(
                 "GET", f"/apis/{BUILTIN_SCHEDULING_GROUP}/{version}", what="discovery"
             )
-            names = {
+            served[version] = {
                 str(r.get("name")) for r in listed.get("resources") or () if isinstance(r, dict)
             }
-            if "podgroups" in names:
-                for api in discovered_apis():
-                    if api.plural in names:
-                        self._builtin[api.plural] = resource(api, version)
-                log.info("builtin_podgroups_version", version=version)
-                return self._builtin.get(plural)
-        return None
+        found: dict[str, Resource] = {}
+        for api in discovered_apis():
+            newest = next((v for v in api.versions if api.plural in served.get(v, ())), None)
+            if newest is not None:
+                found[api.plural] = resource(api, newest)
+        if PODGROUPS.plural not in found:
+            return None
+        self._builtin = found
+        log.info(
+            "builtin_podgroups_version",
+            version=found[PODGROUPS.plural].version,
+            served={p: r.version for p, r in found.items()},
+        )
+        return self._builtin.get(plural)

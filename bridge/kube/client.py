@@ -20,7 +20,15 @@ from bridge.kube.creating import KubeCreating
 from bridge.kube.deleting import KubeDeleting
 from bridge.kube.fetching import ObjectList
 from bridge.kube.patching import KubePatching, PatchType
-from bridge.kube.resources import NAMESPACES, NODES, PODGROUPS, PODS, KubeObject, format_time
+from bridge.kube.resources import (
+    NAMESPACES,
+    NODES,
+    PODGROUPS,
+    PODS,
+    KubeObject,
+    Resource,
+    format_time,
+)
 from bridge.text import clip
 from bridge.wellknown import CONDITION_POD_SCHEDULED
 
@@ -90,6 +98,37 @@ class KubeClient(KubePatching, KubeCreating, KubeDeleting):
             return pod
         cond["lastProbeTime"] = None
         return await self.patch_pod_status(namespace, name, {"status": {"conditions": [cond]}})
+
+    async def set_status_condition(
+        self,
+        res: Resource,
+        namespace: str,
+        name: str,
+        cond_type: str,
+        status: bool,
+        *,
+        reason: str,
+        message: str,
+    ) -> KubeObject:
+        """Set one condition of ``status.conditions`` of an object whose status is a
+        subresource and takes merge patches only (a built-in PodGroup, a
+        CompositePodGroup): read-modify-write, the other conditions kept; no write when
+        it already says exactly this."""
+
+        def change(current: KubeObject) -> KubeObject | None:
+            cond = self._changed_condition(
+                current, cond_type, "True" if status else "False", reason, message
+            )
+            if cond is None:
+                return None
+            others = [
+                c
+                for c in (current.get("status") or {}).get("conditions") or []
+                if c.get("type") != cond_type
+            ]
+            return {"status": {"conditions": [*others, cond]}}
+
+        return await self.modify(res, name, change, namespace=namespace, subresource="status")
 
     def _changed_condition(
         self, obj: KubeObject, cond_type: str, want: str, reason: str, message: str

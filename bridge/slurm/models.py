@@ -7,7 +7,7 @@ says "not set" (``set: false`` or 0).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
@@ -32,6 +32,19 @@ JOB_BASE_STATES = frozenset(
 JOB_ACTIVE_STATES = frozenset({"PENDING", "RUNNING", "SUSPENDED"})
 # Base states after which a job holds no allocation any more.
 JOB_ENDED_STATES = JOB_BASE_STATES - JOB_ACTIVE_STATES
+
+
+def het_shown(states: Sequence[str | None]) -> int:
+    """THE hetjob rule (docs/hetjob.md): which component's state is a heterogeneous job's,
+    from its components' primary states in offset order (None: not known). The first
+    that ended (the whole gang ends with it; one not known counts so: it is read), else
+    the first not RUNNING (pending, configuring ...: its reason is the gang's), else the
+    leader (all RUNNING)."""
+    ended = [i for i, st in enumerate(states) if st is None or st not in JOB_ACTIVE_STATES]
+    waiting = [i for i, st in enumerate(states) if st != "RUNNING"]
+    return (ended or waiting or [0])[0]
+
+
 # Base node states; the rest of a node's ``state`` list are flags (DRAIN, EXTERNAL, ...).
 NODE_BASE_STATES = frozenset(
     {"UNKNOWN", "DOWN", "IDLE", "ALLOCATED", "ERROR", "MIXED", "FUTURE", "INVALID"}
@@ -165,6 +178,12 @@ class SlurmJob(_Frozen):
     @property
     def heterogeneous(self) -> bool:
         return self.het_job_id is not None
+
+    @property
+    def shown_offset(self) -> int:
+        """The offset of the component whose state is the job's (:func:`het_shown`; 0,
+        itself, for a plain job)."""
+        return het_shown([c.state.primary for c in self.components])
 
     @property
     def external(self) -> bool:

@@ -4,7 +4,9 @@ says how each kind recognises its pods), which then answers the group's size and
 
 ``workloads`` maps a built-in PodGroup's name -> the name of the Workload whose PodGroups
 make one gang (:func:`gang_workload` decides it from the two objects, which the caller
-reads); a pod of any other built-in PodGroup is that PodGroup's gang.
+reads), ``composites`` to the gang CompositePodGroup that is its parent
+(:func:`bridge.workloads.builtin.gang_composite`); a pod of any other built-in PodGroup
+is that PodGroup's gang.
 
 ``owners`` maps uid -> owner object (Job, JobSet, StatefulSet, LWS, leader pod ...) for
 whatever the caller could read; the controller chain is walked through it to the root.
@@ -56,6 +58,7 @@ def group_of(
     owners: Owners,
     settings: TranslateSettings | None = None,
     workloads: Mapping[str, str] | None = None,
+    composites: Mapping[str, str] | None = None,
 ) -> GroupRef:
     """The group a pod belongs to: the first kind of the registry that claims it."""
     c = Claim(
@@ -66,6 +69,7 @@ def group_of(
         owners=owners,
         settings=settings or TranslateSettings(),
         workloads=workloads or {},
+        composites=composites or {},
     )
     for kind in REGISTRY:
         if (ref := kind.claim(c)) is not None:
@@ -103,16 +107,20 @@ def check_source(
                 )
 
 
-def missing_source(ref: GroupRef, pods: Sequence[Mapping[str, Any]], workload: str = "") -> str:
+def missing_source(
+    ref: GroupRef, pods: Sequence[Mapping[str, Any]], parent: tuple[str, str, str] | None = None
+) -> str:
     """Why a group whose object does not exist waits, naming the field that names it;
-    ``workload``: the Workload a built-in PodGroup names, which does not exist (yet)."""
+    ``parent``: the (kind, name, field naming it) of the Workload or CompositePodGroup a
+    built-in PodGroup names, which does not exist (yet)."""
     src = ref.source
     if src is None:
         return ""
-    if workload:
+    if parent is not None:
+        kind, name, field = parent
         return (
-            f"waiting for Workload {src.namespace}/{workload} (spec.podGroupTemplateRef."
-            f"workload.workloadName of PodGroup {src.namespace}/{src.name}): it does not exist"
+            f"waiting for {kind} {src.namespace}/{name} ({field} of PodGroup "
+            f"{src.namespace}/{src.name}): it does not exist"
         )
     field = kind_named(ref.kind).source_field
     return (

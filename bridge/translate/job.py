@@ -48,6 +48,7 @@ from bridge.translate.shapes import Shape, components
 from bridge.translate.topology import TopologyRequest, topology_request
 from bridge.wellknown import slurmjob_annotation
 from bridge.workloads import kind_named
+from bridge.workloads.builtin import gang_composite
 
 Obj = Mapping[str, Any]
 
@@ -91,8 +92,9 @@ def _group_of_all(
     owners: Mapping[str, Obj],
     s: TranslateSettings,
     workloads: Mapping[str, str],
+    composites: Mapping[str, str],
 ) -> GroupRef:
-    refs = [group_of(p, owners, s, workloads) for p in pods]
+    refs = [group_of(p, owners, s, workloads, composites) for p in pods]
     first = refs[0]
     for pod, ref in zip(pods, refs, strict=True):
         if ref.key != first.key:
@@ -123,8 +125,9 @@ def _check_group_text(group: GroupId, keys: Sequence[str], where: str) -> None:
             raise InvalidInput(field, problem, where)
 
 
-def _options(pods: Sequence[Obj], group_object: Obj | None) -> SlurmJobOptions:
-    """Pod annotations over group-object annotations; pods must agree with each other."""
+def _options(pods: Sequence[Obj], group_object: Obj | None, ref: GroupRef) -> SlurmJobOptions:
+    """Pod annotations over group-object annotations (those its kind gives its job:
+    :meth:`~bridge.workloads.WorkloadKind.annotations`); pods must agree with each other."""
     first = pods[0]
     first_notes = kobj.annotations(first)
     pod_opts = parse_slurmjob_annotations(first_notes, obj=kobj.describe(first, "Pod"))
@@ -146,9 +149,8 @@ def _options(pods: Sequence[Obj], group_object: Obj | None) -> SlurmJobOptions:
             )
     if group_object is None:
         return pod_opts
-    group_opts = parse_slurmjob_annotations(
-        kobj.annotations(group_object), obj=kobj.describe(group_object)
-    )
+    notes = kind_named(ref.kind).annotations(group_object)
+    group_opts = parse_slurmjob_annotations(notes, obj=kobj.describe(group_object))
     return pod_opts.overlay(group_opts)
 
 
@@ -341,6 +343,7 @@ def _own_needs(pods: Sequence[Obj], gres_mapping: Mapping[str, str]) -> list[Pod
 
 
 def _derive(
+    ref: GroupRef,
     group_object: Obj | None,
     ordered: Sequence[Obj],
     settings: TranslateSettings,
@@ -350,8 +353,13 @@ def _derive(
 ) -> tuple[SlurmJobOptions, list[PodResources]]:
     """The group's options (pod annotations over the group object's, the policy
     enforced) and each pod's needs."""
-    opts = _options(ordered, group_object)
-    class_priority = _priority(ordered) if settings.priority_from_priority_class else None
+    opts = _options(ordered, group_object, ref)
+    class_priority = None
+    if settings.priority_from_priority_class:
+        # the group's class (a 1.37 PodGroup's priorityClassName) over its pods'; either
+        # is pod-chosen, so it counts only where the policy allows (allowPodPriority)
+        chosen = kind_named(ref.kind).priority(group_object) if group_object is not None else None
+        class_priority = chosen if chosen is not None else _priority(ordered)
     if policy is not None:
         opts = enforce_policy(
             opts, policy, obj=where, partition=settings.partition, class_priority=class_priority
@@ -397,7 +405,14 @@ def translate_group(
     if group_object is not None and kobj.uid(group_object):
         lookup = _OneMore(kobj.uid(group_object), group_object, lookup)
     workloads = {kobj.name(pg): gang_workload(pg, group_object) for pg in pod_groups}
-    ref = _group_of_all(pods, lookup, settings, {k: v for k, v in workloads.items() if v})
+    composites = {kobj.name(pg): gang_composite(pg, group_object) for pg in pod_groups}
+    ref = _group_of_all(
+        pods,
+        lookup,
+        settings,
+        {k: v for k, v in workloads.items() if v},
+        {k: v for k, v in composites.items() if v},
+    )
     check_source(ref, group_object, pods)
     group = ref.group_id(group_object)
     where = f"{ref.kind} {ref.namespace}/{ref.name}"
@@ -419,7 +434,7 @@ def translate_group(
         return kept.spec.model_copy(
             update=_own_fields(kept.opts, ref.name, group, settings, node_set, where, ordered, keys)
         )
-    opts, needs = _derive(group_object, ordered, settings, policy, dra, where)
+    opts, needs = _derive(ref, group_object, ordered, settings, policy, dra, where)
     time_limit = opts.timelimit_minutes or _deadline_minutes(ref, group_object, ordered)
     parts = (
         components(ref, ordered, [Shape.of(p, n) for p, n in zip(ordered, needs, strict=True)])

@@ -112,8 +112,9 @@ class Grouping(Protocol):
 class Claim:
     """What a kind is shown of a pod to decide whether it claims it: the pod, its labels,
     its controller chain (:func:`owner_chain`), the owner objects read (uid -> object),
-    the settings, and ``workloads``: a built-in PodGroup's name -> the Workload whose
-    PodGroups make one gang with it (:mod:`bridge.workloads.workload`)."""
+    the settings, and ``workloads`` (``composites``): a built-in PodGroup's name -> the
+    Workload (gang CompositePodGroup) whose PodGroups make one gang with it
+    (:mod:`bridge.workloads.workload`, :mod:`bridge.workloads.composite`)."""
 
     pod: Obj
     namespace: str
@@ -122,6 +123,7 @@ class Claim:
     owners: Owners
     settings: Grouping
     workloads: Mapping[str, str]
+    composites: Mapping[str, str]
 
 
 @dataclass(frozen=True)
@@ -188,6 +190,22 @@ class WorkloadKind(Protocol):
         longest, when every part has one); None: the pods' own apply."""
         ...
 
+    def annotations(self, obj: Obj) -> dict[str, str]:
+        """The annotations the group's object gives its job (under the pods'): its own,
+        and what its spec implies (a CompositePodGroup's topology constraint)."""
+        ...
+
+    def priority(self, obj: Obj) -> int | None:
+        """The priority the group's object carries for its pods (a 1.37 PodGroup's or
+        CompositePodGroup's ``spec.priority``, resolved from its ``priorityClassName``);
+        None: the pods' own."""
+        ...
+
+    def scheduled(self, ref: GroupRef, pods: Sequence[Obj]) -> tuple[ObjectRef, ...]:
+        """The objects that say the group was scheduled once its ``pods`` are bound, as
+        kube-scheduler would (a built-in PodGroup's ``PodGroupInitiallyScheduled``)."""
+        ...
+
 
 class Kind:
     """The defaults of a :class:`WorkloadKind`: a group of named pods of one object."""
@@ -221,6 +239,15 @@ class Kind:
 
     def deadlines(self, ref: GroupRef, obj: Obj) -> tuple[Deadline, ...] | None:
         return None
+
+    def annotations(self, obj: Obj) -> dict[str, str]:
+        return kobj.annotations(obj)
+
+    def priority(self, obj: Obj) -> int | None:
+        return None
+
+    def scheduled(self, ref: GroupRef, pods: Sequence[Obj]) -> tuple[ObjectRef, ...]:
+        return ()
 
     def group(
         self,

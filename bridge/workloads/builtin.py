@@ -3,8 +3,10 @@
 names its PodGroup, a PodGroup the Workload (and template) it was made from.
 
 1.36 serves Workload and PodGroup as ``v1alpha2`` (a PodGroup names its Workload in
-``spec.podGroupTemplateRef.workload``); 1.37 as ``v1beta1`` (``spec.workloadRef``). The
-version in use is found by discovery, the newest served first.
+``spec.podGroupTemplateRef.workload``); 1.37 as ``v1beta1`` (``spec.workloadRef``), and
+CompositePodGroup (KEP-6012) as ``v1alpha3``: a PodGroup may name its parent composite in
+``spec.parentCompositePodGroupName`` (:mod:`~bridge.workloads.composite`). The version in
+use is found by discovery, the newest served first.
 """
 
 from __future__ import annotations
@@ -13,12 +15,27 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bridge import kobj
-from bridge.workloads.base import Api
+from bridge.workloads.base import Api, ObjectRef
 
 SCHEDULING_GROUP = "scheduling.k8s.io"
 VERSIONS = ("v1beta1", "v1alpha2")  # newest first
 PODGROUPS = Api(SCHEDULING_GROUP, VERSIONS, "podgroups", "PodGroup", True, True)
 WORKLOADS = Api(SCHEDULING_GROUP, VERSIONS, "workloads", "Workload", True, True)
+COMPOSITES = Api(
+    SCHEDULING_GROUP, ("v1alpha3",), "compositepodgroups", "CompositePodGroup", True, True
+)
+
+
+# The condition a scheduler sets on a PodGroup (and CompositePodGroup) it placed, by the
+# version served: 1.36's v1alpha2 ``PodGroupScheduled``, ``PodGroupInitiallyScheduled``
+# from 1.37 (KEP-6012).
+SCHEDULED_CONDITION = "PodGroupInitiallyScheduled"
+SCHEDULED_CONDITION_BY_VERSION = {"v1alpha2": "PodGroupScheduled"}
+
+
+def scheduled_condition(version: str) -> str:
+    """The name of the "scheduled" condition at the served ``version``."""
+    return SCHEDULED_CONDITION_BY_VERSION.get(version, SCHEDULED_CONDITION)
 
 
 def podgroup_name(pod: Mapping[str, Any]) -> str:
@@ -58,6 +75,51 @@ def gang_workload(podgroup: Mapping[str, Any] | None, workload: Mapping[str, Any
         return ""
     templates = workload_templates(workload)
     return name if len(templates) > 1 and template in templates else ""
+
+
+def parent_composite(podgroup: Mapping[str, Any] | None) -> str:
+    """The CompositePodGroup a built-in PodGroup (or composite) names as its parent
+    (``spec.parentCompositePodGroupName``), or ""."""
+    return kobj.text(podgroup, "spec", "parentCompositePodGroupName")
+
+
+def min_group_count(composite: Mapping[str, Any] | None) -> int | None:
+    """A gang CompositePodGroup's ``schedulingPolicy.gang.minGroupCount`` (None: a
+    ``basic`` composite, whose children are placed independently)."""
+    n = kobj.integer(composite, "spec", "schedulingPolicy", "gang", "minGroupCount")
+    return n if n is not None and n > 0 else None
+
+
+def gang_composite(podgroup: Mapping[str, Any] | None, composite: Mapping[str, Any] | None) -> str:
+    """The gang CompositePodGroup whose child PodGroups make ONE gang with ``podgroup``'s
+    pods, or "": the composite ``podgroup`` names as its parent, in its namespace, with a
+    gang policy."""
+    name = parent_composite(podgroup)
+    if not name or composite is None or kobj.name(composite) != name:
+        return ""
+    if kobj.namespace(composite) != kobj.namespace(podgroup or {}):
+        return ""
+    return name if min_group_count(composite) is not None else ""
+
+
+def podgroups_of(namespace: str, pods: Sequence[Mapping[str, Any]]) -> tuple[ObjectRef, ...]:
+    """The built-in PodGroups ``pods`` name, by name."""
+    names = sorted({podgroup_name(p) for p in pods} - {""})
+    return tuple(
+        ObjectRef(
+            api_version=PODGROUPS.api_version, kind=PODGROUPS.kind, namespace=namespace, name=n
+        )
+        for n in names
+    )
+
+
+def class_priority(obj: Mapping[str, Any]) -> int | None:
+    """A 1.37 PodGroup's or CompositePodGroup's ``spec.priority`` (the value of its
+    ``priorityClassName``, which the API server resolves as for a pod), when it names a
+    class."""
+    if not kobj.text(obj, "spec", "priorityClassName"):
+        return None
+    return kobj.integer(obj, "spec", "priority")
 
 
 def min_count(podgroup_spec: Any) -> int:

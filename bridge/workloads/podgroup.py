@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bridge import kobj
-from bridge.workloads.base import Claim, GroupRef, Kind, Obj
-from bridge.workloads.builtin import PODGROUPS, min_count, podgroup_name
+from bridge.workloads.base import Claim, GroupRef, Kind, Obj, ObjectRef
+from bridge.workloads.builtin import PODGROUPS, class_priority, min_count, podgroup_name
 
 
 class BuiltinPodGroup(Kind):
@@ -29,6 +29,12 @@ class BuiltinPodGroup(Kind):
         self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Sequence[Obj]
     ) -> int | None:
         return None if obj is None else min_count(kobj.get(obj, "spec"))
+
+    def priority(self, obj: Obj) -> int | None:
+        return class_priority(obj)
+
+    def scheduled(self, ref: GroupRef, pods: Sequence[Obj]) -> tuple[ObjectRef, ...]:
+        return () if ref.source is None else (ref.source,)
 
 
 KIND = BuiltinPodGroup()

@@ -7,6 +7,9 @@ docs/grouping.md).
 kind               how a pod is recognised                             group name
 =================  ==================================================  =====================
 PodGroup           label ``scheduling.x-k8s.io/pod-group``             the PodGroup's name
+CompositePodGroup  ``spec.schedulingGroup.podGroupName`` names a       the composite's name
+                   built-in PodGroup whose parent is a gang
+                   CompositePodGroup (``composites`` maps it; 1.37)
 Workload           ``spec.schedulingGroup.podGroupName`` names a       the Workload's name
                    built-in PodGroup made from a Workload of several
                    podGroupTemplates (``workloads`` maps it)
@@ -26,11 +29,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from bridge.workloads import coscheduling, job, jobset, lws, pod, podgroup, workload
+from bridge.workloads import (
+    composite,
+    coscheduling,
+    job,
+    jobset,
+    lws,
+    pod,
+    podgroup,
+    workload,
+)
 from bridge.workloads.base import Api, WorkloadKind, api_group
 
 REGISTRY: tuple[WorkloadKind, ...] = (
     coscheduling.KIND,
+    composite.KIND,
     workload.KIND,
     podgroup.KIND,
     lws.KIND,

@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bridge import kobj
-from bridge.workloads.base import Api, Claim, GroupRef, Kind, Obj
+from bridge.workloads.base import Api, Claim, GroupRef, Kind, Obj, ObjectRef
 from bridge.workloads.builtin import (
     PODGROUPS,
     WORKLOADS,
     min_count,
     podgroup_name,
+    podgroups_of,
     workload_podgroups,
     workload_ref,
     workload_templates,
@@ -58,6 +59,9 @@ class Workload(Kind):
 
     def part(self, ref: GroupRef, pod: Obj) -> str | None:
         return podgroup_name(pod) or None
+
+    def scheduled(self, ref: GroupRef, pods: Sequence[Obj]) -> tuple[ObjectRef, ...]:
+        return podgroups_of(ref.namespace, pods)  # a Workload has no status
 
 
 KIND = Workload()

@@ -83,7 +83,15 @@ async def test_metric_labels_stay_in_a_fixed_set_whatever_kinds_clients_send(
 
 
 def test_the_fixed_label_sets_name_the_bridges_own_values() -> None:
-    assert {"Pod", "Job", "JobSet", "LeaderWorkerSet", "PodGroup", "Workload"} == KINDS
+    assert {
+        "Pod",
+        "Job",
+        "JobSet",
+        "LeaderWorkerSet",
+        "PodGroup",
+        "Workload",
+        "CompositePodGroup",
+    } == KINDS
     assert {"CREATE", "UPDATE", "DELETE", "CONNECT"} == OPERATIONS
     assert {"bad_request", "too_large", "unsupported_media"} <= RESULTS
 

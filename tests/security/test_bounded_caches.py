@@ -341,6 +341,8 @@ VALUE = "a value object built per call or per answer, never kept across requests
 KNOWN: dict[str, str] = {
     "BoundedMap._data": "the bounded map itself",
     "BoundedMap._written": "the bounded map itself (same keys as _data)",
+    "Parents.workloads": "one pod's or group's answer: at most one entry, its PodGroup's",
+    "Parents.composites": "one pod's or group's answer: at most one entry, its PodGroup's",
     "Explanation.short": "one `why` answer (a CLI run): a key per resource kind the job asks "
     "(cpu, memory, each GRES type of its own request), never tenant-chosen keys",
     "Expression._costs": "one entry per variables' shapes the code passes (DRA's `device`)",

@@ -29,6 +29,7 @@ from bridge.kube.watch import Watcher, WatchEvent, list_then_watch
 from bridge.loops import LOOP_BACKOFF_BASE_SECONDS, LoopGuard
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.token import TokenProvider
+from controller.model import NO_NEXT
 from controller.runtime import Controller
 from scheduler.cycle import Scheduler
 from scheduler.outcome import NOTHING, Outcome
@@ -153,7 +154,7 @@ async def test_the_controllers_sweep_loop_goes_on_after_an_unexpected_error() ->
 async def test_the_controllers_poll_loop_goes_on_after_an_unexpected_error() -> None:
     clock, counted = FakeClock(), []
     ctl = _controller(clock, counted)
-    poll = Flaky(ValueError("boom"), value=0)
+    poll = Flaky(ValueError("boom"), value=NO_NEXT)
     ctl.poller.poll_once = poll.call  # type: ignore[method-assign]
     task = asyncio.create_task(ctl._poll_loop())
     await _turns()

@@ -49,6 +49,9 @@ EXPECTED_RULES: dict[str, dict[tuple[str, str], frozenset[str]]] = {
         ("scheduling.x-k8s.io", "podgroups"): GET,
         ("scheduling.k8s.io", "podgroups"): GET | {"list"},
         ("scheduling.k8s.io", "workloads"): GET,
+        ("scheduling.k8s.io", "compositepodgroups"): GET,
+        ("scheduling.k8s.io", "podgroups/status"): PATCH,
+        ("scheduling.k8s.io", "compositepodgroups/status"): PATCH,
         ("jobset.x-k8s.io", "jobsets"): GET,
         ("leaderworkerset.x-k8s.io", "leaderworkersets"): GET,
         ("batch", "jobs"): GET,
@@ -506,6 +509,7 @@ def test_webhook_entries_are_complete_and_configurable(helm: Helm, values: tuple
         ("scheduling.x-k8s.io", "podgroups", ("CREATE", "UPDATE")),
         ("scheduling.k8s.io", "podgroups", ("CREATE", "UPDATE")),
         ("scheduling.k8s.io", "workloads", ("CREATE", "UPDATE")),  # a Workload gang's
+        ("scheduling.k8s.io", "compositepodgroups", ("CREATE", "UPDATE")),
         ("jobset.x-k8s.io", "jobsets", ("CREATE", "UPDATE")),
         ("leaderworkerset.x-k8s.io", "leaderworkersets", ("CREATE", "UPDATE")),
         ("batch", "jobs", ("CREATE", "UPDATE")),

@@ -22,6 +22,7 @@ from bridge.translate import (
     translate_group,
     workload_ref,
 )
+from tests.workloads import member_pod as pod
 
 HET = TranslateSettings(gang_sizing="hetjob")
 
@@ -52,22 +53,6 @@ def podgroup(
                 "workload": {"workloadName": wl, "podGroupTemplateName": template}
             },
             "schedulingPolicy": {"gang": {"minCount": min_count}},
-        },
-    }
-
-
-def pod(name: str, pg: str, cpu: str = "1", gpus: int = 0) -> dict[str, Any]:
-    limits = {"nvidia.com/gpu": str(gpus)} if gpus else {}
-    return {
-        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}"},
-        "spec": {
-            "schedulingGroup": {"podGroupName": pg},
-            "containers": [
-                {
-                    "name": "c",
-                    "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}, "limits": limits},
-                }
-            ],
         },
     }
 
