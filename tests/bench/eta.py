@@ -7,7 +7,9 @@ A mixed queue is made at once, in a random order: ``--gangs`` bridge gangs (PodG
 names, submitted straight to Slurm), each with a known time limit of 1 or 2 minutes
 (Slurm's smallest). Each job runs until its time limit (the benchmark ends it then, by
 Slurm's own start time), or, for a ``--early`` fraction of them (default none), ends at a
-random 30-100% of it, as real jobs do (which no plan can foresee). Every ``--every``
+random 30-100% of it, as real jobs do (which no plan can foresee). ``--exclusive`` puts
+every job on whole nodes (backfill plans pending jobs on whole nodes: on shared nodes its
+plan of a deep queue is pessimistic, see docs/benchmarks.md). Every ``--every``
 seconds the benchmark reads, at the same moment, the gangs' pods (one list: the
 annotation ``slinky.slurm.net/expected-start``) and ``squeue --start`` (in the sandbox's
 chroot).
@@ -101,7 +103,9 @@ def plan_queue(
     return items
 
 
-def gang_pod(name: str, group: str, cpus: int, limit: int) -> dict[str, Any]:
+def gang_pod(
+    name: str, group: str, cpus: int, limit: int, exclusive: bool = False
+) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -110,7 +114,7 @@ def gang_pod(name: str, group: str, cpus: int, limit: int) -> dict[str, Any]:
             "labels": {LABEL_POD_GROUP: group},
             "annotations": {
                 "slurmjob.slinky.slurm.net/timelimit": str(limit),
-                "slurmjob.slinky.slurm.net/exclusive": "false",
+                "slurmjob.slinky.slurm.net/exclusive": str(exclusive).lower(),
             },
         },
         "spec": {
@@ -173,9 +177,15 @@ class Queue:
     """The mixed queue, made and drained against real Slurm."""
 
     def __init__(
-        self, sb: SlurmSandbox, kube: KubeClient, api: SandboxCluster, slurm: SlurmClient
+        self,
+        sb: SlurmSandbox,
+        kube: KubeClient,
+        api: SandboxCluster,
+        slurm: SlurmClient,
+        exclusive: bool = False,
     ) -> None:
         self.sb, self.kube, self.api, self.slurm = sb, kube, api, slurm
+        self.exclusive = exclusive
         self.items: list[Tracked] = []
 
     async def make(self, plan: list[tuple[str, Any]]) -> None:
@@ -194,7 +204,9 @@ class Queue:
                 )
                 t.pods = [f"{t.name}-{k}" for k in range(PODS_PER_GANG)]
                 for p in t.pods:
-                    await self.kube.create(PODS, gang_pod(p, t.name, cpus, limit), NS)
+                    await self.kube.create(
+                        PODS, gang_pod(p, t.name, cpus, limit, self.exclusive), NS
+                    )
             else:
                 spec = JobSpec(
                     name=t.name,
@@ -203,7 +215,7 @@ class Queue:
                     tasks=1,
                     cpus_per_task=cpus,
                     memory_per_node_mib=100,
-                    exclusive=False,
+                    exclusive=self.exclusive,
                     time_limit_minutes=limit,
                 )
                 t.job_id = await self.slurm.submit(spec)
@@ -289,7 +301,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             scheduler_for(sb, api, Path(tmp), "eta", scheduler=scheduler) as (kube, counting),
             make_client(sb) as slurm,
         ):
-            q = Queue(sb, kube, api, slurm)
+            q = Queue(sb, kube, api, slurm, args.exclusive)
             calls0, t0 = sum(counting.calls.values()), time.monotonic()
             try:
                 plan = plan_queue(
@@ -350,6 +362,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "natives": args.natives,
         "bf_interval_s": interval,
         "early": args.early,
+        "exclusive": args.exclusive,
         "slurm_calls_per_s": round(rate, 2),
         "seconds": round(time.monotonic() - started, 1),
     }
@@ -369,6 +382,12 @@ def parser() -> argparse.ArgumentParser:
         type=float,
         default=1.0,
         help="jobs run this fraction of their limit (a quick smoke; the estimates are then off)",
+    )
+    ap.add_argument(
+        "--exclusive",
+        action="store_true",
+        help="every job takes whole nodes (backfill's plan reserves whole nodes: see "
+        "docs/benchmarks.md, Expected start)",
     )
     ap.add_argument("--every", type=float, default=1.0, help="seconds between two looks")
     ap.add_argument("--step", type=float, default=60.0, help="expectedStartStepSeconds")
