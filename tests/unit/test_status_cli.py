@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from bridge.config import parse_config
-from bridge.errors import SlurmUnavailable
+from bridge.errors import KubeNotFound, SlurmUnavailable
 from bridge.kube.fetching import ObjectList
 from bridge.slurm.models import SlurmJob
-from bridge.status.cli import context_namespace, main, run
+from bridge.status.cli import context_namespace, main, run, run_why
 from tests.fake_clock import FakeClock
 
 
@@ -131,3 +131,45 @@ def test_bad_flags_and_bad_config_exit_2(
     assert "config key 'nope': unknown key" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["-n", "a", "-A"])
+
+
+class WhyKube:
+    """The pod ``found``, or none."""
+
+    def __init__(self, found: bool) -> None:
+        self.found = found
+
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
+        if not self.found:
+            raise KubeNotFound(f"pods {name!r} not found in {namespace}")
+        return {"metadata": {"name": name, "namespace": namespace}, "spec": {}, "status": {}}
+
+
+class WhySlurm(FakeSlurm):
+    async def list_nodes(self) -> tuple[Any, ...]:
+        return ()
+
+
+@pytest.mark.parametrize(
+    ("kube", "slurm", "said"),
+    [
+        (WhyKube(False), WhySlurm(), "error: hpc/gone: pods 'gone' not found in hpc"),
+        (WhyKube(True), WhySlurm(fail=True), "error: hpc/gone: jobs_get: cannot reach slurmrestd"),
+    ],
+    ids=["pod-not-found", "slurm-unreachable"],
+)
+async def test_why_says_which_side_failed_and_exits_1(kube: Any, slurm: Any, said: str) -> None:
+    out, err = io.StringIO(), io.StringIO()
+    code = await run_why(CFG, "hpc/gone", "text", out=out, err=err, kube=kube, slurm=slurm)
+    assert code == 1
+    assert err.getvalue().startswith(said)
+    assert out.getvalue() == ""
+
+
+async def test_why_explains_a_pod_without_a_job_and_exits_0() -> None:
+    out = io.StringIO()
+    code = await run_why(CFG, "hpc/p", "text", out=out, kube=WhyKube(True), slurm=WhySlurm())  # type: ignore[arg-type]
+    assert code == 0
+    assert out.getvalue() == (
+        "Pod hpc/p\n  no Slurm job yet: the scheduler has not looked at it yet\n"
+    )
