@@ -28,6 +28,7 @@ from admission.policy import AdmissionContext, mapping_at, scheduler_name_of
 from admission.review import AdmissionRequest, AdmissionResponse, allow, deny, object_name
 from bridge import wellknown
 from bridge.errors import InvalidInput
+from bridge.translate.placement import tolerates
 from bridge.workloads import POD
 
 NODE_USER_PREFIX = "system:node:"
@@ -53,18 +54,12 @@ def slurm_node_reason(node: Mapping[str, Any] | None) -> str:
 
 def tolerates_managed_taint(tol: Mapping[str, Any], scheduler_name: str) -> bool:
     """``tol`` tolerates this bridge's managed-node taint (``<key>=<scheduler_name>:
-    NoExecute``) as Kubernetes matches tolerations: its key (or every key, with ``Exists``),
-    then its value (``Exists``: any) and effect (none: any). Another bridge's toleration
-    (another scheduler name) is that bridge's business."""
-    if (tol.get("effect") or "") not in ("", "NoExecute"):
-        return False
-    key = tol.get("key") or ""
-    operator = tol.get("operator") or "Equal"
-    if not key:
-        return operator == "Exists"
-    if key != wellknown.MANAGED_NODE_TAINT:
-        return False
-    return operator == "Exists" or (tol.get("value") or "") == scheduler_name
+    NoExecute``), by Kubernetes' rule (:func:`bridge.translate.placement.tolerates`).
+    Another bridge's toleration (another scheduler name) is that bridge's business."""
+    return tolerates(
+        (tol,),
+        {"key": wellknown.MANAGED_NODE_TAINT, "value": scheduler_name, "effect": "NoExecute"},
+    )
 
 
 def _tolerating(spec: Mapping[str, Any], scheduler_name: str) -> list[int]:
