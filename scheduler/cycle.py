@@ -71,7 +71,7 @@ from scheduler.outage import SlurmReachability
 from scheduler.outcome import NOTHING, NOW, REFUSED, Outcome, Requeue, after, failed
 from scheduler.poller import JobPoller
 from scheduler.report import Reporter
-from scheduler.slurm_state import HELD_REASONS, SlurmState
+from scheduler.slurm_state import HELD_REASONS, PLAN_NEW_JOBS_AFTER_SECONDS, SlurmState
 from scheduler.snapshot import JobLookup, Snapshot, Snapshots, job_view, recorded_pending
 from scheduler.start import Started, Starter, with_hash_in_comment
 from scheduler.state import GroupState, KubeState
@@ -445,7 +445,12 @@ class Scheduler:
                     await asyncio.gather(
                         *(
                             self.binder.link_pod_to_job(
-                                p, job_id, None, made_from, expected if id(p) in stale else KEEP
+                                p,
+                                job_id,
+                                None,
+                                made_from,
+                                expected if id(p) in stale else KEEP,
+                                plan.by if plan is not None else None,
                             )
                             for p in pods
                         )
@@ -574,6 +579,8 @@ class Scheduler:
                         last_resync = self.clock.monotonic()
                         await self.slurm_state.refresh_slurm_nodes()
                     plans = self.cfg.scheduler.expected_start_refresh_seconds
+                    if self.slurm_state.awaits_plan():
+                        plans = min(plans, PLAN_NEW_JOBS_AFTER_SECONDS)
                     if plans and self.clock.monotonic() - last_plans >= plans:
                         since, last_plans = last_plans, self.clock.monotonic()
                         await self._replan(since)

@@ -34,6 +34,7 @@ from bridge.errors import InvalidInput, SlurmNotFound
 from bridge.expected import job_start
 from bridge.kube.resources import KubeObject
 from bridge.models import GroupId, JobSpec
+from bridge.queueplan import NO_QUEUE_PLAN, QueueStart
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import JobState, SlurmJob
 from bridge.translate import (
@@ -82,10 +83,13 @@ def _shares(job: SlurmJob) -> bool:
     return bool(job.shared) and "none" not in job.shared
 
 
-def job_view(job: SlurmJob) -> JobSnapshot:
+def job_view(job: SlurmJob, queue: QueueStart | None = NO_QUEUE_PLAN) -> JobSnapshot:
+    """What the decision needs of ``job``; ``queue``: the bridge's plan of it
+    (:mod:`bridge.queueplan`; None: not made yet)."""
     if job.het_components:
-        return _het_view(job)
+        return replace(_het_view(job), queue=queue)
     return JobSnapshot(
+        queue=queue,
         job_id=job.job_id,
         state=job.state.primary,
         reason=job.state_reason or None,
@@ -334,7 +338,7 @@ class Snapshots:
             expected=expected,
             spec=spec,
             invalid=invalid,
-            job=job_view(job) if job is not None else None,
+            job=job_view(job, self.slurm_state.queue_plan(job)) if job is not None else None,
             job_unread=unread,
             waiting_for=(
                 missing_source(g.ref, pods, parent) if gobj is None and want is None else ""

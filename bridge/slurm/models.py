@@ -163,6 +163,17 @@ class SlurmJob(_Frozen):
     reservation: str = ""
     dependency: str = ""
     minimum_cpus_per_node: int | None = None
+    # What a pending job asks, for the bridge's plan of Slurm's queue (bridge.queueplan):
+    # tasks, at most how many nodes, tasks per node (None/0: any), GRES per task, the nodes
+    # it must or must not use, its constraint (features) and licenses
+    tasks: int | None = None
+    max_nodes: int | None = None
+    tasks_per_node: int | None = None
+    tres_per_task: str = ""
+    required_nodes: tuple[str, ...] = ()
+    excluded_nodes: tuple[str, ...] = ()
+    features: str = ""
+    licenses: str = ""
     # A heterogeneous job (docs/hetjob.md): ``het_job_id`` is the leader's id (component
     # 0's), ``het_job_offset`` this component's offset; both None for a plain job. The
     # leader read by id (``GET /job/{leader}``) carries components 1..n here.

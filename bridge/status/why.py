@@ -33,7 +33,20 @@ from datetime import datetime
 from typing import Any, Literal
 
 from bridge.errors import InvalidInput
-from bridge.expected import NO_LIMIT, NO_PLAN, human_in, job_start, plan_of, rfc3339, unlimited
+from bridge.expected import (
+    BY_BRIDGE,
+    BY_SLURM,
+    NO_LIMIT,
+    NO_PLAN,
+    PLANNED_BY,
+    choose,
+    human_in,
+    job_start,
+    plan_of,
+    rfc3339,
+    unlimited,
+)
+from bridge.queueplan import NO_QUEUE_PLAN, PLANNABLE_REASONS, plan_queue
 from bridge.slurm.models import SlurmJob, SlurmNode
 from bridge.translate import kobj, parse_admin_comment, pod_job_id
 from bridge.translate.node_gres import GresKind, parse_slurm_gres
@@ -99,6 +112,7 @@ class Explanation:
     ahead: JobSize | None = None  # Priority: the jobs ahead
     holding: JobSize | None = None  # Resources: the running jobs on the partition's nodes
     short: dict[str, int] = field(default_factory=dict)  # resource -> nodes short of it
+    planned_by: str = ""  # who made the expected start: "slurm" or "slurm-bridge"
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -381,14 +395,29 @@ def explain(
         why.append(f"it runs in reservation {waiting.reservation}")
 
     plan = plan_of(job_start(job), now)
-    if plan.start is not None:
+    if plan.start is not None and reason in PLANNABLE_REASONS:
+        # the bridge's per-CPU plan of the same queue, where Slurm's reserves whole nodes
+        queue = plan_queue(jobs, nodes, now, {job.job_id}).get(job.job_id, NO_QUEUE_PLAN)
+        plan = choose(plan, queue.start, queue.whole)
+    if plan.start is not None and plan.by == BY_BRIDGE:
+        expected = rfc3339(plan.start)
+        ahead_s = (plan.start - now).total_seconds()
+        slurms = rfc3339(plan.slurm_start) if plan.slurm_start else "?"
+        sure = (
+            f"slurm-bridge expects it to start at {expected} ({human_in(ahead_s)}): "
+            f"{PLANNED_BY[BY_BRIDGE]}, per CPU, assuming every job ahead runs to its time "
+            f"limit; Slurm's backfill plans {slurms}, reserving whole nodes for the jobs "
+            "it plans ahead of it"
+        )
+    elif plan.start is not None:
         expected = rfc3339(plan.start)
         when = waiting.last_sched_evaluation
         at = f" at {rfc3339(when)}" if when else ""
         ahead_s = (plan.start - now).total_seconds()
         sure = (
-            f"Slurm expects it to start at {expected} ({human_in(ahead_s)}): Slurm's plan, "
-            f"made{at}, assuming every job ahead runs to its time limit"
+            f"Slurm expects it to start at {expected} ({human_in(ahead_s)}): "
+            f"{PLANNED_BY[BY_SLURM]}, made{at}, assuming every job ahead runs to its time "
+            "limit"
         )
     else:
         expected = ""
@@ -428,6 +457,7 @@ def explain(
         ahead_size,
         holding,
         short,
+        plan.by if plan.start is not None else "",
     )
 
 
