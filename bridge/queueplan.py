@@ -59,6 +59,7 @@ UNUSABLE_NODE_STATES = frozenset(
 )
 # Bounds of one plan (Slurm's own backfill stops at bf_max_job_test, 500 by default).
 MAX_JOBS = 500
+JUMPS = True
 MAX_WORK = 200_000  # node-window tests (about a second of CPU at most)
 
 # why a wanted job has no plan of the bridge's
@@ -198,12 +199,21 @@ class _Map:
         self.nodes = {n.name: n for n in nodes}
         self.order = [n.name for n in nodes]
         self.uses: dict[str, list[_Use]] = {n.name: [] for n in nodes}
+        # the jobs planned so far in the walk: (start, end, nodes)
+        self.planned: list[tuple[float, float, frozenset[str]]] = []
         self.work = 0
 
     def copy(self) -> _Map:
         m = _Map(list(self.nodes.values()))
         m.uses = {k: list(v) for k, v in self.uses.items()}
+        m.planned = list(self.planned)
         return m
+
+    def reserved(self, t0: float, t1: float) -> set[str]:
+        """The nodes of jobs planned ahead that start after ``t0`` and before ``t1``: a
+        job starting at ``t0`` jumps them, which backfill allows only off their nodes
+        (it reserves them whole for the jobs it plans)."""
+        return {n for s, _, ns in self.planned if t0 < s < t1 for n in ns}
 
     def hold(self, node: str, use: _Use) -> None:
         if node in self.uses:
@@ -265,15 +275,22 @@ def _slots(ask: _Ask, node: _Node, free: tuple[int, int, dict[GresKind, int], bo
     return max(slots, 0)
 
 
-def _place(ask: _Ask, m: _Map, t0: float) -> dict[str, int] | None:
+def _place(ask: _Ask, m: _Map, t0: float, jumps: bool = False) -> dict[str, int] | None:
     """Tasks per node for ``ask`` starting at ``t0`` on ``m``, or None when it does not
     fit then. One node when one takes it all (the one with the least room left: the
-    others keep theirs), else the nodes with the most room first."""
+    others keep theirs), else the nodes with the most room first. ``jumps``: not on the
+    nodes of a job planned ahead that starts later (backfill's rule)."""
     t1 = t0 + ask.seconds
+    off = m.reserved(t0, t1) if jumps else set()
     room: list[tuple[int, int, str]] = []  # (slots, free cpus, node)
     for name in m.order:
         n = m.nodes[name]
-        if not n.usable or name in ask.excluded or not (n.partitions & ask.partitions):
+        if (
+            not n.usable
+            or name in ask.excluded
+            or name in off
+            or not (n.partitions & ask.partitions)
+        ):
             continue
         free = m.free(name, t0, t1)
         s = _slots(ask, n, free)
@@ -377,13 +394,13 @@ def _pending(job: SlurmJob, tiers: Mapping[str, int]) -> _Pending:
     )
 
 
-def _fit(p: _Pending, m: _Map, now: float, whole: bool) -> float | None:
+def _fit(p: _Pending, m: _Map, now: float, whole: bool, jumps: bool = False) -> float | None:
     """The earliest start of ``p`` on ``m`` (held there), None when none in finite time."""
     for t in [now, *m.ends(now)]:
         held: list[tuple[_Ask, dict[str, int]]] = []
         trial = m.copy() if len(p.asks) > 1 else m
         for ask in p.asks:
-            placed = _place(ask, trial, t)
+            placed = _place(ask, trial, t, jumps)
             if placed is None:
                 break
             held.append((ask, placed))
@@ -392,6 +409,7 @@ def _fit(p: _Pending, m: _Map, now: float, whole: bool) -> float | None:
         else:
             for ask, placed in held:
                 _hold(ask, m, placed, t, whole=whole and t > now)
+                m.planned.append((t, t + ask.seconds, frozenset(placed)))
             m.work += trial.work if trial is not m else 0
             return t
         if trial is not m:
@@ -400,7 +418,13 @@ def _fit(p: _Pending, m: _Map, now: float, whole: bool) -> float | None:
 
 
 def _walk(
-    queue: Sequence[_Pending], base: _Map, now: float, *, whole: bool, max_work: int
+    queue: Sequence[_Pending],
+    base: _Map,
+    now: float,
+    *,
+    whole: bool,
+    max_work: int,
+    jumps: bool = False,
 ) -> dict[int, float | None]:
     """Plan ``queue`` in order on a copy of ``base``: each job's start (None: never in
     finite time); the jobs after the work bound are left out."""
@@ -409,7 +433,7 @@ def _walk(
     for p in queue:
         if m.work > max_work:
             break
-        out[p.job_id] = _fit(p, m, now, whole)
+        out[p.job_id] = _fit(p, m, now, whole, jumps)
     return out
 
 
@@ -460,7 +484,7 @@ def plan_queue(
     if not wanted:
         return out
     walked = walked[: walked.index(wanted[-1]) + 1]  # later jobs never move earlier ones
-    cpu = _walk(walked, base, t_now, whole=False, max_work=max_work)
+    cpu = _walk(walked, base, t_now, whole=False, max_work=max_work, jumps=JUMPS)
     node = _walk(walked, base, t_now, whole=True, max_work=max_work)
     behind_infinite = _holds_forever(base)
     for p in wanted:
