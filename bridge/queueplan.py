@@ -59,7 +59,6 @@ UNUSABLE_NODE_STATES = frozenset(
 )
 # Bounds of one plan (Slurm's own backfill stops at bf_max_job_test, 500 by default).
 MAX_JOBS = 500
-JUMPS = True
 MAX_WORK = 200_000  # node-window tests (about a second of CPU at most)
 
 # why a wanted job has no plan of the bridge's
@@ -158,11 +157,23 @@ def _limit_seconds(job: SlurmJob) -> float:
     return INF if m is None or m >= 525600 else m * 60.0
 
 
-def _ask(job: SlurmJob) -> _Ask:
+def _ask(job: SlurmJob, min_nodes: int | None = None) -> _Ask:
+    """What ``job`` asks. Its minimum node count is not in Slurm's record (a pending job's
+    ``node_count`` is Slurm's guess from its last test, ``node_cnt_wag``): ``min_nodes``
+    when the caller knows it (the bridge's own jobs), else tasks over tasks per node, or
+    the guess for a job on whole nodes, else 1."""
     cpt = max(job.cpus_per_task or 1, 1)
     tasks = max(job.tasks or -(-(job.cpus or cpt) // cpt), 1)
-    min_nodes = max(job.node_count or 1, 1)
-    max_nodes = max(job.max_nodes or min_nodes, min_nodes)
+    exclusive = "none" in job.shared
+    if min_nodes is None:
+        if job.tasks_per_node:
+            min_nodes = -(-tasks // job.tasks_per_node)
+        elif exclusive:
+            min_nodes = job.node_count or 1
+        else:
+            min_nodes = 1
+    min_nodes = max(min_nodes, 1)
+    max_nodes = max(job.max_nodes or job.node_count or min_nodes, min_nodes)
     return _Ask(
         partitions=frozenset(p for p in job.partition.split(",") if p),
         tasks=max(tasks, min_nodes),
@@ -174,7 +185,7 @@ def _ask(job: SlurmJob) -> _Ask:
         memory_per_node=job.memory_per_node_mib or 0,
         gres_per_node=_gres(job.tres_per_node),
         gres_per_task=_gres(job.tres_per_task),
-        exclusive="none" in job.shared,
+        exclusive=exclusive,
         seconds=_limit_seconds(job),
         excluded=frozenset(job.excluded_nodes),
     )
@@ -375,7 +386,7 @@ class _Pending:
     modelled: bool
 
 
-def _pending(job: SlurmJob, tiers: Mapping[str, int]) -> _Pending:
+def _pending(job: SlurmJob, tiers: Mapping[str, int], min_nodes: Mapping[int, int]) -> _Pending:
     comps = job.components
     parts = {p for c in comps for p in c.partition.split(",") if p}
     tier = max((tiers.get(p, 1) for p in parts), default=1)
@@ -387,7 +398,7 @@ def _pending(job: SlurmJob, tiers: Mapping[str, int]) -> _Pending:
     )
     return _Pending(
         job.job_id,
-        [_ask(c) for c in comps],
+        [_ask(c, min_nodes.get(c.job_id)) for c in comps],
         (-tier, -prio, submit, job.job_id),
         plannable,
         all(_modelled(c) for c in comps),
@@ -418,22 +429,17 @@ def _fit(p: _Pending, m: _Map, now: float, whole: bool, jumps: bool = False) -> 
 
 
 def _walk(
-    queue: Sequence[_Pending],
-    base: _Map,
-    now: float,
-    *,
-    whole: bool,
-    max_work: int,
-    jumps: bool = False,
+    queue: Sequence[_Pending], base: _Map, now: float, *, whole: bool, max_work: int
 ) -> dict[int, float | None]:
     """Plan ``queue`` in order on a copy of ``base``: each job's start (None: never in
-    finite time); the jobs after the work bound are left out."""
+    finite time); the jobs after the work bound are left out. Per CPU (``whole``
+    false), a job that starts before a job planned ahead of it keeps off its nodes."""
     m = base.copy()
     out: dict[int, float | None] = {}
     for p in queue:
         if m.work > max_work:
             break
-        out[p.job_id] = _fit(p, m, now, whole, jumps)
+        out[p.job_id] = _fit(p, m, now, whole, jumps=not whole)
     return out
 
 
@@ -444,12 +450,15 @@ def plan_queue(
     want: Collection[int],
     *,
     tiers: Mapping[str, int] | None = None,
+    min_nodes: Mapping[int, int] | None = None,
     max_jobs: int = MAX_JOBS,
     max_work: int = MAX_WORK,
 ) -> dict[int, QueueStart]:
     """The bridge's plan of each ``want``-ed pending job (by job id; a hetjob by its
     leader's id) from Slurm's active ``jobs`` (a flat ``GET /jobs/`` list, or folded),
-    ``nodes`` and partitions' PriorityTier ``tiers`` (absent: 1), at ``now``."""
+    ``nodes`` and partitions' PriorityTier ``tiers`` (absent: 1), at ``now``.
+    ``min_nodes``: the minimum node count of the jobs whose the caller knows (the
+    bridge's own, from their specs: Slurm's record does not have it)."""
     t_now = now.timestamp()
     listed = fold_hetjobs(jobs)
     base = _Map([_node(n) for n in nodes])
@@ -459,7 +468,7 @@ def plan_queue(
                 for name, use in _running_uses(c, t_now):
                     base.hold(name, use)
     queue = sorted(
-        (_pending(j, tiers or {}) for j in listed if j.state.primary == "PENDING"),
+        (_pending(j, tiers or {}, min_nodes or {}) for j in listed if j.state.primary == "PENDING"),
         key=lambda p: p.key,
     )
     out: dict[int, QueueStart] = {}
@@ -484,7 +493,7 @@ def plan_queue(
     if not wanted:
         return out
     walked = walked[: walked.index(wanted[-1]) + 1]  # later jobs never move earlier ones
-    cpu = _walk(walked, base, t_now, whole=False, max_work=max_work, jumps=JUMPS)
+    cpu = _walk(walked, base, t_now, whole=False, max_work=max_work)
     node = _walk(walked, base, t_now, whole=True, max_work=max_work)
     behind_infinite = _holds_forever(base)
     for p in wanted:

@@ -243,7 +243,9 @@ class SlurmState:
         old_plans = self.queue_plans
         if planning:
             want = {j.job_id for j in folded if j.job_id in followed}
-            self.queue_plans = await asyncio.to_thread(plan_queue, listed, self.nodes, now, want)
+            self.queue_plans = await asyncio.to_thread(
+                plan_queue, listed, self.nodes, now, want, min_nodes=self._min_nodes(followed)
+            )
         out = []
         for job in folded:
             g = self.state.groups.get(followed.get(job.job_id, ""))
@@ -259,6 +261,17 @@ class SlurmState:
                 old, new, then=then, now=now, step=step
             ):
                 out.append(job)
+        return out
+
+    def _min_nodes(self, followed: Mapping[int, str]) -> dict[int, int]:
+        """The minimum node count of the followed plain jobs, from their groups' specs
+        (Slurm's job record does not carry it)."""
+        out: dict[int, int] = {}
+        for job_id, gkey in followed.items():
+            g = self.state.groups.get(gkey)
+            spec = g.job_spec if g is not None else None
+            if spec is not None and not spec.het_components:
+                out[job_id] = spec.min_nodes
         return out
 
     @property

@@ -244,3 +244,13 @@ def test_the_bridges_plan_is_shown_only_where_whole_node_reservations_explain_th
     assert choose(Plan(T1 + timedelta(seconds=20)), T1, T2) == Plan(T1 + timedelta(seconds=20))
     # Slurm has none yet: none, whatever the bridge has
     assert choose(Plan(), T1, T2) == Plan()
+
+
+def test_a_pending_jobs_node_count_is_slurms_guess_its_minimum_comes_from_the_caller() -> None:
+    # Slurm's record of a pending job says node_count 2 (its guess, node_cnt_wag) for a
+    # gang of 2 tasks that may share one node: one node with room is enough
+    jobs = [running(1, {"n1": 64}, T1), pending(10, 2, tasks=2, nodes=2, max_nodes=2)]
+    nodes = [node("n0"), node("n1")]
+    assert plan_queue(jobs, nodes, NOW, {10})[10].start == NOW
+    # the bridge knows its own job's minimum (its spec): 2 nodes, so n1 from T1
+    assert plan_queue(jobs, nodes, NOW, {10}, min_nodes={10: 2})[10].start == T1
