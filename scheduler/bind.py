@@ -193,7 +193,7 @@ class Binder:
         for ref in kind_named(g.ref.kind).scheduled(g.ref, pods):
             kind = kind_of_object(ref.api_version, ref.kind)
             try:
-                res = await self.state.builtin(kind.api.plural) if kind is not None else None
+                res = self.state.related.resource(kind.api) if kind is not None else None
                 if res is None:
                     continue
                 await self.kube.set_status_condition(

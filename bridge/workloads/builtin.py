@@ -58,6 +58,21 @@ def workload_ref(podgroup: Mapping[str, Any] | None) -> tuple[str, str]:
     )
 
 
+# The fields of a built-in PodGroup that name its Workload (1.36's v1alpha2, then 1.37's)
+# and its parent CompositePodGroup
+WORKLOAD_FIELDS = (
+    "spec.podGroupTemplateRef.workload.workloadName",
+    "spec.workloadRef.workloadName",
+)
+PARENT_FIELD = "spec.parentCompositePodGroupName"
+
+
+def workload_field(podgroup: Mapping[str, Any]) -> str:
+    """The field of ``podgroup`` that names its Workload (by the version's shape)."""
+    old = kobj.text(podgroup, "spec", "podGroupTemplateRef", "workload", "workloadName")
+    return WORKLOAD_FIELDS[0] if old else WORKLOAD_FIELDS[1]
+
+
 def workload_templates(workload: Mapping[str, Any] | None) -> list[str]:
     """The names of a built-in Workload's ``spec.podGroupTemplates``, in spec order."""
     return [kobj.text(t, "name") for t in kobj.sequence(workload, "spec", "podGroupTemplates")]

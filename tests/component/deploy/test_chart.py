@@ -33,7 +33,6 @@ SCENARIOS = [
 # ---------------------------------------------------------------- the RBAC contract
 READ = frozenset({"get", "list", "watch"})
 PATCH = frozenset({"patch"})
-GET = frozenset({"get"})
 LIST_WATCH = frozenset({"list", "watch"})
 # Every write of the bridge is a PATCH (verb "patch") except the Lease's PUT ("update").
 # DRA writes need resourceclaims/binding too (Kubernetes 1.36,
@@ -46,19 +45,19 @@ EXPECTED_RULES: dict[str, dict[tuple[str, str], frozenset[str]]] = {
         ("", "nodes"): READ,
         ("", "namespaces"): READ,
         ("", "events"): frozenset({"create", "patch"}),
-        ("scheduling.x-k8s.io", "podgroups"): GET,
-        ("scheduling.k8s.io", "podgroups"): GET | {"list"},
-        ("scheduling.k8s.io", "workloads"): GET,
-        ("scheduling.k8s.io", "compositepodgroups"): GET,
+        ("scheduling.x-k8s.io", "podgroups"): LIST_WATCH,
+        ("scheduling.k8s.io", "podgroups"): LIST_WATCH,
+        ("scheduling.k8s.io", "workloads"): LIST_WATCH,
+        ("scheduling.k8s.io", "compositepodgroups"): LIST_WATCH,
         ("scheduling.k8s.io", "podgroups/status"): PATCH,
         ("scheduling.k8s.io", "compositepodgroups/status"): PATCH,
-        ("jobset.x-k8s.io", "jobsets"): GET,
-        ("leaderworkerset.x-k8s.io", "leaderworkersets"): GET,
-        ("batch", "jobs"): GET,
+        ("jobset.x-k8s.io", "jobsets"): LIST_WATCH,
+        ("leaderworkerset.x-k8s.io", "leaderworkersets"): LIST_WATCH,
+        ("batch", "jobs"): LIST_WATCH,
         ("resource.k8s.io", "deviceclasses"): LIST_WATCH,
         ("resource.k8s.io", "resourceslices"): LIST_WATCH,
         ("resource.k8s.io", "devicetaintrules"): LIST_WATCH,
-        ("resource.k8s.io", "resourceclaimtemplates"): GET,
+        ("resource.k8s.io", "resourceclaimtemplates"): LIST_WATCH,
         ("resource.k8s.io", "resourceclaims"): READ | {"create", "patch"},
         ("resource.k8s.io", "resourceclaims/status"): PATCH,
         ("resource.k8s.io", "resourceclaims/binding"): PATCH,
