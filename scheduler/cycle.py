@@ -175,21 +175,21 @@ class Scheduler:
         record = recorded_pending(pod)
         return record is not None and record[2] in HELD_REASONS
 
-    def on_related_event(self, api: Api, kind: str, obj: KubeObject) -> None:
+    def on_related_event(self, api: Api, event: str, obj: KubeObject) -> None:
         """An object a workload kind reads changed: the groups it regrouped or may change
         are processed again."""
-        self._wake(self.state.on_related_event(api, kind, obj))
+        self._wake(self.state.on_related_event(api, event, obj))
 
-    def on_claim_event(self, kind: str, obj: KubeObject) -> None:
+    def on_claim_event(self, event: str, obj: KubeObject) -> None:
         """A ResourceClaim (or template) changed: one that came wakes the groups without
         a job whose pods name it (they were told it was not found)."""
-        self.dra.cache.on_claim_event(kind, obj)
-        if kind == "ADDED":
+        self.dra.cache.on_claim_event(event, obj)
+        if event == "ADDED":
             self._wake(self.state.naming_claim(obj))
 
-    def on_claim_template_event(self, kind: str, obj: KubeObject) -> None:
-        self.dra.cache.on_template_event(kind, obj)
-        if kind == "ADDED":
+    def on_claim_template_event(self, event: str, obj: KubeObject) -> None:
+        self.dra.cache.on_template_event(event, obj)
+        if event == "ADDED":
             self._wake(self.state.naming_claim(obj, template=True))
 
     def initial_pods_listed(self) -> None:

@@ -324,4 +324,4 @@ def _reads(kind: WorkloadKind, ref: GroupRef, api: Api) -> bool:
     if api == kind.api or api in kind.related:
         return True
     src = ref.source
-    return src is not None and src.kind == api.kind and api_group(src.api_version) == api.group
+    return src is not None and api.matches(api_group(src.api_version), src.kind)
