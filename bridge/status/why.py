@@ -268,7 +268,8 @@ def _words(reason: str) -> str:
     body = re.sub(r"^(QOS|Assoc)", "", reason)
     body = re.sub(r"Limit$", "", body)
     words = re.findall(r"GRES|TRES|CPU|[A-Z][a-z]+|[a-z]+|[A-Z]+(?![a-z])", body)
-    return " ".join(w if w.isupper() else w.lower() for w in words)
+    said = {"grp": "group", "cpu": "CPU", "mem": "memory"}
+    return " ".join(w if w.isupper() else said.get(w.lower(), w.lower()) for w in words)
 
 
 def _pod_message(pod: Mapping[str, Any]) -> str:
@@ -479,10 +480,13 @@ def explain(
             sure += ": Slurm plans no start for a job that is held or waits for other jobs"
         elif reason.startswith(("Reservation", "Resv")):
             resv = waiting.reservation or "?"
-            sure += (
-                f": Slurm plans none before its reservation {resv} starts "
-                f"(`scontrol show res {resv}`)"
+            found = next((r for r in reservations or () if r.name == resv), None)
+            at = (
+                f"at {rfc3339(found.start_time)}"
+                if found is not None and found.start_time is not None
+                else f"(`scontrol show res {resv}`)"
             )
+            sure += f": Slurm plans none before its reservation {resv} starts {at}"
         elif not plan.unknowable:
             sure += (
                 " (no backfill pass has planned it: it is new, or further down the queue "

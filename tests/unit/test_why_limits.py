@@ -147,7 +147,7 @@ def test_an_association_limit_is_said_at_each_level_that_sets_it() -> None:
             gpu_job(11, "zed", account="other")]  # fmt: skip
     e = explain(pod(job=48), mine, jobs, NODES, now=NOW, accounting=Accounting((QOS,), ASSOCS))
     text = render(e)
-    assert "a limit of account ml is reached: grp cpu (AssocGrpCpuLimit)" in text
+    assert "a limit of account ml is reached: group CPU (AssocGrpCpuLimit)" in text
     assert "association ml/slurm: GrpTRES cpu=14; it holds cpu=8 in 2 running jobs" in text
     # the account above counts its whole subtree (ml under research), not "other"
     assert "account research: GrpTRES cpu=16; it holds cpu=16 in 4 running jobs" in text
