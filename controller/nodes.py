@@ -265,7 +265,7 @@ class NodeDevices:
 
 def read_devices(node: KubeObject, slices: Sequence[KubeObject], policy: NodePolicy) -> NodeDevices:
     """:func:`node_devices` of all the slices' devices and of the untainted ones (the
-    slices carry the DeviceTaintRules' taints: device_taints.with_rules)."""
+    slices carry the DeviceTaintRules' taints: taints.with_rules)."""
     usable, tainted = split_tainted(list(slices))
     every = node_devices(node, slices, policy)
     return NodeDevices(

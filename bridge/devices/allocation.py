@@ -485,7 +485,7 @@ def _grouped(
 
 def _tainted(r: DeviceRequest, d: Device) -> str | None:
     """Why ``r`` may not have ``d``: a NoSchedule/NoExecute taint it does not tolerate
-    (KEP-5055; the slices carry the DeviceTaintRules' taints too: device_taints.with_rules)."""
+    (KEP-5055; the slices carry the DeviceTaintRules' taints too: taints.with_rules)."""
     blocked = untolerated(device_taints(d.raw), r.tolerations)
     if not blocked:
         return None
