@@ -136,7 +136,7 @@ async def run_scheduler(
         await nodes_synced.wait()
         await nodes_read
         tg.create_task(sched.queue.run_timers())
-        tg.create_task(sched.poll_forever())
+        tg.create_task(sched.polling.run_forever())
         for _ in range(cfg.scheduler.workers):
             tg.create_task(sched.worker())
         await pods_synced.wait()

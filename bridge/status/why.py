@@ -32,12 +32,12 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from bridge.devices.node_gres import GresKind, parse_slurm_gres
 from bridge.errors import InvalidInput
 from bridge.expected import NO_LIMIT, NO_PLAN, human_in, job_start, plan_of, rfc3339, unlimited
 from bridge.slurm.models import SlurmJob, SlurmNode, SlurmReservation
 from bridge.status.limits import Accounting, limit_lines, limit_of, reservation_lines
 from bridge.translate import kobj, parse_admin_comment, pod_job_id
-from bridge.translate.node_gres import GresKind, parse_slurm_gres
 from bridge.wellknown import CONDITION_POD_SCHEDULED
 
 WhyOutput = Literal["text", "json"]

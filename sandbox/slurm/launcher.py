@@ -39,7 +39,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from bridge.config import nvidia_mig_gpu
+from bridge.devices.mig import nvidia_mig_gpu
 from bridge.errors import ConfigError
 from sandbox.slurm.mig import MIG_PROFILE, MigLayout
 
