@@ -56,7 +56,7 @@ def blocks() -> Iterator[SlurmSandbox]:
         yield load_sandbox(env_file)
 
 
-async def test_segment_gang_waits_for_a_block_as_one_job_despite_slurms_http_500(
+async def test_segment_gang_waits_for_a_block_as_one_job_despite_http_500_why_names_the_block(
     blocks: SlurmSandbox, tmp_path: Path
 ) -> None:
     async with (
@@ -83,28 +83,12 @@ async def test_segment_gang_waits_for_a_block_as_one_job_despite_slurms_http_500
         jobs = jobs_by_group_uid((await list_jobs(slurm)).jobs).get(uid, [])
         # Slurm's HTTP 500 + job id is a queued job: never submitted a second time
         assert [j.state.primary for j in jobs] == ["PENDING"]
-        await slurm.cancel(block1_job)
-        assert {leaf_of(await b.bound(p)) for p in pods} == {1}
 
-
-async def test_why_names_each_block_and_its_free_nodes_against_the_segment_it_needs(
-    blocks: SlurmSandbox, tmp_path: Path
-) -> None:
-    async with (
-        busy(blocks) as (slurm, _),
-        running_bridge(blocks, tmp_path, scheduler={"rejectBackoffSeconds": 0.2}) as b,
-    ):
-        # what the controller sets on each external node it registers (docs/topology.md):
-        # Slurm reports a node's block only when it was set so, not from topology.yaml
+        # why: each block's free nodes against the segment. Slurm reports a node's block
+        # only when it was set on the node, as the controller does for the external nodes
+        # it registers (docs/topology.md), not from topology.yaml alone
         for node in blocks.external_nodes:
             await slurm.set_node_topology(node, f"net:block-{leaf_of(node)}")
-        pods = await podgroup(b, "why-seg-" + secrets.token_hex(2), 4, annotations={SEGMENT: "4"})
-
-        async def waiting() -> str:
-            msg = await b.scheduled_message(pods[0])
-            return msg if "topology request: segments of 4 nodes" in msg else ""
-
-        await eventually(waiting, within=30, what="the pending message")
         proc = await kubectl_plugin(b, tmp_path, "why", f"{NS}/{pods[0]}")
         assert proc.returncode == 0, proc.stderr
         said = proc.stdout
@@ -116,6 +100,9 @@ async def test_why_names_each_block_and_its_free_nodes_against_the_segment_it_ne
             "block-0: 2 of 4 nodes free, block-1: 3 of 4 nodes free"
         ) in said
         assert "1 node short of a block with 4 free nodes" in said
+
+        await slurm.cancel(block1_job)
+        assert {leaf_of(await b.bound(p)) for p in pods} == {1}
 
 
 async def test_a_block_topology_yaml_lacks_is_refused_in_slurms_words_on_the_node(
