@@ -67,7 +67,7 @@ class WatchCaches:
         self.slices_known = False
         self._slice_node: dict[str, str] = {}  # slice name -> its node
         # DeviceTaintRules by name (Kubernetes 1.37+; watched only where served): their
-        # taints count with the slices' (controller.device_taints, the GRES condition)
+        # taints count with the slices' (controller.device_evictions, the GRES condition)
         self.taint_rules: dict[str, KubeObject] = {}
 
     def taint_rules_of(self) -> list[KubeObject]:

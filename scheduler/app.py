@@ -189,7 +189,7 @@ async def run_scheduler(
         for kind_synced in kinds_synced:  # a pod is grouped by the objects held
             await kind_synced.wait()
         tg.create_task(sched.queue.run_timers())
-        tg.create_task(sched.poll_forever())
+        tg.create_task(sched.polling.run_forever())
         for _ in range(cfg.scheduler.workers):
             tg.create_task(sched.worker())
         await pods_synced.wait()

@@ -25,6 +25,7 @@ import structlog
 
 from bridge.clock import Clock
 from bridge.config import BridgeConfig
+from bridge.devices.allocation import slices_fingerprint
 from bridge.errors import (
     DeviceAllocationError,
     DeviceMismatch,
@@ -36,7 +37,6 @@ from bridge.kube.client import KubeClient
 from bridge.kube.resources import PODS, KubeObject
 from bridge.loops import gather
 from bridge.translate import kobj
-from bridge.translate.devices import slices_fingerprint
 from bridge.wellknown import (
     ANNOTATION_EXPECTED_START,
     ANNOTATION_SLURM_NODE,

@@ -25,8 +25,10 @@ poller's news, ended by :meth:`Scheduler.release`. Besides the cycle's requeue, 
 woken here by events: a pod's (:meth:`Scheduler.on_pod_event`), an object's a workload kind
 reads (:meth:`Scheduler.on_related_event`: a PodGroup's Workload that came regroups its
 pods), a DRA claim's that came, the poller's, the end of the start-up sweep, Slurm going
-away and coming back. The parts are objects the Scheduler
-holds, each with one job; it wires them and runs the loops.
+away and coming back. The parts are objects the Scheduler holds, each with one job; it
+wires them. The Slurm poll loop is :mod:`scheduler.polling` (its news reach the cycle
+through :meth:`Scheduler._job_changed`, an outage and the end of one); the workers run
+:meth:`Scheduler.process`.
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ from scheduler.metrics import SchedulerMetrics
 from scheduler.outage import SlurmReachability
 from scheduler.outcome import NOTHING, NOW, REFUSED, Outcome, Requeue, failed
 from scheduler.poller import JobPoller
+from scheduler.polling import SlurmPolling
 from scheduler.report import Reporter
 from scheduler.slurm_state import HELD_REASONS, SlurmState
 from scheduler.snapshot import JobLookup, Snapshot, Snapshots, job_view, recorded_pending
@@ -136,6 +139,19 @@ class Scheduler:
         )
         self.starter = Starter(cfg, slurm, clock, self.slurm_state, self.report, self.metrics)
         self.binder = Binder(cfg, kube, self.dra, self.state, self.report, self.metrics, clock)
+        self.polling = SlurmPolling(
+            cfg,
+            slurm,
+            clock,
+            self.poller,
+            self.slurm_state,
+            self.slurm_outage,
+            self.metrics,
+            self.guard("scheduler-poll"),
+            on_job=self._job_changed,
+            on_unreachable=lambda e: self._slurm_unreachable(e, None),
+            on_reachable=self._slurm_back,
+        )
 
     # ------------------------------------------------------------------ entry points
     @property
@@ -531,7 +547,7 @@ class Scheduler:
         bound = await self._act(g, running, replace(snap, pods=linked or snap.pods))
         return started.outcome.then(bound)
 
-    # ------------------------------------------------------------------ loops
+    # ------------------------------------------------------------------ workers, Slurm outages
     def guard(self, loop: str) -> LoopGuard:
         """The failure policy of one of the scheduler's loops (logged, counted, backed off)."""
         return LoopGuard(loop, self.clock, self.metrics.loop_failed)
@@ -554,53 +570,10 @@ class Scheduler:
                 warning=True,
             )
 
-    async def _probe_slurm(self) -> None:
-        """During an outage: one cheap call per tick; when slurmctld answers again every
-        group is processed at once, its backoff forgotten."""
-        pings = await self.slurm.ping()
-        if not any(p.responding for p in pings):
-            return
-        if self.slurm_outage.answered():
-            log.info("slurm_reachable_again", groups=len(self.state.groups))
-            for key in list(self.state.groups):
-                self.queue.forget(key)
-            self._wake(list(self.state.groups))
-
-    async def _replan(self, since: float) -> None:
-        """The followed pending jobs whose plan or reason moved: their groups are woken."""
-        step = self.cfg.scheduler.expected_start_step_seconds
-        for job in await self.slurm_state.replanned(step, since):
-            self._job_changed(job)
-
-    async def poll_forever(self) -> None:
-        last_resync = last_plans = self.clock.monotonic()
-        base = self.cfg.slurm_poll_interval_seconds
-        guard = self.guard("scheduler-poll")
-        while True:
-            async with guard:  # anything but a SlurmError: logged, counted, backed off
-                try:
-                    if self.slurm_outage.down is not None:
-                        await self._probe_slurm()
-                    await self.poller.run_once()
-                    resync = self.cfg.slurm_resync_interval_seconds
-                    if self.clock.monotonic() - last_resync >= resync:
-                        last_resync = self.clock.monotonic()
-                        await self.slurm_state.refresh_slurm_nodes()
-                    plans = self.cfg.scheduler.expected_start_refresh_seconds
-                    if plans and self.clock.monotonic() - last_plans >= plans:
-                        since, last_plans = last_plans, self.clock.monotonic()
-                        await self._replan(since)
-                except SlurmError as e:
-                    self.metrics.rest_errors.labels(e.endpoint or "?", str(e.status or 0)).inc()
-                    # One warning per outage (slurm_unreachable), not one per tick.
-                    quiet = self.slurm_outage.down is not None and isinstance(e, SlurmUnavailable)
-                    (log.debug if quiet else log.warning)("poll_failed", error=str(e))
-                    if isinstance(e, SlurmUnavailable):
-                        await self._slurm_unreachable(e, None)
-            # Idle back-off (see JobPoller), cut short when a job is newly watched.
-            interval, slept = self.poller.next_interval(base), 0.0
-            while True:
-                await self.clock.sleep(base)
-                slept += base
-                if slept >= interval or self.poller.has_news:
-                    break
+    def _slurm_back(self) -> None:
+        """slurmctld answers again (the poll loop's probe): every group is processed at
+        once, its backoff forgotten."""
+        log.info("slurm_reachable_again", groups=len(self.state.groups))
+        for key in list(self.state.groups):
+            self.queue.forget(key)
+        self._wake(list(self.state.groups))

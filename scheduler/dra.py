@@ -30,20 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bridge.bounded import BoundedMap
-from bridge.errors import InvalidInput, KubeConflict, KubeNotFound
-from bridge.kube.client import KubeClient
-from bridge.kube.resources import DEVICE_TAINT_RULES, PODS, RESOURCE_CLAIMS, KubeObject, Resource
-from bridge.kube.resources import RESOURCE_SLICES as RESOURCE_SLICES  # re-exported
-from bridge.slurm.client import SlurmClient
-from bridge.translate import kobj
-from bridge.translate.device_taints import (
-    NO_EXECUTE,
-    describe,
-    held_devices,
-    untolerated,
-    with_rules,
-)
-from bridge.translate.devices import (
+from bridge.devices.allocation import (
     DeviceId,
     Picked,
     SlurmNodeView,
@@ -52,6 +39,19 @@ from bridge.translate.devices import (
     allocation_result,
     taken_devices,
 )
+from bridge.devices.taints import (
+    NO_EXECUTE,
+    describe,
+    held_devices,
+    untolerated,
+    with_rules,
+)
+from bridge.errors import InvalidInput, KubeConflict, KubeNotFound
+from bridge.kube.client import KubeClient
+from bridge.kube.resources import DEVICE_TAINT_RULES, PODS, RESOURCE_CLAIMS, KubeObject, Resource
+from bridge.kube.resources import RESOURCE_SLICES as RESOURCE_SLICES  # re-exported
+from bridge.slurm.client import SlurmClient
+from bridge.translate import kobj
 from bridge.translate.dra import (
     EXTENDED_CLAIM_ANNOTATION,
     EXTENDED_PREFIX,
@@ -454,7 +454,7 @@ class DraAllocator:
             )
         nodes = sorted({n for _, n, _ in wanted})
         # the DeviceTaintRules' taints merged in: a tainted device is never picked for a
-        # request that does not tolerate it (bridge.translate.device_taints)
+        # request that does not tolerate it (bridge.devices.taints)
         slice_lists = await asyncio.gather(*(self.slices_of(n) for n in nodes))
         slices = dict(zip(nodes, slice_lists, strict=True))
         # claims by (namespace, name), kept current as they are written (a claim two pods

@@ -37,6 +37,7 @@ from typing import Any
 import structlog
 
 from bridge.config import BridgeConfig
+from bridge.devices.allocation import slices_fingerprint
 from bridge.errors import InvalidInput, SlurmNotFound
 from bridge.expected import job_start
 from bridge.kube.resources import KubeObject
@@ -57,7 +58,6 @@ from bridge.translate import (
     pod_job_id,
     translate_group,
 )
-from bridge.translate.devices import slices_fingerprint
 from bridge.translate.policy import resolve_policy
 from bridge.wellknown import ANNOTATION_SLURM_NODE, ANNOTATION_SPEC_HASH
 from bridge.workloads import kind_named, with_object

@@ -39,7 +39,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from bridge.config import nvidia_mig_gpu
+from bridge.devices.mig import nvidia_mig_gpu
 from bridge.errors import ConfigError
 from sandbox.slurm.mig import MIG_PROFILE, MigLayout
 
@@ -563,6 +563,7 @@ def render_env_file(s: Settings, paths: Paths, api_version: str, slurm_version: 
         "SLURM_VERSION": slurm_version,
         "SLURM_SANDBOX_DIR": str(paths.dir),
         "SLURM_TOPOLOGY": s.topology,
+        "SLURM_ACCOUNTING": "1" if s.accounting else "0",
     }
     return "".join(f"{k}={v}\n" for k, v in values.items())
 
