@@ -1,7 +1,7 @@
 """The workload kinds, in the order they are asked to claim a pod (the first that claims
 it wins; :mod:`~bridge.workloads.pod` claims every pod, so it is last). Adding a kind is
 one module and one line here (and its API in the chart's RBAC and webhook rules:
-docs/grouping.md).
+docs/workload-kinds.md).
 
 =================  ==================================================  =====================
 kind               how a pod is recognised                             group name
