@@ -170,16 +170,16 @@ class KubeState:
 
     def on_related_event(self, api: Api, event: str, obj: KubeObject) -> list[str]:
         """Apply one watch event of an object a workload kind reads (``api``): the keys
-        of the groups it may change (those of its namespace whose kind reads ``api``, or
-        whose object it is), to be processed again. The pods of such a group that holds
-        no job yet are grouped again: a pod that came before the object (a PodGroup's
-        parent Workload, a Job) moves to the gang the object makes (a part of a gang
-        never starts alone)."""
+        of the groups it may change (the group whose object it is, and those of its
+        namespace whose kind declares ``api`` related), to be processed again. The pods
+        of such a group that holds no job yet are grouped again: a pod that came before
+        the object (its PodGroup's parent Workload, its Job) moves to the gang the object
+        makes (a part of a gang never starts alone)."""
         self.related.on_event(api, event, obj)
-        ns = kobj.namespace(obj)
+        ns, name = kobj.namespace(obj), kobj.name(obj)
         touched: list[str] = []
         for g in [g for g in self.groups.values() if g.ref.namespace == ns]:
-            if not _reads(kind_named(g.ref.kind), g.ref, api):
+            if not _reads(kind_named(g.ref.kind), g.ref, api, name):
                 continue
             touched.append(g.ref.key)
             if g.job is None:
@@ -318,10 +318,13 @@ class KubeState:
         return self.related.get(kind.api, src.namespace, src.name)
 
 
-def _reads(kind: WorkloadKind, ref: GroupRef, api: Api) -> bool:
-    """A group of ``kind`` (``ref``) reads objects of ``api``: its kind's own, its
-    related ones, or its source's (a pod of a Job that is not a gang)."""
-    if api == kind.api or api in kind.related:
+def _reads(kind: WorkloadKind, ref: GroupRef, api: Api, name: str) -> bool:
+    """A group of ``kind`` (``ref``) reads the object ``name`` of ``api``: it is the
+    group's own (its source: a PodGroup, a Job, the Job of a pod that is not a gang), or
+    its kind declares ``api`` related (a Workload gang reads its namespace's PodGroups)."""
+    if api in kind.related:
         return True
     src = ref.source
-    return src is not None and api.matches(api_group(src.api_version), src.kind)
+    return (
+        src is not None and src.name == name and api.matches(api_group(src.api_version), src.kind)
+    )
