@@ -68,14 +68,11 @@ async def test_the_builtin_scheduling_apis_are_watched_at_the_version_served(
     sched = _scheduler(kube)
     tasks = await _following(sched, kube, PODGROUPS, COMPOSITES)
     try:
-        podgroups, composites = (
-            sched.state.related.resource(PODGROUPS),
-            sched.state.related.resource(COMPOSITES),
-        )
+        related = sched.state.related
+        podgroups, composites = related.resource(PODGROUPS), related.resource(COMPOSITES)
         assert podgroups is not None
-        assert (podgroups.version, composites.version if composites else None) == SERVED[
-            kube_version
-        ]
+        found = (podgroups.version, composites.version if composites is not None else None)
+        assert found == SERVED[kube_version]
     finally:
         await _stop(tasks)
 
