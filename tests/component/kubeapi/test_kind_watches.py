@@ -27,6 +27,7 @@ from tests.clients import kube_for_host
 from tests.waiting import eventually
 
 from .helpers import NS
+from .test_crds import _crd as widgets_crd
 
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "", False)
 WIDGETS = Api("example.com", ("v1",), "widgets", "Widget")
@@ -77,32 +78,6 @@ async def test_the_builtin_scheduling_apis_are_watched_at_the_version_served(
         await _stop(tasks)
 
 
-def _crd() -> dict[str, Any]:
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "widgets.example.com"},
-        "spec": {
-            "group": "example.com",
-            "scope": "Namespaced",
-            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "x-kubernetes-preserve-unknown-fields": True,
-                        }
-                    },
-                }
-            ],
-        },
-    }
-
-
 @pytest.mark.parametrize("kube_version", ["1.36"], indirect=True)
 async def test_an_api_not_served_is_nothing_to_wait_for_and_watched_once_its_crd_comes(
     kube: KubeClient, monkeypatch: pytest.MonkeyPatch
@@ -112,7 +87,7 @@ async def test_an_api_not_served_is_nothing_to_wait_for_and_watched_once_its_crd
     tasks = await _following(sched, kube, WIDGETS)  # synced at once: nothing to wait for
     try:
         assert sched.state.related.resource(WIDGETS) is None
-        await kube.create(CRDS, _crd())
+        await kube.create(CRDS, widgets_crd())
         widgets = Resource("example.com", "v1", "widgets", "Widget", True, builtin=False)
         body = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}
         await kube.create(widgets, body, NS)
