@@ -72,6 +72,8 @@ EXPECTED_RULES: dict[str, dict[tuple[str, str], frozenset[str]]] = {
         ("resource.k8s.io", "devicetaintrules"): LIST_WATCH,
         ("", "events"): frozenset({"create", "patch"}),
         ("scheduling.x-k8s.io", "podgroups/status"): PATCH,
+        ("scheduling.k8s.io", "podgroups"): GET,
+        ("scheduling.k8s.io", "podgroups/status"): PATCH,
         ("resource.k8s.io", "resourceclaims"): frozenset({"get", "patch", "delete"}),
         ("resource.k8s.io", "resourceclaims/status"): PATCH,
         ("resource.k8s.io", "resourceclaims/binding"): PATCH,
