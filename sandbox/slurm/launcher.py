@@ -563,6 +563,7 @@ def render_env_file(s: Settings, paths: Paths, api_version: str, slurm_version: 
         "SLURM_VERSION": slurm_version,
         "SLURM_SANDBOX_DIR": str(paths.dir),
         "SLURM_TOPOLOGY": s.topology,
+        "SLURM_ACCOUNTING": "1" if s.accounting else "0",
     }
     return "".join(f"{k}={v}\n" for k, v in values.items())
 

@@ -116,12 +116,13 @@ make_root() {
     printf '#!/bin/sh\nexit 101\n' >"$ROOT/usr/sbin/policy-rc.d"
     chmod 755 "$ROOT/usr/sbin/policy-rc.d"
     if [ "${SBX_ACCOUNTING:-0}" = 1 ] && [ "$SBX_SUITE" = sid ]; then
-      # slurmdbd 26.05 dies with sid's libmariadb3 1:11.8.9 ("5027 Number of columns in result
-      # ... exceeds maximum"); trixie's libmariadb3 works against the sid server.
-      say "accounting: installing trixie's libmariadb3 in the sid root"
-      echo "deb $SBX_MIRROR trixie main" >"$ROOT/etc/apt/sources.list.d/trixie.list"
+      # slurmdbd 26.05 dies with libmariadb3 1:11.8.9 ("5027 Number of columns in result
+      # ... exceeds maximum"): sid's, and trixie's since its point release moved from 11.8.6
+      # to 11.8.9 too. Bookworm's (Connector/C 3.3, 1:10.11) works against the sid server.
+      say "accounting: installing bookworm's libmariadb3 in the sid root"
+      echo "deb $SBX_MIRROR bookworm main" >"$ROOT/etc/apt/sources.list.d/bookworm.list"
       in_root apt-get -o Acquire::Check-Valid-Until=false update -qq >>"$log" 2>&1
-      in_root apt-get install -y -qq --allow-downgrades libmariadb3/trixie >>"$log" 2>&1
+      in_root apt-get install -y -qq --allow-downgrades libmariadb3/bookworm >>"$log" 2>&1
     fi
     in_root apt-get clean
     touch "$ROOT/$READY_MARK"
@@ -267,6 +268,7 @@ start_accounting() {
       --socket=/run/mysqld/mysqld.sock --pid-file=/run/mysqld/mysqld.pid \
       --bind-address=127.0.0.1 --port="$SBX_MYSQL_PORT" --skip-name-resolve \
       --innodb-buffer-pool-size=128M --innodb-log-file-size=64M \
+      --innodb-snapshot-isolation=OFF \
       >"$ROOT/var/log/slurm/mariadb.log" 2>&1 </dev/null 9>&- &
   fi
   wait_until 60 mariadb in_root mariadb -uroot -e 'select 1'
