@@ -253,7 +253,7 @@ async def why(
         slurm.list_nodes(),
     )
     listed = fold_hetjobs(jobs)
-    job = find_job(pod, listed)
+    job = find_job(pod, listed, cfg.mcs_label)
     accounting, reservations = await reads_for(slurm, job)
     return explain(
         pod,

@@ -37,7 +37,7 @@ from bridge.errors import InvalidInput
 from bridge.expected import NO_LIMIT, NO_PLAN, human_in, job_start, plan_of, rfc3339, unlimited
 from bridge.slurm.models import SlurmJob, SlurmNode, SlurmReservation
 from bridge.status.limits import Accounting, limit_lines, limit_of, reservation_lines
-from bridge.translate import kobj, parse_admin_comment, pod_job_id
+from bridge.translate import kobj, names_any_pod, parse_admin_comment, pod_job_id
 from bridge.wellknown import CONDITION_POD_SCHEDULED
 
 WhyOutput = Literal["text", "json"]
@@ -279,21 +279,27 @@ def _pod_message(pod: Mapping[str, Any]) -> str:
     return ""
 
 
-def find_job(pod: Mapping[str, Any], jobs: Sequence[SlurmJob]) -> SlurmJob | None:
-    """The pod's job: the one its job-id label names, else the active bridge job whose
-    back-link names the pod (a pending job's pods are not always labelled yet)."""
-    by_id = {j.job_id: j for j in jobs}
+def names_pod(job: SlurmJob, pod: Mapping[str, Any], mcs_label: str | None) -> bool:
+    """The job (one of its components) is this cluster's bridge's and its back-link names
+    this very pod (:func:`bridge.translate.names_any_pod`): the proof a job-id label needs,
+    since anyone who can create a pod can write one."""
+    return any(
+        names_any_pod(c.admin_comment, c.mcs_label, [pod], mcs_label) for c in job.components
+    )
+
+
+def find_job(
+    pod: Mapping[str, Any], jobs: Sequence[SlurmJob], mcs_label: str | None = None
+) -> SlurmJob | None:
+    """The pod's job: the one its job-id label names when that job's back-link names the
+    pod, else the active bridge job whose back-link names it (a pending job's pods are
+    not always labelled yet). A label naming another job (another tenant's, a native
+    one) is not believed: ``why`` never explains a job that is not the pod's."""
     job_id = pod_job_id(pod)
-    if job_id is not None and job_id in by_id:
-        return by_id[job_id]
-    key = kobj.pod_key(pod)
-    named = [
-        j
-        for j in jobs
-        if j.state.active
-        and (parsed := parse_admin_comment(j.admin_comment)) is not None
-        and key in parsed[1]
-    ]
+    labelled = next((j for j in jobs if j.job_id == job_id), None) if job_id else None
+    if labelled is not None and names_pod(labelled, pod, mcs_label):
+        return labelled
+    named = [j for j in jobs if j.state.active and names_pod(j, pod, mcs_label)]
     return max(named, key=lambda j: j.job_id, default=None)
 
 

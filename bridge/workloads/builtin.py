@@ -33,6 +33,12 @@ SCHEDULED_CONDITION = "PodGroupInitiallyScheduled"
 SCHEDULED_CONDITION_BY_VERSION = {"v1alpha2": "PodGroupScheduled"}
 
 
+# The reason of the ``DisruptionTarget`` condition kube-scheduler sets on a PodGroup whose
+# gang it preempts (1.37, KEP-4671's workload-aware preemption): the bridge sets it where
+# Slurm preempts the gang's job (controller/jobs.py).
+PREEMPTED_REASON = "PreemptionByScheduler"
+
+
 def scheduled_condition(version: str) -> str:
     """The name of the "scheduled" condition at the served ``version``."""
     return SCHEDULED_CONDITION_BY_VERSION.get(version, SCHEDULED_CONDITION)

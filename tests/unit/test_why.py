@@ -228,7 +228,24 @@ def test_a_pod_without_a_job_says_what_the_bridge_says() -> None:
 def test_a_pending_pod_not_labelled_yet_is_found_by_the_jobs_back_link() -> None:
     mine = job(48)
     assert find_job(pod(), [mine, BLOCKER]) == mine
-    assert find_job(pod(job=5), [mine, BLOCKER]) == BLOCKER
+    assert find_job(pod(job=48), [mine, BLOCKER]) == mine
+
+
+def test_a_forged_job_id_label_never_explains_another_tenants_or_a_native_job() -> None:
+    theirs = job(60, ns="team-b", name="secret-train", user="bob", qos="gold")
+    mine = job(48)
+    # a label naming a native job or another tenant's: not believed
+    assert find_job(pod(job=5), [BLOCKER]) is None
+    assert find_job(pod(job=60), [theirs]) is None
+    assert find_job(pod(job=60), [theirs, mine]) == mine  # its own job, by the back-link
+    p = pod(job=60, message="waiting for group PodGroup/team-a/pg: 1 of 2 pods exist")
+    text = render(explain(p, find_job(p, [theirs]), [theirs], NODES, now=NOW))
+    assert "60" not in text
+    assert "secret-train" not in text
+    assert "bob" not in text
+    # another cluster's bridge (its mcs label) does not name the pod either
+    other = job(48).model_copy(update={"mcs_label": "other-cluster"})
+    assert find_job(pod(job=48), [other], "kubernetes") is None
 
 
 def test_json_has_the_facts_in_camel_case() -> None:

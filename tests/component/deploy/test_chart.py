@@ -33,6 +33,7 @@ SCENARIOS = [
 # ---------------------------------------------------------------- the RBAC contract
 READ = frozenset({"get", "list", "watch"})
 PATCH = frozenset({"patch"})
+GET = frozenset({"get"})
 LIST_WATCH = frozenset({"list", "watch"})
 # Every write of the bridge is a PATCH (verb "patch") except the Lease's PUT ("update").
 # DRA writes need resourceclaims/binding too (Kubernetes 1.36,
@@ -71,6 +72,8 @@ EXPECTED_RULES: dict[str, dict[tuple[str, str], frozenset[str]]] = {
         ("resource.k8s.io", "devicetaintrules"): LIST_WATCH,
         ("", "events"): frozenset({"create", "patch"}),
         ("scheduling.x-k8s.io", "podgroups/status"): PATCH,
+        ("scheduling.k8s.io", "podgroups"): GET,
+        ("scheduling.k8s.io", "podgroups/status"): PATCH,
         ("resource.k8s.io", "resourceclaims"): frozenset({"get", "patch", "delete"}),
         ("resource.k8s.io", "resourceclaims/status"): PATCH,
         ("resource.k8s.io", "resourceclaims/binding"): PATCH,
