@@ -44,9 +44,9 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from bridge.devices.node_gres import GresKind, parse_slurm_gres
 from bridge.errors import InvalidInput
 from bridge.slurm.models import SlurmJob, SlurmNode, fold_hetjobs
-from bridge.translate.node_gres import GresKind, parse_slurm_gres
 
 INF = math.inf
 

@@ -116,7 +116,7 @@ CONDITION_SLURM_JOB_ENDED = "slinky.slurm.net/SlurmJobEnded"
 CONDITION_DISRUPTION_TARGET = "DisruptionTarget"
 # Node condition (upstream's name): do the Slurm node's GRES and the node's devices (its
 # ResourceSlices, else its allocatable extended resources) agree? Reasons and the Warning
-# event: bridge.translate.node_gres (SlurmGRESCompatible, IncompatibleSlurmGRES,
+# event: bridge.devices.node_gres (SlurmGRESCompatible, IncompatibleSlurmGRES,
 # SlurmGRESVerificationError).
 CONDITION_SLURM_GRES_COMPATIBLE = "SlinkySlurmGRESCompatible"
 # Node taint set when Slurm reports the node DOWN, DRAIN or FAIL.

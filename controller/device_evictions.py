@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from bridge.translate import kobj
-from bridge.translate.device_taints import (
+from bridge.devices.taints import (
     EVICTION_REASON,
     NO_EXECUTE,
     describe,
@@ -28,6 +27,7 @@ from bridge.translate.device_taints import (
     eviction,
     held_devices,
 )
+from bridge.translate import kobj
 from controller.claims import pod_claims
 from controller.model import Action, DeletePod, KubeObject, pod_deleting, pod_done
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from bridge.config import BridgeConfig
+from bridge.devices.node_gres import GresTable
+from bridge.devices.taints import with_rules
 from bridge.errors import SlurmError, SlurmNotFound
 from bridge.logging import get_logger
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import SlurmNode
 from bridge.translate import TranslateSettings, kobj
-from bridge.translate.device_taints import with_rules
 from bridge.translate.dra import DRA_CPU
-from bridge.translate.node_gres import GresTable
 from controller import nodes
 from controller.apply import Applier
 from controller.caches import WatchCaches

@@ -39,11 +39,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bridge.errors import InvalidInput
-from bridge.slurm.models import SlurmNode
-from bridge.translate import kobj
-from bridge.translate.device_taints import split_tainted
-from bridge.translate.node_gres import (
+from bridge.devices.node_gres import (
     REASON_INCOMPATIBLE,
     REASON_UNVERIFIED,
     Agreement,
@@ -55,6 +51,10 @@ from bridge.translate.node_gres import (
     kube_inventory,
     registration_gres,
 )
+from bridge.devices.taints import split_tainted
+from bridge.errors import InvalidInput
+from bridge.slurm.models import SlurmNode
+from bridge.translate import kobj
 from bridge.translate.quantity import MIB, parse_non_negative, whole_count
 from bridge.translate.topology import TopologyPolicy, node_topology
 from bridge.wellknown import (
@@ -199,7 +199,7 @@ def external_spec(
 
     CPUs and memory round DOWN: Slurm must never be promised more than the node has. The
     GRES are the devices of ``inventory`` (its ResourceSlices', typed MIG slices included:
-    :func:`~bridge.translate.node_gres.registration_gres`) when it has any, else
+    :func:`~bridge.devices.node_gres.registration_gres`) when it has any, else
     ``nvidia.com/gpu`` of the node's allocatable.
     """
     cpu, cpu_field = _resource(node, "cpu")
@@ -265,7 +265,7 @@ class NodeDevices:
 
 def read_devices(node: KubeObject, slices: Sequence[KubeObject], policy: NodePolicy) -> NodeDevices:
     """:func:`node_devices` of all the slices' devices and of the untainted ones (the
-    slices carry the DeviceTaintRules' taints: device_taints.with_rules)."""
+    slices carry the DeviceTaintRules' taints: taints.with_rules)."""
     usable, tainted = split_tainted(list(slices))
     every = node_devices(node, slices, policy)
     return NodeDevices(

@@ -58,7 +58,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from bridge.config import nvidia_mig_gpu
+from bridge.devices.mig import nvidia_mig_gpu
 from bridge.slurm.hostlist import expand as expand_hostlist
 from bridge.wellknown import CONDITION_POD_SCHEDULED, LABEL_JOB_ID
 from sandbox import chart_rbac, chart_webhooks, cluster_cli

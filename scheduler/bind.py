@@ -25,6 +25,7 @@ import structlog
 
 from bridge.clock import Clock
 from bridge.config import BridgeConfig
+from bridge.devices.allocation import slices_fingerprint
 from bridge.errors import (
     DeviceAllocationError,
     DeviceMismatch,
@@ -36,7 +37,6 @@ from bridge.kube.client import KubeClient
 from bridge.kube.resources import PODS, KubeObject
 from bridge.loops import gather
 from bridge.translate import kobj
-from bridge.translate.devices import slices_fingerprint
 from bridge.wellknown import (
     ANNOTATION_EXPECTED_START,
     ANNOTATION_EXPECTED_START_BY,
@@ -194,7 +194,7 @@ class Binder:
         for ref in kind_named(g.ref.kind).scheduled(g.ref, pods):
             kind = kind_of_object(ref.api_version, ref.kind)
             try:
-                res = await self.state.builtin(kind.api.plural) if kind is not None else None
+                res = self.state.related.resource(kind.api) if kind is not None else None
                 if res is None:
                     continue
                 await self.kube.set_status_condition(

@@ -7,9 +7,10 @@ the error's own (endpoint, HTTP status, the exception type: never a credential).
 
 This class only records; the cycle (:mod:`scheduler.cycle`) acts on the transitions it
 reports: going down re-queues every group (so each pending pod learns of the outage),
-coming back (a ``GET /ping/`` per poll tick while down) re-queues every group with its
-backoff forgotten (so recovery does not wait for a long retry delay built up during the
-outage). The decide step reads :attr:`SlurmReachability.message` from the snapshot.
+coming back (a ``GET /ping/`` per tick of the poll loop while down,
+:mod:`scheduler.polling`) re-queues every group with its backoff forgotten (so recovery
+does not wait for a long retry delay built up during the outage). The decide step reads
+:attr:`SlurmReachability.message` from the snapshot.
 """
 
 from __future__ import annotations

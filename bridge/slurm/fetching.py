@@ -21,9 +21,12 @@ from bridge.slurm.models import (
     JobStateItem,
     NodeResources,
     PingResult,
+    SlurmAssociation,
     SlurmJob,
     SlurmNode,
     SlurmPartition,
+    SlurmQos,
+    SlurmReservation,
 )
 
 # job ids per GET /jobs/state/ request (repeated job_id=..., ~15 bytes each): slurmrestd
@@ -217,6 +220,32 @@ class SlurmFetching(SlurmApi):
         raise SlurmNotFound(
             f"partition_get: partition {name!r} not found", endpoint="partition_get"
         )
+
+    # ------------------------------------------------------------------ reservations
+    async def list_reservations(self) -> tuple[SlurmReservation, ...]:
+        c, body = await self._get("reservations/", "reservations_get")
+        return c.decode_reservations(body)
+
+    # ------------------------------------------------------------------ accounting
+    async def list_qos(self) -> tuple[SlurmQos, ...]:
+        """slurmdbd's QOS (``GET /slurmdb/<v>/qos/``). SlurmNotFound (HTTP 404) when
+        slurmrestd runs without its ``openapi/slurmdbd`` plugin (no accounting)."""
+        c = await self.codec()
+        resp = await self.request("GET", c.db_path("qos/"), endpoint="qos_get", idempotent=True)
+        return c.decode_qos(resp.body)
+
+    async def list_associations(self, **match: str) -> tuple[SlurmAssociation, ...]:
+        """slurmdbd's associations (``GET /slurmdb/<v>/associations/``), those ``match``
+        selects (``account=...``, ``user=...``: slurmdbd filters); errors as :meth:`list_qos`."""
+        c = await self.codec()
+        resp = await self.request(
+            "GET",
+            c.db_path("associations/"),
+            endpoint="associations_get",
+            idempotent=True,
+            params=sorted(match.items()) or None,
+        )
+        return c.decode_associations(resp.body)
 
 
 def _in_states(raw: Any, states: frozenset[str]) -> bool:

@@ -174,6 +174,10 @@ class SlurmJob(_Frozen):
     excluded_nodes: tuple[str, ...] = ()
     features: str = ""
     licenses: str = ""
+    # Its topology request as Slurm reports it back (None: none): ``--segment`` (nodes per
+    # segment, each inside one block) and ``--switches`` (at most this many leaf switches)
+    segment_size: int | None = None
+    required_switches: int | None = None
     # A heterogeneous job (docs/hetjob.md): ``het_job_id`` is the leader's id (component
     # 0's), ``het_job_offset`` this component's offset; both None for a plain job. The
     # leader read by id (``GET /job/{leader}``) carries components 1..n here.
@@ -336,6 +340,49 @@ class SlurmPartition(_Frozen):
     @property
     def default(self) -> bool:
         return "DEFAULT" in self.flags
+
+
+class SlurmReservation(_Frozen):
+    """A reservation (``GET /reservations/``): its window and its nodes. Its users and
+    accounts are not read: ``slurm-bridge why`` never shows them."""
+
+    name: str
+    start_time: datetime | None = None
+    end_time: datetime | None = None
+    node_count: int = 0
+    nodes: tuple[str, ...] = ()  # expanded from ``node_list``
+    partition: str = ""
+    flags: tuple[str, ...] = ()
+
+
+class SlurmLimits(_Frozen):
+    """The limits of a QOS or an association (slurmdbd: ``sacctmgr show qos|assoc``), by
+    sacctmgr's names: ``tres`` the TRES limits (``GrpTRES``, ``MaxTRESPerUser`` ... ->
+    ``{"cpu": 12, "gres/gpu": 2}``; ``mem`` in MB), ``counts`` the others (``GrpJobs``,
+    ``MaxJobsPerUser``, ``MaxSubmitJobs``, ``MaxWall`` and ``GrpWall`` in minutes ...).
+    A limit not set is absent."""
+
+    tres: dict[str, dict[str, int]] = {}
+    counts: dict[str, int] = {}
+
+
+class SlurmQos(_Frozen):
+    """A QOS (``GET /slurmdb/<v>/qos/``)."""
+
+    name: str
+    limits: SlurmLimits = SlurmLimits()
+
+
+class SlurmAssociation(_Frozen):
+    """An association (``GET /slurmdb/<v>/associations/``): an account's (``user`` "")
+    or a user's in an account; ``parent_account`` is the account above an account's."""
+
+    account: str
+    user: str = ""
+    partition: str = ""
+    parent_account: str = ""
+    qos: tuple[str, ...] = ()
+    limits: SlurmLimits = SlurmLimits()
 
 
 class SubmitResult(_Frozen):

@@ -36,11 +36,12 @@ import yaml
 
 from bridge.clock import Clock, SystemClock
 from bridge.config import BridgeConfig, load_config
-from bridge.errors import BridgeError, ConfigError
+from bridge.errors import BridgeError, ConfigError, SlurmNotFound
 from bridge.kube.client import KubeClient
 from bridge.logging import configure_logging
 from bridge.slurm.client import SlurmClient
-from bridge.slurm.models import SlurmJob, fold_hetjobs
+from bridge.slurm.models import SlurmJob, SlurmReservation, fold_hetjobs
+from bridge.status.limits import Accounting, limit_of
 from bridge.status.view import Output, Report, build, render
 from bridge.status.why import Explanation, WhyOutput, explain, find_job
 from bridge.status.why import render as render_why
@@ -243,21 +244,55 @@ async def why(
     now: datetime,
 ) -> Explanation:
     """Why ``namespace/name`` waits: the pod, Slurm's active jobs (one streamed
-    ``GET /jobs/``) and nodes (one ``GET /nodes/``), read at once, then explained."""
+    ``GET /jobs/``) and nodes (one ``GET /nodes/``), read at once; then what its reason
+    needs (:func:`reads_for`): slurmdbd's QOS and associations for a limit, Slurm's
+    reservations for a reservation or unavailable nodes; then explained."""
     pod, jobs, nodes = await asyncio.gather(
         kube.get_pod(namespace, name),
         slurm.scan_jobs(lambda j: j.state.active),
         slurm.list_nodes(),
     )
     listed = fold_hetjobs(jobs)
+    job = find_job(pod, listed, cfg.mcs_label)
+    accounting, reservations = await reads_for(slurm, job)
     return explain(
         pod,
-        find_job(pod, listed),
+        job,
         listed,
         nodes,
         now=now,
         names_others=cfg.why_names_other_jobs,
+        accounting=accounting,
+        reservations=reservations,
     )
+
+
+async def reads_for(
+    slurm: SlurmClient, job: SlurmJob | None
+) -> tuple[Accounting | None, tuple[SlurmReservation, ...] | None]:
+    """What the waiting job's reason needs beyond its jobs and nodes (None: not needed):
+    slurmdbd's QOS and associations for a QOS or association limit (one ``GET`` each; an
+    error, such as no accounting, is kept to be said), Slurm's reservations for a job in
+    or waiting for a reservation, or for unavailable nodes (one ``GET /reservations/``)."""
+    if job is None:
+        return None, None
+    waiting = next((c for c in job.components if c.state.primary != "RUNNING"), job)
+    if waiting.state.primary != "PENDING":
+        return None, None
+    reason = waiting.state_reason
+    accounting: Accounting | None = None
+    reservations: tuple[SlurmReservation, ...] | None = None
+    if limit_of(reason) is not None:
+        try:
+            qos, assocs = await asyncio.gather(slurm.list_qos(), slurm.list_associations())
+            accounting = Accounting(qos, assocs)
+        except SlurmNotFound:
+            accounting = Accounting(error="slurmrestd serves no slurmdbd endpoints: no accounting")
+        except BridgeError as e:
+            accounting = Accounting(error=f"slurmdbd: {e}")
+    if waiting.reservation or reason.startswith(("Reservation", "Resv", "ReqNodeNotAvail")):
+        reservations = await slurm.list_reservations()
+    return accounting, reservations
 
 
 def why_parser(prog: str = "slurm-bridge why") -> argparse.ArgumentParser:

@@ -32,6 +32,7 @@ from bridge.expected import BY_BRIDGE, Plan, job_start, parse_rfc3339, plan_of, 
 from bridge.models import GroupId
 from bridge.slurm.hostlist import HostlistError, compress
 from bridge.slurm.models import SlurmJob, fold_hetjobs
+from bridge.status.why import names_pod
 from bridge.translate import group_of, kobj, parse_admin_comment, pod_belongs, pod_job_id
 from bridge.translate.settings import TranslateSettings
 from bridge.wellknown import (
@@ -324,6 +325,9 @@ def build(
     for pod in pods or ():
         job_id = pod_job_id(pod)
         linked = ours.get(job_id) if job_id is not None else None
+        if linked is not None and not names_pod(linked.job, pod, mcs_label):
+            # a label naming a job that is not this pod's (another tenant's): not believed
+            job_id, linked = None, None
         if linked is None:
             active = sorted(named_by.get(kobj.pod_key(pod), ()))
             if active:
@@ -371,6 +375,8 @@ def build(
             job = by_id.get(job_id)
             if job is None:
                 why = f"job {job_id} is gone from Slurm"
+            elif not names_pod(job, pod, mcs_label):
+                why = f"job {job_id} is not this pod's (its back-link does not name it)"
             elif not job.state.active:
                 why = f"job {job_id} ended: {job.state.primary}"
             else:

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from bridge.devices.node_gres import GresKind, parse_slurm_gres
 from bridge.errors import InvalidInput
 from bridge.expected import (
     BY_BRIDGE,
@@ -47,9 +48,9 @@ from bridge.expected import (
     unlimited,
 )
 from bridge.queueplan import NO_QUEUE_PLAN, PLANNABLE_REASONS, plan_queue
-from bridge.slurm.models import SlurmJob, SlurmNode
-from bridge.translate import kobj, parse_admin_comment, pod_job_id
-from bridge.translate.node_gres import GresKind, parse_slurm_gres
+from bridge.slurm.models import SlurmJob, SlurmNode, SlurmReservation
+from bridge.status.limits import Accounting, limit_lines, limit_of, reservation_lines
+from bridge.translate import kobj, names_any_pod, parse_admin_comment, pod_job_id
 from bridge.wellknown import CONDITION_POD_SCHEDULED
 
 WhyOutput = Literal["text", "json"]
@@ -190,38 +191,90 @@ def _exclusive(job: SlurmJob) -> bool:
     return "none" in job.shared
 
 
+def _lacks(job: SlurmJob, node: SlurmNode, need: tuple[int, int, dict[GresKind, int]]) -> list[str]:
+    """What ``node`` lacks to take a node's share ``need`` of ``job`` now ([]: it can)."""
+    if UNUSABLE_NODE_STATES & node.state:
+        return ["usable state (down, drained or reserved)"]
+    cpus, mem, gres = need
+    out = []
+    if _exclusive(job) and node.alloc_cpus:
+        out.append("idle node (exclusive)")
+    elif node.cpus - node.alloc_cpus < cpus:
+        out.append("CPUs")
+    if mem and node.real_memory_mib - node.alloc_memory_mib < mem:
+        out.append("memory")
+    free = _free_gres(node)
+    out += [f"GRES {kind}" for kind, count in gres.items() if free.get(kind, 0) < count]
+    return out
+
+
 def _short(
     job: SlurmJob, nodes: Sequence[SlurmNode]
 ) -> tuple[dict[str, int], int, tuple[int, int, dict[GresKind, int]]]:
     """Per resource, how many of the partition's ``nodes`` lack it for the job now; how
     many could take it; and its per-node need."""
     need = _need_per_node(job)
-    cpus, mem, gres = need
     short: dict[str, int] = {}
     fit = 0
-
-    def lacks(what: str) -> None:
-        short[what] = short.get(what, 0) + 1
-
     for n in nodes:
-        ok = True
-        if UNUSABLE_NODE_STATES & n.state:
-            lacks("usable state (down, drained or reserved)")
-            continue
-        free_cpus = n.cpus - n.alloc_cpus
-        if (_exclusive(job) and n.alloc_cpus) or free_cpus < cpus:
-            lacks("idle node (exclusive)" if _exclusive(job) and n.alloc_cpus else "CPUs")
-            ok = False
-        if mem and n.real_memory_mib - n.alloc_memory_mib < mem:
-            lacks("memory")
-            ok = False
-        free = _free_gres(n)
-        for kind, count in gres.items():
-            if free.get(kind, 0) < count:
-                lacks(f"GRES {kind}")
-                ok = False
-        fit += ok
+        lacks = _lacks(job, n, need)
+        for what in lacks:
+            short[what] = short.get(what, 0) + 1
+        fit += not lacks
     return short, fit, need
+
+
+def _unit(node: SlurmNode) -> str:
+    """The node's block or leaf switch: the last unit of its first ``Topology=`` entry
+    (``net:block-0`` -> ``block-0``, ``net:spine-0:leaf-1`` -> ``leaf-1``); "" none."""
+    first = node.topology.split(",")[0]
+    return first.rsplit(":", 1)[1] if ":" in first else ""
+
+
+def _topology(
+    job: SlurmJob, nodes: Sequence[SlurmNode], need: tuple[int, int, dict[GresKind, int]]
+) -> tuple[list[str], dict[str, int]]:
+    """A job's topology request (``--segment``, ``--switches``) against the free nodes of
+    each block or leaf switch of its partition's ``nodes``: the lines, and the short
+    resource (what is short -> how many nodes)."""
+    segment, switches = job.segment_size, job.required_switches
+    if segment is None and switches is None:
+        return [], {}
+    want = max(job.node_count or 1, 1)
+    asks = []
+    if segment is not None:
+        asks.append(f"segments of {min(segment, want)} nodes, each inside one block")
+    if switches is not None:
+        asks.append(f"at most {switches} leaf switch{'es' if switches != 1 else ''}")
+    head = f"topology: it asks {' and '.join(asks)}"
+    units: dict[str, list[bool]] = {}
+    for n in nodes:
+        if unit := _unit(n):
+            units.setdefault(unit, []).append(not _lacks(job, n, need))
+    if not units:
+        return [
+            f"{head}; the nodes of its partition carry no Topology= in Slurm, so which "
+            "block or switch has room is not known here (`scontrol show topology`)"
+        ], {}
+    free = {u: sum(fits) for u, fits in units.items()}
+    room = ", ".join(f"{u}: {free[u]} of {len(units[u])} nodes free" for u in sorted(units))
+    short: dict[str, int] = {}
+    if segment is not None:
+        size = min(segment, want)
+        wanted = -(-want // size)
+        fits = sum(f // size for f in free.values())
+        if fits < wanted:
+            most = max(free.values())
+            short[f"a block with {size} free nodes"] = (
+                size - most if wanted == 1 else (wanted - fits) * size
+            )
+    if switches is not None:
+        best_units = sorted(free, key=lambda u: -free[u])[:switches]
+        most = sum(free[u] for u in best_units)
+        if most < want:
+            under = f"{switches} leaf switch{'es' if switches != 1 else ''}"
+            short[f"{want} free nodes under {under}"] = want - most
+    return [f"{head}; {room}"], short
 
 
 def _words(reason: str) -> str:
@@ -229,7 +282,8 @@ def _words(reason: str) -> str:
     body = re.sub(r"^(QOS|Assoc)", "", reason)
     body = re.sub(r"Limit$", "", body)
     words = re.findall(r"GRES|TRES|CPU|[A-Z][a-z]+|[a-z]+|[A-Z]+(?![a-z])", body)
-    return " ".join(w if w.isupper() else w.lower() for w in words)
+    said = {"grp": "group", "cpu": "CPU", "mem": "memory"}
+    return " ".join(w if w.isupper() else said.get(w.lower(), w.lower()) for w in words)
 
 
 def _pod_message(pod: Mapping[str, Any]) -> str:
@@ -239,21 +293,27 @@ def _pod_message(pod: Mapping[str, Any]) -> str:
     return ""
 
 
-def find_job(pod: Mapping[str, Any], jobs: Sequence[SlurmJob]) -> SlurmJob | None:
-    """The pod's job: the one its job-id label names, else the active bridge job whose
-    back-link names the pod (a pending job's pods are not always labelled yet)."""
-    by_id = {j.job_id: j for j in jobs}
+def names_pod(job: SlurmJob, pod: Mapping[str, Any], mcs_label: str | None) -> bool:
+    """The job (one of its components) is this cluster's bridge's and its back-link names
+    this very pod (:func:`bridge.translate.names_any_pod`): the proof a job-id label needs,
+    since anyone who can create a pod can write one."""
+    return any(
+        names_any_pod(c.admin_comment, c.mcs_label, [pod], mcs_label) for c in job.components
+    )
+
+
+def find_job(
+    pod: Mapping[str, Any], jobs: Sequence[SlurmJob], mcs_label: str | None = None
+) -> SlurmJob | None:
+    """The pod's job: the one its job-id label names when that job's back-link names the
+    pod, else the active bridge job whose back-link names it (a pending job's pods are
+    not always labelled yet). A label naming another job (another tenant's, a native
+    one) is not believed: ``why`` never explains a job that is not the pod's."""
     job_id = pod_job_id(pod)
-    if job_id is not None and job_id in by_id:
-        return by_id[job_id]
-    key = kobj.pod_key(pod)
-    named = [
-        j
-        for j in jobs
-        if j.state.active
-        and (parsed := parse_admin_comment(j.admin_comment)) is not None
-        and key in parsed[1]
-    ]
+    labelled = next((j for j in jobs if j.job_id == job_id), None) if job_id else None
+    if labelled is not None and names_pod(labelled, pod, mcs_label):
+        return labelled
+    named = [j for j in jobs if j.state.active and names_pod(j, pod, mcs_label)]
     return max(named, key=lambda j: j.job_id, default=None)
 
 
@@ -274,9 +334,13 @@ def explain(
     *,
     now: datetime,
     names_others: bool = False,
+    accounting: Accounting | None = None,
+    reservations: Sequence[SlurmReservation] | None = None,
 ) -> Explanation:
     """Why ``pod`` waits: ``job`` is its Slurm job (a hetjob: its leader with every
-    component), ``jobs`` Slurm's active jobs, ``nodes`` Slurm's nodes."""
+    component), ``jobs`` Slurm's active jobs, ``nodes`` Slurm's nodes; ``accounting``
+    slurmdbd's QOS and associations (read for a limit reason, None: not read),
+    ``reservations`` Slurm's (read for a reservation or unavailable nodes)."""
     key = kobj.pod_key(pod)
     namespace = kobj.namespace(pod)
     if kobj.text(pod, "spec", "nodeName"):
@@ -336,7 +400,9 @@ def explain(
         )
         why += [f"  {line}" for line in _named(ahead, namespace, names_others)]
         changes += [CHANGE_TIME, CHANGE_SIZE]
-    if reason in ("Resources", "Priority") or reason.startswith("ReqNodeNotAvail"):
+    if reason in ("Resources", "Priority", "BadConstraints") or reason.startswith(
+        ("ReqNodeNotAvail", "No suitable topology")
+    ):
         short, fit, (cpus, mem, gres) = _short(waiting, part_nodes)
         asks = (
             [f"{cpus} CPUs"]
@@ -352,6 +418,11 @@ def explain(
         )
         for what, n in sorted(short.items(), key=lambda kv: -kv[1]):
             why.append(f"  {n} node{'s' if n != 1 else ''} short of {what}")
+        topo, topo_short = _topology(waiting, part_nodes, (cpus, mem, gres))
+        why += topo
+        for what, n in topo_short.items():
+            why.append(f"  {n} node{'s' if n != 1 else ''} short of {what}")
+        short |= topo_short
         holding = _size(running)
         if running:
             ends = [j.end_time for j in running if j.end_time is not None and not unlimited(j)]
@@ -363,15 +434,22 @@ def explain(
             why += [f"  {line}" for line in _named(running, namespace, names_others)]
         if reason != "Priority":
             changes += [CHANGE_TIME, CHANGE_SIZE]
-    elif reason.startswith(("QOS", "Assoc")):
-        which = f"QOS {waiting.qos}" if reason.startswith("QOS") else f"account {waiting.account}"
-        why.append(
-            f"a limit of {which or 'its QOS'} is reached: {_words(reason)} ({reason}); "
-            f"`sacctmgr show {'qos' if reason.startswith('QOS') else 'assoc'}` shows its value"
-        )
-        theirs = [j for j in others if j.user == waiting.user and j.state.primary == "RUNNING"]
-        if waiting.user:
-            why.append(f"{_size(theirs)} of the same Slurm user running")
+        if reason.startswith("ReqNodeNotAvail"):
+            names = [n.name for n in part_nodes]
+            why += reservation_lines(waiting, reservations or (), names, now)
+    elif (limit := limit_of(reason)) is not None or reason.startswith(("QOS", "Assoc")):
+        assoc = reason.startswith("Assoc")
+        which = f"account {waiting.account}" if assoc else f"QOS {waiting.qos}"
+        said = f"a limit of {which} is reached: {_words(reason)} ({reason})"
+        if limit is not None and accounting is not None:
+            why.append(said)
+            why += [f"  {line}" for line in limit_lines(limit, waiting, others, accounting)]
+        else:
+            why.append(f"{said}; `sacctmgr show {'assoc' if assoc else 'qos'}` shows its value")
+        if limit is None or accounting is None or accounting.error:
+            theirs = [j for j in others if j.user == waiting.user and j.state.primary == "RUNNING"]
+            if waiting.user:
+                why.append(f"{_size(theirs)} of the same Slurm user running")
         changes.append(CHANGE_QOS)
     elif reason in ("Dependency", "DependencyNeverSatisfied"):
         why.append(f"it waits for other jobs: {waiting.dependency or '?'}")
@@ -383,6 +461,8 @@ def explain(
         why.append(f"it may not start before {begin}")
     elif reason.startswith(("Reservation", "Resv")) or waiting.reservation:
         why.append(f"it waits for reservation {waiting.reservation or '?'} ({reason})")
+        if reservations is not None:
+            why += [f"  {line}" for line in reservation_lines(waiting, reservations, (), now)]
         changes.append(CHANGE_RESV)
     elif reason in ("None", ""):
         why.append("Slurm has not looked at it yet (its next scheduling pass)")
@@ -435,10 +515,13 @@ def explain(
             sure += ": Slurm plans no start for a job that is held or waits for other jobs"
         elif reason.startswith(("Reservation", "Resv")):
             resv = waiting.reservation or "?"
-            sure += (
-                f": Slurm plans none before its reservation {resv} starts "
-                f"(`scontrol show res {resv}`)"
+            found = next((r for r in reservations or () if r.name == resv), None)
+            at = (
+                f"at {rfc3339(found.start_time)}"
+                if found is not None and found.start_time is not None
+                else f"(`scontrol show res {resv}`)"
             )
+            sure += f": Slurm plans none before its reservation {resv} starts {at}"
         elif not plan.unknowable:
             sure += (
                 " (no backfill pass has planned it: it is new, or further down the queue "

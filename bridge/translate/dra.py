@@ -76,7 +76,7 @@ class DeviceRequest:
     # the DeviceClass's and the request's CEL selectors: every device given passes them
     selectors: tuple[Selector, ...] = field(default=(), compare=False)
     # the request's device tolerations (KEP-5055): a device tainted NoSchedule/NoExecute
-    # is given only when they tolerate the taint (bridge.translate.device_taints)
+    # is given only when they tolerate the taint (bridge.devices.taints)
     tolerations: tuple[Mapping[str, Any], ...] = field(default=(), compare=False)
 
     @property

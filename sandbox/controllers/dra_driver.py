@@ -9,7 +9,7 @@ driver on a node whose GPUs are cut into MIG slices, in either form it publishes
 Dynamic (partitionable devices, KEP-4815): per GPU a counter set ``gpu-<i>-counter-set``
 (``multiprocessors``, ``memory``, one ``memory-slice-<k>`` of 1 per memory slice); the
 full GPU ``gpu-<i>`` consumes all of it, and every placement of every profile of the GPU
-model (bridge/config.py ``NVIDIA_MIG_GPUS``: NVIDIA's placement table) is a device
+model (bridge/devices/mig.py ``NVIDIA_MIG_GPUS``: NVIDIA's placement table) is a device
 consuming its share and its memory slices. Static: only the instances of the layout
 (where they sit on the GPU), without counters or full device. Devices are named in one
 of NVIDIA's three schemes (``gpu-0-mig-1g10gb-19-3``, ``gpu-0-mig-19-3-1``,
@@ -31,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bridge.config import MigGpu, MigProfile, nvidia_mig_gpu
+from bridge.devices.mig import MigGpu, MigProfile, nvidia_mig_gpu
 from bridge.errors import ConfigError
 from sandbox.slurm.mig import MIG_PROFILE, MigLayout
 
@@ -163,7 +163,7 @@ def node_slices(nodes: Iterable[str], *, cpus: int, gpus: int) -> list[Obj]:
 @dataclass(frozen=True)
 class MigPlacements:
     """Where one MIG profile may be cut from a GPU: the profile and its counters (from the
-    bridge's NVIDIA table, :data:`bridge.config.NVIDIA_MIG_GPUS`), its GPU-instance
+    bridge's NVIDIA table, :data:`bridge.devices.mig.NVIDIA_MIG_GPUS`), its GPU-instance
     profile id, and the memory-slice starts it may be placed at."""
 
     profile: MigProfile

@@ -39,7 +39,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from bridge.config import nvidia_mig_gpu
+from bridge.devices.mig import nvidia_mig_gpu
 from bridge.errors import ConfigError
 from sandbox.slurm.mig import MIG_PROFILE, MigLayout
 
@@ -563,6 +563,7 @@ def render_env_file(s: Settings, paths: Paths, api_version: str, slurm_version: 
         "SLURM_VERSION": slurm_version,
         "SLURM_SANDBOX_DIR": str(paths.dir),
         "SLURM_TOPOLOGY": s.topology,
+        "SLURM_ACCOUNTING": "1" if s.accounting else "0",
     }
     return "".join(f"{k}={v}\n" for k, v in values.items())
 
@@ -695,6 +696,7 @@ def script_env(
         SBX_CONF_DIR=str(paths.conf_dir),
         SBX_SLURMD_NODES=" ".join(s.slurmd_nodes),
         SBX_EXTERNAL_NODES=str(s.external_nodes),
+        SBX_EXTERNAL_NAMES=" ".join(f"{EXTERNAL_PREFIX}{i}" for i in range(s.external_nodes)),
         SBX_GPUS=str(s.node_gpus),
         SBX_MIG_NODES=" ".join(f"{MIG_PREFIX}{i}" for i in range(s.mig_nodes)),
         SBX_MIG_NODE_CONF=mig_node_conf(s),

@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal
 
-from bridge.config import MigGpu
+from bridge.devices import packing
+from bridge.devices.mig import MigGpu
 from bridge.errors import ConfigError
-from bridge.translate import packing
 
 MIG_PROFILE = re.compile(r"[0-9]+g\.[0-9]+gb")
 _WHOLE_GPU = re.compile(r"[a-z][a-z0-9_]*")

@@ -16,6 +16,7 @@
 #                 [slurmdbd.conf] [topology.yaml] slurmrestd.args
 #   SBX_SLURMD_NODES  space separated slurmd node names   SBX_GPUS  fake GPUs per node
 #   SBX_EXTERNAL_NODES count of State=EXTERNAL nodes (needs Slurm >= 25.05)
+#   SBX_EXTERNAL_NAMES their names, space separated (each resolves to this host)
 #   SBX_MIG_NODES space separated MIG node names, created at run time (scontrol create)
 #   SBX_MIG_NODE_CONF their scontrol create arguments after NodeName= (typed GRES, feature)
 #   SBX_ACCOUNTING 0|1   SBX_MYSQL_PORT   SBX_REST_PORT   SBX_OPENAPI
@@ -115,12 +116,13 @@ make_root() {
     printf '#!/bin/sh\nexit 101\n' >"$ROOT/usr/sbin/policy-rc.d"
     chmod 755 "$ROOT/usr/sbin/policy-rc.d"
     if [ "${SBX_ACCOUNTING:-0}" = 1 ] && [ "$SBX_SUITE" = sid ]; then
-      # slurmdbd 26.05 dies with sid's libmariadb3 1:11.8.9 ("5027 Number of columns in result
-      # ... exceeds maximum"); trixie's libmariadb3 works against the sid server.
-      say "accounting: installing trixie's libmariadb3 in the sid root"
-      echo "deb $SBX_MIRROR trixie main" >"$ROOT/etc/apt/sources.list.d/trixie.list"
+      # slurmdbd 26.05 dies with libmariadb3 1:11.8.9 ("5027 Number of columns in result
+      # ... exceeds maximum"): sid's, and trixie's since its point release moved from 11.8.6
+      # to 11.8.9 too. Bookworm's (Connector/C 3.3, 1:10.11) works against the sid server.
+      say "accounting: installing bookworm's libmariadb3 in the sid root"
+      echo "deb $SBX_MIRROR bookworm main" >"$ROOT/etc/apt/sources.list.d/bookworm.list"
       in_root apt-get -o Acquire::Check-Valid-Until=false update -qq >>"$log" 2>&1
-      in_root apt-get install -y -qq --allow-downgrades libmariadb3/trixie >>"$log" 2>&1
+      in_root apt-get install -y -qq --allow-downgrades libmariadb3/bookworm >>"$log" 2>&1
     fi
     in_root apt-get clean
     touch "$ROOT/$READY_MARK"
@@ -205,11 +207,18 @@ install_conf() {
 }
 
 configure() {
-  local host node g
+  local host node g names
   host=$(hostname)
   # minbase has no /etc/hosts: munged must resolve this host's name
   printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t%s\n' \
     "$host" >"$ROOT/etc/hosts"
+  # Every node of the sandbox lives on this host, so its name resolves: slurmctld sends a
+  # job's signals to its nodes, State=EXTERNAL ones too (a preempted job's, GraceTime or
+  # not). A name that does not resolve costs 10 s of getaddrinfo retries per node, with
+  # slurmctld slow to answer meanwhile, and leaves the node NOT_RESPONDING: no job starts
+  # there again ("Required node not available"). resolve_saved_nodes adds the dynamic ones.
+  names="${SBX_SLURMD_NODES:-} ${SBX_EXTERNAL_NAMES:-}"
+  [ -z "${names// /}" ] || printf '127.0.0.1\t%s\n' $names >>"$ROOT/etc/hosts"
   in_root sh -c '
     getent passwd slurmrestd >/dev/null || useradd -r -M -d /nonexistent -s /usr/sbin/nologin slurmrestd
     getent passwd kube >/dev/null || useradd -m -u 2000 -s /bin/sh kube
@@ -259,6 +268,7 @@ start_accounting() {
       --socket=/run/mysqld/mysqld.sock --pid-file=/run/mysqld/mysqld.pid \
       --bind-address=127.0.0.1 --port="$SBX_MYSQL_PORT" --skip-name-resolve \
       --innodb-buffer-pool-size=128M --innodb-log-file-size=64M \
+      --innodb-snapshot-isolation=OFF \
       >"$ROOT/var/log/slurm/mariadb.log" 2>&1 </dev/null 9>&- &
   fi
   wait_until 60 mariadb in_root mariadb -uroot -e 'select 1'

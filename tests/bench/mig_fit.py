@@ -19,7 +19,7 @@ what it read; the windows are replayed at each one's start, so every overlap is 
 not only those a sample fell on. The
 sandbox lays each MIG node's GPUs out as ``--mig-layout`` (sandbox/slurm/mig.py): device
 index -> physical GPU and type; each profile's compute and memory slices come from
-bridge/config.py ``NVIDIA_MIG_GPUS`` for ``--mig-gpu``. Output, ONE JSON line:
+bridge/devices/mig.py ``NVIDIA_MIG_GPUS`` for ``--mig-gpu``. Output, ONE JSON line:
 
 * ``slices_requested`` / ``slices_allocated``: MIG slices the pods asked, and those Slurm
   held for them (read from their job when bound, of the profile asked); the same for
@@ -70,7 +70,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from bridge.config import MigGpu, nvidia_mig_gpu
+from bridge.devices.mig import MigGpu, nvidia_mig_gpu
 from bridge.errors import ConfigError, KubeError, SlurmError
 from bridge.kube.resources import PODS, RESOURCE_CLAIMS
 from bridge.slurm.client import SlurmClient

@@ -1,9 +1,9 @@
 """Every MIG layout a user can cut (``python -m tests.bench.fit --mig-layouts random --seed
-S``, and the enumeration property test tests/unit/translate/test_mig_enumeration.py): the
+S``, and the enumeration property test tests/unit/devices/test_mig_enumeration.py): the
 bridge's one packer and its claim mapping against random valid nodes, in process.
 
 **The configurations** (:func:`gpu_configs`) are enumerated from NVIDIA's placement table
-(bridge/config.py ``NVIDIA_MIG_GPUS``) by brute force, apart from the packer: every set
+(bridge/devices/mig.py ``NVIDIA_MIG_GPUS``) by brute force, apart from the packer: every set
 of placements whose memory slices do not overlap and whose compute slices fit the model,
 one per distinct multiset of profiles. A **node** (:class:`Node`) is a model, optionally
 whole GPUs first (``gpu:<whole>``), and one configuration per MIG GPU; Slurm's ``Gres=``
@@ -19,7 +19,7 @@ instances, no counters).
 **The replay** (:func:`replay`): Slurm-style jobs of one device each arrive and end
 (seeded); Slurm starts a job when its type has a free index (``IDX`` in Slurm's
 numbering, chosen at random among the free ones) or, counting only, a free count; the
-bridge maps it with :func:`bridge.translate.devices.allocate_pod` given the devices the
+bridge maps it with :func:`bridge.devices.allocation.allocate_pod` given the devices the
 running jobs hold. Counted: packing failures (the condition False, or the layout not
 packed), give-backs (a job Slurm placed that the bridge refused), counter overcommits,
 double allocations, jobs given another profile, the time of each packing and each job's
@@ -38,10 +38,9 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from bridge.config import DEFAULT_GRES_MAPPING, NVIDIA_MIG_GPUS, MigGpu
-from bridge.errors import DeviceAllocationError
-from bridge.translate import packing
-from bridge.translate.devices import (
+from bridge.config import DEFAULT_GRES_MAPPING
+from bridge.devices import packing
+from bridge.devices.allocation import (
     DeviceId,
     Ledger,
     SlurmLayout,
@@ -50,8 +49,10 @@ from bridge.translate.devices import (
     node_devices,
     packing_node,
 )
+from bridge.devices.mig import NVIDIA_MIG_GPUS, MigGpu
+from bridge.devices.node_gres import Agreement, GresTable, compare, slice_inventory
+from bridge.errors import DeviceAllocationError
 from bridge.translate.dra import DeviceRequest
-from bridge.translate.node_gres import Agreement, GresTable, compare, slice_inventory
 from sandbox.controllers import dra_driver
 from sandbox.controllers.dra_driver import (
     NAMING_ID_START_SIZE,

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
+from bridge.devices.taints import EVICTION_REASON
 from bridge.errors import KubeNotFound, SlurmError
 from bridge.kube.resources import DEVICE_TAINT_RULES, EVENTS
 from bridge.kube.resources import PODS as PODS_RES
 from bridge.models import JobSpec
-from bridge.translate.device_taints import EVICTION_REASON
 from bridge.wellknown import slurmjob_annotation
 from scheduler.dra import RESOURCE_CLAIMS, RESOURCE_SLICES
 from tests.integration.bridge_harness import NS, Bridge, job_of

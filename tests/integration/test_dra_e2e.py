@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
+from bridge.devices.allocation import parse_cpuset
 from bridge.errors import SlurmError
 from bridge.kube.resources import EVENTS
 from bridge.kube.resources import PODS as PODS_RES
 from bridge.models import JobSpec
-from bridge.translate.devices import parse_cpuset
 from bridge.wellknown import (
     CLAIM_DELETE_PROTECTION,
     FINALIZER,

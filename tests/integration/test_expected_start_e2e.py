@@ -87,9 +87,11 @@ async def test_a_gang_behind_a_2_minute_job_shows_slurms_planned_start_until_it_
     running = await bridge.slurm.get_job(blocker_id)
     assert running.end_time is not None
     assert abs((running.end_time - at).total_seconds()) <= 60 + BACKFILL_INTERVAL
-    for n in names[1:]:
+    for n in names[1:]:  # every pod of the gang shows it
         other = await bridge.get_pod(n)
-        assert (other["metadata"].get("annotations") or {}).get(ANNOTATION_EXPECTED_START)
+        shown_too = (other["metadata"].get("annotations") or {}).get(ANNOTATION_EXPECTED_START)
+        assert parse_rfc3339(shown_too) is not None
+        assert abs((parse_rfc3339(shown_too) - planned).total_seconds()) <= BACKFILL_INTERVAL
 
     # why, in words (the kubectl plugin): the running job's size and the short resource
     said = await plugin(bridge, tmp_path, "why", f"{NS}/{names[0]}")

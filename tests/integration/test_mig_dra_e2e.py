@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
+from bridge.devices.allocation import DeviceId, Ledger, node_devices, taken_devices
 from bridge.kube.resources import EVENTS, PODS
-from bridge.translate.devices import DeviceId, Ledger, node_devices, taken_devices
 from bridge.wellknown import slurmjob_annotation
 from sandbox.controllers import dra_driver
 from scheduler.dra import CLAIM_TEMPLATES, DEVICE_CLASSES, RESOURCE_CLAIMS, RESOURCE_SLICES

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
+from bridge.devices.node_gres import GresKind, gres_text, parse_slurm_gres
 from bridge.errors import SlurmNotFound, SlurmRejected
 from bridge.kube.resources import NODES, PODS, RESOURCE_SLICES
-from bridge.translate.node_gres import GresKind, gres_text, parse_slurm_gres
 from bridge.wellknown import (
     CONDITION_SLURM_GRES_COMPATIBLE,
     LABEL_EXTERNAL_NODE,

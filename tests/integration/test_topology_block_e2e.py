@@ -26,7 +26,7 @@ from bridge.wellknown import (
     slurmjob_annotation,
 )
 from tests.clients import list_jobs
-from tests.integration.bridge_harness import podgroup, running_bridge
+from tests.integration.bridge_harness import NS, kubectl_plugin, podgroup, running_bridge
 from tests.integration.conftest import (
     SlurmSandbox,
     load_sandbox,
@@ -56,7 +56,7 @@ def blocks() -> Iterator[SlurmSandbox]:
         yield load_sandbox(env_file)
 
 
-async def test_segment_gang_waits_for_a_block_as_one_job_despite_slurms_http_500(
+async def test_segment_gang_waits_for_a_block_as_one_job_despite_http_500_why_names_the_block(
     blocks: SlurmSandbox, tmp_path: Path
 ) -> None:
     async with (
@@ -83,6 +83,24 @@ async def test_segment_gang_waits_for_a_block_as_one_job_despite_slurms_http_500
         jobs = jobs_by_group_uid((await list_jobs(slurm)).jobs).get(uid, [])
         # Slurm's HTTP 500 + job id is a queued job: never submitted a second time
         assert [j.state.primary for j in jobs] == ["PENDING"]
+
+        # why: each block's free nodes against the segment. Slurm reports a node's block
+        # only when it was set on the node, as the controller does for the external nodes
+        # it registers (docs/topology.md), not from topology.yaml alone
+        for node in blocks.external_nodes:
+            await slurm.set_node_topology(node, f"net:block-{leaf_of(node)}")
+        proc = await kubectl_plugin(b, tmp_path, "why", f"{NS}/{pods[0]}")
+        assert proc.returncode == 0, proc.stderr
+        said = proc.stdout
+        print(said)
+        # kube-node-0,1 and kube-node-4 are busy: 5 nodes free, yet no block has 4
+        assert "of the 8 nodes of partition slurm-bridge, 5 can take that now" in said
+        assert (
+            "topology: it asks segments of 4 nodes, each inside one block; "
+            "block-0: 2 of 4 nodes free, block-1: 3 of 4 nodes free"
+        ) in said
+        assert "1 node short of a block with 4 free nodes" in said
+
         await slurm.cancel(block1_job)
         assert {leaf_of(await b.bound(p)) for p in pods} == {1}
 

@@ -18,10 +18,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bridge.devices.node_gres import GresTable, gres_text, registration_gres, slice_inventory
 from bridge.errors import InvalidInput
 from bridge.slurm.codec import codec_for
 from bridge.text import gres_problem
-from bridge.translate.node_gres import GresTable, gres_text, registration_gres, slice_inventory
 from bridge.wellknown import EVENT_EXTERNAL_NODE_INVALID, LABEL_EXTERNAL_NODE
 from controller import nodes
 from controller.model import NodeWarning, RegisterExternalNode

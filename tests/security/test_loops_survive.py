@@ -270,7 +270,7 @@ async def test_the_scheduler_poll_loop_goes_on_after_an_unexpected_error() -> No
     sched = _scheduler(clock)
     poll = Flaky(ValueError("Forbidden control character detected in headers"))
     sched.poller.run_once = poll.call  # type: ignore[method-assign]
-    task = asyncio.create_task(sched.poll_forever())
+    task = asyncio.create_task(sched.polling.run_forever())
     await _turns()
     assert _failures(sched, "scheduler-poll") == 1
     for _ in range(10):

@@ -4,7 +4,7 @@ samples of what every job holds."""
 
 from __future__ import annotations
 
-from bridge.config import nvidia_mig_gpu
+from bridge.devices.mig import nvidia_mig_gpu
 from sandbox.slurm.mig import MigLayout
 from tests.bench.mig_fit import (
     ClaimLedger,

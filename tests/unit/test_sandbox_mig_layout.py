@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bridge.config import nvidia_mig_gpu
+from bridge.devices.mig import nvidia_mig_gpu
 from bridge.errors import ConfigError
 from sandbox.controllers import dra_driver
 from sandbox.slurm.launcher import Settings, mig_node_conf, render_gres_conf

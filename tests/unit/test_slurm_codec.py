@@ -497,3 +497,52 @@ def test_job_state_rows_of_hetjob_components_and_array_tasks_decode(raw: Any, jo
 def test_v045_real_hetjob_state_rows_decode() -> None:
     rows = codec_for("v0.0.45").decode_job_states(load("v0.0.45", "hetjob-jobs-state-get"))
     assert [(r.job_id, r.state.primary) for r in rows] == [(12, "RUNNING"), (13, "RUNNING")]
+
+
+@VERSIONS
+def test_slurmdb_qos_limits_decode_by_sacctmgrs_names(version: str) -> None:
+    # each limit set with sacctmgr on the 26.05 sandbox, then read back (v0.0.43-45 share
+    # the QOS shape: the v0.0.45 payload stands for each)
+    (qos,) = codec_for(version).decode_qos(load("v0.0.45", "slurmdb-qos-get"))
+    assert qos.name == "normal"
+    assert qos.limits.tres["MaxTRESPerUser"] == {"cpu": 12, "gres/gpu": 2}
+    assert qos.limits.tres["GrpTRES"] == {"cpu": 20}
+    assert qos.limits.tres["GrpTRESRunMins"] == {"cpu": 1001}
+    assert qos.limits.tres["MaxTRESPerJob"] == {"node": 4}
+    assert qos.limits.tres["MinTRESPerJob"] == {"cpu": 2}
+    assert qos.limits.counts == {
+        "GrpJobs": 10,
+        "GrpSubmitJobs": 1005,
+        "MaxJobsPerAccount": 1006,
+        "MaxJobsPerUser": 3,
+        "MaxSubmitJobsPerUser": 50,
+        "GrpWall": 1004,
+        "MaxWall": 60,
+    }
+    assert codec_for(version).db_path("qos/") == f"/slurmdb/{version}/qos/"
+
+
+def test_slurmdb_associations_decode_with_their_place_and_limits() -> None:
+    assocs = codec_for("v0.0.45").decode_associations(load("v0.0.45", "slurmdb-associations-get"))
+    by = {(a.account, a.user): a for a in assocs}
+    account = by[("default", "")]
+    assert account.parent_account == "root"
+    assert account.limits.tres["GrpTRES"] == {"cpu": 16, "gres/gpu": 4}
+    assert account.limits.counts["GrpJobs"] == 8
+    assert account.limits.counts["MaxJobs"] == 5
+    assert account.limits.counts["GrpWall"] == 2005
+    user = by[("default", "slurm")]
+    assert user.limits.tres["GrpTRES"] == {"cpu": 14}
+    assert user.qos == ("normal",)
+    assert by[("root", "")].limits.tres == {}
+
+
+def test_reservations_decode_their_window_and_nodes_not_their_users() -> None:
+    (r,) = codec_for("v0.0.45").decode_reservations(load("v0.0.45", "reservations-get"))
+    assert (r.name, r.node_count) == ("maint", 3)
+    assert r.nodes == ("kube-node-0", "kube-node-1", "kube-node-2")
+    assert r.start_time is not None
+    assert r.end_time is not None
+    assert (r.end_time - r.start_time).total_seconds() == 30 * 60
+    assert "MAINT" in r.flags
+    assert "users" not in r.model_dump()

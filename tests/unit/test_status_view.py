@@ -79,7 +79,9 @@ def job(
         state_reason=reason,
         nodes=nodes,
         partition="slurm-bridge",
-        admin_comment=admin_comment(gid, [f"{ns}/{p}" for p in pods])
+        admin_comment=admin_comment(
+            gid, [f"{ns}/{p}" for p in pods], uids=[f"uid-{p}" for p in pods]
+        )
         if comment is None
         else comment,
         mcs_label=mcs,
@@ -174,6 +176,20 @@ def test_build_joins_pods_and_jobs_into_one_row_per_group(
 ) -> None:
     report = build(pods, jobs, now=NOW, namespace=NS, mcs_label="kubernetes")
     assert rows(report) == expected
+
+
+def test_a_forged_job_id_label_never_shows_another_tenants_job_in_the_row() -> None:
+    theirs = job(60, ns="team-b", name="secret", pods=("secret-0",), reason="Priority")
+    forged = pod("mine-0", group="mine", job=60, waiting="waiting for group PodGroup/hpc/mine")
+    report = build([forged], [theirs], now=NOW, namespace=NS, mcs_label="kubernetes")
+    (row,) = report.groups
+    assert row.group == "PodGroup/mine"
+    assert row.job_id is None
+    assert "secret" not in render(report, "wide")
+    assert "Priority" not in render(report, "wide")
+    ended = theirs.model_copy(update={"state": JobState(primary="CANCELLED")})
+    (stray,) = build([forged], [ended], now=NOW, namespace=NS, mcs_label="kubernetes").stray_pods
+    assert stray.why == "job 60 is not this pod's (its back-link does not name it)"
 
 
 MISMATCH_CASES = [

@@ -157,6 +157,50 @@ def test_a_drained_node_is_short_of_a_usable_state() -> None:
     }
 
 
+def blocks(busy: dict[str, int]) -> list[SlurmNode]:
+    """Two blocks (or leaf switches) of 4 nodes, ``busy`` CPUs per node (default 0)."""
+    return [
+        node(f"n{i}", alloc_cpus=busy.get(f"n{i}", 0), topology=f"net:block-{i // 4}")
+        for i in range(8)
+    ]
+
+
+def test_a_segment_names_each_block_and_how_many_free_nodes_it_has_against_the_need() -> None:
+    mine = job(48, nodes=4, cpus=16, segment_size=4)
+    busy = blocks({"n0": 8, "n1": 6, "n5": 6, "n6": 8})
+    e = explain(pod(job=48), mine, [mine], busy, now=NOW)
+    text = render(e)
+    assert "topology: it asks segments of 4 nodes, each inside one block; " in text
+    assert "block-0: 2 of 4 nodes free, block-1: 2 of 4 nodes free" in text
+    assert "2 nodes short of a block with 4 free nodes" in text
+    assert e.short["a block with 4 free nodes"] == 2
+    # 4 nodes are free in all, yet no block has 4: the short resource is the block
+    assert "of the 8 nodes of partition p, 4 can take that now" in text
+
+
+def test_segments_of_a_larger_job_count_the_segments_the_blocks_have_room_for() -> None:
+    mine = job(48, nodes=8, cpus=8, segment_size=4)
+    e = explain(pod(job=48), mine, [mine], blocks({"n7": 8}), now=NOW)
+    assert e.short["a block with 4 free nodes"] == 4  # one segment of 4 has no block
+
+
+def test_a_switch_request_counts_the_free_nodes_under_that_many_leaf_switches() -> None:
+    mine = job(48, nodes=4, cpus=4, required_switches=1)
+    e = explain(pod(job=48), mine, [mine], blocks({"n0": 8, "n4": 8, "n5": 8}), now=NOW)
+    text = render(e)
+    assert "topology: it asks at most 1 leaf switch; block-0: 3 of 4 nodes free" in text
+    assert "1 node short of 4 free nodes under 1 leaf switch" in text
+
+
+def test_a_topology_request_on_nodes_without_topology_says_the_units_are_not_known() -> None:
+    mine = job(48, nodes=4, cpus=4, segment_size=4)
+    text = render(explain(pod(job=48), mine, [mine], NODES, now=NOW))
+    assert "carry no Topology= in Slurm" in text
+    # a job without a request says nothing of topology
+    plain = job(48, nodes=4, cpus=4)
+    assert "topology" not in render(explain(pod(job=48), plain, [plain], blocks({}), now=NOW))
+
+
 def test_a_qos_limit_is_named_with_its_qos() -> None:
     mine = job(48, reason="QOSMaxGRESPerUser", qos="normal")
     text = render(explain(pod(job=48), mine, [mine], NODES, now=NOW))
@@ -184,7 +228,24 @@ def test_a_pod_without_a_job_says_what_the_bridge_says() -> None:
 def test_a_pending_pod_not_labelled_yet_is_found_by_the_jobs_back_link() -> None:
     mine = job(48)
     assert find_job(pod(), [mine, BLOCKER]) == mine
-    assert find_job(pod(job=5), [mine, BLOCKER]) == BLOCKER
+    assert find_job(pod(job=48), [mine, BLOCKER]) == mine
+
+
+def test_a_forged_job_id_label_never_explains_another_tenants_or_a_native_job() -> None:
+    theirs = job(60, ns="team-b", name="secret-train", user="bob", qos="gold")
+    mine = job(48)
+    # a label naming a native job or another tenant's: not believed
+    assert find_job(pod(job=5), [BLOCKER]) is None
+    assert find_job(pod(job=60), [theirs]) is None
+    assert find_job(pod(job=60), [theirs, mine]) == mine  # its own job, by the back-link
+    p = pod(job=60, message="waiting for group PodGroup/team-a/pg: 1 of 2 pods exist")
+    text = render(explain(p, find_job(p, [theirs]), [theirs], NODES, now=NOW))
+    assert "60" not in text
+    assert "secret-train" not in text
+    assert "bob" not in text
+    # another cluster's bridge (its mcs label) does not name the pod either
+    other = job(48).model_copy(update={"mcs_label": "other-cluster"})
+    assert find_job(pod(job=48), [other], "kubernetes") is None
 
 
 def test_json_has_the_facts_in_camel_case() -> None:

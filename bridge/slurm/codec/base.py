@@ -35,16 +35,68 @@ from bridge.slurm.models import (
     JobStateItem,
     NodeResources,
     PingResult,
+    SlurmAssociation,
     SlurmJob,
+    SlurmLimits,
     SlurmMessage,
     SlurmNode,
     SlurmPartition,
+    SlurmQos,
+    SlurmReservation,
     SlurmWarning,
     SubmitResult,
 )
 from bridge.text import gres_problem
 
 Json = dict[str, Any]
+# Where slurmdbd's QOS and association records (v0.0.43-v0.0.45: the same shapes) keep
+# each limit, by sacctmgr's name (measured on 26.05: each set with sacctmgr, read back).
+# Under a QOS's ``limits``:
+QOS_TRES_LIMITS = {
+    "GrpTRES": ("max", "tres", "total"),
+    "GrpTRESMins": ("max", "tres", "minutes", "total"),
+    "GrpTRESRunMins": ("max", "tres", "minutes", "per", "qos"),
+    "MaxTRESMinsPerJob": ("max", "tres", "minutes", "per", "job"),
+    "MaxTRESRunMinsPerAccount": ("max", "tres", "minutes", "per", "account"),
+    "MaxTRESRunMinsPerUser": ("max", "tres", "minutes", "per", "user"),
+    "MaxTRESPerAccount": ("max", "tres", "per", "account"),
+    "MaxTRESPerJob": ("max", "tres", "per", "job"),
+    "MaxTRESPerNode": ("max", "tres", "per", "node"),
+    "MaxTRESPerUser": ("max", "tres", "per", "user"),
+    "MinTRESPerJob": ("min", "tres", "per", "job"),
+}
+QOS_COUNT_LIMITS = {
+    "GrpJobs": ("max", "active_jobs", "count"),
+    "GrpJobsAccrue": ("max", "active_jobs", "accruing"),
+    "GrpSubmitJobs": ("max", "jobs", "count"),
+    "MaxJobsPerAccount": ("max", "jobs", "active_jobs", "per", "account"),
+    "MaxJobsPerUser": ("max", "jobs", "active_jobs", "per", "user"),
+    "MaxSubmitJobsPerAccount": ("max", "jobs", "per", "account"),
+    "MaxSubmitJobsPerUser": ("max", "jobs", "per", "user"),
+    "MaxJobsAccruePerAccount": ("max", "accruing", "per", "account"),
+    "MaxJobsAccruePerUser": ("max", "accruing", "per", "user"),
+    "GrpWall": ("max", "wall_clock", "per", "qos"),
+    "MaxWall": ("max", "wall_clock", "per", "job"),
+}
+# Under an association's ``max``:
+ASSOC_TRES_LIMITS = {
+    "GrpTRES": ("tres", "total"),
+    "GrpTRESMins": ("tres", "group", "minutes"),
+    "GrpTRESRunMins": ("tres", "group", "active"),
+    "MaxTRESMinsPerJob": ("tres", "minutes", "per", "job"),
+    "MaxTRESPerJob": ("tres", "per", "job"),
+    "MaxTRESPerNode": ("tres", "per", "node"),
+}
+ASSOC_COUNT_LIMITS = {
+    "GrpJobs": ("jobs", "per", "count"),
+    "GrpJobsAccrue": ("jobs", "per", "accruing"),
+    "GrpSubmitJobs": ("jobs", "per", "submitted"),
+    "GrpWall": ("per", "account", "wall_clock"),
+    "MaxJobs": ("jobs", "active"),
+    "MaxJobsAccrue": ("jobs", "accruing"),
+    "MaxSubmitJobs": ("jobs", "total"),
+    "MaxWall": ("jobs", "per", "wall_clock"),
+}
 NODE_UPDATE_STATES = ("DRAIN", "RESUME", "DOWN", "UNDRAIN", "IDLE", "FAIL")
 
 
@@ -134,6 +186,39 @@ def _state_row_id(value: Any) -> tuple[int | None, int | None]:
     return num(value), None
 
 
+def _at(value: Any, path: Sequence[str]) -> Any:
+    for key in path:
+        value = value.get(key) if isinstance(value, Mapping) else None
+    return value
+
+
+def _tres_list(value: Any) -> dict[str, int]:
+    """slurmdbd's TRES list ``[{"type": "gres", "name": "gpu", "count": 2}]`` ->
+    ``{"gres/gpu": 2}``."""
+    out: dict[str, int] = {}
+    for t in value if isinstance(value, list) else ():
+        if not isinstance(t, Mapping) or (count := num(t.get("count"))) is None:
+            continue
+        kind, name = _s(t.get("type")), _s(t.get("name"))
+        if kind:
+            out[f"{kind}/{name}" if name else kind] = count
+    return out
+
+
+def _limits(
+    record: Any,
+    tres: Mapping[str, Sequence[str]],
+    counts: Mapping[str, Sequence[str]],
+) -> SlurmLimits:
+    """The limits set in ``record`` (a QOS's ``limits`` or an association's ``max``)."""
+    tres_set = {k: _tres_list(_at(record, path)) for k, path in tres.items()}
+    counts_set = {k: num(_at(record, path)) for k, path in counts.items()}
+    return SlurmLimits(
+        tres={k: v for k, v in tres_set.items() if v},
+        counts={k: v for k, v in counts_set.items() if v is not None},
+    )
+
+
 def _require_mapping(body: Any, what: str) -> Mapping[str, Any]:
     if not isinstance(body, Mapping):
         raise InvalidInput(what, f"expected a JSON object, got {type(body).__name__}")
@@ -152,6 +237,11 @@ class Codec:
     def path(self, tail: str) -> str:
         """``/slurm/<version>/<tail>``."""
         return f"/slurm/{self.version}/{tail.lstrip('/')}"
+
+    def db_path(self, tail: str) -> str:
+        """``/slurmdb/<version>/<tail>``: slurmdbd's endpoints (slurmrestd's
+        ``openapi/slurmdbd`` plugin)."""
+        return f"/slurmdb/{self.version}/{tail.lstrip('/')}"
 
     # ------------------------------------------------------------------ encode
     def job_description(self, spec: JobSpec, *, for_update: bool = False) -> Json:
@@ -476,6 +566,9 @@ class Codec:
             excluded_nodes=tuple(hostlist.expand(_s(j.get("excluded_nodes")))),
             features=_s(j.get("features")),
             licenses=_s(j.get("licenses")),
+            # 0: no request (Slurm sends 0, not an unset number)
+            segment_size=num(j.get("segment_size")) or None,
+            required_switches=num(j.get("required_switches")) or None,
             # 0 / unset: a plain job (Slurm sends het_job_id 0 then)
             het_job_id=num(j.get("het_job_id")) or None,
             het_job_offset=(num(j.get("het_job_offset")) if num(j.get("het_job_id")) else None),
@@ -620,6 +713,51 @@ class Codec:
         b = _require_mapping(body, "partitions response")
         return tuple(
             self.decode_partition(p) for p in b.get("partitions") or () if isinstance(p, Mapping)
+        )
+
+    def decode_reservations(self, body: Any) -> tuple[SlurmReservation, ...]:
+        """``GET /reservations/``: each reservation's window and nodes (not its users)."""
+        b = _require_mapping(body, "reservations response")
+        return tuple(
+            SlurmReservation(
+                name=_s(r.get("name")),
+                start_time=timestamp(r.get("start_time")),
+                end_time=timestamp(r.get("end_time")),
+                node_count=num(r.get("node_count")) or 0,
+                nodes=tuple(hostlist.expand(_s(r.get("node_list")))),
+                partition=_s(r.get("partition")),
+                flags=_strs(r.get("flags")),
+            )
+            for r in b.get("reservations") or ()
+            if isinstance(r, Mapping)
+        )
+
+    def decode_qos(self, body: Any) -> tuple[SlurmQos, ...]:
+        """``GET /slurmdb/<v>/qos/``: each QOS's name and limits."""
+        b = _require_mapping(body, "qos response")
+        return tuple(
+            SlurmQos(
+                name=_s(q.get("name")),
+                limits=_limits(q.get("limits"), QOS_TRES_LIMITS, QOS_COUNT_LIMITS),
+            )
+            for q in b.get("qos") or ()
+            if isinstance(q, Mapping)
+        )
+
+    def decode_associations(self, body: Any) -> tuple[SlurmAssociation, ...]:
+        """``GET /slurmdb/<v>/associations/``: each association's place and limits."""
+        b = _require_mapping(body, "associations response")
+        return tuple(
+            SlurmAssociation(
+                account=_s(a.get("account")),
+                user=_s(a.get("user")),
+                partition=_s(a.get("partition")),
+                parent_account=_s(a.get("parent_account")),
+                qos=_strs(a.get("qos")),
+                limits=_limits(a.get("max"), ASSOC_TRES_LIMITS, ASSOC_COUNT_LIMITS),
+            )
+            for a in b.get("associations") or ()
+            if isinstance(a, Mapping)
         )
 
     def decode_ping(self, body: Any) -> tuple[PingResult, ...]:

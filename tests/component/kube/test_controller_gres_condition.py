@@ -3,7 +3,7 @@
 GRES and the node's ResourceSlices agree, with a Warning ``IncompatibleSlurmGRES`` when
 they do not; the kubelet's conditions stay; nothing is said before the slices are known;
 the condition leaves a node the bridge no longer manages. Slurm is a stand-in holding the
-node list (the pure comparison: tests/unit/translate/test_node_gres.py; real Slurm:
+node list (the pure comparison: tests/unit/devices/test_node_gres.py; real Slurm:
 tests/integration/test_controller_nodes_e2e.py)."""
 
 from __future__ import annotations

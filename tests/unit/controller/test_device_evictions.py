@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bridge.translate.device_taints import EVICTION_REASON, request_tolerations
+from bridge.devices.taints import EVICTION_REASON, request_tolerations
 from controller.device_evictions import noexecute_on, plan
 from controller.model import DeletePod
 

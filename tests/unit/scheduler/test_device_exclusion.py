@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import copy
 
+from bridge.devices.allocation import slices_fingerprint
 from bridge.models import JobSpec
-from bridge.translate.devices import slices_fingerprint
 from sandbox.controllers import dra_driver
 from scheduler.giveback import REASON_DEVICE_MISMATCH, BindFailures
 from scheduler.snapshot import with_nodes_excluded

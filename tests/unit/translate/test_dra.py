@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from bridge.errors import DeviceAllocationError, DeviceMismatch, InvalidInput
-from bridge.translate.devices import (
+from bridge.devices.allocation import (
     DeviceId,
     Picked,
     SlurmNodeView,
@@ -18,6 +17,7 @@ from bridge.translate.devices import (
     cpuset_text,
     taken_devices,
 )
+from bridge.errors import DeviceAllocationError, DeviceMismatch, InvalidInput
 from bridge.translate.dra import DraInputs, pod_devices
 from bridge.translate.job import translate_group
 from bridge.translate.settings import TranslateSettings

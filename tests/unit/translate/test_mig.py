@@ -12,7 +12,8 @@ from pydantic import ValidationError
 from admission.policy import AdmissionContext
 from admission.review import parse_review
 from admission.validate import validate
-from bridge.config import DEFAULT_GRES_MAPPING, NVIDIA_MIG_PROFILES, parse_config
+from bridge.config import DEFAULT_GRES_MAPPING, parse_config
+from bridge.devices.mig import NVIDIA_MIG_PROFILES
 from bridge.errors import ConfigError, InvalidInput
 from bridge.models import JobSpec
 from bridge.translate import TranslateSettings, translate_group

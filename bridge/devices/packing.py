@@ -4,9 +4,9 @@ devices the node's ResourceSlices publish, every one a distinct device and all o
 together within the GPUs' counters.
 
 Every question of that kind asks this module: which DRA device Slurm's ``IDX`` names
-(:mod:`bridge.translate.devices`), whether Slurm's GRES and the node's devices agree (the
+(:mod:`bridge.devices.allocation`), whether Slurm's GRES and the node's devices agree (the
 condition ``SlinkySlurmGRESCompatible``), what to register for an external node
-(:mod:`bridge.translate.node_gres`) and whether the sandbox's layout fits a GPU model.
+(:mod:`bridge.devices.node_gres`) and whether the sandbox's layout fits a GPU model.
 
 **The node** (:func:`node_of`): devices as :class:`Unit`\\ s (a key, the kind Slurm counts
 it as, the counters it consumes), the counter sets' sizes. Devices that share a counter

@@ -7,8 +7,7 @@ from typing import Any
 import pytest
 
 from bridge.config import DEFAULT_GRES_MAPPING
-from bridge.errors import InvalidInput
-from bridge.translate.node_gres import (
+from bridge.devices.node_gres import (
     Agreement,
     GresKind,
     GresTable,
@@ -19,6 +18,7 @@ from bridge.translate.node_gres import (
     registration_gres,
     slice_inventory,
 )
+from bridge.errors import InvalidInput
 from sandbox.controllers import dra_driver as sandbox_dra
 
 DRIVERS = {"gpu.nvidia.com": "gpu"}

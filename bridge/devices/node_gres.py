@@ -27,7 +27,7 @@ once. Slurm's configuration is one choice among them.
   a kind than Slurm has (else pods asking for them wait forever, or Slurm never uses them);
 - every GPU whose devices consume counters is used by some GRES Slurm has.
 
-Whether Slurm's GRES fit is asked of the one packer (:mod:`bridge.translate.packing`):
+Whether Slurm's GRES fit is asked of the one packer (:mod:`bridge.devices.packing`):
 exact (a packing of the whole layout whenever one exists, using every GPU), by the
 devices' attributes and counters. A device without counters is independent; a static
 MIG slice and its GPU's full device exclude each other (``parentUUID``).
@@ -41,9 +41,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import Enum
 
+from bridge import kobj
+from bridge.devices import packing
 from bridge.errors import InvalidInput
 from bridge.text import checked_token
-from bridge.translate import kobj, packing
 from bridge.translate.quantity import parse_non_negative, whole_count
 
 MIG_TYPE = "mig"

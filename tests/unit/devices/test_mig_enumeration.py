@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bridge.config import NVIDIA_MIG_GPUS, MigGpu, nvidia_mig_gpu
+from bridge.devices.mig import NVIDIA_MIG_GPUS, MigGpu, nvidia_mig_gpu
 from tests.bench.mig_layouts import (
     FORMS,
     Node,

@@ -11,9 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bridge.config import DEFAULT_GRES_MAPPING
-from bridge.errors import DeviceAllocationError, DeviceMismatch, InvalidInput
-from bridge.translate import packing
-from bridge.translate.devices import (
+from bridge.devices import packing
+from bridge.devices.allocation import (
     DeviceId,
     Ledger,
     SlurmLayout,
@@ -23,6 +22,7 @@ from bridge.translate.devices import (
     packing_node,
     taken_devices,
 )
+from bridge.errors import DeviceAllocationError, DeviceMismatch, InvalidInput
 from bridge.translate.dra import DeviceRequest, DraInputs, pod_devices
 from bridge.translate.job import with_devices
 from bridge.translate.resources import pod_resources

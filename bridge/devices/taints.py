@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from bridge.translate import kobj
+from bridge import kobj
 from bridge.translate.placement import tolerates
 
 NO_SCHEDULE = "NoSchedule"

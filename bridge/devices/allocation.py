@@ -15,7 +15,7 @@ kind. A GRES Slurm did not give the job on the node, fewer devices (or a count) 
 request asks, or a kind other than asked is a :class:`DeviceMismatch` (the job is given
 back, nothing written): never a fallback to "any free device".
 
-**Device taints** (KEP-5055, :mod:`bridge.translate.device_taints`): never a device
+**Device taints** (KEP-5055, :mod:`bridge.devices.taints`): never a device
 tainted ``NoSchedule``/``NoExecute`` (by its slice or a DeviceTaintRule) that the request
 does not tolerate. Where Slurm only counts, such a device is skipped; where Slurm's
 indices (or cores) name one, it is a :class:`DeviceMismatch` (the job is given back).
@@ -33,7 +33,7 @@ across its types, in gres.conf order (``gpu:a100:1(IDX:0),gpu:1g.10gb:7(IDX:1-7)
 index ``i`` of type ``T`` is the ``k = i - first(T)``-th device of that type
 (``SlurmNodeView.gres_layout``: the node's ``Gres=``, each type's devices together). Which
 DRA device that is: Slurm's whole layout is packed onto the node's devices by the one
-packer (:mod:`bridge.translate.packing`: every Slurm device a distinct DRA device, all
+packer (:mod:`bridge.devices.packing`: every Slurm device a distinct DRA device, all
 together within the GPUs' counters, found whenever such a packing exists; devices known
 by their attributes and counters, never their names), and the ``k``-th device of the type
 in it (GPU by GPU) is Slurm's ``k``-th. A layout that cannot be packed is a
@@ -71,9 +71,10 @@ from decimal import Decimal
 from functools import cached_property
 from typing import Any
 
+from bridge import kobj
+from bridge.devices import packing
+from bridge.devices.taints import describe, device_taints, untolerated
 from bridge.errors import DeviceAllocationError, DeviceMismatch, InvalidInput
-from bridge.translate import kobj, packing
-from bridge.translate.device_taints import describe, device_taints, untolerated
 from bridge.translate.dra import DeviceRequest
 from bridge.translate.quantity import parse_quantity
 from bridge.translate.selectors import device_variable, matches
@@ -484,7 +485,7 @@ def _grouped(
 
 def _tainted(r: DeviceRequest, d: Device) -> str | None:
     """Why ``r`` may not have ``d``: a NoSchedule/NoExecute taint it does not tolerate
-    (KEP-5055; the slices carry the DeviceTaintRules' taints too: device_taints.with_rules)."""
+    (KEP-5055; the slices carry the DeviceTaintRules' taints too: taints.with_rules)."""
     blocked = untolerated(device_taints(d.raw), r.tolerations)
     if not blocked:
         return None

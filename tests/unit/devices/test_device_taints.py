@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from bridge.errors import DeviceAllocationError, DeviceMismatch
-from bridge.translate.device_taints import (
+from bridge.devices.allocation import SlurmNodeView, allocate_pod
+from bridge.devices.taints import (
     describe,
     eviction,
     rule_matches,
     untolerated,
     with_rules,
 )
-from bridge.translate.devices import SlurmNodeView, allocate_pod
+from bridge.errors import DeviceAllocationError, DeviceMismatch
 from bridge.translate.dra import DraInputs, pod_devices
 from tests.unit.translate.test_dra import CLASSES, GRES, claim_spec, exactly, gpu_slice, names, pod
 

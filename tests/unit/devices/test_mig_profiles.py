@@ -1,4 +1,4 @@
-"""The NVIDIA MIG table (bridge/config.py ``NVIDIA_MIG_GPUS``): each profile carries the
+"""The NVIDIA MIG table (bridge/devices/mig.py ``NVIDIA_MIG_GPUS``): each profile carries the
 compute and memory slices it consumes of its GPU's, as NVIDIA's MIG user guide lists
 them; the benchmark's counter check (tests/bench/fit.py ``--mig``) sums these."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from bridge.config import NVIDIA_MIG_GPUS, NVIDIA_MIG_PROFILES, nvidia_mig_gpu
+from bridge.devices.mig import NVIDIA_MIG_GPUS, NVIDIA_MIG_PROFILES, nvidia_mig_gpu
 from bridge.errors import ConfigError
 
 # NVIDIA's "Number of Instances Available" per profile (MIG user guide).

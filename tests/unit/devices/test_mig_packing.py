@@ -12,9 +12,8 @@ from typing import Any
 import pytest
 
 from bridge.config import DEFAULT_GRES_MAPPING
-from bridge.errors import DeviceMismatch
-from bridge.translate import packing
-from bridge.translate.devices import (
+from bridge.devices import packing
+from bridge.devices.allocation import (
     DeviceId,
     Ledger,
     SlurmLayout,
@@ -23,8 +22,7 @@ from bridge.translate.devices import (
     node_devices,
     packing_node,
 )
-from bridge.translate.dra import DeviceRequest
-from bridge.translate.node_gres import (
+from bridge.devices.node_gres import (
     Agreement,
     GresTable,
     compare,
@@ -32,6 +30,8 @@ from bridge.translate.node_gres import (
     registration_gres,
     slice_inventory,
 )
+from bridge.errors import DeviceMismatch
+from bridge.translate.dra import DeviceRequest
 from sandbox.controllers import dra_driver
 from sandbox.controllers.dra_driver import (
     NAMINGS,
