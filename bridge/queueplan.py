@@ -44,7 +44,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from bridge.devices.node_gres import GresKind, parse_slurm_gres
+from bridge.devices.node_gres import GresKind, parse_slurm_gres, tres_gres
 from bridge.errors import InvalidInput
 from bridge.slurm.models import SlurmJob, SlurmNode, fold_hetjobs
 
@@ -128,15 +128,6 @@ class _Ask:
     excluded: frozenset[str]
 
 
-def _gres(text: str) -> dict[GresKind, int]:
-    """``gres/gpu:1,gres/gpu:a100:2`` (a job's tres_per_node/_per_task) per kind."""
-    items = [i.removeprefix("gres/") for i in text.split(",") if i.startswith("gres/")]
-    try:
-        return parse_slurm_gres(",".join(items), field_name="tres")
-    except InvalidInput:
-        return {}
-
-
 def _node(n: SlurmNode) -> _Node:
     try:
         gres = parse_slurm_gres(n.gres)
@@ -183,8 +174,8 @@ def _ask(job: SlurmJob, min_nodes: int | None = None) -> _Ask:
         tasks_per_node=job.tasks_per_node or 0,
         memory_per_cpu=job.memory_per_cpu_mib or 0,
         memory_per_node=job.memory_per_node_mib or 0,
-        gres_per_node=_gres(job.tres_per_node),
-        gres_per_task=_gres(job.tres_per_task),
+        gres_per_node=tres_gres(job.tres_per_node),
+        gres_per_task=tres_gres(job.tres_per_task),
         exclusive=exclusive,
         seconds=_limit_seconds(job),
         excluded=frozenset(job.excluded_nodes),
@@ -357,8 +348,8 @@ def _running_uses(job: SlurmJob, now: float) -> list[tuple[str, _Use]]:
     end = max(end, now)
     start = min(_ts(job.start_time) or now, now)
     cpt = max(job.cpus_per_task or 1, 1)
-    per_node = _gres(job.tres_per_node)
-    per_task = _gres(job.tres_per_task)
+    per_node = tres_gres(job.tres_per_node)
+    per_task = tres_gres(job.tres_per_task)
     out: list[tuple[str, _Use]] = []
     if job.allocation:
         for a in job.allocation:

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from bridge.devices.node_gres import GresKind, parse_slurm_gres
+from bridge.devices.node_gres import GresKind, parse_slurm_gres, tres_gres
 from bridge.errors import InvalidInput
 from bridge.expected import (
     BY_BRIDGE,
@@ -47,7 +47,7 @@ from bridge.expected import (
     rfc3339,
     unlimited,
 )
-from bridge.queueplan import NO_QUEUE_PLAN, PLANNABLE_REASONS, plan_queue
+from bridge.queueplan import NO_QUEUE_PLAN, PLANNABLE_REASONS, UNUSABLE_NODE_STATES, plan_queue
 from bridge.slurm.models import SlurmJob, SlurmNode, SlurmReservation
 from bridge.status.limits import Accounting, limit_lines, limit_of, reservation_lines
 from bridge.translate import kobj, names_any_pod, parse_admin_comment, pod_job_id
@@ -55,10 +55,6 @@ from bridge.wellknown import CONDITION_POD_SCHEDULED
 
 WhyOutput = Literal["text", "json"]
 
-# Node states (base or flag) in which a node takes no new job.
-UNUSABLE_NODE_STATES = frozenset(
-    {"DOWN", "DRAIN", "FAIL", "FUTURE", "INVALID", "UNKNOWN", "NOT_RESPONDING", "RESERVED"}
-)
 
 # What a user can change, per kind of reason (the pod's annotations: docs/annotations.md).
 CHANGE_SIZE = (
@@ -161,15 +157,6 @@ def _named(jobs: Iterable[SlurmJob], namespace: str, names_others: bool) -> list
     return out
 
 
-def _gres_of_job(tres_per_node: str) -> dict[GresKind, int]:
-    """``gres/gpu:1,gres/gpu:a100:2`` (a job's tres_per_node) as counts per kind."""
-    items = [i.removeprefix("gres/") for i in tres_per_node.split(",") if i.startswith("gres/")]
-    try:
-        return parse_slurm_gres(",".join(items), field_name="tres_per_node")
-    except InvalidInput:
-        return {}
-
-
 def _free_gres(node: SlurmNode) -> dict[GresKind, int]:
     try:
         total = parse_slurm_gres(node.gres)
@@ -184,7 +171,7 @@ def _need_per_node(job: SlurmJob) -> tuple[int, int, dict[GresKind, int]]:
     nodes = max(job.node_count or 1, 1)
     cpus = max(job.minimum_cpus_per_node or 0, -(-(job.cpus or 0) // nodes))
     mem = job.memory_per_node_mib or (job.memory_per_cpu_mib or 0) * cpus
-    return cpus, mem, _gres_of_job(job.tres_per_node)
+    return cpus, mem, tres_gres(job.tres_per_node, field_name="tres_per_node")
 
 
 def _exclusive(job: SlurmJob) -> bool:

@@ -175,7 +175,7 @@ async def test_on_shared_nodes_a_gang_behind_small_jobs_shows_the_bridges_plan_a
     # Slurm's own plan is a window later; the bridge's is the blocker's end
     planned = squeue_start(sandbox, job_id)
     assert planned is not None
-    print(f"shown {at} squeue --start {planned}")
+    print(f"shown {at} squeue --start {planned}: {msg}")
     assert (planned - at).total_seconds() >= 60
     running = await bridge.slurm.get_job(blocker_id)
     assert running.end_time is not None
