@@ -11,6 +11,7 @@ from bridge.expected import BY_BRIDGE, BY_SLURM, Plan, choose, note
 from bridge.queueplan import (
     AHEAD_NOT_MODELLED,
     NOT_PLANNABLE,
+    TOO_DEEP,
     UNKNOWABLE,
     QueueStart,
     plan_queue,
@@ -254,3 +255,13 @@ def test_a_pending_jobs_node_count_is_slurms_guess_its_minimum_comes_from_the_ca
     assert plan_queue(jobs, nodes, NOW, {10})[10].start == NOW
     # the bridge knows its own job's minimum (its spec): 2 nodes, so n1 from T1
     assert plan_queue(jobs, nodes, NOW, {10}, min_nodes={10: 2})[10].start == T1
+
+
+def test_the_plan_is_bounded_jobs_past_the_bound_get_none_of_the_bridges() -> None:
+    jobs = [running(1, {"n0": 64}, T1)] + [pending(10 + i, 8, submitted=i) for i in range(20)]
+    plans = plan_queue(jobs, [node("n0")], NOW, {10, 29}, max_jobs=5)
+    assert plans[10].start == T1
+    assert plans[29] == QueueStart(why=TOO_DEEP)
+    # a small work bound stops the walk: the jobs after it get no plan, never a wrong one
+    plans = plan_queue(jobs, [node("n0")], NOW, {10, 29}, max_work=10)
+    assert plans[29] == QueueStart(why=TOO_DEEP)
