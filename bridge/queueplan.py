@@ -17,11 +17,15 @@ per-CPU reservations:
   time);
 * each running job holds its per-node allocation until its end (start + time limit;
   ``INFINITE``: forever);
-* each pending job starts at the earliest time at which enough of its partitions' usable
-  nodes have its CPUs (tasks x CPUs per task, between its minimum and maximum node
-  count, tasks per node), memory (per CPU or per node) and GRES (per node or per task)
-  free for its whole time limit; whole free nodes for a job that asks exclusive nodes;
-  then it holds what it took there for its window (the next jobs plan around it);
+* each pending job starts, not before the jobs ahead of it on the nodes it may use, at
+  the earliest time at which enough of its partitions' usable nodes have its CPUs (tasks
+  x CPUs per task, between its minimum and maximum node count, tasks per node), memory
+  (per CPU or per node) and GRES (per node or per task) free for its whole time limit;
+  whole free nodes for a job that asks exclusive nodes; then it holds what it took there
+  for its window (the next jobs plan around it). No job starts before one ahead of it:
+  on shared nodes Slurm's backfill, reserving whole nodes, leaves it no room to (the
+  sandbox's recorded queues: with backfill jumps allowed per CPU, p90 122 s; in order,
+  61 s); where Slurm does plan a job sooner, its own plan is the earlier one and is shown;
 * a heterogeneous job's components start together.
 
 The same walk is made a second time with backfill's own rule, whole nodes reserved for
@@ -297,12 +301,6 @@ class _Map:
         m.planned = list(self.planned)
         return m
 
-    def reserved(self, t0: float, t1: float) -> set[str]:
-        """The nodes of jobs planned ahead that start after ``t0`` and before ``t1``: a
-        job starting at ``t0`` jumps them, which backfill allows only off their nodes
-        (it reserves them whole for the jobs it plans)."""
-        return {n for s, _, ns in self.planned if t0 < s < t1 for n in ns}
-
     def hold(self, node: str, use: _Use) -> None:
         profile = self.profiles.get(node)
         if profile is None:
@@ -362,25 +360,16 @@ def _slots(ask: _Ask, node: _Node, free: tuple[int, int, dict[GresKind, int], bo
     return max(slots, 0)
 
 
-def _place(
-    ask: _Ask, m: _Map, t0: float, jumps: bool = False, only: set[str] | None = None
-) -> dict[str, int] | None:
+def _place(ask: _Ask, m: _Map, t0: float, only: set[str] | None = None) -> dict[str, int] | None:
     """Tasks per node for ``ask`` starting at ``t0`` on ``m``, or None when it does not
     fit then. One node when one takes it all (the one with the least room left: the
-    others keep theirs), else the nodes with the most room first. ``jumps``: not on the
-    nodes of a job planned ahead that starts later (backfill's rule); ``only``: only
-    these nodes are tried."""
+    others keep theirs), else the nodes with the most room first; ``only``: only these
+    nodes are tried."""
     t1 = t0 + ask.seconds
-    off = m.reserved(t0, t1) if jumps else set()
     room: list[tuple[int, int, str]] = []  # (slots, free cpus, node)
     for name in m.order if only is None else sorted(only, key=m.order.index):
         n = m.nodes[name]
-        if (
-            not n.usable
-            or name in ask.excluded
-            or name in off
-            or not (n.partitions & ask.partitions)
-        ):
+        if not n.usable or name in ask.excluded or not (n.partitions & ask.partitions):
             continue
         free = m.free(name, t0, t1, n.cpus if ask.exclusive else ask.cpus_per_task)
         s = _slots(ask, n, free)
@@ -489,21 +478,27 @@ def _fit(
     m: _Map,
     now: float,
     whole: bool,
-    jumps: bool = False,
 ) -> float | None:
     """The earliest start of ``p`` on ``m`` (held there), None when none in finite time.
 
-    The times tried are now and each end of a use; past now, only those at which a use
-    ends on a node the job may use, or a job planned ahead starts (its nodes are no
-    longer jumped): between two ends nothing frees, so a job that did not fit at the
-    last one does not fit at a time that frees nothing of its nodes."""
+    In Slurm's order: not before the last start planned ahead of it on the nodes it may
+    use (on shared nodes Slurm's backfill, reserving whole nodes for each job it plans,
+    leaves a job behind no room to start first: measured, docs/benchmarks.md; where it
+    does plan one sooner, Slurm's own plan is the earlier and is shown). The times tried
+    are then each end of a use; past the first, only those at which a use ends on a node
+    the job may use, or a job ahead starts: between two ends nothing frees, so a job that
+    did not fit at the last one does not fit at a time that frees nothing of its nodes."""
     eligible = {
         name
         for name in m.order
         if m.nodes[name].usable
         and any(name not in a.excluded and m.nodes[name].partitions & a.partitions for a in p.asks)
     }
+    # in order: not before a job planned ahead on these nodes starts
+    floor = max((s for s, _, ns in m.planned if ns & eligible), default=now)
     for t in [now, *m.ends(now)]:
+        if t < floor:
+            continue
         changed = m.ends_on.get(t, set()) & eligible
         if t > now and not changed and t not in m.starts:
             continue
@@ -514,7 +509,7 @@ def _fit(
         trial = m.copy() if len(p.asks) > 1 else m
         for ask in p.asks:
             one = ask.max_nodes == 1 or ask.tasks == 1
-            placed = _place(ask, trial, t, jumps, only if one else None)
+            placed = _place(ask, trial, t, only if one else None)
             if placed is None:
                 break
             held.append((ask, placed))
@@ -543,7 +538,7 @@ def _walk(
     for p in queue:
         if m.work > max_work:
             break
-        out[p.job_id] = _fit(p, m, now, whole, jumps=not whole)
+        out[p.job_id] = _fit(p, m, now, whole)
     return out
 
 
