@@ -49,6 +49,9 @@ BRIDGE_EXPECTS = "slurm-bridge expects it to start at "
 # this, and its own whole-node walk is later than its per-CPU one by more than this (Slurm's
 # backfill plans at bf_resolution, 60 s by default: a smaller difference is its rounding).
 WHOLE_NODE_MARGIN = timedelta(seconds=30)
+# Slurm's backfill plans in slots of bf_resolution (60 s by default): its plan is up to
+# that much later than the time the slot begins with.
+SLURM_SLOT = timedelta(seconds=60)
 
 
 @dataclass(frozen=True)
@@ -83,20 +86,28 @@ def plan_of(start_time: datetime | None, now: datetime) -> Plan:
 
 def choose(slurm: Plan, cpu: datetime | None, whole: datetime | None) -> Plan:
     """The plan to show: Slurm's (``slurm``, from its ``start_time``), or the bridge's
-    per-CPU plan ``cpu`` (:mod:`bridge.queueplan`) where Slurm's is pessimistic because
-    its backfill reserves whole nodes: Slurm has a plan, the bridge's is earlier by more
-    than :data:`WHOLE_NODE_MARGIN`, and the bridge's own walk of the same queue with
-    whole-node reservations (``whole``) is later than ``cpu`` by more than that too (the
-    difference is then the whole-node reservations', not something the bridge does not
-    see: a limit, a reservation, a job it does not know). Slurm's "no plan" stands: the
-    bridge never plans a job Slurm has not."""
+    per-CPU plan ``cpu`` (:mod:`bridge.queueplan`) where Slurm's is later for a reason the
+    bridge sees:
+
+    * its backfill reserves whole nodes: the bridge's plan is earlier by more than
+      :data:`WHOLE_NODE_MARGIN`, and the bridge's own walk of the same queue with
+      whole-node reservations (``whole``) is later than ``cpu`` by more than that too
+      (the difference is then the reservations', not something the bridge does not see:
+      a limit, a reservation, a job it does not know);
+    * its backfill plans in time slots (``bf_resolution``, 60 s by default): the bridge's
+      plan is earlier by at most :data:`SLURM_SLOT`, to the second.
+
+    Slurm's "no plan" stands: the bridge never plans a job Slurm has not; nor does it
+    show a plan later than Slurm's."""
     if slurm.start is None or cpu is None:
         return slurm
-    if whole is None or whole - cpu <= WHOLE_NODE_MARGIN:
+    ahead = slurm.start - cpu
+    if ahead <= timedelta(0):
         return slurm
-    if slurm.start - cpu <= WHOLE_NODE_MARGIN:
-        return slurm
-    return Plan(cpu.astimezone(UTC), by=BY_BRIDGE, slurm_start=slurm.start)
+    reserved = whole is not None and whole - cpu > WHOLE_NODE_MARGIN
+    if (reserved and ahead > WHOLE_NODE_MARGIN) or ahead <= SLURM_SLOT:
+        return Plan(cpu.astimezone(UTC), by=BY_BRIDGE, slurm_start=slurm.start)
+    return slurm
 
 
 # A job without a time limit: Slurm shows INFINITE (unset) while it is pending, and a year
@@ -158,14 +169,14 @@ def short_in(seconds: float) -> str:
 def note(plan: Plan, now: datetime) -> str:
     """The end of a pending pod's message: ``; Slurm expects it to start at T (in 12
     min), planned by Slurm's backfill``, ``; slurm-bridge expects it to start at T (in 7
-    min), planned by slurm-bridge from Slurm's queue (Slurm's backfill: T2, reserving
-    whole nodes)`` or ``; no start time planned yet`` (read back by :func:`strip_note`)."""
+    min), planned by slurm-bridge from Slurm's queue (Slurm's backfill: T2)`` or ``; no
+    start time planned yet`` (read back by :func:`strip_note`)."""
     if plan.start is None:
         return NOTE_SEP + NO_PLAN + (NO_LIMIT if plan.unknowable else "")
     ahead = human_in((plan.start - now).total_seconds())
     if plan.by == BY_BRIDGE:
         slurm = (
-            f" (Slurm's backfill: {rfc3339(plan.slurm_start)}, reserving whole nodes)"
+            f" (Slurm's backfill: {rfc3339(plan.slurm_start)})"
             if plan.slurm_start is not None
             else ""
         )

@@ -154,14 +154,14 @@ def _limit_seconds(job: SlurmJob) -> float:
     return INF if m is None or m >= 525600 else m * 60.0
 
 
-def _ask(job: SlurmJob, min_nodes: int | None = None) -> _Ask:
+def _ask(job: SlurmJob, min_nodes: int | None = None, whole: bool = False) -> _Ask:
     """What ``job`` asks. Its minimum node count is not in Slurm's record (a pending job's
     ``node_count`` is Slurm's guess from its last test, ``node_cnt_wag``): ``min_nodes``
     when the caller knows it (the bridge's own jobs), else tasks over tasks per node, or
     the guess for a job on whole nodes, else 1."""
     cpt = max(job.cpus_per_task or 1, 1)
     tasks = max(job.tasks or -(-(job.cpus or cpt) // cpt), 1)
-    exclusive = "none" in job.shared
+    exclusive = whole or "none" in job.shared
     if min_nodes is None:
         if job.tasks_per_node:
             min_nodes = -(-tasks // job.tasks_per_node)
@@ -454,7 +454,9 @@ class _Pending:
     modelled: bool
 
 
-def _pending(job: SlurmJob, tiers: Mapping[str, int], min_nodes: Mapping[int, int]) -> _Pending:
+def _pending(
+    job: SlurmJob, tiers: Mapping[str, int], min_nodes: Mapping[int, int], whole: Collection[int]
+) -> _Pending:
     comps = job.components
     parts = {p for c in comps for p in c.partition.split(",") if p}
     tier = max((tiers.get(p, 1) for p in parts), default=1)
@@ -466,7 +468,7 @@ def _pending(job: SlurmJob, tiers: Mapping[str, int], min_nodes: Mapping[int, in
     )
     return _Pending(
         job.job_id,
-        [_ask(c, min_nodes.get(c.job_id)) for c in comps],
+        [_ask(c, min_nodes.get(c.job_id), c.job_id in whole) for c in comps],
         (-tier, -prio, submit, job.job_id),
         plannable,
         all(_modelled(c) for c in comps),
@@ -550,14 +552,16 @@ def plan_queue(
     *,
     tiers: Mapping[str, int] | None = None,
     min_nodes: Mapping[int, int] | None = None,
+    whole: Collection[int] = (),
     max_jobs: int = MAX_JOBS,
     max_work: int = MAX_WORK,
 ) -> dict[int, QueueStart]:
     """The bridge's plan of each ``want``-ed pending job (by job id; a hetjob by its
     leader's id) from Slurm's active ``jobs`` (a flat ``GET /jobs/`` list, or folded),
     ``nodes`` and partitions' PriorityTier ``tiers`` (absent: 1), at ``now``.
-    ``min_nodes``: the minimum node count of the jobs whose the caller knows (the
-    bridge's own, from their specs: Slurm's record does not have it)."""
+    ``min_nodes``: the minimum node count of the jobs whose the caller knows, ``whole``
+    the jobs it knows ask whole nodes (the bridge's own, from their specs: Slurm's record
+    does not have the one, nor in v0.0.45 the other)."""
     t_now = now.timestamp()
     listed = fold_hetjobs(jobs)
     base = _Map([_node(n) for n in nodes])
@@ -567,7 +571,11 @@ def plan_queue(
                 for name, use in _running_uses(c, t_now):
                     base.hold(name, use)
     queue = sorted(
-        (_pending(j, tiers or {}, min_nodes or {}) for j in listed if j.state.primary == "PENDING"),
+        (
+            _pending(j, tiers or {}, min_nodes or {}, whole)
+            for j in listed
+            if j.state.primary == "PENDING"
+        ),
         key=lambda p: p.key,
     )
     out: dict[int, QueueStart] = {}

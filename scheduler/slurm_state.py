@@ -16,6 +16,7 @@ the cycle as the key of the group it concerns (:meth:`SlurmState.changed`,
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
@@ -236,6 +237,7 @@ class SlurmState:
             lambda j: j.state.primary == "PENDING" or (planning and j.state.active),
             job_ids=ids,
             states=ACTIVE_STATES if planning else frozenset(),
+            sharing=planning,
         )
         now = self.clock.now()
         then = now - timedelta(seconds=self.clock.monotonic() - since)
@@ -243,8 +245,11 @@ class SlurmState:
         old_plans = self.queue_plans
         if planning:
             want = {j.job_id for j in folded if j.job_id in followed}
+            min_nodes, whole = self._own_asks(followed)
             self.queue_plans = await asyncio.to_thread(
-                plan_queue, listed, self.nodes, now, want, min_nodes=self._min_nodes(followed)
+                functools.partial(
+                    plan_queue, listed, self.nodes, now, want, min_nodes=min_nodes, whole=whole
+                )
             )
         out = []
         for job in folded:
@@ -263,16 +268,20 @@ class SlurmState:
                 out.append(job)
         return out
 
-    def _min_nodes(self, followed: Mapping[int, str]) -> dict[int, int]:
-        """The minimum node count of the followed plain jobs, from their groups' specs
-        (Slurm's job record does not carry it)."""
-        out: dict[int, int] = {}
+    def _own_asks(self, followed: Mapping[int, str]) -> tuple[dict[int, int], set[int]]:
+        """What Slurm's record of a pending job does not say, for the followed plain
+        jobs, from their groups' specs: the minimum node count, and which ask whole
+        nodes (v0.0.45's records read ``shared: []`` for every job)."""
+        min_nodes: dict[int, int] = {}
+        whole: set[int] = set()
         for job_id, gkey in followed.items():
             g = self.state.groups.get(gkey)
             spec = g.job_spec if g is not None else None
             if spec is not None and not spec.het_components:
-                out[job_id] = spec.min_nodes
-        return out
+                min_nodes[job_id] = spec.min_nodes
+                if spec.exclusive:
+                    whole.add(job_id)
+        return min_nodes, whole
 
     @property
     def plans_queue(self) -> bool:

@@ -176,6 +176,7 @@ class SlurmApi:
         # request); the streamed whole-table reads use the aiohttp session.
         self._lean: Http1Pool | None = None
         self._codec: Codec | None = None if api_version == "auto" else codec_for(api_version)
+        self._sharing_codec: Codec | None = None  # sharing_codec's choice
         self._codec_lock = asyncio.Lock()
 
     @classmethod
@@ -431,6 +432,20 @@ class SlurmApi:
                         f"this client knows {SUPPORTED_VERSIONS}",
                     )
         return self._codec
+
+    async def sharing_codec(self) -> Codec:
+        """The codec whose job records say which jobs asked whole nodes (``shared``): the
+        one in use when it does, else the newest other version slurmrestd serves that
+        does (v0.0.44 beside v0.0.45), else the one in use. Read once, cached."""
+        c = await self.codec()
+        if c.reports_shared:
+            return c
+        if self._sharing_codec is None:
+            served = await self.served_versions()
+            self._sharing_codec = next(
+                (cls() for cls in CODECS if cls.reports_shared and cls.version in served), c
+            )
+        return self._sharing_codec
 
     async def served_versions(self) -> frozenset[str]:
         """The ``/slurm/<version>/`` API versions the server's OpenAPI document lists."""

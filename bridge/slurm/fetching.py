@@ -163,14 +163,16 @@ class SlurmFetching(SlurmApi):
         *,
         job_ids: Container[int] | None = None,
         states: frozenset[str] = frozenset(),
+        sharing: bool = False,
     ) -> tuple[SlurmJob, ...]:
         """The jobs of ``GET /jobs/`` that ``keep`` accepts, read as a stream: one job is
         decoded at a time and only the kept ones are held, so memory does not grow with
         Slurm's job table (finished jobs included), only with what the caller keeps.
         ``job_ids``: only these jobs are decoded at all (the others cost a dict lookup),
         and the jobs in one of ``states`` (``PENDING``, ``RUNNING`` ...: the raw record's
-        ``job_state``, read before decoding)."""
-        c = await self.codec()
+        ``job_state``, read before decoding). ``sharing``: read in a version whose records
+        say which jobs asked whole nodes (:meth:`sharing_codec`)."""
+        c = await (self.sharing_codec() if sharing else self.codec())
 
         def pick(item: Any) -> SlurmJob | None:
             if not isinstance(item, Mapping) or (

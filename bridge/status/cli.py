@@ -249,7 +249,8 @@ async def why(
     reservations for a reservation or unavailable nodes; then explained."""
     pod, jobs, nodes = await asyncio.gather(
         kube.get_pod(namespace, name),
-        slurm.scan_jobs(lambda j: j.state.active),
+        # in a version whose records say which jobs asked whole nodes (the bridge's plan)
+        slurm.scan_jobs(lambda j: j.state.active, sharing=True),
         slurm.list_nodes(),
     )
     listed = fold_hetjobs(jobs)

@@ -36,9 +36,19 @@ pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
 BACKFILL_INTERVAL = 1.0  # the sandbox's bf_interval (sandbox/slurm/launcher.py)
 
 
+SCHEDULER = {"rejectBackoffSeconds": 0.5, "workers": 4, "expectedStartRefreshSeconds": 1}
+
+
 @pytest.fixture
 async def bridge(sandbox: SlurmSandbox, tmp_path: Path) -> AsyncIterator[Bridge]:
-    scheduler = {"rejectBackoffSeconds": 0.5, "workers": 4, "expectedStartRefreshSeconds": 1}
+    async with running_bridge(sandbox, tmp_path, scheduler=SCHEDULER) as b:
+        yield b
+
+
+@pytest.fixture
+async def slurm_only(sandbox: SlurmSandbox, tmp_path: Path) -> AsyncIterator[Bridge]:
+    """The bridge showing Slurm's plan only (``expectedStartBridgePlan: false``)."""
+    scheduler = {**SCHEDULER, "expectedStartBridgePlan": False}
     async with running_bridge(sandbox, tmp_path, scheduler=scheduler) as b:
         yield b
 
@@ -61,8 +71,9 @@ def squeue_start(sandbox: SlurmSandbox, job_id: int) -> datetime | None:
 
 
 async def test_a_gang_behind_a_2_minute_job_shows_slurms_planned_start_until_it_starts(
-    bridge: Bridge, sandbox: SlurmSandbox, track_jobs: Callable[[int], int], tmp_path: Path
+    slurm_only: Bridge, sandbox: SlurmSandbox, track_jobs: Callable[[int], int], tmp_path: Path
 ) -> None:
+    bridge = slurm_only
     blocker = blocker_spec(sandbox).model_copy(update={"time_limit_minutes": 2})
     blocker_id = track_jobs(await bridge.slurm.submit(blocker))
     names = await podgroup(bridge, "eta-pg", 2, cpu="3", memory="500Mi")
@@ -98,7 +109,9 @@ async def test_a_gang_behind_a_2_minute_job_shows_slurms_planned_start_until_it_
     n = len(sandbox.external_nodes)
     assert f"Slurm job {job_id} is PENDING (Resources)" in said
     assert f"1 job ({n} nodes, {n * sandbox.node_cpus} CPUs) running in partition" in said
-    assert f"{n} nodes short of CPUs" in said
+    # the gang asks whole nodes (exclusive, the default): read in a version that says so
+    assert "with 3 CPUs, 500 MiB, the whole node each" in said
+    assert f"{n} nodes short of idle node (exclusive)" in said
     assert f"Slurm expects it to start at {at.strftime('%Y-%m-%dT%H:%M:%SZ')}" in said
     assert "planned by Slurm's backfill" in said  # one job ahead: Slurm's plan holds
     assert "blocker" not in said  # another tenant's job: counted and sized, not named
@@ -194,3 +207,33 @@ async def test_on_shared_nodes_a_gang_behind_small_jobs_shows_the_bridges_plan_a
         annotations = (await bridge.get_pod(n))["metadata"].get("annotations") or {}
         assert ANNOTATION_EXPECTED_START not in annotations
         assert ANNOTATION_EXPECTED_START_BY not in annotations
+
+
+async def test_behind_one_job_the_bridges_plan_is_its_end_to_the_second_slurms_the_next_slot(
+    bridge: Bridge, sandbox: SlurmSandbox, track_jobs: Callable[[int], int]
+) -> None:
+    # Slurm's backfill plans in slots of bf_resolution (60 s): its plan is the running
+    # job's end rounded up to the slot; the bridge's is the end itself, and says so
+    blocker = blocker_spec(sandbox).model_copy(update={"time_limit_minutes": 2})
+    blocker_id = track_jobs(await bridge.slurm.submit(blocker))
+    names = await podgroup(bridge, "eta-slot", 2, cpu="3", memory="500Mi")
+
+    async def shown() -> tuple[datetime, str] | None:
+        pod = await bridge.get_pod(names[0])
+        notes = pod["metadata"].get("annotations") or {}
+        at = parse_rfc3339(notes.get(ANNOTATION_EXPECTED_START))
+        msg = await bridge.scheduled_message(names[0])
+        return (at, msg) if at is not None and "planned by" in msg else None
+
+    at, msg = await bridge.wait_for("the gang's expected start", shown)
+    running = await bridge.slurm.get_job(blocker_id)
+    assert running.end_time is not None
+    assert abs((running.end_time - at).total_seconds()) <= BACKFILL_INTERVAL
+    planned = squeue_start(sandbox, job_of(await bridge.get_pod(names[0])))
+    assert planned is not None
+    print(f"shown {at} squeue --start {planned} end {running.end_time}: {msg}")
+    if planned > at:  # Slurm's slot began before the end: the bridge's plan is the end
+        assert "planned by slurm-bridge from Slurm's queue (Slurm's backfill: " in msg
+        assert (planned - at).total_seconds() <= 60
+    else:
+        assert "planned by Slurm's backfill" in msg

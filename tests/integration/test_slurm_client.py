@@ -384,3 +384,22 @@ def test_slurmrestds_openapi_document_is_read_on_the_components_loop(
             return (await client.codec()).version
 
     assert loops.run(version()).startswith("v0.0.")
+
+
+async def test_a_pending_jobs_whole_node_ask_is_read_in_a_version_that_reports_it(
+    slurm: SlurmClient, sandbox: SlurmSandbox, track_jobs: Track
+) -> None:
+    # v0.0.45's job record reads shared [] for every job (measured on 26.05); the bridge's
+    # plan of Slurm's queue reads the job table in a version that still says "none"
+    held = {"priority": 0, "exclusive": True}
+    x = track_jobs(await slurm.submit(ext_spec(sandbox, "it-share-excl", **held)))
+    s = track_jobs(
+        await slurm.submit(ext_spec(sandbox, "it-share-shared", priority=0, exclusive=False))
+    )
+    listed = {
+        j.job_id: j for j in await slurm.scan_jobs(lambda j: j.job_id in (x, s), sharing=True)
+    }
+    assert "none" in listed[x].shared
+    assert "none" not in listed[s].shared
+    codec = await slurm.sharing_codec()
+    assert codec.reports_shared or codec is await slurm.codec()

@@ -234,7 +234,7 @@ def test_the_bridges_plan_says_who_made_it_and_slurms_own() -> None:
     assert d.message == (
         "Slurm job 48 is pending: Priority; slurm-bridge expects it to start at "
         "2026-11-29T13:58:00Z (in 5 min), planned by slurm-bridge from Slurm's queue "
-        "(Slurm's backfill: 2026-11-29T14:05:00Z, reserving whole nodes)"
+        "(Slurm's backfill: 2026-11-29T14:05:00Z)"
     )
     assert parse_pending(d.message) == (48, "Priority")
     assert said_by(d.message) == BY_BRIDGE

@@ -243,8 +243,12 @@ def test_the_bridges_plan_is_shown_only_where_whole_node_reservations_explain_th
     assert choose(Plan(T2), T1, T1) == Plan(T2)
     # the bridge later than Slurm: Slurm's
     assert choose(Plan(T1), T2, T2 + timedelta(minutes=5)) == Plan(T1)
-    # within the margin (Slurm plans at bf_resolution): Slurm's
-    assert choose(Plan(T1 + timedelta(seconds=20)), T1, T2) == Plan(T1 + timedelta(seconds=20))
+    # Slurm later by at most its time slot (bf_resolution, 60 s): the bridge's, to the
+    # second, whatever the walks say
+    late = T1 + timedelta(seconds=20)
+    assert choose(Plan(late), T1, T1) == Plan(T1, by=BY_BRIDGE, slurm_start=late)
+    # Slurm's the same or earlier: Slurm's
+    assert choose(Plan(T1), T1, T2) == Plan(T1)
     # Slurm has none yet: none, whatever the bridge has
     assert choose(Plan(), T1, T2) == Plan()
 
@@ -267,3 +271,12 @@ def test_the_plan_is_bounded_jobs_past_the_bound_get_none_of_the_bridges() -> No
     # a small work bound stops the walk: the jobs after it get no plan, never a wrong one
     plans = plan_queue(jobs, [node("n0")], NOW, {10, 29}, max_work=10)
     assert plans[29] == QueueStart(why=TOO_DEEP)
+
+
+def test_a_job_the_caller_knows_asks_whole_nodes_is_planned_on_whole_nodes() -> None:
+    # v0.0.45's record reads shared [] even for a job that asked whole nodes: the bridge
+    # tells its own from their spec
+    jobs = [running(1, {"n0": 8}, T1), running(2, {"n1": 8}, T2), pending(10, 4)]
+    nodes = [node("n0"), node("n1")]
+    assert plan_queue(jobs, nodes, NOW, {10})[10].start == NOW
+    assert plan_queue(jobs, nodes, NOW, {10}, whole={10})[10].start == T1

@@ -46,7 +46,9 @@ class FakeSlurm:
         self.fail = fail
         self.calls = 0
 
-    async def scan_jobs(self, keep: Callable[[SlurmJob], bool]) -> tuple[SlurmJob, ...]:
+    async def scan_jobs(
+        self, keep: Callable[[SlurmJob], bool], sharing: bool = False
+    ) -> tuple[SlurmJob, ...]:
         self.calls += 1
         if self.fail:
             raise SlurmUnavailable("jobs_get: cannot reach slurmrestd: ClientConnectorError")

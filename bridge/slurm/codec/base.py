@@ -232,6 +232,9 @@ class Codec:
     supports_new_node: ClassVar[bool] = True
     # ``POST /partitions/`` (create or update partitions): v0.0.45 and later.
     supports_partition_update: ClassVar[bool] = False
+    # The job record's ``shared`` says whether a job asked whole nodes (``["none"]``):
+    # up to v0.0.44; v0.0.45 reads ``[]`` for every job (measured on 26.05).
+    reports_shared: ClassVar[bool] = True
 
     # ------------------------------------------------------------------ paths
     def path(self, tail: str) -> str:

@@ -17,3 +17,4 @@ from bridge.slurm.codec.base import Codec
 class CodecV0045(Codec):
     version: ClassVar[str] = "v0.0.45"
     supports_partition_update: ClassVar[bool] = True
+    reports_shared: ClassVar[bool] = False

@@ -36,6 +36,7 @@ class FakeSlurm:
         *,
         job_ids: Container[int] | None = None,
         states: frozenset[str] = frozenset(),
+        sharing: bool = False,
     ) -> tuple[SlurmJob, ...]:
         self.scans += 1
         return tuple(
