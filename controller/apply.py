@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from bridge.errors import BridgeError, KubeNotFound, SlurmNotFound, SlurmRejected
 from bridge.kube.client import KubeClient
 from bridge.kube.events import EventKind, EventRecorder
-from bridge.kube.resources import PODS, RESOURCE_CLAIMS, KubeObject
+from bridge.kube.resources import PODS, RESOURCE_CLAIMS, KubeObject, Resource
 from bridge.logging import get_logger
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.updating import NODE_ALREADY_EXISTS
@@ -29,6 +29,7 @@ from bridge.wellknown import (
     EVENT_EXTERNAL_NODE_TOPOLOGY,
     FINALIZER,
 )
+from bridge.workloads.builtin import PODGROUPS, PREEMPTED_REASON
 from controller.model import (
     ACTION_KINDS,
     Action,
@@ -37,6 +38,7 @@ from controller.model import (
     DeleteClaim,
     DeletePod,
     DeleteSlurmNode,
+    DisruptPodGroup,
     DrainSlurmNode,
     FailPod,
     JoinPartition,
@@ -74,6 +76,7 @@ class Applier:
         self.kube = kube
         self.events = events
         self.on_applied = on_applied
+        self._podgroups: Resource | None = None  # the built-in PodGroups, once found
 
     async def apply(self, actions: Sequence[Action]) -> None:
         errors: list[str] = []
@@ -92,6 +95,18 @@ class Applier:
                 self.on_applied(kind)
         if errors:
             raise ApplyFailed("; ".join(errors))
+
+    async def _builtin_podgroups(self) -> Resource | None:
+        """``scheduling.k8s.io`` PodGroups at the newest version the server serves (1.37's
+        v1beta1, 1.36's v1alpha2), found by discovery once; None while none is served."""
+        if self._podgroups is None:
+            api = PODGROUPS
+            for version in api.versions:
+                res = Resource(api.group, version, api.plural, api.kind, True, api.builtin)
+                if await self.kube.serves(res):
+                    self._podgroups = res
+                    break
+        return self._podgroups
 
     async def _event(self, namespace: str, name: str, reason: str, message: str) -> None:
         if self.events is None:
@@ -246,6 +261,20 @@ class Applier:
                 await self.slurm.cancel(a.job_id)
             case SetPodGroupPhase():
                 await self.kube.patch_podgroup_status(a.namespace, a.name, {"phase": a.phase})
+            case DisruptPodGroup():
+                res = await self._builtin_podgroups()
+                if res is None:  # not served: no such PodGroup to tell
+                    log.info("podgroups_not_served", podgroup=a.name)
+                    return
+                await self.kube.set_status_condition(
+                    res,
+                    a.namespace,
+                    a.name,
+                    CONDITION_DISRUPTION_TARGET,
+                    True,
+                    reason=PREEMPTED_REASON,
+                    message=a.message,
+                )
             case DrainSlurmNode():
                 await self.slurm.drain_node(a.slurm_node, a.reason)
             case ResumeSlurmNode():

@@ -52,6 +52,9 @@ class WatchCaches:
         # Pods deleted before their claims were released: job -> key -> last state.
         self.deleted: dict[int, dict[str, KubeObject]] = {}
         self.released: set[str] = set()  # uids of existing pods whose claims were released
+        # job id -> the built-in PodGroups (namespace, name) told of its preemption
+        # (DisruptionTarget): each once per job. Dropped with the job.
+        self.disrupted: dict[int, set[tuple[str, str]]] = {}
         # job id -> the labelled pods that left (deleted, or relabelled): what "all pods
         # deleted" is proven against. Dropped with the job; bounded (labels are tenant
         # input), and only the pods ``departs`` keeps (controller.ownership: once the
@@ -116,6 +119,7 @@ class WatchCaches:
         """Nothing left to watch for this job: drop its index and its departed pods."""
         self.by_job.pop(job_id, None)
         self.departed.pop(job_id, None)
+        self.disrupted.pop(job_id, None)
 
     def on_pod(self, ev: WatchEvent) -> list[int]:
         """Apply a pod event; the jobs whose pods it touched, in order."""

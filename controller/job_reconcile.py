@@ -24,6 +24,7 @@ from controller.model import (
     UNKNOWN,
     Action,
     DeleteClaim,
+    DisruptPodGroup,
     JobKind,
     KubeObject,
     Next,
@@ -87,6 +88,9 @@ class JobReconcile:
         # Remembered for pods that still exist (forgotten with them); a pod deleted
         # meanwhile is dropped here, after its one more (no-op) plan.
         planned = {a.pod_uid for a in actions if isinstance(a, ReleaseClaim | DeleteClaim)}
+        told = {(a.namespace, a.name) for a in actions if isinstance(a, DisruptPodGroup)}
+        if told:
+            caches.disrupted.setdefault(job_id, set()).update(told)
         caches.released = (caches.released | planned) - {kobj.uid(p) for p in gone.values()}
         left = caches.deleted.get(job_id, {})
         for k in gone:
@@ -144,7 +148,13 @@ class JobReconcile:
         """What the job and pod plans would do with ``job_pods`` (pure)."""
         c = self.cfg.controller
         return [
-            *jobs.plan(job_id, job_pods, view, c.job_ended_pod_policy),
+            *jobs.plan(
+                job_id,
+                job_pods,
+                view,
+                c.job_ended_pod_policy,
+                self.caches.disrupted.get(job_id, frozenset()),
+            ),
             *pods.plan(
                 job_id,
                 job_pods,

@@ -17,18 +17,27 @@ its pods the condition ``DisruptionTarget=True`` (reason ``SlurmJob<State>``, th
 naming the state), as kube-scheduler's preemption and the taint manager do: a Job's
 ``podFailurePolicy`` can then ignore it. A program's own failure (FAILED, OUT_OF_MEMORY)
 or end (COMPLETED) is no disruption.
+
+Where Slurm preempts the job (selected for preemption, or ended ``PREEMPTED``, a hetjob's
+component too), the built-in PodGroups (``scheduling.k8s.io``) its pods name get
+``DisruptionTarget=True`` with reason ``PreemptionByScheduler`` and the message naming the
+job, as kube-scheduler sets it on a PodGroup it preempts (1.37): once per PodGroup and job
+(``marked``: those already written), whether or not a pod is left to stop.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from typing import Literal
 
 from bridge.translate import kobj
 from bridge.wellknown import LABEL_POD_GROUP
+from bridge.workloads.builtin import podgroup_name
 from controller.model import (
     Action,
     DeletePod,
+    DisruptPodGroup,
     FailPod,
     JobKind,
     KubeObject,
@@ -60,6 +69,13 @@ def is_disruption(view: SlurmJobStatus) -> bool:
             (view.kind is JobKind.ENDED or view.component_ended) and view.state in DISRUPTION_STATES
         )
     )
+
+
+def is_preemption(view: SlurmJobStatus) -> bool:
+    """Slurm preempts the job: selected for preemption (its GraceTime runs), or ended
+    ``PREEMPTED`` (the whole job, or a hetjob's component)."""
+    ended = view.kind is JobKind.ENDED or view.component_ended
+    return view.preempted or (ended and view.state == "PREEMPTED")
 
 
 def reason_for(view: SlurmJobStatus) -> str:
@@ -97,13 +113,29 @@ def _pod_groups(pods: Sequence[KubeObject]) -> set[tuple[str, str]]:
     return out
 
 
+def _builtin_podgroups(pods: Sequence[KubeObject]) -> list[tuple[str, str]]:
+    """The built-in PodGroups ``pods`` name (``spec.schedulingGroup.podGroupName``)."""
+    return sorted({(pod_ns_name(p)[0], g) for p in pods if (g := podgroup_name(p))})
+
+
 def plan(
-    job_id: int, pods: Sequence[KubeObject], view: SlurmJobStatus, policy: Policy
+    job_id: int,
+    pods: Sequence[KubeObject],
+    view: SlurmJobStatus,
+    policy: Policy,
+    marked: AbstractSet[tuple[str, str]] = frozenset(),
 ) -> list[Action]:
     if not (view.finished or view.preempted or view.component_ended):
         return []
     reason, message = reason_for(view), message_for(job_id, view)
     disruption = is_disruption(view)
+    disrupted: list[Action] = []
+    if is_preemption(view):
+        disrupted = [
+            DisruptPodGroup(ns, g, message)
+            for ns, g in _builtin_podgroups(pods)
+            if (ns, g) not in marked
+        ]
     actions: list[Action] = []
     for pod in pods:
         if pod_done(pod):
@@ -121,4 +153,4 @@ def plan(
         and any(has_finalizer(p) for p in pods)
     ):
         actions += [SetPodGroupPhase(ns, g, "Finished") for ns, g in sorted(_pod_groups(pods))]
-    return actions
+    return disrupted + actions

@@ -128,6 +128,17 @@ class SetPodGroupPhase:
 
 
 @dataclass(frozen=True)
+class DisruptPodGroup:
+    """A built-in PodGroup (``scheduling.k8s.io``) whose gang's Slurm job Slurm preempts:
+    ``DisruptionTarget=True``, reason ``PreemptionByScheduler``, the message naming the
+    job, as kube-scheduler sets it on a PodGroup it preempts (1.37)."""
+
+    namespace: str
+    name: str
+    message: str
+
+
+@dataclass(frozen=True)
 class DrainSlurmNode:
     slurm_node: str
     reason: str
@@ -260,6 +271,7 @@ Action = (
     | RemoveFinalizer
     | CancelJob
     | SetPodGroupPhase
+    | DisruptPodGroup
     | DrainSlurmNode
     | ResumeSlurmNode
     | TaintNode
@@ -285,6 +297,7 @@ ACTION_KINDS: Mapping[type, str] = {
     RemoveFinalizer: "finalizer_removed",
     CancelJob: "job_cancelled",
     SetPodGroupPhase: "podgroup_phase",
+    DisruptPodGroup: "podgroup_disrupted",
     DrainSlurmNode: "slurm_node_drained",
     ResumeSlurmNode: "slurm_node_resumed",
     TaintNode: "node_tainted",
@@ -319,7 +332,7 @@ _POD_META = (
     "ownerReferences",  # the controller's kind and uid only (a job's back-link names it)
     "deletionGracePeriodSeconds",
 )
-_POD_SPEC = ("nodeName", "resourceClaims")
+_POD_SPEC = ("nodeName", "resourceClaims", "schedulingGroup")
 _POD_STATUS = ("phase", "resourceClaimStatuses", "extendedResourceClaimStatus")
 _CONTAINER_STATUSES = ("initContainerStatuses", "containerStatuses")
 
@@ -330,7 +343,7 @@ def _pick(obj: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 
 def slim_pod(pod: Mapping[str, Any]) -> KubeObject:
     """The parts of ``pod`` the controller's plans read (a Watcher's ``keep``): its
-    identity, labels, finalizers, deletion, node, phase and claims."""
+    identity, labels, finalizers, deletion, node, phase, claims and built-in PodGroup."""
     m = pod.get("metadata") or {}
     kept = _pick(m, _POD_META)
     refs = [

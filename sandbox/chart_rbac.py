@@ -76,10 +76,13 @@ def render(
     release: str = RELEASE,
     namespace: str = RELEASE_NAMESPACE,
     sets: Iterable[str] = (),
+    chart: Path | None = None,
 ) -> ChartIdentities:
     """``helm template`` the chart's ServiceAccounts and RBAC (leader election as the
-    bridge's config has it, since it adds the Lease Role)."""
-    args = [helm or helm_binary(), "template", release, str(CHART), "--namespace", namespace]
+    bridge's config has it, since it adds the Lease Role); ``chart``: another tree's
+    chart (default: this one's)."""
+    where = str(chart or CHART)
+    args = [helm or helm_binary(), "template", release, where, "--namespace", namespace]
     args += ["--set", f"config.leaderElection={str(leader_election).lower()}"]
     if not leader_election:  # the chart refuses two replicas without it
         args += ["--set", "scheduler.replicas=1", "--set", "controller.replicas=1"]

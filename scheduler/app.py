@@ -33,11 +33,55 @@ from bridge.kube.watch import Watcher, list_then_watch, served
 from bridge.logging import configure_logging
 from bridge.ops import component_ops
 from bridge.slurm.client import SlurmClient
+from bridge.workloads import Api, object_apis
 from scheduler.cycle import Scheduler
-from scheduler.dra import DEVICE_CLASSES, RESOURCE_SLICES
+from scheduler.dra import CLAIM_TEMPLATES, DEVICE_CLASSES, RESOURCE_SLICES
+from scheduler.related import api_key, kept, resource
 
 log = structlog.get_logger("scheduler.app")
 LEASE_NAME = "slurm-bridge-scheduler"
+# A workload kind's API the server does not serve (a CRD not installed, the built-in
+# Workload API off) is looked for again this often (one discovery GET), and watched once
+# it is served.
+RELATED_DISCOVERY_SECONDS = 60.0
+
+
+async def served_version(kube: KubeClient, api: Api) -> Resource | None:
+    """The resource of ``api`` at the newest of its versions the server serves
+    (discovery: 1.36's ``scheduling.k8s.io/v1alpha2``, 1.37's ``v1beta1``); None when it
+    serves none."""
+    for version in api.versions:
+        res = resource(api, version)
+        if await served(kube, res):
+            return res
+    return None
+
+
+async def follow_related(
+    sched: Scheduler, kube: KubeClient, api: Api, clock: Clock, synced: asyncio.Event
+) -> None:
+    """Keep the scheduler's copy of the objects of a workload kind's ``api``
+    (:mod:`scheduler.related`) at the version served, for good. Not served (a CRD not
+    installed): ``synced`` is set (there is nothing to wait for) and discovery is asked
+    again every RELATED_DISCOVERY_SECONDS, the watch started once it is served; a watch
+    whose initial list finds it gone (404) goes back to asking."""
+    related = sched.state.related
+    while True:
+        res = await served_version(kube, api)
+        related.served[api_key(api)] = res
+        if res is not None:
+            log.info("watching_kind_api", resource=res.plural, version=res.api_version)
+            await list_then_watch(
+                Watcher(kube, res, clock=clock, keep=kept),
+                lambda ev: sched.on_related_event(api, ev.type, ev.object),
+                synced=synced,
+                keep_on_list_error=True,
+                absent_ok=True,
+                guard=sched.guard(f"scheduler-watch-{res.group or 'core'}-{res.plural}"),
+            )
+            related.served[api_key(api)] = None
+        synced.set()
+        await clock.sleep(RELATED_DISCOVERY_SECONDS)
 
 
 def pod_field_selector(cfg: BridgeConfig) -> str:
@@ -105,7 +149,14 @@ async def run_scheduler(
 
         tg.create_task(follow(DEVICE_CLASSES, dra.on_class_event))
         tg.create_task(follow(RESOURCE_SLICES, dra.on_slice_event))
-        tg.create_task(follow(RESOURCE_CLAIMS, dra.on_claim_event))
+        tg.create_task(follow(RESOURCE_CLAIMS, sched.on_claim_event))
+        tg.create_task(follow(CLAIM_TEMPLATES, sched.on_claim_template_event))
+        # The objects the workload kinds read (their own, and related: a PodGroup's
+        # Workload), kept current: the snapshot reads them in memory
+        kinds_synced = []
+        for api in object_apis():
+            kinds_synced.append(asyncio.Event())
+            tg.create_task(follow_related(sched, kube, api, clock, kinds_synced[-1]))
         # DeviceTaintRules only where discovery lists them (Kubernetes 1.37+); elsewhere
         # there are none to wait for
         if await served(kube, DEVICE_TAINT_RULES):
@@ -135,6 +186,8 @@ async def run_scheduler(
         )
         await nodes_synced.wait()
         await nodes_read
+        for kind_synced in kinds_synced:  # a pod is grouped by the objects held
+            await kind_synced.wait()
         tg.create_task(sched.queue.run_timers())
         tg.create_task(sched.polling.run_forever())
         for _ in range(cfg.scheduler.workers):

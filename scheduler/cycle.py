@@ -6,24 +6,29 @@ group's cycle, in numbered steps, one call each, as kueue's ``schedule()``:
 
 1. the group's unbound pods, from the watch-fed cache (:mod:`scheduler.state`); a group
    with none left is dropped;
-2. snapshot: its Kubernetes facts, translated, and its Slurm facts (:mod:`scheduler.snapshot`,
-   which only reads); what a lookup found (the group's job) becomes the group's;
-3. decide, purely (:mod:`scheduler.decide`);
-4. act on the decision: start a job (:mod:`scheduler.start`), bind (:mod:`scheduler.bind`),
+2. snapshot: its Kubernetes facts from the watch caches, translated, and the Slurm facts
+   held, an in-memory copy with no await (:meth:`~scheduler.snapshot.Snapshots.take`);
+3. for a group that holds no job, the lookup of its job in Slurm (the one read before
+   deciding, :meth:`~scheduler.snapshot.Snapshots.find`); what it found becomes the
+   group's;
+4. decide, purely (:mod:`scheduler.decide`);
+5. act on the decision: start a job (:mod:`scheduler.start`), bind (:mod:`scheduler.bind`),
    update it in Slurm or end the group's hold on it (:meth:`Scheduler.release`), tell the
    pods why they wait (:mod:`scheduler.report`). Each act answers an
    :class:`~scheduler.outcome.Outcome`; none touches the work queue;
-5. requeue the group, once, from the outcome (:meth:`Scheduler._requeue`); a failed cycle
+6. requeue the group, once, from the outcome (:meth:`Scheduler._requeue`); a failed cycle
    is retried with backoff from the same place.
 
 The group's hold on its Slurm job (``GroupState.job``) is written here only: kept from the
 snapshot's lookup or the Starter's answer (:meth:`Scheduler._hold`), updated from the
 poller's news, ended by :meth:`Scheduler.release`. Besides the cycle's requeue, groups are
-woken here by events: a pod's (:meth:`Scheduler.on_pod_event`), the poller's, the end of
-the start-up sweep, Slurm going away and coming back. The parts are objects the Scheduler
-holds, each with one job; it wires them. The Slurm poll loop is :mod:`scheduler.polling`
-(its news reach the cycle through :meth:`Scheduler._job_changed`, an outage and the end
-of one); the workers run :meth:`Scheduler.process`.
+woken here by events: a pod's (:meth:`Scheduler.on_pod_event`), an object's a workload kind
+reads (:meth:`Scheduler.on_related_event`: a PodGroup's Workload that came regroups its
+pods), a DRA claim's that came, the poller's, the end of the start-up sweep, Slurm going
+away and coming back. The parts are objects the Scheduler holds, each with one job; it
+wires them. The Slurm poll loop is :mod:`scheduler.polling` (its news reach the cycle
+through :meth:`Scheduler._job_changed`, an outage and the end of one); the workers run
+:meth:`Scheduler.process`.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import SlurmJob
 from bridge.translate import TranslateSettings, kobj, slurm_node_name
 from bridge.wellknown import LABEL_EXTERNAL_NODE, MANAGED_NODE_TAINT
-from bridge.workloads import kind_named
+from bridge.workloads import Api
 from bridge.workqueue import WorkQueue, run_worker
 from scheduler.bind import KEEP, Binder
 from scheduler.decide import (
@@ -70,7 +75,7 @@ from scheduler.decide import (
 from scheduler.dra import DraAllocator
 from scheduler.metrics import SchedulerMetrics
 from scheduler.outage import SlurmReachability
-from scheduler.outcome import NOTHING, NOW, REFUSED, Outcome, Requeue, after, failed
+from scheduler.outcome import NOTHING, NOW, REFUSED, Outcome, Requeue, failed
 from scheduler.poller import JobPoller
 from scheduler.polling import SlurmPolling
 from scheduler.report import Reporter
@@ -86,9 +91,6 @@ RETRY_BASE_SECONDS = 0.05
 # A job in a state the poller does not follow (not PENDING) that cannot be bound yet is
 # read again after this long, doubling per try (the work queue's backoff, capped).
 UNSETTLED_REREAD_SECONDS = 1.0
-# A built-in PodGroup's group waiting for the Workload its PodGroup names looks again
-# after this long (no watch tells it the Workload came).
-WORKLOAD_RETRY_SECONDS = 1.0
 
 
 class Scheduler:
@@ -189,6 +191,23 @@ class Scheduler:
         record = recorded_pending(pod)
         return record is not None and record[2] in HELD_REASONS
 
+    def on_related_event(self, api: Api, event: str, obj: KubeObject) -> None:
+        """An object a workload kind reads changed: the groups it regrouped or may change
+        are processed again."""
+        self._wake(self.state.on_related_event(api, event, obj))
+
+    def on_claim_event(self, event: str, obj: KubeObject) -> None:
+        """A ResourceClaim (or template) changed: one that came wakes the groups without
+        a job whose pods name it (they were told it was not found)."""
+        self.dra.cache.on_claim_event(event, obj)
+        if event == "ADDED":
+            self._wake(self.state.naming_claim(obj))
+
+    def on_claim_template_event(self, event: str, obj: KubeObject) -> None:
+        self.dra.cache.on_template_event(event, obj)
+        if event == "ADDED":
+            self._wake(self.state.naming_claim(obj, template=True))
+
     def initial_pods_listed(self) -> None:
         self.state.initial_pods_listed()
 
@@ -235,39 +254,33 @@ class Scheduler:
         g = self.state.groups.get(gkey)
         if g is None:
             return NOTHING
-        # 1. the group's unbound pods (a built-in PodGroup's, seen before its Workload
-        # could be read, go to the Workload's gang: none starts alone)
-        read: tuple[KubeObject | None] | None = None  # the group's object, when read here
-        if kind_named(g.ref.kind).parent_gang and g.job is None:
-            moved_to, podgroup = await self.state.regroup(g)
-            if moved_to:
-                self.queue.add(moved_to)
-            read = (podgroup,)
+        # 1. the group's unbound pods
         pods = self.state.pods_of(g)
         if not pods:
             self._drop(g)
             return NOTHING
-        # 2. snapshot: Kubernetes and Slurm facts; what it found becomes the group's
-        snap = await self.snapshots.take(g, pods, read)
+        if self.dra.wants(pods):
+            # the group's CEL work follows in the snapshot: one group's a pass of the loop
+            await self.dra.cel_turn()
+        # 2. snapshot: Kubernetes facts and the Slurm facts held, in memory (no await)
+        snap = self.snapshots.take(g, pods)
+        # 3. the lookup of a job the group does not hold; what it found becomes the group's
+        snap = await self.snapshots.find(g, snap)
         if snap.lookup is not None:
             self._keep(g, snap.lookup)
-        # 3. decide
+        # 4. decide
         decision = decide(snap.group)
-        # 4. act
+        # 5. act
         if not isinstance(decision, AwaitSweep):
             self.metrics.attempts.labels(type(decision).__name__.lower()).inc()
         with structlog.contextvars.bound_contextvars(group=gkey):
             if snap.lookup is not None and snap.lookup.foreign:
                 assert snap.lookup.not_ours is not None
                 await self.report.foreign_label(snap.pods, snap.lookup.not_ours)
-            outcome = await self._act(g, decision, snap)
-        if g.awaits_parent is not None and outcome.requeue is Requeue.NONE:
-            # no event says that the Workload (or CompositePodGroup) came: look again
-            outcome = outcome.then(after(WORKLOAD_RETRY_SECONDS))
-        return outcome
+            return await self._act(g, decision, snap)
 
     def _requeue(self, gkey: str, outcome: Outcome) -> None:
-        """5. The one place a cycle requeues its group, from the act step's outcome."""
+        """6. The one place a cycle requeues its group, from the act step's outcome."""
         if gkey not in self.state.groups:
             return  # dropped
         if outcome.forget:
@@ -409,7 +422,7 @@ class Scheduler:
         (log.warning if warning else log.info)("job_released", job_id=job_id, why=message)
         await self.report.unschedulable(pods, reason, message, warning=warning)
 
-    # ------------------------------------------------------------------ 4. act
+    # ------------------------------------------------------------------ 5. act
     async def _act(self, g: GroupState, d: Decision, snap: Snapshot) -> Outcome:
         pods = snap.pods
         match d:
@@ -461,7 +474,12 @@ class Scheduler:
                     await asyncio.gather(
                         *(
                             self.binder.link_pod_to_job(
-                                p, job_id, None, made_from, expected if id(p) in stale else KEEP
+                                p,
+                                job_id,
+                                None,
+                                made_from,
+                                expected if id(p) in stale else KEEP,
+                                plan.by if plan is not None else None,
                             )
                             for p in pods
                         )

@@ -1,11 +1,12 @@
 """DRA for the scheduler: read what a group's DRA requests name, and allocate the claims
 of bound-to-be pods to the devices Slurm allocated, before binding.
 
-What it reads costs no list per cycle: DeviceClasses, ResourceSlices and ResourceClaims
-come from watch-fed copies (:class:`DraCache`, fed by :mod:`scheduler.app`); a claim or
-template a pod names and the copy lacks is read by name. Until a copy's initial list has
-arrived (or where the cluster does not serve ``resource.k8s.io/v1``) the reads fall back
-to what they were: a list of the classes, of the node's slices, of the claims.
+What it reads costs no list per cycle: DeviceClasses, ResourceSlices, ResourceClaims,
+their templates and DeviceTaintRules come from watch-fed copies (:class:`DraCache`, fed
+by :mod:`scheduler.app`). The snapshot reads the copies only (:meth:`DraAllocator.inputs`:
+a claim or template they lack does not exist yet, and its arrival wakes the group). The
+allocation, until a copy's initial list has arrived (or where the cluster does not serve
+``resource.k8s.io/v1``), falls back to a list of the node's slices, of the claims.
 
 Restart-safe and idempotent: every claim is written whole in one status write
 (``allocation`` and ``reservedFor`` together), so a restart finds a claim either untouched
@@ -114,12 +115,14 @@ def _pod_ref(pod: Mapping[str, Any]) -> dict[str, str]:
 
 class DraCache:
     """Watch-fed copies of the cluster's DeviceClasses, ResourceSlices (by node),
-    ResourceClaims and DeviceTaintRules. ``synced`` names the resources whose initial
-    list has arrived: only those are read from here."""
+    ResourceClaims, ResourceClaimTemplates and DeviceTaintRules. ``synced`` names the
+    resources whose initial list has arrived (the allocation reads the others from the
+    API; the snapshot only ever reads here)."""
 
     def __init__(self) -> None:
         self.classes: dict[str, KubeObject] = {}
         self.claims: dict[tuple[str, str], KubeObject] = {}  # (namespace, name)
+        self.templates: dict[tuple[str, str], KubeObject] = {}  # claim templates, likewise
         self._slices: dict[str, dict[str, KubeObject]] = {}  # node -> name -> slice
         self._slice_node: dict[str, str] = {}  # slice name -> node
         # DeviceTaintRules by name (Kubernetes 1.37+; where not served, listed as none)
@@ -162,6 +165,13 @@ class DraCache:
             self.claims.pop(key, None)
         elif kobj.not_older(obj, self.claims.get(key)):
             self.claims[key] = obj
+
+    def on_template_event(self, event: str, obj: KubeObject) -> None:
+        key = (kobj.namespace(obj), kobj.name(obj))
+        if event == "DELETED":
+            self.templates.pop(key, None)
+        else:
+            self.templates[key] = obj
 
     def slices_on(self, node: str) -> list[KubeObject]:
         return list(self._slices.get(node, {}).values())
@@ -291,43 +301,51 @@ class DraAllocator:
         if turn is not None:
             turn.set_result(None)
 
-    async def inputs(self, pods: Sequence[KubeObject]) -> DraInputs | None:
-        """What the pods' DRA requests name (None when no pod has any): the classes from
-        the cache, the claims and templates the pods name, by name."""
-        claimed = {
+    def _claimed(self) -> set[str]:
+        return {
             kobj.text(c, "spec", "extendedResourceName") for c in self.cache.classes.values()
         } - {""}
+
+    def wants(self, pods: Sequence[KubeObject]) -> bool:
+        """Whether any of ``pods`` may have DRA requests (:func:`wants_dra`)."""
+        claimed = self._claimed()
+        return any(wants_dra(p, self.gres_mapping, claimed) for p in pods)
+
+    async def cel_turn(self) -> None:
+        """Wait for a pass of the event loop with no other group's CEL work in it: the
+        caller's follows (:meth:`inputs` and translation), with no await between."""
+        await self._take_cel_turn()
+
+    def inputs(self, pods: Sequence[KubeObject]) -> DraInputs | None:
+        """What the pods' DRA requests name (None when no pod has any), from the watch
+        caches only (no read: the snapshot's copy): the classes, the claims and
+        templates the pods name, the slices. A claim or template not held does not exist
+        yet (translation says so; its arrival wakes the group: :mod:`scheduler.cycle`)."""
+        claimed = self._claimed()
         wanting = [p for p in pods if wants_dra(p, self.gres_mapping, claimed)]
         if not wanting:
             return None
-        claim_names: set[tuple[str, str]] = set()
-        template_names: set[tuple[str, str]] = set()
+        claims: dict[str, KubeObject] = {}
+        templates: dict[str, KubeObject] = {}
         for p in wanting:
+            ns = kobj.namespace(p)
             for entry in kobj.sequence(p, "spec", "resourceClaims"):
-                if kobj.text(entry, "resourceClaimName"):
-                    claim_names.add((kobj.namespace(p), kobj.text(entry, "resourceClaimName")))
-                elif kobj.text(entry, "resourceClaimTemplateName"):
-                    name = kobj.text(entry, "resourceClaimTemplateName")
-                    template_names.add((kobj.namespace(p), name))
-        try:
-            classes = await self._classes()
-        except KubeNotFound:  # no resource.k8s.io/v1 (Kubernetes < 1.34): nothing to read
-            return DraInputs(
-                device_class_gres=self.device_class_gres, gres_mapping=self.gres_mapping
-            )
-        claims, templates = await asyncio.gather(
-            asyncio.gather(*(self._claim(ns, n) for ns, n in sorted(claim_names))),
-            asyncio.gather(
-                *(self._read(CLAIM_TEMPLATES, ns, n) for ns, n in sorted(template_names))
-            ),
-        )
-        slices = await self._all_slices()
-        await self._take_cel_turn()  # the caller's CEL work follows, with no await between
+                if name := kobj.text(entry, "resourceClaimName"):
+                    if (claim := self.cache.claims.get((ns, name))) is not None:
+                        claims[name] = claim
+                elif (name := kobj.text(entry, "resourceClaimTemplateName")) and (
+                    template := self.cache.templates.get((ns, name))
+                ) is not None:
+                    templates[name] = template
+        slices = self.cache.all_slices()
+        if self.node_ok is not None:
+            ok = self.node_ok
+            slices = [s for s in slices if ok(kobj.text(s, "spec", "nodeName"))]
         # one namespace per group (pods of a group share it)
         return DraInputs(
-            classes=classes,
-            claims=_by_name([c for c in claims if c is not None]),
-            templates=_by_name([t for t in templates if t is not None]),
+            classes=dict(self.cache.classes),
+            claims=claims,
+            templates=templates,
             device_class_gres=self.device_class_gres,
             gres_mapping=self.gres_mapping,
             slices=slices,
@@ -348,23 +366,6 @@ class DraAllocator:
             self._kinds_nodes = nodes
         return self._kinds
 
-    async def _all_slices(self) -> list[KubeObject]:
-        """Every ResourceSlice of a node ``node_ok`` accepts (what selectors can match):
-        the cache once synced, else a list."""
-        if RESOURCE_SLICES.plural in self.cache.synced:
-            slices = self.cache.all_slices()
-        else:
-            slices = list((await self.kube.list(RESOURCE_SLICES)).items)
-        if self.node_ok is None:
-            return slices
-        ok = self.node_ok
-        return [s for s in slices if ok(kobj.text(s, "spec", "nodeName"))]
-
-    async def _classes(self) -> dict[str, KubeObject]:
-        if DEVICE_CLASSES.plural in self.cache.synced:
-            return dict(self.cache.classes)
-        return _by_name((await self.kube.list(DEVICE_CLASSES)).items)
-
     async def _taint_rules(self) -> list[KubeObject]:
         """Every DeviceTaintRule: the cache once synced (or found not served), else a
         list (none where the cluster does not serve them)."""
@@ -381,9 +382,9 @@ class DraAllocator:
         except KubeNotFound:
             return None
 
-    async def _claim(self, namespace: str, name: str) -> KubeObject | None:
-        cached = self.cache.claims.get((namespace, name))
-        return cached if cached is not None else await self._read(RESOURCE_CLAIMS, namespace, name)
+    def held_slices_of(self, node: str) -> list[KubeObject]:
+        """:meth:`slices_of` from the watch caches only (the snapshot's copy)."""
+        return with_rules(self.cache.slices_on(node), list(self.cache.taint_rules.values()))
 
     async def slices_of(self, node: str) -> list[KubeObject]:
         """The ResourceSlices of Kubernetes node ``node``, with the DeviceTaintRules'
@@ -420,7 +421,11 @@ class DraAllocator:
         for its components). Every pod's devices are picked before anything is written, so
         a refusal writes nothing. Raises DeviceAllocationError (node and driver named;
         DeviceMismatch when Slurm and the slices disagree), InvalidInput, ClaimsNotReady."""
-        inputs = await self.inputs([p for p, _ in plan])
+        plan_pods = [p for p, _ in plan]
+        if not self.wants(plan_pods):
+            return 0
+        await self._take_cel_turn()  # the CEL work of pod_devices follows, no await between
+        inputs = self.inputs(plan_pods)
         if inputs is None:
             return 0
         wanted: list[tuple[KubeObject, str, PodDevices]] = []

@@ -33,7 +33,7 @@ from bridge.slurm.models import SlurmJob
 from scheduler.metrics import SchedulerMetrics
 from scheduler.outage import SlurmReachability
 from scheduler.poller import JobPoller
-from scheduler.slurm_state import SlurmState
+from scheduler.slurm_state import PLAN_NEW_JOBS_AFTER_SECONDS, SlurmState
 
 log = structlog.get_logger("scheduler")
 
@@ -80,6 +80,8 @@ class SlurmPolling:
                         last_resync = self.clock.monotonic()
                         await self.slurm_state.refresh_slurm_nodes()
                     plans = self.cfg.scheduler.expected_start_refresh_seconds
+                    if self.slurm_state.awaits_plan():  # a new job awaits the bridge's plan
+                        plans = min(plans, PLAN_NEW_JOBS_AFTER_SECONDS)
                     if plans and self.clock.monotonic() - last_plans >= plans:
                         since, last_plans = last_plans, self.clock.monotonic()
                         await self._replan(since)

@@ -1,12 +1,19 @@
-"""Step 2 of a cycle, the snapshot: one group's facts for the pure decide step, read and
-never acted on.
+"""Steps 2 and 3 of a cycle, the snapshot and the job lookup: one group's facts for the
+pure decide step, read and never acted on.
 
-Its Kubernetes facts: the group object, its pods in group order, their translation to one
-JobSpec (or the reason there is none). Its Slurm facts: the group's job as the scheduler
-holds it, or as looked up now (:class:`JobLookup`: the start-up sweep's index, the pods'
-record of a pending job, the job a pod's label names read by id and checked to be the
-group's, the job of a lost submit found by identity); whether a new job may be made yet;
-whether Slurm answers; what the start rule knows of the partition.
+The snapshot (:meth:`Snapshots.take`) is an in-memory copy, as kueue's is: no await, no
+read of the API or of Slurm. Its Kubernetes facts come from the watch caches: the group
+object and the related objects its kind reads (:mod:`scheduler.related`), its pods in
+group order, the DRA objects they name (:mod:`scheduler.dra`), their translation to one
+JobSpec (or the reason there is none). Its Slurm facts are what the scheduler holds: the
+group's job, whether a new job may be made yet, whether Slurm answers, what the start
+rule knows of the partition.
+
+The lookup (:meth:`Snapshots.find`), only for a group that holds no job, is the one step
+that reads (Slurm): the job found (:class:`JobLookup`: the start-up sweep's index, the
+pods' record of a pending job, the job a pod's label names read by id and checked to be
+the group's, the job of a lost submit found by identity) joins the snapshot
+(:meth:`Snapshots.with_lookup`).
 
 Trust: a job becomes a group's only when its admin_comment proves it. Adopted without a
 pod naming it (the sweep, a lost submit): the back-link names this bridge's mcs label and
@@ -35,6 +42,7 @@ from bridge.errors import InvalidInput, SlurmNotFound
 from bridge.expected import job_start
 from bridge.kube.resources import KubeObject
 from bridge.models import GroupId, JobSpec
+from bridge.queueplan import NO_QUEUE_PLAN, QueueStart
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import JobState, SlurmJob
 from bridge.translate import (
@@ -53,7 +61,7 @@ from bridge.translate import (
 )
 from bridge.translate.policy import resolve_policy
 from bridge.wellknown import ANNOTATION_SLURM_NODE, ANNOTATION_SPEC_HASH
-from bridge.workloads import kind_named
+from bridge.workloads import kind_named, with_object
 from scheduler.decide import (
     GroupSnapshot,
     JobPart,
@@ -82,10 +90,13 @@ def _shares(job: SlurmJob) -> bool:
     return bool(job.shared) and "none" not in job.shared
 
 
-def job_view(job: SlurmJob) -> JobSnapshot:
+def job_view(job: SlurmJob, queue: QueueStart | None = NO_QUEUE_PLAN) -> JobSnapshot:
+    """What the decision needs of ``job``; ``queue``: the bridge's plan of it
+    (:mod:`bridge.queueplan`; None: not made yet)."""
     if job.het_components:
-        return _het_view(job)
+        return replace(_het_view(job), queue=queue)
     return JobSnapshot(
+        queue=queue,
         job_id=job.job_id,
         state=job.state.primary,
         reason=job.state_reason or None,
@@ -221,11 +232,15 @@ class JobLookup:
 class Snapshot:
     """One cycle's facts of one group: what decide reads, the pods (in group order once
     the group is complete) the act step writes to, and what a lookup found (None: the
-    group held its job already)."""
+    group held its job already, or none was looked for). ``findable``: a job may be
+    looked up for the group (its pods do not name their owner falsely); ``gid`` the
+    group's identity when known (what a lookup by identity needs)."""
 
     group: GroupSnapshot
     pods: list[KubeObject]
     lookup: JobLookup | None = None
+    findable: bool = False
+    gid: GroupId | None = None
 
 
 class Snapshots:
@@ -245,14 +260,14 @@ class Snapshots:
         self.dra = dra
         self.outage = outage
 
-    async def _device_excluded(self, g: GroupState) -> list[str]:
+    def _device_excluded(self, g: GroupState) -> list[str]:
         """The Slurm names of the nodes whose devices and Slurm's disagreed for a job of
         ``g`` and whose ResourceSlices have not changed since (those that have changed, or
         are gone, are dropped: the group may go there again)."""
         to_slurm = {kube: slurm for slurm, kube in self.state.node_set.to_kube().items()}
         out: list[str] = []
         for node, then in sorted(g.device_excluded.items()):
-            now = slices_fingerprint(await self.dra.slices_of(node))
+            now = slices_fingerprint(self.dra.held_slices_of(node))
             if now != then or node not in to_slurm:
                 del g.device_excluded[node]
                 log.info("device_exclusion_lifted", group=g.ref.key, node=node)
@@ -260,27 +275,24 @@ class Snapshots:
             out.append(to_slurm[node])
         return out
 
-    async def take(
-        self,
-        g: GroupState,
-        pods: list[KubeObject],
-        read: tuple[KubeObject | None] | None = None,
-    ) -> Snapshot:
+    def take(self, g: GroupState, pods: list[KubeObject]) -> Snapshot:
         """The group's Kubernetes facts (its object, its pods in group order, translated
-        to a JobSpec or the reason it cannot be) and Slurm facts (its job, looked up if
-        not held yet; whether a job may be made; whether Slurm answers). ``read``: the
-        group's object when the cycle read it already (a 1-tuple: it may be None)."""
-        gobj = read[0] if read is not None else await self.state.group_object(g.ref)
-        parent = g.awaits_parent if kind_named(g.ref.kind).parent_gang else None
-        if parent is not None:
-            gobj = None  # its PodGroup names a parent not there yet: it waits for it
-        pod_groups = await self.state.pod_groups(g.ref)  # a Workload gang's PodGroups
+        to a JobSpec or the reason it cannot be) and the Slurm facts held (its job; whether
+        a job may be made; whether Slurm answers), from memory only."""
+        state = self.state
+        kind = kind_named(g.ref.kind)
+        gobj = state.group_object(g.ref)
+        held = with_object(state.related, gobj)
+        # a PodGroup naming a parent Workload that is not there waits for it
+        awaits = kind.awaits(g.ref, gobj, held) if gobj is not None else ""
+        if awaits:
+            gobj = None
         # A gang still filling is processed on each new member: it is known to wait without
         # translating every member each time (O(n) per arrival, O(n^2) per gang).
-        want = expected_size(g.ref, gobj, pods, pod_groups)
+        want = expected_size(g.ref, gobj, pods, held)
         filling = want is not None and len(pods) < want
         if not filling:
-            pods = [dict(p) for p in order_pods(g.ref, gobj, pods, pod_groups)]
+            pods = [dict(p) for p in order_pods(g.ref, gobj, pods, held)]
         spec: JobSpec | None = None
         invalid: InvalidInput | None = None
         expected = len(pods)
@@ -298,17 +310,17 @@ class Snapshots:
                 else translate_group(
                     pods,
                     gobj,
-                    self.state.node_set,
-                    self.state.settings,
-                    owners=self.state.owners.in_namespace(g.ref.namespace),
-                    dra=await self.dra.inputs(pods),
+                    state.node_set,
+                    state.settings,
+                    owners=state.related.owners(g.ref.namespace),
+                    dra=self.dra.inputs(pods),
                     policy=resolve_policy(
                         self.cfg,
                         g.ref.namespace,
-                        self.state.namespace_labels.get(g.ref.namespace, {}),
+                        state.namespace_labels.get(g.ref.namespace, {}),
                     ),
-                    pod_groups=pod_groups,
-                    templates=self.state.templates,
+                    related=held,
+                    templates=state.templates,
                 )
             )
             if isinstance(result, Waiting):
@@ -316,7 +328,7 @@ class Snapshots:
                 expected = result.want if result.want is not None else len(pods) + 1
             else:
                 if g.device_excluded:
-                    result = with_nodes_excluded(result, await self._device_excluded(g))
+                    result = with_nodes_excluded(result, self._device_excluded(g))
                 spec = known_excluded(result, self.slurm_state.slurm_nodes)
         except InvalidInput as e:
             invalid = e
@@ -325,8 +337,7 @@ class Snapshots:
         elif gid is None and spec is not None:
             parsed = parse_admin_comment(spec.admin_comment)
             gid = parsed[0] if parsed else None
-        lookup = await self._find(g, gid, pods, spec) if g.job is None else None
-        job, unread = (lookup.job, lookup.unread) if lookup is not None else (g.job, g.unread)
+        unknown = gobj is None and want is None  # its object is not there (yet)
         snap = GroupSnapshot(
             group=gid
             or GroupId(kind=g.ref.kind, namespace=g.ref.namespace, name=g.ref.name, uid=""),
@@ -334,16 +345,24 @@ class Snapshots:
             expected=expected,
             spec=spec,
             invalid=invalid,
-            job=job_view(job) if job is not None else None,
-            job_unread=unread,
-            waiting_for=(
-                missing_source(g.ref, pods, parent) if gobj is None and want is None else ""
-            ),
-            job_reason_awaited=job is not None
-            and self.slurm_state.poller.awaits_reason(job.job_id),
+            waiting_for=awaits or (missing_source(g.ref, pods) if unknown else ""),
             may_create=self.slurm_state.may_create(g, pods),
             slurm_unreachable=self.outage.message,
             immediate_allocation=self.cfg.scheduler.immediate_allocation,
+        )
+        return self._with_job(Snapshot(snap, pods, findable=True, gid=gid), g.job, g.unread)
+
+    def _with_job(
+        self, snap: Snapshot, job: SlurmJob | None, unread: bool, lookup: JobLookup | None = None
+    ) -> Snapshot:
+        """``snap`` with the group's job (None: none) and what Slurm holds of it."""
+        spec = snap.group.spec
+        group = replace(
+            snap.group,
+            job=job_view(job, self.slurm_state.queue_plan(job)) if job is not None else None,
+            job_unread=unread,
+            job_reason_awaited=job is not None
+            and self.slurm_state.poller.awaits_reason(job.job_id),
             partition=(
                 self.slurm_state.partition_view(spec.partition or "")
                 if spec is not None and job is None
@@ -352,7 +371,16 @@ class Snapshots:
             # a job known from the pods' record only says nothing of Slurm's plan
             now=None if unread else self.slurm_state.clock.now(),
         )
-        return Snapshot(snap, pods, lookup)
+        return replace(snap, group=group, lookup=lookup)
+
+    async def find(self, g: GroupState, snap: Snapshot) -> Snapshot:
+        """3. The lookup of the job of a group that holds none (the cycle's only read
+        before deciding: Slurm's), joined to the snapshot; ``snap`` itself when the
+        group holds one or may not look (its pods name their owner falsely)."""
+        if g.job is not None or not snap.findable:
+            return snap
+        found = await self._find(g, snap.gid, snap.pods, snap.group.spec)
+        return self._with_job(snap, found.job, found.unread, found)
 
     def _refused(
         self, g: GroupState, pods: list[KubeObject], expected: int, invalid: InvalidInput

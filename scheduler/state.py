@@ -1,9 +1,11 @@
 """The scheduler's watch-fed view of Kubernetes: its unbound pods gathered into groups,
-the nodes, the namespaces' labels, and the owner objects grouping reads.
+the nodes, the namespaces' labels, and the objects the workload kinds read
+(:mod:`scheduler.related`).
 
-Fed by the watches :mod:`scheduler.app` runs (pods, nodes, namespaces); a pod event
-answers the key of the group it changed, which the cycle queues. Nothing here talks to
-Slurm or touches the work queue.
+Fed by the watches :mod:`scheduler.app` runs (pods, nodes, namespaces, the kinds' APIs);
+a pod event answers the key of the group it changed, an event of a kind's object the
+keys of the groups it regrouped or changed, which the cycle queues. Nothing here reads
+the API, talks to Slurm or touches the work queue.
 """
 
 from __future__ import annotations
@@ -15,12 +17,11 @@ from typing import Any
 
 import structlog
 
-from bridge.bounded import BoundedMap, BoundedSet
+from bridge.bounded import BoundedSet
 from bridge.clock import Clock, SystemClock
 from bridge.config import BridgeConfig
-from bridge.errors import KubeError, KubeNotFound
 from bridge.kube.client import KubeClient
-from bridge.kube.resources import KubeObject, Resource, slim
+from bridge.kube.resources import KubeObject, slim
 from bridge.models import JobSpec
 from bridge.slurm.models import SlurmJob
 from bridge.translate import (
@@ -28,58 +29,18 @@ from bridge.translate import (
     NodeSet,
     PodTemplates,
     TranslateSettings,
-    gang_workload,
     group_of,
     kobj,
-    podgroup_name,
-    workload_ref,
 )
 from bridge.wellknown import CONDITION_POD_SCHEDULED
-from bridge.workloads import Api, discovered_apis, kind_named, kind_of_object, owner_apis
-from bridge.workloads.builtin import (
-    COMPOSITES,
-    PODGROUPS,
-    SCHEDULING_GROUP,
-    WORKLOADS,
-    gang_composite,
-    parent_composite,
-)
-from scheduler.owners import OwnerCache
+from bridge.workloads import Api, WorkloadKind, kind_named, kind_of_object
+from bridge.workloads.base import api_group
+from scheduler.related import RelatedCache
 
 log = structlog.get_logger("scheduler")
 
-# The field of a built-in PodGroup that names its Workload (1.36's; 1.37's workloadRef)
-WORKLOAD_NAME_FIELD = "spec.podGroupTemplateRef.workload.workloadName"
-# The built-in Workload API's group; its version comes from discovery.
-BUILTIN_SCHEDULING_GROUP = SCHEDULING_GROUP
-BUILTIN_RETRY_SECONDS = 30.0
-
-
-def resource(api: Api, version: str | None = None) -> Resource:
-    """The client's resource of a kind's API (``version``: the one served, else its
-    first)."""
-    return Resource(api.group, version or api.versions[0], api.plural, api.kind, True, api.builtin)
-
-
-# The objects a pod's controller chain may name that grouping reads, by kind (the
-# workload kinds' pinned APIs: bridge.workloads).
-OWNER_KINDS: dict[str, Resource] = {kind: resource(api) for kind, api in owner_apis().items()}
 # Pods bound whose leaving the watch has not shown yet, remembered at most.
 BOUND_UIDS_MAX = 10_000
-# Built-in PodGroups and Workloads known by name (-> uid in the owner cache), at most.
-BUILTIN_NAMES_MAX = 4096
-
-
-@dataclass
-class Parents:
-    """What a built-in PodGroup's parent makes of its pods: a Workload's gang
-    (``workloads``: PodGroup name -> Workload), a gang CompositePodGroup's
-    (``composites``), or nothing; ``awaits``: the parent it names that is not there
-    (kind, name, the field naming it)."""
-
-    workloads: dict[str, str] = field(default_factory=dict)
-    composites: dict[str, str] = field(default_factory=dict)
-    awaits: tuple[str, str, str] | None = None
 
 
 @dataclass
@@ -99,10 +60,6 @@ class GroupState:
     # not read from Slurm: only a Pending decision may act on it (a no-op); any other
     # reads it first (the ReadJob decision).
     unread: bool = False
-    # a built-in PodGroup's group: the (kind, name, field naming it) of the Workload or
-    # CompositePodGroup its PodGroup names, which could not be read at the last
-    # :meth:`KubeState.regroup` (None: none): the group waits for it
-    awaits_parent: tuple[str, str, str] | None = None
     # the first expected start its pods were shown (bridge.expected): the estimate's error
     # is measured against it when the job starts (slurm_bridge_expected_start_error_seconds)
     expected_first: datetime | None = None
@@ -143,10 +100,9 @@ class KubeState:
         # a lone pod's options and needs by its template (translated once per template)
         self.templates = PodTemplates()
         self.namespace_labels: dict[str, dict[str, str]] = {}
-        # (namespace, uid) -> owner/group object: bounded, slim, re-read when older than a
-        # minute; never found by uid alone (a pod's ownerReference uid is its own text)
         self.clock = clock or SystemClock()
-        self.owners = OwnerCache(self.clock)
+        # the objects the workload kinds read (their own and related), watch-fed
+        self.related = RelatedCache()
         self.pods_listed = False  # the pod watch's initial list was delivered
         # uids of the pods in that initial list, kept until the start-up sweep ends
         # (:meth:`created_after_list`)
@@ -157,17 +113,6 @@ class KubeState:
         # Bounded: the watch normally says within seconds; a uid dropped early only makes a
         # stale event retry a binding the API server refuses (409).
         self._bound_uids: BoundedSet[str] = BoundedSet("scheduler-bound-uids", BOUND_UIDS_MAX)
-        # the built-in PodGroup and Workload at the version the server serves
-        # (discovery), by plural; none: not found yet, looked for again after
-        # BUILTIN_RETRY_SECONDS
-        self._builtin: dict[str, Resource] = {}
-        self._builtin_looked_at: float | None = None
-        # (namespace, plural, name) -> uid of a built-in PodGroup or Workload read by name
-        # (pods name their PodGroup, a PodGroup its Workload, by name); the object itself
-        # is in ``owners``, fresh for a minute
-        self._builtin_uids: BoundedMap[tuple[str, str, str], str] = BoundedMap(
-            "scheduler-builtin-names", BUILTIN_NAMES_MAX
-        )
 
     # ------------------------------------------------------------------ watch events
     def managed(self, pod: Mapping[str, Any]) -> bool:
@@ -204,15 +149,61 @@ class KubeState:
         first = cached is None
         self.pods[key] = pod
         if first or key not in self.pod_group:
-            ref = await self._resolve_group(pod)
-            g = self.groups.get(ref.key)
-            if g is None:
-                g = self.groups[ref.key] = GroupState(ref)
-            g.ref = ref
-            g.pods.add(key)
-            g.first_seen.setdefault(key, self.clock.monotonic())
-            self.pod_group[key] = ref.key
+            self._join(key, self._group_of(pod), self.clock.monotonic())
         return self.pod_group[key]
+
+    def _group_of(self, pod: KubeObject) -> GroupRef:
+        """The pod's group, from the objects held (its owners, the kinds' objects)."""
+        owners = self.related.owners(kobj.namespace(pod))
+        return group_of(pod, owners, self.settings, self.related)
+
+    def _join(self, key: str, ref: GroupRef, first_seen: float) -> GroupState:
+        """The pod ``key`` is of group ``ref`` (first seen then)."""
+        g = self.groups.get(ref.key)
+        if g is None:
+            g = self.groups[ref.key] = GroupState(ref)
+        g.ref = ref
+        g.pods.add(key)
+        g.first_seen.setdefault(key, first_seen)
+        self.pod_group[key] = ref.key
+        return g
+
+    def on_related_event(self, api: Api, event: str, obj: KubeObject) -> list[str]:
+        """Apply one watch event of an object a workload kind reads (``api``): the keys
+        of the groups it may change (the group whose object it is, and those of its
+        namespace whose kind declares ``api`` related), to be processed again. The pods
+        of such a group that holds no job yet are grouped again: a pod that came before
+        the object (its PodGroup's parent Workload, its Job) moves to the gang the object
+        makes (a part of a gang never starts alone)."""
+        self.related.on_event(api, event, obj)
+        ns, name = kobj.namespace(obj), kobj.name(obj)
+        touched: list[str] = []
+        for g in [g for g in self.groups.values() if g.ref.namespace == ns]:
+            if not _reads(kind_named(g.ref.kind), g.ref, api, name):
+                continue
+            touched.append(g.ref.key)
+            if g.job is None:
+                touched += self._regroup(g)
+        return touched
+
+    def _regroup(self, g: GroupState) -> list[str]:
+        """Group ``g``'s pods again from the objects held: the keys of the groups pods
+        moved to."""
+        moved: list[str] = []
+        for key in sorted(g.pods):
+            pod = self.pods.get(key)
+            if pod is None:
+                continue
+            ref = self._group_of(pod)
+            if ref.key == g.ref.key:
+                g.ref = ref  # its uid may be known now
+                continue
+            first = g.first_seen.pop(key, self.clock.monotonic())
+            g.pods.discard(key)
+            self._join(key, ref, first)
+            if ref.key not in moved:
+                moved.append(ref.key)
+        return moved
 
     def initial_pods_listed(self) -> None:
         """The pod watch's initial list was delivered whole: a pod seen from now on and
@@ -300,198 +291,40 @@ class KubeState:
     def drop_group(self, gkey: str) -> None:
         self.groups.pop(gkey, None)
 
-    # ------------------------------------------------------------------ owners
-    async def _get_object(self, res: Resource, namespace: str, name: str) -> KubeObject | None:
-        try:
-            obj = await self.kube.get(res, name, namespace)
-        except KubeNotFound:
-            return None
-        self.owners.put(obj)
-        return obj
-
-    async def _builtin_named(self, plural: str, namespace: str, name: str) -> KubeObject | None:
-        """The built-in PodGroup or Workload (``plural``) of that name, from the owner
-        cache when read less than a minute ago; None when it does not exist (or the server
-        does not serve it)."""
-        uid = self._builtin_uids.get((namespace, plural, name))
-        cached = self.owners.fresh(namespace, uid) if uid else None
-        if cached is not None and kobj.name(cached) == name:
-            return cached
-        res = await self.builtin(plural)
-        if res is None:
-            return None
-        obj = await self._get_object(res, namespace, name)
-        if obj is not None:
-            self._builtin_uids[(namespace, plural, name)] = kobj.uid(obj)
-        return obj
-
-    async def _podgroup_gang(self, namespace: str, podgroup: KubeObject | None) -> Parents:
-        """For a built-in PodGroup (None: not there), from ONE read of the parent it names
-        (its CompositePodGroup, else its Workload): the gang its pods join
-        (:func:`bridge.workloads.builtin.gang_composite`,
-        :func:`~bridge.translate.gang_workload`) and the parent it names that cannot be read."""
-        found = Parents()
-        name = kobj.name(podgroup) if podgroup is not None else ""
-        if composite := parent_composite(podgroup):
-            obj = await self._builtin_named(COMPOSITES.plural, namespace, composite)
-            if obj is None:
-                found.awaits = (COMPOSITES.kind, composite, "spec.parentCompositePodGroupName")
-            elif gang := gang_composite(podgroup, obj):
-                found.composites[name] = gang
-            return found
-        if workload := workload_ref(podgroup)[0]:
-            obj = await self._builtin_named(WORKLOADS.plural, namespace, workload)
-            if obj is None:
-                found.awaits = (WORKLOADS.kind, workload, WORKLOAD_NAME_FIELD)
-            elif gang := gang_workload(podgroup, obj):
-                found.workloads[name] = gang
-        return found
-
-    async def _gang_of(self, pod: KubeObject) -> Parents:
-        """The gang (a Workload's or a CompositePodGroup's) a pod naming a built-in
-        PodGroup joins (none, or when its PodGroup or parent cannot be read now: the pod
-        is then its PodGroup's, and :meth:`regroup` moves it once both are read)."""
-        wpg = podgroup_name(pod)
-        if not wpg:
-            return Parents()
-        ns = kobj.namespace(pod)
-        try:
-            pg = await self._builtin_named(PODGROUPS.plural, ns, wpg)
-            return await self._podgroup_gang(ns, pg)
-        except KubeError as e:
-            log.warning("podgroup_read_failed", pod=kobj.pod_key(pod), error=str(e))
-            return Parents()
-
-    async def _resolve_group(self, pod: KubeObject) -> GroupRef:
-        """Walk the pod's controller chain, reading the owners grouping needs (and a
-        built-in PodGroup's Workload)."""
-        ns = kobj.namespace(pod)
-        current: Mapping[str, Any] = pod
-        for _ in range(4):
-            ref = next(
-                (
-                    o
-                    for o in kobj.sequence(current, "metadata", "ownerReferences")
-                    if o.get("controller")
-                ),
-                None,
-            )
-            if ref is None or ref.get("kind") not in OWNER_KINDS:
-                break
-            owner = self.owners.fresh(ns, str(ref.get("uid")))
-            if owner is None:
-                try:
-                    owner = await self._get_object(OWNER_KINDS[ref["kind"]], ns, ref["name"])
-                except KubeError as e:
-                    log.warning("owner_read_failed", pod=kobj.pod_key(pod), error=str(e))
-                    owner = None
-            if owner is None:
-                break
-            current = owner
-        gang = await self._gang_of(pod)
-        return group_of(
-            pod, self.owners.in_namespace(ns), self.settings, gang.workloads, gang.composites
-        )
-
-    async def regroup(self, g: GroupState) -> tuple[str, KubeObject | None]:
-        """A built-in PodGroup's group (its pods all name that PodGroup), before it has a
-        job: read its PodGroup (answered, for the cycle to use: no second read) and the
-        parent it names (its CompositePodGroup, else its Workload). When that parent makes
-        one gang of its PodGroups, move the pods there (they came before the PodGroup or
-        the parent could be read) and answer that gang's key; else "", and
-        ``g.awaits_parent`` names the parent the PodGroup names that cannot be read. One
-        read decides both: a part of the gang never starts alone."""
-        podgroup = await self.group_object(g.ref)
-        pods = self.pods_of(g)
-        gang = await self._podgroup_gang(g.ref.namespace, podgroup)
-        g.awaits_parent = gang.awaits
-        if not (gang.workloads or gang.composites) or not pods:
-            return "", podgroup
-        ns = g.ref.namespace
-        new = group_of(
-            pods[0], self.owners.in_namespace(ns), self.settings, gang.workloads, gang.composites
-        )
-        target = self.groups.get(new.key)
-        if target is None:
-            target = self.groups[new.key] = GroupState(new)
-        for pod in pods:
-            key = kobj.pod_key(pod)
-            target.pods.add(key)
-            target.first_seen.setdefault(key, g.first_seen.get(key, self.clock.monotonic()))
-            g.pods.discard(key)
-            g.first_seen.pop(key, None)
-            self.pod_group[key] = new.key
-        return new.key, podgroup
-
-    async def group_object(self, ref: GroupRef) -> KubeObject | None:
-        """The object the group is (a PodGroup, a Job ...), read again when its kind says
-        so (a PodGroup's size may change), from the cache for the others: by kind and
-        name in the group's namespace (the cache by namespace and a uid that the pod's
-        owner chain proved, see :func:`bridge.translate.grouping.owner_chain`)."""
-        src = ref.source
-        if src is None:
-            return None
-        kind = kind_of_object(src.api_version, src.kind)
-        if kind is None:
-            return None
-        cached = self.owners.fresh(src.namespace, src.uid) if src.uid else None
-        if cached is not None and not kind.reread:
-            return cached
-        if not kind.api.discovered:
-            return await self._get_object(resource(kind.api), src.namespace, src.name)
-        if not kind.reread:
-            return await self._builtin_named(kind.api.plural, src.namespace, src.name)
-        res = await self.builtin(kind.api.plural)
-        return None if res is None else await self._get_object(res, src.namespace, src.name)
-
-    async def pod_groups(self, ref: GroupRef) -> list[KubeObject]:
-        """The related objects a group's kind reads, of its namespace (a Workload gang's
-        built-in PodGroups: its kind keeps those made from it), read again on each cycle
-        (a PodGroup may come after its first pods); empty for a kind without any."""
-        found: list[KubeObject] = []
-        for api in kind_named(ref.kind).related:
-            res = await self.builtin(api.plural) if api.discovered else resource(api)
-            if res is None:
+    def naming_claim(self, claim: KubeObject, *, template: bool = False) -> list[str]:
+        """The keys of the groups holding no job whose pods name ``claim`` (a
+        ResourceClaim, or with ``template`` a ResourceClaimTemplate) in its namespace."""
+        ns, name = kobj.namespace(claim), kobj.name(claim)
+        field = "resourceClaimTemplateName" if template else "resourceClaimName"
+        found: list[str] = []
+        for g in self.groups.values():
+            if g.job is not None or g.ref.namespace != ns:
                 continue
-            listed = await self.kube.list(res, ref.namespace)
-            found += listed.items
+            if any(
+                kobj.text(entry, field) == name
+                for pod in self.pods_of(g)
+                for entry in kobj.sequence(pod, "spec", "resourceClaims")
+            ):
+                found.append(g.ref.key)
         return found
 
-    async def builtin(self, plural: str) -> Resource | None:
-        """A built-in ``scheduling.k8s.io`` resource (``podgroups``, ``workloads``,
-        ``compositepodgroups``) at the newest version the server serves of those its kind
-        knows (:attr:`bridge.workloads.Api.versions`): no version pinned, so Kubernetes
-        1.36's v1alpha2 and 1.37's v1beta1 (and v1alpha3 composites) both work. Found by
-        discovery; None when it is not served (nothing is, without podgroups: looked for
-        again after BUILTIN_RETRY_SECONDS)."""
-        if self._builtin:
-            return self._builtin.get(plural)
-        now = self.clock.monotonic()
-        if (
-            self._builtin_looked_at is not None
-            and now - self._builtin_looked_at < BUILTIN_RETRY_SECONDS
-        ):
+    # ------------------------------------------------------------------ objects
+    def group_object(self, ref: GroupRef) -> KubeObject | None:
+        """The object the group is (a PodGroup, a Job ...), as held (None: not there)."""
+        src = ref.source
+        kind = kind_of_object(src.api_version, src.kind) if src is not None else None
+        if src is None or kind is None:
             return None
-        self._builtin_looked_at = now
-        served: dict[str, set[str]] = {}
-        for version in await self.kube.served_versions(BUILTIN_SCHEDULING_GROUP):
-            listed = await self.kube.request(
-                "GET", f"/apis/{BUILTIN_SCHEDULING_GROUP}/{version}", what="discovery"
-            )
-            served[version] = {
-                str(r.get("name")) for r in listed.get("resources") or () if isinstance(r, dict)
-            }
-        found: dict[str, Resource] = {}
-        for api in discovered_apis():
-            newest = next((v for v in api.versions if api.plural in served.get(v, ())), None)
-            if newest is not None:
-                found[api.plural] = resource(api, newest)
-        if PODGROUPS.plural not in found:
-            return None
-        self._builtin = found
-        log.info(
-            "builtin_podgroups_version",
-            version=found[PODGROUPS.plural].version,
-            served={p: r.version for p, r in found.items()},
-        )
-        return self._builtin.get(plural)
+        return self.related.get(kind.api, src.namespace, src.name)
+
+
+def _reads(kind: WorkloadKind, ref: GroupRef, api: Api, name: str) -> bool:
+    """A group of ``kind`` (``ref``) reads the object ``name`` of ``api``: it is the
+    group's own (its source: a PodGroup, a Job, the Job of a pod that is not a gang), or
+    its kind declares ``api`` related (a Workload gang reads its namespace's PodGroups)."""
+    if api in kind.related:
+        return True
+    src = ref.source
+    return (
+        src is not None and src.name == name and api.matches(api_group(src.api_version), src.kind)
+    )

@@ -16,14 +16,10 @@ from bridge.translate.grouping import (
     ObjectRef,
     check_source,
     expected_size,
-    gang_workload,
     group_of,
     is_complete,
     missing_source,
     order_pods,
-    podgroup_name,
-    workload_podgroups,
-    workload_ref,
 )
 from bridge.translate.identity import (
     BackLink,
@@ -68,7 +64,6 @@ __all__ = [
     "excluded_nodes",
     "expected_size",
     "foreign_label_message",
-    "gang_workload",
     "group_of",
     "group_of_link",
     "human_comment",
@@ -87,9 +82,6 @@ __all__ = [
     "pod_fits_node",
     "pod_job_id",
     "pod_resources",
-    "podgroup_name",
     "slurm_node_name",
     "translate_group",
-    "workload_podgroups",
-    "workload_ref",
 ]

@@ -2,11 +2,10 @@
 first kind of :data:`bridge.workloads.REGISTRY` that claims the pod (its module table
 says how each kind recognises its pods), which then answers the group's size and order.
 
-``workloads`` maps a built-in PodGroup's name -> the name of the Workload whose PodGroups
-make one gang (:func:`gang_workload` decides it from the two objects, which the caller
-reads), ``composites`` to the gang CompositePodGroup that is its parent
-(:func:`bridge.workloads.builtin.gang_composite`); a pod of any other built-in PodGroup
-is that PodGroup's gang.
+``related`` holds the objects the kinds read besides the pods
+(:class:`~bridge.workloads.Related`: a built-in PodGroup and the Workload or
+CompositePodGroup it names, a Workload's PodGroups), as the caller keeps them in memory:
+nothing here reads the API.
 
 ``owners`` maps uid -> owner object (Job, JobSet, StatefulSet, LWS, leader pod ...) for
 whatever the caller could read; the controller chain is walked through it to the root.
@@ -27,12 +26,16 @@ from typing import Any
 from bridge.errors import InvalidInput
 from bridge.translate import kobj
 from bridge.translate.settings import TranslateSettings
-from bridge.workloads import REGISTRY, Claim, GroupRef, ObjectRef, Owners, kind_named, owner_chain
-from bridge.workloads.builtin import (
-    gang_workload,
-    podgroup_name,
-    workload_podgroups,
-    workload_ref,
+from bridge.workloads import (
+    Claim,
+    GroupRef,
+    ObjectRef,
+    Owners,
+    Related,
+    kind_named,
+    kinds,
+    owner_chain,
+    related_objects,
 )
 
 __all__ = [
@@ -41,15 +44,11 @@ __all__ = [
     "Owners",
     "check_source",
     "expected_size",
-    "gang_workload",
     "group_of",
     "is_complete",
     "missing_source",
     "order_pods",
     "owner_chain",
-    "podgroup_name",
-    "workload_podgroups",
-    "workload_ref",
 ]
 
 
@@ -57,8 +56,7 @@ def group_of(
     pod: Mapping[str, Any],
     owners: Owners,
     settings: TranslateSettings | None = None,
-    workloads: Mapping[str, str] | None = None,
-    composites: Mapping[str, str] | None = None,
+    related: Related | None = None,
 ) -> GroupRef:
     """The group a pod belongs to: the first kind of the registry that claims it."""
     c = Claim(
@@ -68,10 +66,9 @@ def group_of(
         chain=owner_chain(pod, owners),
         owners=owners,
         settings=settings or TranslateSettings(),
-        workloads=workloads or {},
-        composites=composites or {},
+        related=related if related is not None else related_objects(),
     )
-    for kind in REGISTRY:
+    for kind in kinds():
         if (ref := kind.claim(c)) is not None:
             return ref
     raise AssertionError("the registry's last kind claims every pod")
@@ -107,21 +104,11 @@ def check_source(
                 )
 
 
-def missing_source(
-    ref: GroupRef, pods: Sequence[Mapping[str, Any]], parent: tuple[str, str, str] | None = None
-) -> str:
-    """Why a group whose object does not exist waits, naming the field that names it;
-    ``parent``: the (kind, name, field naming it) of the Workload or CompositePodGroup a
-    built-in PodGroup names, which does not exist (yet)."""
+def missing_source(ref: GroupRef, pods: Sequence[Mapping[str, Any]]) -> str:
+    """Why a group whose object does not exist waits, naming the field that names it."""
     src = ref.source
     if src is None:
         return ""
-    if parent is not None:
-        kind, name, field = parent
-        return (
-            f"waiting for {kind} {src.namespace}/{name} ({field} of PodGroup "
-            f"{src.namespace}/{src.name}): it does not exist"
-        )
     field = kind_named(ref.kind).source_field
     return (
         f"waiting for {src.kind} {src.namespace}/{src.name} ({field} of "
@@ -133,21 +120,22 @@ def expected_size(
     ref: GroupRef,
     group_object: Mapping[str, Any] | None,
     pods: Sequence[Mapping[str, Any]],
-    pod_groups: Sequence[Mapping[str, Any]] = (),
+    related: Related | None = None,
 ) -> int | None:
     """How many pods the group needs before it can be submitted; None = not known yet
-    (the group object has not been read or does not exist). ``pod_groups``: the built-in
-    PodGroups of the group's namespace, read for a Workload gang only."""
-    return kind_named(ref.kind).size(ref, group_object, pods, pod_groups)
+    (the group object has not been read or does not exist). ``related``: the objects its
+    kind reads besides (a Workload gang's PodGroups)."""
+    held = related if related is not None else related_objects()
+    return kind_named(ref.kind).size(ref, group_object, pods, held)
 
 
 def is_complete(
     ref: GroupRef,
     group_object: Mapping[str, Any] | None,
     pods: Sequence[Mapping[str, Any]],
-    pod_groups: Sequence[Mapping[str, Any]] = (),
+    related: Related | None = None,
 ) -> bool:
-    size = expected_size(ref, group_object, pods, pod_groups)
+    size = expected_size(ref, group_object, pods, related)
     return size is not None and len(pods) >= size
 
 
@@ -155,10 +143,9 @@ def order_pods(
     ref: GroupRef,
     group_object: Mapping[str, Any] | None,
     pods: Sequence[Mapping[str, Any]],
-    pod_groups: Sequence[Mapping[str, Any]] = (),
+    related: Related | None = None,
 ) -> list[Mapping[str, Any]]:
-    """Pods in a deterministic order: LWS leader first then worker index; Job by
-    completion index; JobSet by replicated job (spec order), job index, completion
-    index; a Workload by its PodGroups (:func:`workload_podgroups`), then by name;
-    otherwise by name. Ties break on the pod name."""
-    return kind_named(ref.kind).order(ref, group_object, pods, pod_groups)
+    """Pods in a deterministic order, as the group's kind orders them (a Job's by
+    completion index, a Workload's by its PodGroups ...); ties break on the pod name."""
+    held = related if related is not None else related_objects()
+    return kind_named(ref.kind).order(ref, group_object, pods, held)

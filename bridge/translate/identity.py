@@ -31,7 +31,7 @@ from pydantic import ValidationError
 from bridge.models import GroupId
 from bridge.translate import kobj
 from bridge.wellknown import LABEL_JOB_ID
-from bridge.workloads import KIND_NAMES, kind_named
+from bridge.workloads import kind_named, kind_names
 
 
 def admin_comment(
@@ -91,7 +91,7 @@ def back_link(text: Any) -> BackLink | None:
             group = GroupId.model_validate(body["group"])
         except ValidationError:
             return None
-        if group.kind not in KIND_NAMES:
+        if group.kind not in kind_names():
             return None
     mcs = body.get("mcs")
     if mcs is not None and not isinstance(mcs, str):

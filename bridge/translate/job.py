@@ -30,7 +30,6 @@ from bridge.translate.grouping import (
     GroupRef,
     check_source,
     expected_size,
-    gang_workload,
     group_of,
     order_pods,
 )
@@ -47,8 +46,7 @@ from bridge.translate.settings import TranslateSettings
 from bridge.translate.shapes import Shape, components
 from bridge.translate.topology import TopologyRequest, topology_request
 from bridge.wellknown import slurmjob_annotation
-from bridge.workloads import kind_named
-from bridge.workloads.builtin import gang_composite
+from bridge.workloads import Related, kind_named, with_object
 
 Obj = Mapping[str, Any]
 
@@ -91,10 +89,9 @@ def _group_of_all(
     pods: Sequence[Obj],
     owners: Mapping[str, Obj],
     s: TranslateSettings,
-    workloads: Mapping[str, str],
-    composites: Mapping[str, str],
+    related: Related,
 ) -> GroupRef:
-    refs = [group_of(p, owners, s, workloads, composites) for p in pods]
+    refs = [group_of(p, owners, s, related) for p in pods]
     first = refs[0]
     for pod, ref in zip(pods, refs, strict=True):
         if ref.key != first.key:
@@ -380,7 +377,7 @@ def translate_group(
     owners: Mapping[str, Obj] | None = None,
     dra: DraInputs | None = None,
     policy: ResolvedPolicy | None = None,
-    pod_groups: Sequence[Obj] = (),
+    related: Related | None = None,
     templates: PodTemplates | None = None,
 ) -> JobSpec | Waiting:
     """One Slurm placeholder job for a group of pods, or :class:`Waiting` when the group
@@ -393,9 +390,10 @@ def translate_group(
     the DeviceClasses, claims and templates a pod's DRA requests name (see
     :mod:`bridge.translate.dra`): their CPUs and GRES join the pod's own; ``policy`` the
     namespace's Slurm identity and limits (:mod:`bridge.translate.policy`), enforced on
-    the merged annotations (None: none, for tools and tests); ``pod_groups`` the built-in
-    PodGroups of the namespace when ``group_object`` is a built-in Workload: those made
-    from its templates are one gang, a component each (docs/hetjob.md); ``templates``
+    the merged annotations (None: none, for tools and tests); ``related`` the objects the
+    group's kind reads besides (:class:`~bridge.workloads.Related`: a Workload's
+    PodGroups, made from its templates, are one gang, a component each: docs/hetjob.md;
+    ``group_object`` is always among them); ``templates``
     a :class:`PodTemplates` for a lone pod's template-derived inputs (the outcome is the
     same with or without it).
     """
@@ -404,25 +402,18 @@ def translate_group(
     lookup: Mapping[str, Obj] = owners if owners is not None else {}
     if group_object is not None and kobj.uid(group_object):
         lookup = _OneMore(kobj.uid(group_object), group_object, lookup)
-    workloads = {kobj.name(pg): gang_workload(pg, group_object) for pg in pod_groups}
-    composites = {kobj.name(pg): gang_composite(pg, group_object) for pg in pod_groups}
-    ref = _group_of_all(
-        pods,
-        lookup,
-        settings,
-        {k: v for k, v in workloads.items() if v},
-        {k: v for k, v in composites.items() if v},
-    )
+    held = with_object(related, group_object)
+    ref = _group_of_all(pods, lookup, settings, held)
     check_source(ref, group_object, pods)
     group = ref.group_id(group_object)
     where = f"{ref.kind} {ref.namespace}/{ref.name}"
-    size = expected_size(ref, group_object, pods, pod_groups)
+    size = expected_size(ref, group_object, pods, held)
     if size is not None and size < 1:
         field = kind_named(ref.kind).size_field
         raise InvalidInput(field, f"a group needs at least 1 pod, got size {size}", where)
     if size is None or len(pods) < size:
         return Waiting(group=group, have=len(pods), want=size)
-    ordered = order_pods(ref, group_object, pods, pod_groups)
+    ordered = order_pods(ref, group_object, pods, held)
     keys = [kobj.pod_key(p) for p in ordered]
     _check_group_text(group, keys, where)
     node_set = nodes if isinstance(nodes, NodeSet) else list(nodes)

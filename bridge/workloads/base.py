@@ -5,7 +5,7 @@ walk up a pod's controller chain (:func:`owner_chain`). Pure: objects come in as
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -108,13 +108,94 @@ class Grouping(Protocol):
     def gang_batch_jobs(self) -> bool: ...
 
 
+class Related(Protocol):
+    """The objects the kinds read besides the pods (a group's object, a PodGroup's parent
+    Workload, a Workload's PodGroups), as the caller holds them in memory: the scheduler's
+    watch caches (:mod:`scheduler.related`), a fixed set in tests and tools
+    (:class:`RelatedObjects`). Answering never reads the API: what is not held does not
+    exist (yet); its arrival is an event the caller acts on."""
+
+    def get(self, api: Api, namespace: str, name: str) -> Obj | None:
+        """The object of ``api`` named ``name`` in ``namespace``, if held."""
+        ...
+
+    def listed(self, api: Api, namespace: str) -> Sequence[Obj]:
+        """Every object of ``api`` held in ``namespace``."""
+        ...
+
+
+class RelatedObjects:
+    """A fixed set of related objects (:class:`Related`), each filed under the API whose
+    kind (and, when it has one, apiVersion group) it carries; ``more`` adds an object
+    (a group's own object, which translation is given apart)."""
+
+    def __init__(self, objects: Iterable[Obj] = (), apis: Iterable[Api] = ()) -> None:
+        self._apis = tuple(apis)
+        self._objects: dict[tuple[str, str, str], list[Obj]] = {}
+        for obj in objects:
+            self._file(obj)
+
+    def _file(self, obj: Obj) -> None:
+        kind, version = kobj.text(obj, "kind"), kobj.text(obj, "apiVersion")
+        for api in self._apis:
+            if kind == api.kind and (not version or api_group(version) == api.group):
+                key = (api.group, api.plural, kobj.namespace(obj))
+                self._objects.setdefault(key, []).append(obj)
+
+    def more(self, obj: Obj | None) -> RelatedObjects:
+        """These objects and ``obj`` (None: these)."""
+        if obj is None:
+            return self
+        both = RelatedObjects(apis=self._apis)
+        both._objects = {k: list(v) for k, v in self._objects.items()}
+        both._file(obj)
+        return both
+
+    def get(self, api: Api, namespace: str, name: str) -> Obj | None:
+        return next((o for o in self.listed(api, namespace) if kobj.name(o) == name), None)
+
+    def listed(self, api: Api, namespace: str) -> Sequence[Obj]:
+        return self._objects.get((api.group, api.plural, namespace), ())
+
+
+class WithObject:
+    """``related`` and one more object (a group's own, which translation is given apart:
+    the kinds find it where they look for their parent), filed under the API whose kind
+    (and apiVersion group) it carries; an object that carries no kind adds nothing."""
+
+    def __init__(self, related: Related, obj: Obj) -> None:
+        self._related = related
+        self._obj = obj
+        self._kind = kobj.text(obj, "kind")
+        self._group = api_group(kobj.text(obj, "apiVersion"))
+
+    def _is(self, api: Api, namespace: str) -> bool:
+        return (
+            api.kind == self._kind
+            and api.group == self._group
+            and kobj.namespace(self._obj) == namespace
+        )
+
+    def get(self, api: Api, namespace: str, name: str) -> Obj | None:
+        if self._is(api, namespace) and kobj.name(self._obj) == name:
+            return self._obj
+        return self._related.get(api, namespace, name)
+
+    def listed(self, api: Api, namespace: str) -> Sequence[Obj]:
+        found = self._related.listed(api, namespace)
+        if not self._is(api, namespace):
+            return found
+        name = kobj.name(self._obj)
+        return [*(o for o in found if kobj.name(o) != name), self._obj]
+
+
 @dataclass(frozen=True)
 class Claim:
     """What a kind is shown of a pod to decide whether it claims it: the pod, its labels,
     its controller chain (:func:`owner_chain`), the owner objects read (uid -> object),
-    the settings, and ``workloads`` (``composites``): a built-in PodGroup's name -> the
-    Workload (gang CompositePodGroup) whose PodGroups make one gang with it
-    (:mod:`bridge.workloads.workload`, :mod:`bridge.workloads.composite`)."""
+    the settings, and the related objects held (:class:`Related`: a built-in PodGroup and
+    the Workload or CompositePodGroup it names, :mod:`bridge.workloads.workload`,
+    :mod:`bridge.workloads.composite`)."""
 
     pod: Obj
     namespace: str
@@ -122,8 +203,7 @@ class Claim:
     chain: Sequence[ObjectRef]
     owners: Owners
     settings: Grouping
-    workloads: Mapping[str, str]
-    composites: Mapping[str, str]
+    related: Related
 
 
 @dataclass(frozen=True)
@@ -147,11 +227,11 @@ class WorkloadKind(Protocol):
     ``name_field`` the field the group's name is read from and ``source_field`` the field
     that names the group's object, both named in errors; ``size_field`` the field of the
     object its size comes from; ``template_paths`` where the object keeps pod template
-    specs (admission checks their schedulerName); ``related`` the other objects a group
-    of the kind needs read (a Workload's PodGroups); ``identity`` how its pods are
-    proven its own (:data:`Identity`); ``parent_gang``: a group of the kind may be part of
-    a larger gang its object names (its pods move there once that is read); ``reread``:
-    its object is read again on each cycle (its size may change)."""
+    specs (admission checks their schedulerName); ``related`` the APIs of the other
+    objects it reads through :class:`Related` (a Workload's PodGroups, a PodGroup's
+    parent): the caller holds them (the scheduler watches every kind's API and related
+    APIs, and regroups the pods of a kind when an object of one of them changes);
+    ``identity`` how its pods are proven its own (:data:`Identity`)."""
 
     name: str
     api: Api
@@ -161,23 +241,27 @@ class WorkloadKind(Protocol):
     template_paths: tuple[str, ...]
     related: tuple[Api, ...]
     identity: Identity
-    parent_gang: bool
-    reread: bool
 
     def claim(self, c: Claim) -> GroupRef | None:
         """The pod's group when this kind claims the pod, else None."""
         ...
 
     def size(
-        self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Sequence[Obj]
+        self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Related
     ) -> int | None:
         """How many pods the group needs; None: not known (its object not read yet)."""
         ...
 
     def order(
-        self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Sequence[Obj]
+        self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Related
     ) -> list[Obj]:
         """The pods in the group's deterministic order (ties break on the pod name)."""
+        ...
+
+    def awaits(self, ref: GroupRef, obj: Obj, related: Related) -> str:
+        """Why the group waits for an object other than its own that it names and that
+        is not there ("": it waits for none), naming the field (a PodGroup's parent
+        Workload: its pods join that Workload's gang once it comes)."""
         ...
 
     def part(self, ref: GroupRef, pod: Obj) -> str | None:
@@ -218,21 +302,22 @@ class Kind:
     template_paths: tuple[str, ...] = ()
     related: tuple[Api, ...] = ()
     identity: Identity = "object"
-    parent_gang = False
-    reread = False
 
     def claim(self, c: Claim) -> GroupRef | None:
         raise NotImplementedError
 
     def size(
-        self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Sequence[Obj]
+        self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Related
     ) -> int | None:
         raise NotImplementedError
 
     def order(
-        self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Sequence[Obj]
+        self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Related
     ) -> list[Obj]:
         return sorted(pods, key=kobj.name)
+
+    def awaits(self, ref: GroupRef, obj: Obj, related: Related) -> str:
+        return ""
 
     def part(self, ref: GroupRef, pod: Obj) -> str | None:
         return None
@@ -332,6 +417,12 @@ def owner_chain(obj: Obj, owners: Owners) -> list[ObjectRef]:
             )
         )
     return chain
+
+
+def missing(api: Api, namespace: str, name: str, field: str, where: str) -> str:
+    """Why a group waits for an object of ``api`` that ``field`` of ``where`` names and
+    that is not there (:meth:`WorkloadKind.awaits`)."""
+    return f"waiting for {api.kind} {namespace}/{name} ({field} of {where}): it does not exist"
 
 
 def chain_owner(chain: Sequence[ObjectRef], api: Api) -> ObjectRef | None:

@@ -33,6 +33,12 @@ SCHEDULED_CONDITION = "PodGroupInitiallyScheduled"
 SCHEDULED_CONDITION_BY_VERSION = {"v1alpha2": "PodGroupScheduled"}
 
 
+# The reason of the ``DisruptionTarget`` condition kube-scheduler sets on a PodGroup whose
+# gang it preempts (1.37, KEP-4671's workload-aware preemption): the bridge sets it where
+# Slurm preempts the gang's job (controller/jobs.py).
+PREEMPTED_REASON = "PreemptionByScheduler"
+
+
 def scheduled_condition(version: str) -> str:
     """The name of the "scheduled" condition at the served ``version``."""
     return SCHEDULED_CONDITION_BY_VERSION.get(version, SCHEDULED_CONDITION)
@@ -56,6 +62,21 @@ def workload_ref(podgroup: Mapping[str, Any] | None) -> tuple[str, str]:
     return kobj.text(spec, "workloadRef", "workloadName"), kobj.text(
         spec, "workloadRef", "templateName"
     )
+
+
+# The fields of a built-in PodGroup that name its Workload (1.36's v1alpha2, then 1.37's)
+# and its parent CompositePodGroup
+WORKLOAD_FIELDS = (
+    "spec.podGroupTemplateRef.workload.workloadName",
+    "spec.workloadRef.workloadName",
+)
+PARENT_FIELD = "spec.parentCompositePodGroupName"
+
+
+def workload_field(podgroup: Mapping[str, Any]) -> str:
+    """The field of ``podgroup`` that names its Workload (by the version's shape)."""
+    old = kobj.text(podgroup, "spec", "podGroupTemplateRef", "workload", "workloadName")
+    return WORKLOAD_FIELDS[0] if old else WORKLOAD_FIELDS[1]
 
 
 def workload_templates(workload: Mapping[str, Any] | None) -> list[str]:

@@ -1,10 +1,9 @@
 """A gang CompositePodGroup (``scheduling.k8s.io/v1alpha3``, Kubernetes 1.37, KEP-6012:
 :mod:`bridge.workloads.builtin`): the built-in PodGroups that name it as their parent
 (``spec.parentCompositePodGroupName``) are ONE gang, a hetjob component each when their
-shapes differ (docs/hetjob.md). It claims the pods of a PodGroup that ``composites`` maps
-to it (the caller decides it from the PodGroup and the composite it names:
-:func:`~bridge.workloads.builtin.gang_composite`); its related objects are the PodGroups
-of its namespace.
+shapes differ (docs/hetjob.md). It claims the pods of a PodGroup whose parent it is, when
+it is a gang (:func:`~bridge.workloads.builtin.gang_composite`); its related objects are
+the PodGroups of its namespace and the composite a PodGroup names.
 
 The gang is complete once ``schedulingPolicy.gang.minGroupCount`` of its child PodGroups
 have their own ``minCount`` pods (every pod there then joins the job);
@@ -18,7 +17,7 @@ from collections.abc import Sequence
 
 from bridge import kobj
 from bridge.wellknown import ANNOTATION_KUEUE_REQUIRED_TOPOLOGY
-from bridge.workloads.base import Api, Claim, GroupRef, Kind, Obj, ObjectRef
+from bridge.workloads.base import Api, Claim, GroupRef, Kind, Obj, ObjectRef, Related
 from bridge.workloads.builtin import (
     COMPOSITES,
     PODGROUPS,
@@ -26,6 +25,7 @@ from bridge.workloads.builtin import (
     gang_composite,
     min_count,
     min_group_count,
+    parent_composite,
     podgroup_name,
     podgroups_of,
 )
@@ -43,21 +43,26 @@ class CompositePodGroup(Kind):
     name_field = "spec.parentCompositePodGroupName"
     source_field = "spec.schedulingGroup.podGroupName"
     size_field = "spec.schedulingPolicy.gang.minGroupCount"
-    related: tuple[Api, ...] = (PODGROUPS,)
+    related: tuple[Api, ...] = (PODGROUPS, COMPOSITES)
 
     def claim(self, c: Claim) -> GroupRef | None:
-        composite = c.composites.get(podgroup_name(c.pod), "")
-        return self.group(c, composite) if composite else None
+        name = podgroup_name(c.pod)
+        podgroup = c.related.get(PODGROUPS, c.namespace, name) if name else None
+        parent = parent_composite(podgroup)
+        if not parent:
+            return None
+        gang = gang_composite(podgroup, c.related.get(COMPOSITES, c.namespace, parent))
+        return self.group(c, gang) if gang else None
 
     def size(
-        self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Sequence[Obj]
+        self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Related
     ) -> int | None:
         """Every pod there once ``minGroupCount`` children have their ``minCount``;
         until then every child's ``minCount`` (and one more than the pods there)."""
         want = min_group_count(obj)
         if obj is None or want is None:
             return None
-        mine = children(obj, related)
+        mine = children(obj, related.listed(PODGROUPS, ref.namespace))
         have = Counter(podgroup_name(p) for p in pods)
         ready = [pg for pg in mine if have[kobj.name(pg)] >= min_count(kobj.get(pg, "spec"))]
         if len(ready) >= want:
@@ -65,7 +70,7 @@ class CompositePodGroup(Kind):
         return max(sum(min_count(kobj.get(pg, "spec")) for pg in mine), len(pods) + 1)
 
     def order(
-        self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Sequence[Obj]
+        self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Related
     ) -> list[Obj]:
         """By child PodGroup (by name), then by pod name."""
         return sorted(pods, key=lambda p: (podgroup_name(p), kobj.name(p)))

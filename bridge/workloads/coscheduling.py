@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from bridge import kobj
 from bridge.wellknown import LABEL_POD_GROUP
-from bridge.workloads.base import Api, Claim, GroupRef, Kind, Obj
+from bridge.workloads.base import Api, Claim, GroupRef, Kind, Obj, Related
 
 
 class CoschedulingPodGroup(Kind):
@@ -23,7 +23,7 @@ class CoschedulingPodGroup(Kind):
         return self.group(c, name) if name else None
 
     def size(
-        self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Sequence[Obj]
+        self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Related
     ) -> int | None:
         if obj is None:
             return None

@@ -19,6 +19,7 @@ from bridge.workloads.base import (
     Identity,
     Kind,
     Obj,
+    Related,
     chain_owner,
     completion_index,
     job_deadline,
@@ -63,12 +64,12 @@ class Job(Kind):
         )
 
     def size(
-        self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Sequence[Obj]
+        self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Related
     ) -> int | None:
         return None if obj is None else job_parallelism(kobj.get(obj, "spec"))
 
     def order(
-        self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Sequence[Obj]
+        self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Related
     ) -> list[Obj]:
         return sorted(pods, key=lambda p: (completion_index(p), kobj.name(p)))
 

@@ -16,6 +16,7 @@ from bridge.workloads.base import (
     GroupRef,
     Kind,
     Obj,
+    Related,
     completion_index,
     int_label,
     job_parallelism,
@@ -39,7 +40,7 @@ class JobSet(Kind):
         return self.group(c, jobset, owned=True)
 
     def size(
-        self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Sequence[Obj]
+        self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Related
     ) -> int | None:
         if obj is None:
             return None
@@ -53,7 +54,7 @@ class JobSet(Kind):
         return total or None
 
     def order(
-        self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Sequence[Obj]
+        self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Related
     ) -> list[Obj]:
         rjobs = [kobj.text(rj, "name") for rj in kobj.sequence(obj, "spec", "replicatedJobs")]
 

@@ -14,7 +14,7 @@ from bridge.wellknown import (
     LABEL_LWS_NAME,
     LABEL_LWS_WORKER_INDEX,
 )
-from bridge.workloads.base import Api, Claim, GroupRef, Kind, Obj, int_label
+from bridge.workloads.base import Api, Claim, GroupRef, Kind, Obj, Related, int_label
 
 
 class LeaderWorkerSet(Kind):
@@ -35,7 +35,7 @@ class LeaderWorkerSet(Kind):
         return self.group(c, lws, name=f"{lws}-{c.labels[LABEL_LWS_GROUP_INDEX]}", owned=True)
 
     def size(
-        self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Sequence[Obj]
+        self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Related
     ) -> int | None:
         size = kobj.integer(obj, "spec", "leaderWorkerTemplate", "size")
         if size is None:
@@ -45,7 +45,7 @@ class LeaderWorkerSet(Kind):
         return size
 
     def order(
-        self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Sequence[Obj]
+        self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Related
     ) -> list[Obj]:
         return sorted(
             pods,

@@ -15,6 +15,7 @@ from bridge.workloads.base import (
     Identity,
     Kind,
     Obj,
+    Related,
     job_deadline,
 )
 
@@ -30,9 +31,7 @@ class Pod(Kind):
             kind=self.name, namespace=c.namespace, name=kobj.name(c.pod), uid=kobj.uid(c.pod)
         )
 
-    def size(
-        self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Sequence[Obj]
-    ) -> int:
+    def size(self, ref: GroupRef, obj: Obj | None, pods: Sequence[Obj], related: Related) -> int:
         return 1
 
     def deadlines(self, ref: GroupRef, obj: Obj) -> tuple[Deadline, ...] | None:

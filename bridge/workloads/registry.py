@@ -1,7 +1,7 @@
 """The workload kinds, in the order they are asked to claim a pod (the first that claims
 it wins; :mod:`~bridge.workloads.pod` claims every pod, so it is last). Adding a kind is
 one module and one line here (and its API in the chart's RBAC and webhook rules:
-docs/grouping.md).
+docs/workload-kinds.md).
 
 =================  ==================================================  =====================
 kind               how a pod is recognised                             group name
@@ -27,7 +27,7 @@ Pod                anything else (one Slurm job per pod)               the pod's
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable
 
 from bridge.workloads import (
     composite,
@@ -39,7 +39,15 @@ from bridge.workloads import (
     podgroup,
     workload,
 )
-from bridge.workloads.base import Api, WorkloadKind, api_group
+from bridge.workloads.base import (
+    Api,
+    Obj,
+    Related,
+    RelatedObjects,
+    WithObject,
+    WorkloadKind,
+    api_group,
+)
 
 REGISTRY: tuple[WorkloadKind, ...] = (
     coscheduling.KIND,
@@ -54,13 +62,24 @@ REGISTRY: tuple[WorkloadKind, ...] = (
 
 POD: WorkloadKind = pod.KIND
 
-KINDS: Mapping[str, WorkloadKind] = {k.name: k for k in REGISTRY}
-KIND_NAMES = frozenset(KINDS)
+
+def kinds() -> tuple[WorkloadKind, ...]:
+    """:data:`REGISTRY`, read when asked (every table of kinds is derived on use, so a
+    kind added to the registry, e.g. by a test, is known everywhere at once)."""
+    return REGISTRY
 
 
 def kind_named(name: str) -> WorkloadKind:
     """The kind of a group (``GroupRef.kind``, ``GroupId.kind``); KeyError when none."""
-    return KINDS[name]
+    for k in REGISTRY:
+        if k.name == name:
+            return k
+    raise KeyError(name)
+
+
+def kind_names() -> frozenset[str]:
+    """The names of the kinds (``GroupId.kind``)."""
+    return frozenset(k.name for k in REGISTRY)
 
 
 def kind_of_object(api_version: str, kind: str) -> WorkloadKind | None:
@@ -72,7 +91,8 @@ def kind_of_object(api_version: str, kind: str) -> WorkloadKind | None:
 
 def object_apis() -> tuple[Api, ...]:
     """The APIs of the objects groups come from (every kind's but a plain pod's), and the
-    related objects they read: what the bridge reads, and admission validates."""
+    related objects they read: what the bridge reads (the scheduler watches them), and
+    admission validates."""
     found: list[Api] = []
     for k in REGISTRY:
         for api in (k.api, *k.related):
@@ -81,15 +101,15 @@ def object_apis() -> tuple[Api, ...]:
     return tuple(found)
 
 
-def owner_apis() -> Mapping[str, Api]:
-    """The APIs, by kind, of the objects a pod's controller chain may name that the
-    scheduler reads to walk it (a pinned version; the built-in scheduling API, found by
-    discovery, is named by a pod's spec, not by an ownerReference)."""
-    return {a.kind: a for a in object_apis() if not a.discovered}
+def related_objects(objects: Iterable[Obj] = ()) -> RelatedObjects:
+    """``objects`` as the kinds read them (:class:`~bridge.workloads.base.Related`), each
+    under its kind's API: a fixed set, for tools and tests."""
+    return RelatedObjects(objects, object_apis())
 
 
 def related_apis() -> tuple[Api, ...]:
-    """The related objects the kinds read, listed per namespace (a Workload's PodGroups)."""
+    """The APIs of the related objects the kinds read (a Workload's PodGroups, a
+    PodGroup's parent)."""
     found: list[Api] = []
     for k in REGISTRY:
         found += [api for api in k.related if api not in found]
@@ -99,3 +119,10 @@ def related_apis() -> tuple[Api, ...]:
 def discovered_apis() -> tuple[Api, ...]:
     """The APIs whose version is the newest the server serves (discovery)."""
     return tuple(a for a in object_apis() if a.discovered)
+
+
+def with_object(related: Related | None, obj: Obj | None) -> Related:
+    """``related`` (None: nothing held) and the group's own object ``obj`` (None: none),
+    which a kind may look for among them (a Workload its PodGroups name)."""
+    held = related if related is not None else related_objects()
+    return held if obj is None else WithObject(held, obj)

@@ -696,6 +696,7 @@ def script_env(
         SBX_CONF_DIR=str(paths.conf_dir),
         SBX_SLURMD_NODES=" ".join(s.slurmd_nodes),
         SBX_EXTERNAL_NODES=str(s.external_nodes),
+        SBX_EXTERNAL_NAMES=" ".join(f"{EXTERNAL_PREFIX}{i}" for i in range(s.external_nodes)),
         SBX_GPUS=str(s.node_gpus),
         SBX_MIG_NODES=" ".join(f"{MIG_PREFIX}{i}" for i in range(s.mig_nodes)),
         SBX_MIG_NODE_CONF=mig_node_conf(s),

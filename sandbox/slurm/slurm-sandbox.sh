@@ -16,6 +16,7 @@
 #                 [slurmdbd.conf] [topology.yaml] slurmrestd.args
 #   SBX_SLURMD_NODES  space separated slurmd node names   SBX_GPUS  fake GPUs per node
 #   SBX_EXTERNAL_NODES count of State=EXTERNAL nodes (needs Slurm >= 25.05)
+#   SBX_EXTERNAL_NAMES their names, space separated (each resolves to this host)
 #   SBX_MIG_NODES space separated MIG node names, created at run time (scontrol create)
 #   SBX_MIG_NODE_CONF their scontrol create arguments after NodeName= (typed GRES, feature)
 #   SBX_ACCOUNTING 0|1   SBX_MYSQL_PORT   SBX_REST_PORT   SBX_OPENAPI
@@ -206,11 +207,18 @@ install_conf() {
 }
 
 configure() {
-  local host node g
+  local host node g names
   host=$(hostname)
   # minbase has no /etc/hosts: munged must resolve this host's name
   printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t%s\n' \
     "$host" >"$ROOT/etc/hosts"
+  # Every node of the sandbox lives on this host, so its name resolves: slurmctld sends a
+  # job's signals to its nodes, State=EXTERNAL ones too (a preempted job's, GraceTime or
+  # not). A name that does not resolve costs 10 s of getaddrinfo retries per node, with
+  # slurmctld slow to answer meanwhile, and leaves the node NOT_RESPONDING: no job starts
+  # there again ("Required node not available"). resolve_saved_nodes adds the dynamic ones.
+  names="${SBX_SLURMD_NODES:-} ${SBX_EXTERNAL_NAMES:-}"
+  [ -z "${names// /}" ] || printf '127.0.0.1\t%s\n' $names >>"$ROOT/etc/hosts"
   in_root sh -c '
     getent passwd slurmrestd >/dev/null || useradd -r -M -d /nonexistent -s /usr/sbin/nologin slurmrestd
     getent passwd kube >/dev/null || useradd -m -u 2000 -s /bin/sh kube

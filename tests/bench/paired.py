@@ -44,6 +44,7 @@ NEWER_OPTIONS = (
     "--gang-pause",
     "--scheduler-log",
     "--scheduler-python",
+    "--scheduler-chart",
     "--scheduler-identity",
     "--api-server",
 )
@@ -109,7 +110,11 @@ def run_bench(
     env = dict(os.environ)
     env["PATH"] = f"{python.parent}{os.pathsep}{env.get('PATH', '')}"
     env.pop("PYTHONPATH", None)
-    extra = ["--scheduler-python", str(scheduler_python)] if scheduler_python else []
+    extra = []
+    if scheduler_python is not None:
+        # that tree's scheduler, with that tree's RBAC (<tree>/.venv/bin/python)
+        chart = scheduler_python.parents[2] / "deploy" / "helm" / "slurm-bridge"
+        extra = ["--scheduler-python", str(scheduler_python), "--scheduler-chart", str(chart)]
     proc = subprocess.run(
         [str(python), "-m", "tests.bench.scheduler", *known_args(tree, bench_args), *extra],
         cwd=tree,

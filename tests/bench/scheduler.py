@@ -542,7 +542,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     cfg |= {"logLevel": "info", "logFormat": "json"}
                 if args.scheduler_identity == "chart":
                     await component_kubeconfig(
-                        kube, parse_config(cfg, env={}), "scheduler", sched_kc
+                        kube, parse_config(cfg, env={}), "scheduler", sched_kc, args.scheduler_chart
                     )
                 else:  # the admin's (system:masters), as 87f2bfe's bench ran it
                     cfg["kubeconfig"] = str(kubeconfig)
@@ -841,6 +841,13 @@ def parser() -> argparse.ArgumentParser:
         type=Path,
         help="run the scheduler of the tree this interpreter is installed from (another "
         "commit's venv: tests.bench.paired's base side); default: this checkout's",
+    )
+    ap.add_argument(
+        "--scheduler-chart",
+        type=Path,
+        help="the chart whose RBAC the scheduler runs with (that of the tree "
+        "--scheduler-python comes from: tests.bench.paired's base side); default: this "
+        "checkout's",
     )
     ap.add_argument(
         "--scheduler-log",

@@ -20,13 +20,18 @@ Component = Literal["scheduler", "controller", "admission"]
 
 
 @functools.cache
-def chart_identities(leader_election: bool, lease_namespace: str) -> chart_rbac.ChartIdentities:
-    """The chart's ServiceAccounts and RBAC (rendered once per process and setting)."""
-    return chart_rbac.render(leader_election=leader_election, lease_namespace=lease_namespace)
+def chart_identities(
+    leader_election: bool, lease_namespace: str, chart: Path | None = None
+) -> chart_rbac.ChartIdentities:
+    """The chart's ServiceAccounts and RBAC (rendered once per process and setting);
+    ``chart``: another tree's chart (default: this one's)."""
+    return chart_rbac.render(
+        leader_election=leader_election, lease_namespace=lease_namespace, chart=chart
+    )
 
 
-def identities_for(cfg: BridgeConfig) -> chart_rbac.ChartIdentities:
-    return chart_identities(cfg.leader_election, cfg.leader_election_namespace)
+def identities_for(cfg: BridgeConfig, chart: Path | None = None) -> chart_rbac.ChartIdentities:
+    return chart_identities(cfg.leader_election, cfg.leader_election_namespace, chart)
 
 
 async def component_token(admin: KubeClient, cfg: BridgeConfig, component: Component) -> str:
@@ -46,10 +51,15 @@ async def component_kube(admin: KubeClient, cfg: BridgeConfig, component: Compon
 
 
 async def component_kubeconfig(
-    admin: KubeClient, cfg: BridgeConfig, component: Component, path: Path
+    admin: KubeClient,
+    cfg: BridgeConfig,
+    component: Component,
+    path: Path,
+    chart: Path | None = None,
 ) -> Path:
-    """A kubeconfig file for ``component`` (for a subprocess)."""
+    """A kubeconfig file for ``component`` (for a subprocess); ``chart``: the RBAC of
+    another tree's chart (an older commit's scheduler, benchmarked)."""
     cluster = {"server": str(admin.configuration.host)}
     return await chart_rbac.component_kubeconfig(
-        admin, identities_for(cfg), component, cluster, path
+        admin, identities_for(cfg, chart), component, cluster, path
     )

@@ -37,6 +37,7 @@ from tests.integration.bridge_harness import (
 )
 from tests.integration.conftest import SlurmSandbox, blocker_spec
 from tests.integration.sched_proc import electing_replicas, jobs_by_group_uid, successful_bindings
+from tests.scheduler_caches import list_into
 from tests.workloads import load_example
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
@@ -268,6 +269,7 @@ async def test_a_restarted_scheduler_adopts_the_pending_hetjob_and_never_submits
         job_id = await bridge.wait_for("the pending hetjob shown on the pods", pending_hetjob)
         # a second scheduler starts from nothing but what Kubernetes and Slurm hold
         fresh = Scheduler(bridge.cfg, bridge.kube, bridge.sched.slurm, SystemClock())
+        await list_into(fresh, bridge.kube)
         await fresh.sweep()
         for n in names:
             await fresh.on_pod_event("ADDED", await bridge.get_pod(n))
@@ -302,6 +304,7 @@ async def test_the_startup_sweep_finds_a_hetjob_no_pod_names_yet_by_its_leader(
 
         comps = await bridge.wait_for("the hetjob submitted", submitted)
         fresh = Scheduler(bridge.cfg, bridge.kube, bridge.sched.slurm, SystemClock())
+        await list_into(fresh, bridge.kube)
         await fresh.sweep()
         found = fresh.jobs_by_group_uid.get((NS, pg["metadata"]["uid"]))
         assert found is not None

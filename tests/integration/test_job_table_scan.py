@@ -32,6 +32,7 @@ from tests.integration.bridge_harness import NS, Bridge, running_bridge
 from tests.integration.conftest import SlurmSandbox
 from tests.integration.controller_harness import controller_config, sandbox_kube, unique_mcs
 from tests.integration.test_slurm_client import ext_spec
+from tests.scheduler_caches import list_into
 
 pytestmark = pytest.mark.slurm
 FINISHED = 300
@@ -111,6 +112,8 @@ async def test_sweep_indexes_the_active_job_of_a_group_not_its_finished_ones(
     job_id = track_jobs(await slurm.submit(spec))
 
     fresh = Scheduler(bridge.cfg, bridge.kube, slurm, SystemClock())
+
+    await list_into(fresh, bridge.kube)
     await fresh.sweep()
 
     assert fresh.jobs_by_group_uid["slurm-bridge", live].job_id == job_id
@@ -140,6 +143,7 @@ async def test_sweep_reads_only_the_active_jobs_no_pod_names_bound_or_listed(
     slurm = CountingSlurmClient.from_config(bridge.cfg)
     async with slurm:
         fresh = Scheduler(bridge.cfg, bridge.kube, slurm, SystemClock())
+        await list_into(fresh, bridge.kube)
         # the pod watch's initial list: the unbound pod, cached
         await fresh.on_pod_event("ADDED", await bridge.get_pod("sweep-listed"))
         lists_done = asyncio.Event()

@@ -8,6 +8,7 @@ Slurm still holds the victim's nodes: no node is ever used twice."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,21 +32,35 @@ def _scontrol(sandbox: SlurmSandbox, *args: str) -> str:
     return done.stdout
 
 
-@pytest.fixture(params=["CANCEL", "REQUEUE"])
-def urgent(sandbox: SlurmSandbox, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A partition of a higher PriorityTier on the bridge's nodes, and a GraceTime and the
-    PreemptMode (CANCEL, REQUEUE) on the bridge's partition; all undone at the end."""
+@contextlib.contextmanager
+def higher_tier(sandbox: SlurmSandbox, grace: int, mode: str) -> Iterator[str]:
+    """A partition of a higher PriorityTier on the bridge's nodes, and ``grace`` seconds
+    of GraceTime and the PreemptMode ``mode`` on the bridge's partition; all undone at
+    the end."""
     if "preempt/partition_prio" not in _scontrol(sandbox, "show", "config"):
         pytest.skip("the Slurm sandbox has no PreemptType=preempt/partition_prio (restart it)")
     nodes = ",".join(sandbox.external_nodes)
     _scontrol(sandbox, "create", f"PartitionName={URGENT}", f"Nodes={nodes}", "PriorityTier=10")
     part = f"PartitionName={sandbox.partition}"
-    _scontrol(sandbox, "update", part, f"GraceTime={GRACE_SECONDS}", f"PreemptMode={request.param}")
+    _scontrol(sandbox, "update", part, f"GraceTime={grace}", f"PreemptMode={mode}")
     try:
         yield URGENT
     finally:
         _scontrol(sandbox, "update", part, "GraceTime=0", "PreemptMode=CANCEL")
         _scontrol(sandbox, "delete", f"PartitionName={URGENT}")
+
+
+def preemptor(sandbox: SlurmSandbox, partition: str) -> JobSpec:
+    """A native job of the higher tier that needs every node: the victims' too."""
+    n = len(sandbox.external_nodes)
+    return JobSpec(name="preemptor", partition=partition, min_nodes=n, tasks=n, exclusive=True)
+
+
+@pytest.fixture(params=["CANCEL", "REQUEUE"])
+def urgent(sandbox: SlurmSandbox, request: pytest.FixtureRequest) -> Iterator[str]:
+    """The higher tier, with a GraceTime and each PreemptMode (CANCEL, REQUEUE)."""
+    with higher_tier(sandbox, GRACE_SECONDS, request.param) as partition:
+        yield partition
 
 
 async def test_a_preempted_bridge_jobs_pod_stops_within_the_grace_and_the_preemptor_runs(
@@ -58,15 +73,7 @@ async def test_a_preempted_bridge_jobs_pod_stops_within_the_grace_and_the_preemp
         await b.wait_for("the victim's containers to run", lambda: _running(b, "victim"))
         await b.wait_for("the controller to see the victim's job", lambda: _seen(b, victim))
 
-        # A native job of the higher tier needs every node: the victim's too.
-        spec = JobSpec(
-            name="preemptor",
-            partition=urgent,
-            min_nodes=len(sandbox.external_nodes),
-            tasks=len(sandbox.external_nodes),
-            exclusive=True,
-        )
-        preemptor = await b.slurm.submit(spec)
+        preempting = await b.slurm.submit(preemptor(sandbox, urgent))
         try:
             started = time.monotonic()
             seen: list[tuple[str, bool]] = []  # (Slurm's state, then: a container runs)
@@ -88,14 +95,14 @@ async def test_a_preempted_bridge_jobs_pod_stops_within_the_grace_and_the_preemp
             assert pod["status"]["phase"] == "Failed"
 
             async def preemptor_runs() -> bool:
-                return (await b.slurm.get_job(preemptor)).state.primary == "RUNNING"
+                return (await b.slurm.get_job(preempting)).state.primary == "RUNNING"
 
             await b.wait_for("the preemptor to run", preemptor_runs, 60)
             # the bridge ended it once the containers stopped, before the grace ran out
             assert (await b.slurm.get_job(victim)).state.primary == "CANCELLED"
             print(f"preemption noticed and containers stopped {took:.2f} s after the submit")
         finally:
-            await b.slurm.cancel(preemptor)
+            await b.slurm.cancel(preempting)
 
 
 async def _running(b: Bridge, name: str) -> bool:

@@ -21,6 +21,7 @@ from tests.clients import list_jobs
 from tests.integration.bridge_harness import Bridge, job_of, running_bridge
 from tests.integration.conftest import SlurmSandbox, blocker_spec
 from tests.integration.sched_proc import jobs_by_group_uid
+from tests.scheduler_caches import list_into
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
 Track = Callable[[int], int]
@@ -94,6 +95,7 @@ async def test_refused_try_queues_the_group_and_its_failed_record_is_never_its_j
     # A restarted scheduler (start-up sweep, then the group's lookup) adopts the queued
     # job, never the FAILED record; so does the lookup by identity after a lost answer.
     fresh = Scheduler(bridge.cfg, bridge.kube, bridge.sched.slurm, SystemClock())
+    await list_into(fresh, bridge.kube)
     await fresh.sweep()
     await fresh.on_pod_event("ADDED", await bridge.get_pod("refused"))
     key = fresh.state.pod_group["slurm-bridge/refused"]

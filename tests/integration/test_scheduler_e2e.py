@@ -38,6 +38,7 @@ from tests.integration.sched_proc import (
     jobs_by_group_uid,
     successful_bindings,
 )
+from tests.scheduler_caches import list_into
 from tests.workloads import load_example
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
@@ -186,6 +187,7 @@ async def test_restarted_scheduler_makes_no_duplicate_job_and_binds_once(
 
     # A second scheduler starts from nothing but what Kubernetes and Slurm hold.
     fresh = Scheduler(bridge.cfg, bridge.kube, bridge.sched.slurm, SystemClock())
+    await list_into(fresh, bridge.kube)
     await fresh.sweep()
     pod = await bridge.get_pod("restart-me")
     await fresh.on_pod_event("ADDED", pod)

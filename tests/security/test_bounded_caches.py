@@ -39,7 +39,6 @@ from controller.model import Action, JobKind, SlurmJobStatus
 from controller.runtime import Controller
 from scheduler.cycle import Scheduler
 from scheduler.dra import DEVICE_CLASSES, KINDS_MAX, RESOURCE_SLICES, DraAllocator
-from scheduler.owners import OwnerCache
 from scheduler.report import PENDING_REASONS_MAX, REASON_LABEL_MAX, pending_reason_labels
 from scheduler.slurm_state import GONE_MAX
 from scheduler.state import BOUND_UIDS_MAX, GroupState, KubeState
@@ -254,13 +253,6 @@ def test_a_hundred_thousand_distinct_expressions_and_patterns_keep_the_cel_cache
     assert len(cel._regexes) == cel.REGEXES_MAX
 
 
-def test_a_hundred_thousand_owner_uids_keep_the_owner_cache_at_its_bound() -> None:
-    cache = OwnerCache(FakeClock())
-    for i in range(MANY):
-        cache.put({"kind": "Job", "metadata": {"name": f"j{i}", "uid": f"u{i}"}})
-    assert len(cache) == cache.max_entries
-
-
 def test_a_hundred_thousand_pending_reasons_keep_the_metric_label_set_bounded() -> None:
     counts = {f"{i} {'x' * 100}": 1 for i in range(MANY)}
     counts["Priority"] = 5
@@ -341,8 +333,6 @@ VALUE = "a value object built per call or per answer, never kept across requests
 KNOWN: dict[str, str] = {
     "BoundedMap._data": "the bounded map itself",
     "BoundedMap._written": "the bounded map itself (same keys as _data)",
-    "Parents.workloads": "one pod's or group's answer: at most one entry, its PodGroup's",
-    "Parents.composites": "one pod's or group's answer: at most one entry, its PodGroup's",
     "Explanation.short": "one `why` answer (a CLI run): a key per resource kind the job asks "
     "(cpu, memory, each GRES type of its own request), never tenant-chosen keys",
     "Expression._costs": "one entry per variables' shapes the code passes (DRA's `device`)",
@@ -404,6 +394,7 @@ KNOWN: dict[str, str] = {
     "WorkQueue._failures": QUEUE,
     "DraCache.classes": MIRROR,
     "DraCache.claims": MIRROR,
+    "DraCache.templates": MIRROR,
     "DraCache._slices": MIRROR,
     "DraCache._slice_node": MIRROR,
     "DraCache.taint_rules": MIRROR + " (DeviceTaintRules: cluster-scoped, admins write them)",
@@ -431,12 +422,17 @@ KNOWN: dict[str, str] = {
     "KubeState.nodes": MIRROR,
     "KubeState.namespace_labels": MIRROR + " (namespaces: created by admins)",
     "KubeState._listed_uids": "the pods of the first list, cleared when the start-up sweep ends",
-    "KubeState._builtin": "the built-in podgroups and workloads resources: two keys at most",
+    "RelatedObjects._objects": VALUE + " (a fixed set of objects, for tools and tests)",
+    "RelatedCache._objects": MIRROR + " (the objects of the workload kinds' APIs)",
+    "RelatedCache._by_uid": MIRROR + " (the same objects, by namespace and uid)",
+    "RelatedCache.served": FIXED + " (the workload kinds' APIs)",
     "WatchCaches.pods": MIRROR,
     "WatchCaches.by_job": MIRROR + " (the labelled pods, by job)",
     "WatchCaches.by_node": MIRROR,
     "WatchCaches.deleted": "pods deleted with claims unreleased: dropped at the job's next plan",
     "WatchCaches.released": MIRROR + " (uids of existing pods)",
+    "WatchCaches.disrupted": "jobs of ours Slurm preempted (ownership proven before a write), "
+    "each with the PodGroups its named pods name: dropped with the job, as by_job",
     "WatchCaches.nodes": MIRROR,
     "WatchCaches.slices": MIRROR + " (ResourceSlices, by node)",
     "WatchCaches._slice_node": MIRROR,

@@ -8,7 +8,6 @@ node the bridge does not schedule on (forged) does not count."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, cast
 
 import pytest
@@ -253,7 +252,7 @@ def test_a_forged_slice_for_a_node_the_bridge_does_not_schedule_on_is_ignored() 
     dra.cache.on_claim_event("ADDED", {**cls_only, "metadata": {"name": "c", "namespace": "ns"}})
     for res in (DEVICE_CLASSES, RESOURCE_SLICES):
         dra.cache.listed(res)
-    got = asyncio.run(dra.inputs([pod()]))
+    got = dra.inputs([pod()])
     assert got is not None
     assert {s["spec"]["nodeName"] for s in got.slices} == {"n1"}
     (r,) = pod_devices(pod(), got).requests

@@ -51,6 +51,7 @@ from tests.integration.bridge_harness import (
 )
 from tests.integration.conftest import SlurmSandbox, blocker_spec, native_held_spec
 from tests.integration.controller_harness import wait_for
+from tests.scheduler_caches import list_into
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
 
@@ -110,9 +111,12 @@ async def team_a_lws_job(b: Bridge, sandbox: SlurmSandbox, track: Callable[[int]
     return track(await b.slurm.submit(spec))
 
 
-def fresh_scheduler(b: Bridge) -> Scheduler:
+async def fresh_scheduler(b: Bridge) -> Scheduler:
+    """A second scheduler, its watch caches listed (its loops are not run)."""
     assert b.sched_kube is not None
-    return Scheduler(b.cfg, b.sched_kube, b.sched.slurm, SystemClock())
+    sched = Scheduler(b.cfg, b.sched_kube, b.sched.slurm, SystemClock())
+    await list_into(sched, b.sched_kube)
+    return sched
 
 
 async def process_pod(sched: Scheduler, ns: str, name: str, kube: KubeClient) -> str:
@@ -151,7 +155,7 @@ async def attack_after_restart(b: Bridge, job_id: int, size: int) -> tuple[Slurm
         }
     ]
     await create(b.kube, PODS, body, TEAM_B)
-    sched = fresh_scheduler(b)
+    sched = await fresh_scheduler(b)
     await sched.sweep()
     key = await process_pod(sched, TEAM_B, "lws-0-0", b.kube)
     group = sched.groups.get(key)
@@ -226,7 +230,7 @@ async def test_a_pod_naming_a_missing_podgroup_does_not_take_a_job_without_uid(
 
         await wait_for(running, what="the uid-less job running")
         await create(b.kube, PODS, pod("ghost-0", labels={LABEL_POD_GROUP: "ghost"}), TEAM_B)
-        sched = fresh_scheduler(b)
+        sched = await fresh_scheduler(b)
         await sched.sweep()
         key = await process_pod(sched, TEAM_B, "ghost-0", b.kube)
         assert sched.groups[key].job is None
@@ -274,7 +278,7 @@ async def test_a_team_b_job_is_never_built_from_team_a_job_object(
         theirs["metadata"]["ownerReferences"] = [owner]
         await create(b.kube, PODS, mine, TEAM_A)
         await create(b.kube, PODS, theirs, TEAM_B)
-        sched = fresh_scheduler(b)
+        sched = await fresh_scheduler(b)
         await sched.sweep()
         await process_pod(sched, TEAM_A, "train-a", b.kube)  # team-a's Job is now cached
         key = await process_pod(sched, TEAM_B, "train-b", b.kube)

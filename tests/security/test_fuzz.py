@@ -379,6 +379,7 @@ class _WorldSlurm:
 async def _adopted_after_restart(world: dict[str, Any]) -> list[tuple[Any, Any, Any]]:
     from bridge.clock import SystemClock
     from scheduler.cycle import Scheduler
+    from tests.scheduler_caches import hold
 
     cfg = parse_config({"managedNamespaces": list(TENANTS), "mcsLabel": MCS}, env={})
     sched = Scheduler(
@@ -388,14 +389,15 @@ async def _adopted_after_restart(world: dict[str, Any]) -> list[tuple[Any, Any, 
         SystemClock(),
     )
     await sched.slurm_state.sweep_once()
+    hold(sched, world["objects"].values())  # what the kinds' watches hold
     out = []
     for pod in world["pods"]:
         await sched.on_pod_event("ADDED", pod)
         g = sched.groups[
             sched.state.pod_group[f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"]
         ]
-        snap = await sched.snapshots.take(g, sched.state.pods_of(g))
-        if snap.lookup is not None:  # what it found becomes the group's (the cycle's step 2)
+        snap = await sched.snapshots.find(g, sched.snapshots.take(g, sched.state.pods_of(g)))
+        if snap.lookup is not None:  # what it found becomes the group's (the cycle's step 3)
             sched._keep(g, snap.lookup)
         out.append((pod, g.job, snap.group.group))
     return out

@@ -22,9 +22,9 @@ from bridge.slurm.stream import ArrayStream
 from bridge.translate import TranslateSettings, translate_group
 from bridge.translate.annotations import parse_slurmjob_annotations
 from bridge.wellknown import FINALIZER, LABEL_JOB_ID, slurmjob_annotation
+from bridge.workloads import kind_named
 from scheduler.bind import unlink_patch
-from scheduler.owners import OwnerCache
-from tests.fake_clock import FakeClock
+from scheduler.related import RelatedCache, kept
 from tests.workloads import expand, load_example
 
 S = TranslateSettings()
@@ -162,23 +162,22 @@ def _owner(uid: str, rv: str = "1") -> dict[str, Any]:
     }
 
 
-def test_the_owners_cache_is_bounded_slim_and_stale_entries_are_read_again() -> None:
-    clock = FakeClock()
-    cache = OwnerCache(clock, max_entries=3, max_age_seconds=60)
-    for i in range(10):
-        cache.put(_owner(f"u{i}"))
-    assert sorted(cache) == [("", "u7"), ("", "u8"), ("", "u9")]  # least recently used first
-    kept = cache.fresh("", "u9")
-    assert kept is not None
-    assert "status" not in kept
-    assert "managedFields" not in kept["metadata"]
-    assert kept["metadata"].get("annotations") == {}
-    clock.advance(61)
-    assert cache.fresh("", "u9") is None  # too old: the caller reads the object again
-    cache.put(_owner("u9", rv="2"))
-    again = cache.fresh("", "u9")
+def test_the_kinds_cache_keeps_objects_slim_and_follows_their_changes_and_deletion() -> None:
+    cache = RelatedCache()
+    job = kind_named("Job").api
+    cache.on_event(job, "ADDED", kept(_owner("u9")))
+    held = cache.owners("").get("u9")
+    assert held is not None
+    assert "status" not in held
+    assert "managedFields" not in held["metadata"]
+    assert held["metadata"].get("annotations") == {}
+    cache.on_event(job, "MODIFIED", kept(_owner("u9", rv="2")))
+    again = cache.owners("").get("u9")
     assert again is not None
     assert again["metadata"]["resourceVersion"] == "2"
+    cache.on_event(job, "DELETED", _owner("u9", rv="3"))
+    assert cache.owners("").get("u9") is None
+    assert len(cache) == 0
 
 
 def test_a_cancelled_gangs_pods_lose_the_label_and_the_finalizer() -> None:

@@ -24,8 +24,8 @@ from bridge.translate import (
     names_any_pod,
     translate_group,
 )
-from scheduler.owners import OwnerCache
-from tests.fake_clock import FakeClock
+from bridge.workloads import kind_named
+from scheduler.related import RelatedCache
 from tests.workloads import expand, load_example
 
 
@@ -152,13 +152,11 @@ def test_a_pods_owner_uid_is_never_found_in_another_namespace() -> None:
     assert (mine.kind, mine.uid) == ("Job", "job-a")
 
 
-def test_the_owner_cache_is_keyed_by_namespace_and_uid() -> None:
-    cache = OwnerCache(FakeClock())
-    cache.put(_job("team-a", "job-a"))
-    assert cache.fresh("team-a", "job-a") is not None
-    assert cache.fresh("team-b", "job-a") is None
-    assert cache.in_namespace("team-b").get("job-a") is None
-    assert cache.in_namespace("team-a").get("job-a") is not None
+def test_the_kinds_cache_finds_owners_by_namespace_and_uid_never_by_uid_alone() -> None:
+    cache = RelatedCache()
+    cache.on_event(kind_named("Job").api, "ADDED", _job("team-a", "job-a"))
+    assert cache.owners("team-b").get("job-a") is None
+    assert cache.owners("team-a").get("job-a") is not None
 
 
 def test_a_team_b_job_is_never_built_from_team_a_objects() -> None:

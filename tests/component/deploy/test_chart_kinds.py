@@ -12,15 +12,16 @@ from bridge.workloads import object_apis, related_apis
 KIND_GROUPS = {api.group for api in object_apis()}
 
 
-def test_the_schedulers_rbac_reads_every_kinds_object_and_nothing_else_of_their_groups(
+def test_the_schedulers_rbac_watches_every_kinds_object_and_nothing_else_of_their_groups(
     helm: Helm,
 ) -> None:
+    """The scheduler keeps every kind's objects and the related objects they read in
+    watch caches (scheduler.related): list and watch on each of their APIs."""
     role = helm.render().one("ClusterRole", name_of("scheduler"))
     rules = flatten_rules(role["rules"])
-    for api in object_apis():
-        assert "get" in rules.get((api.group, api.plural), ()), (api.group, api.plural)
-    for api in related_apis():
-        assert "list" in rules.get((api.group, api.plural), ()), (api.group, api.plural)
+    for api in (*object_apis(), *related_apis()):
+        verbs = rules.get((api.group, api.plural), ())
+        assert {"list", "watch"} <= set(verbs), (api.group, api.plural)
     granted = {(g, r) for g, r in rules if g in KIND_GROUPS and "/" not in r}
     assert granted == {(a.group, a.plural) for a in object_apis()}
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -48,3 +49,18 @@ def test_runtime_wheel_holds_only_the_product_packages_and_no_sandbox(tmp_path: 
     assert not [n for n in names if "sandbox" in Path(n).parts or "sandbox" in Path(n).stem]
     assert not [n for n in names if n.endswith((".sh", ".yaml"))], "sandbox package data"
     assert "slurm_bridge.sandbox" not in declared
+
+
+def test_every_product_package_is_listed_for_the_wheel() -> None:
+    """A package missing from pyproject.toml's list is missing from the wheel and the
+    image: every ``import`` of it fails there (bridge.devices, bridge.workloads once)."""
+    listed = set(
+        tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    packages = {
+        ".".join(init.parent.relative_to(REPO).parts)
+        for top in PRODUCT
+        for init in (REPO / top).rglob("__init__.py")
+        if "__pycache__" not in init.parts
+    }
+    assert packages - listed == set(), "add them to [tool.setuptools] packages"

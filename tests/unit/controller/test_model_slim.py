@@ -38,6 +38,7 @@ def whole_pod(**over: Any) -> dict[str, Any]:
             "nodeName": "n1",
             "containers": [{"name": "c", "image": "x", "env": [{"name": "E", "value": "v"}]}],
             "resourceClaims": [{"name": "gpu", "resourceClaimName": "claim-1"}],
+            "schedulingGroup": {"podGroupName": "pg"},
         },
         "status": {
             "phase": "Running",
@@ -51,13 +52,14 @@ def whole_pod(**over: Any) -> dict[str, Any]:
     return pod
 
 
-def test_slim_pod_keeps_identity_labels_finalizers_node_phase_and_claims_only() -> None:
+def test_slim_pod_keeps_identity_labels_finalizers_node_phase_claims_and_podgroup_only() -> None:
     kept = slim_pod(whole_pod())
     assert kept == {
         "metadata": KEPT_META,
         "spec": {
             "nodeName": "n1",
             "resourceClaims": [{"name": "gpu", "resourceClaimName": "claim-1"}],
+            "schedulingGroup": {"podGroupName": "pg"},
         },
         "status": {
             "phase": "Running",
@@ -103,7 +105,14 @@ def test_slim_pod_keeps_identity_labels_finalizers_node_phase_and_claims_only() 
     ],
 )
 @pytest.mark.parametrize(
-    "view", [SlurmJobStatus(JobKind.ACTIVE, "RUNNING"), SlurmJobStatus(JobKind.ENDED, "CANCELLED")]
+    "view",
+    [
+        SlurmJobStatus(JobKind.ACTIVE, "RUNNING"),
+        SlurmJobStatus(JobKind.ENDED, "CANCELLED"),
+        SlurmJobStatus(JobKind.ENDED, "PREEMPTED"),
+        SlurmJobStatus(JobKind.ACTIVE, "RUNNING", preempted=True),
+    ],
+    ids=["running", "cancelled", "preempted", "selected-for-preemption"],
 )
 def test_every_plan_decides_on_the_slim_pod_as_on_the_whole_one(
     over: dict[str, Any], view: SlurmJobStatus

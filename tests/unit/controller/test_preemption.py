@@ -1,15 +1,17 @@
 """Slurm's preemption seen early (controller/preemption.py) and what the jobs plan makes of
-it. Pure: tables."""
+it: the pods fail as disruptions, and the built-in PodGroups of the gang get
+DisruptionTarget (PreemptionByScheduler), as kube-scheduler sets it. Pure: tables."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
 from bridge.slurm.models import JobState, SlurmJob, SlurmPartition
 from controller import jobs
-from controller.model import FailPod, JobKind, SlurmJobStatus
+from controller.model import DisruptPodGroup, FailPod, JobKind, SlurmJobStatus
 from controller.preemption import (
     PREEMPT_READS_PER_POLL,
     grace_warnings,
@@ -96,3 +98,80 @@ def test_a_job_selected_for_preemption_fails_its_pods_as_a_disruption_at_once() 
     assert isinstance(action, FailPod)
     assert (action.reason, action.disruption) == ("SlurmJobPreempted", True)
     assert jobs.plan(7, [pod()], SlurmJobStatus(JobKind.ACTIVE, "RUNNING"), "fail") == []
+
+
+# ------------------------------------------------- the gang's built-in PodGroups (#41 item 4)
+def gang_pod(name: str, podgroup: str, phase: str = "Running") -> dict[str, Any]:
+    """A pod of a built-in PodGroup (``spec.schedulingGroup.podGroupName``)."""
+    p = pod(name, phase)
+    p["spec"]["schedulingGroup"] = {"podGroupName": podgroup}
+    return p
+
+
+PREEMPTIONS = [
+    pytest.param(
+        SlurmJobStatus(JobKind.ACTIVE, "RUNNING", preempted=True),
+        "Slurm job 7 was selected for preemption",
+        id="selected-grace-runs",
+    ),
+    pytest.param(
+        SlurmJobStatus(JobKind.ENDED, "PREEMPTED", "None"),
+        "Slurm job 7 ended with state PREEMPTED",
+        id="ended-preempted",
+    ),
+    pytest.param(
+        SlurmJobStatus(JobKind.ACTIVE, "PREEMPTED", component="7+1", component_ended=True),
+        "Slurm job 7 ended with state PREEMPTED in hetjob component 7+1",
+        id="hetjob-component-preempted",
+    ),
+]
+
+
+@pytest.mark.parametrize(("view", "said"), PREEMPTIONS)
+def test_every_built_in_podgroup_of_a_preempted_gang_is_told_naming_the_slurm_job(
+    view: SlurmJobStatus, said: str
+) -> None:
+    gang = [gang_pod("cpu-0", "cpu"), gang_pod("gpu-0", "gpu"), gang_pod("gpu-1", "gpu")]
+    told = [a for a in jobs.plan(7, gang, view, "fail") if isinstance(a, DisruptPodGroup)]
+    assert [(a.namespace, a.name) for a in told] == [("ns", "cpu"), ("ns", "gpu")]
+    assert all(a.message.startswith(said) for a in told)
+    # the pods fail as before, as disruptions
+    fails = [a for a in jobs.plan(7, gang, view, "fail") if isinstance(a, FailPod)]
+    assert len(fails) == 3
+    assert all(a.disruption for a in fails)
+
+
+@pytest.mark.parametrize(
+    "view",
+    [
+        SlurmJobStatus(JobKind.ENDED, "CANCELLED", "None"),
+        SlurmJobStatus(JobKind.ENDED, "NODE_FAIL", "NodeDown"),
+        SlurmJobStatus(JobKind.ENDED, "TIMEOUT", "None"),
+        SlurmJobStatus(JobKind.ENDED, "COMPLETED", "None"),
+        SlurmJobStatus(JobKind.GONE),
+        SlurmJobStatus(JobKind.ACTIVE, "RUNNING"),
+    ],
+    ids=["cancelled", "node-fail", "timeout", "completed", "gone", "running"],
+)
+def test_only_a_preemption_marks_the_podgroups(view: SlurmJobStatus) -> None:
+    plan = jobs.plan(7, [gang_pod("a-0", "a")], view, "fail")
+    assert not [a for a in plan if isinstance(a, DisruptPodGroup)]
+
+
+def test_a_podgroup_is_told_once_per_job_even_after_its_pods_stopped() -> None:
+    view = SlurmJobStatus(JobKind.ENDED, "PREEMPTED", "None")
+    stopped = [gang_pod("a-0", "a", "Failed"), gang_pod("b-0", "b", "Failed")]
+    # the pods failed already (an earlier write of the PodGroup's condition failed): told
+    assert jobs.plan(7, stopped, view, "fail") == [
+        DisruptPodGroup("ns", "a", "Slurm job 7 ended with state PREEMPTED"),
+        DisruptPodGroup("ns", "b", "Slurm job 7 ended with state PREEMPTED"),
+    ]
+    # once written, never again for this job
+    assert jobs.plan(7, stopped, view, "fail", {("ns", "a"), ("ns", "b")}) == []
+
+
+def test_pods_of_no_built_in_podgroup_mark_nothing() -> None:
+    view = SlurmJobStatus(JobKind.ENDED, "PREEMPTED", "None")
+    assert not [
+        a for a in jobs.plan(7, [pod("lone")], view, "delete") if isinstance(a, DisruptPodGroup)
+    ]

@@ -15,13 +15,13 @@ from bridge.translate import (
     TranslateSettings,
     Waiting,
     expected_size,
-    gang_workload,
     group_of,
     order_pods,
     parse_admin_comment,
     translate_group,
-    workload_ref,
 )
+from bridge.workloads import related_objects
+from bridge.workloads.builtin import gang_workload, workload_ref
 from tests.workloads import member_pod as pod
 
 HET = TranslateSettings(gang_sizing="hetjob")
@@ -59,7 +59,7 @@ def podgroup(
 
 WL = workload("driver", "workers")
 PGS = [podgroup("wl-driver", "driver", 1), podgroup("wl-workers", "workers", 2)]
-WORKLOADS = {"wl-driver": "wl", "wl-workers": "wl"}
+HELD = related_objects([*PGS, WL])  # what the scheduler's watch caches would hold
 
 
 def gang() -> list[dict[str, Any]]:
@@ -109,7 +109,7 @@ def test_the_later_api_versions_workload_ref_is_read_too() -> None:
 
 def test_a_pod_of_a_workload_gangs_podgroup_belongs_to_the_workload() -> None:
     p = pod("w-0", "wl-workers")
-    ref = group_of(p, {}, HET, WORKLOADS)
+    ref = group_of(p, {}, HET, HELD)
     assert (ref.kind, ref.name) == ("Workload", "wl")
     assert ref.source is not None
     assert ref.source.kind == "Workload"
@@ -118,17 +118,19 @@ def test_a_pod_of_a_workload_gangs_podgroup_belongs_to_the_workload() -> None:
 
 
 def test_the_workload_gang_waits_for_every_podgroups_min_count() -> None:
-    ref = group_of(gang()[0], {}, HET, WORKLOADS)
-    assert expected_size(ref, WL, [], PGS) == 3
-    assert expected_size(ref, None, [], PGS) is None  # the Workload not read: unknown
+    ref = group_of(gang()[0], {}, HET, HELD)
+    assert expected_size(ref, WL, [], related_objects(PGS)) == 3
+    assert (
+        expected_size(ref, None, [], related_objects(PGS)) is None
+    )  # the Workload not read: unknown
 
 
 def test_a_template_no_podgroup_was_made_from_yet_still_counts_a_pod() -> None:
     """All-or-nothing: a gang whose workers' PodGroup is not there yet never starts with
     its driver alone."""
-    ref = group_of(gang()[0], {}, HET, WORKLOADS)
-    assert expected_size(ref, WL, [], PGS[:1]) == 2
-    result = translate_group([gang()[0]], WL, [], HET, pod_groups=PGS[:1])
+    ref = group_of(gang()[0], {}, HET, HELD)
+    assert expected_size(ref, WL, [], related_objects(PGS[:1])) == 2
+    result = translate_group([gang()[0]], WL, [], HET, related=related_objects(PGS[:1]))
     assert isinstance(result, Waiting)
     assert (result.have, result.want) == (1, 2)
 
@@ -137,12 +139,15 @@ def test_pods_are_ordered_by_the_workloads_template_order_then_podgroup_then_nam
     wl = workload("prefill", "decode")
     pgs = [podgroup("b-prefill", "prefill", 1), podgroup("a-decode", "decode", 1)]
     pods = [pod("z", "b-prefill"), pod("a", "a-decode")]
-    ref = group_of(pods[0], {}, HET, {"b-prefill": "wl", "a-decode": "wl"})
-    assert [p["metadata"]["name"] for p in order_pods(ref, wl, pods, pgs)] == ["z", "a"]
+    ref = group_of(pods[0], {}, HET, related_objects([*pgs, wl]))
+    assert [p["metadata"]["name"] for p in order_pods(ref, wl, pods, related_objects(pgs))] == [
+        "z",
+        "a",
+    ]
 
 
 def test_a_cpu_podgroup_and_a_gpu_podgroup_are_one_hetjob_a_component_each() -> None:
-    spec = translate_group(list(reversed(gang())), WL, [], HET, pod_groups=PGS)
+    spec = translate_group(list(reversed(gang())), WL, [], HET, related=related_objects(PGS))
     assert isinstance(spec, JobSpec)
     assert spec.heterogeneous
     driver, workers = spec.components
@@ -160,14 +165,14 @@ def test_each_podgroup_is_its_own_component_even_when_two_share_a_shape() -> Non
     wl = workload("driver", "a", "b")
     pgs = [podgroup("d", "driver", 1), podgroup("a", "a", 1), podgroup("b", "b", 1)]
     pods = [pod("d-0", "d"), pod("a-0", "a", "8", 8), pod("b-0", "b", "8", 8)]
-    spec = translate_group(pods, wl, [], HET, pod_groups=pgs)
+    spec = translate_group(pods, wl, [], HET, related=related_objects(pgs))
     assert isinstance(spec, JobSpec)
     assert len(spec.components) == 3
 
 
 def test_podgroups_of_one_shape_stay_one_plain_job() -> None:
     pods = [pod("d-0", "wl-driver"), pod("w-0", "wl-workers"), pod("w-1", "wl-workers")]
-    spec = translate_group(pods, WL, [], HET, pod_groups=PGS)
+    spec = translate_group(pods, WL, [], HET, related=related_objects(PGS))
     assert isinstance(spec, JobSpec)
     assert not spec.heterogeneous
     assert spec.tasks == 3
@@ -176,5 +181,5 @@ def test_podgroups_of_one_shape_stay_one_plain_job() -> None:
 def test_a_pod_of_another_podgroup_in_the_gang_is_refused_naming_it() -> None:
     stray = pod("s-0", "someone-elses")
     with pytest.raises(InvalidInput) as e:
-        translate_group([*gang(), stray], WL, [], HET, pod_groups=PGS)
+        translate_group([*gang(), stray], WL, [], HET, related=related_objects(PGS))
     assert "WorkloadPodGroup/ns/someone-elses" in str(e.value)

@@ -18,8 +18,8 @@ from bridge.translate import (
 )
 from bridge.translate.policy import ResolvedPolicy
 from bridge.translate.topology import TopologyPolicy
+from bridge.workloads import kind_named, related_objects
 from bridge.workloads.builtin import gang_composite, scheduled_condition
-from bridge.workloads.registry import KINDS
 from tests.workloads import member_pod as pod
 
 BLOCK = "cloud.example.com/block"
@@ -63,7 +63,7 @@ def test_a_podgroup_whose_parent_is_a_gang_composite_is_the_composites_pod() -> 
     assert gang_composite(PGS[0], CPG) == "cpg"
     assert gang_composite(PGS[0], composite(min_groups=None)) == ""  # basic: no gang
     assert gang_composite(podgroup("x", 1, parent="other"), CPG) == ""
-    ref = group_of(GANG[0], {}, HET, composites={"cpu": "cpg"})
+    ref = group_of(GANG[0], {}, HET, related_objects([*PGS, CPG]))
     assert (ref.kind, ref.name) == ("CompositePodGroup", "cpg")
     assert ref.source is not None
     assert ref.source.api_version == "scheduling.k8s.io/v1alpha3"
@@ -71,7 +71,7 @@ def test_a_podgroup_whose_parent_is_a_gang_composite_is_the_composites_pod() -> 
 
 
 def test_a_composite_of_a_cpu_and_a_gpu_podgroup_is_one_hetjob_a_component_each() -> None:
-    spec = translate_group(list(reversed(GANG)), CPG, [], HET, pod_groups=PGS)
+    spec = translate_group(list(reversed(GANG)), CPG, [], HET, related=related_objects(PGS))
     assert isinstance(spec, JobSpec)
     assert [c.tasks for c in spec.components] == [1, 2]
     assert [c.tres_per_node for c in spec.components] == [None, "gres/gpu:1"]
@@ -84,25 +84,25 @@ def test_a_composite_of_a_cpu_and_a_gpu_podgroup_is_one_hetjob_a_component_each(
 
 def test_the_composite_waits_for_min_group_count_podgroups_with_their_pods() -> None:
     pgs = [*PGS, podgroup("extra", 3)]
-    waiting = translate_group(GANG[1:], CPG, [], HET, pod_groups=pgs)
+    waiting = translate_group(GANG[1:], CPG, [], HET, related=related_objects(pgs))
     assert isinstance(waiting, Waiting)  # only the gpu PodGroup has its pods: 1 of 2
-    spec = translate_group(GANG, CPG, [], HET, pod_groups=pgs)  # cpu and gpu: 2 of 2
+    spec = translate_group(GANG, CPG, [], HET, related=related_objects(pgs))  # cpu and gpu: 2 of 2
     assert isinstance(spec, JobSpec)
     assert spec.total_tasks == 3
-    every = translate_group(GANG, composite(min_groups=3), [], HET, pod_groups=pgs)
+    every = translate_group(GANG, composite(min_groups=3), [], HET, related=related_objects(pgs))
     assert isinstance(every, Waiting)
 
 
 def test_the_composites_topology_key_is_the_slurm_topology_request() -> None:
     constrained = composite(schedulingConstraints={"topology": [{"key": BLOCK}]})
-    spec = translate_group(GANG, constrained, [], HET, pod_groups=PGS)
+    spec = translate_group(GANG, constrained, [], HET, related=related_objects(PGS))
     assert isinstance(spec, JobSpec)
     assert [c.segment_size for c in spec.components] == [1, 2]
 
 
 def test_a_bound_composite_says_so_on_itself_and_its_podgroups_named_as_served() -> None:
-    ref = group_of(GANG[0], {}, HET, composites={"cpu": "cpg"})
-    said = KINDS["CompositePodGroup"].scheduled(ref, GANG)
+    ref = group_of(GANG[0], {}, HET, related_objects([*PGS, CPG]))
+    said = kind_named("CompositePodGroup").scheduled(ref, GANG)
     assert [(o.kind, o.name) for o in said] == [
         ("CompositePodGroup", "cpg"),
         ("PodGroup", "cpu"),
@@ -116,15 +116,20 @@ def test_a_bound_composite_says_so_on_itself_and_its_podgroups_named_as_served()
 def test_a_podgroups_priority_class_is_the_jobs_priority_only_where_the_policy_allows() -> None:
     classed = composite(priorityClassName="high", priority=5000)
     by_class = HET.model_copy(update={"priority_from_priority_class": True})
+    held = related_objects(PGS)
     allowed = ResolvedPolicy("p", NamespacePolicy(allow_pod_priority=True))
     closed = ResolvedPolicy("p", NamespacePolicy())
-    spec = translate_group(GANG, classed, [], by_class, pod_groups=PGS, policy=allowed)
+    spec = translate_group(
+        GANG, classed, [], by_class, related=related_objects(PGS), policy=allowed
+    )
     assert isinstance(spec, JobSpec)
     assert spec.priority == 5000
-    spec = translate_group(GANG, classed, [], by_class, pod_groups=PGS, policy=closed)
+    spec = translate_group(GANG, classed, [], by_class, related=held, policy=closed)
     assert isinstance(spec, JobSpec)
     assert spec.priority is None  # Slurm's own priority
     unclassed = composite(priority=5000)  # a priority no class gave: not the group's
-    spec = translate_group(GANG, unclassed, [], by_class, pod_groups=PGS, policy=allowed)
+    spec = translate_group(
+        GANG, unclassed, [], by_class, related=related_objects(PGS), policy=allowed
+    )
     assert isinstance(spec, JobSpec)
     assert spec.priority is None

@@ -10,7 +10,15 @@ from pathlib import Path
 import pytest
 
 from bridge.translate import TranslateSettings, back_link, group_of
-from bridge.workloads import KIND_NAMES, POD, REGISTRY, WorkloadKind, kind_named, kind_of_object
+from bridge.workloads import (
+    POD,
+    REGISTRY,
+    WorkloadKind,
+    kind_named,
+    kind_names,
+    kind_of_object,
+    related_objects,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 PRODUCT = ("bridge", "scheduler", "controller", "admission")
@@ -18,7 +26,7 @@ PRODUCT = ("bridge", "scheduler", "controller", "admission")
 
 def _kind_names_in(node: ast.expr) -> set[str]:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return {node.value} & KIND_NAMES
+        return {node.value} & kind_names()
     if isinstance(node, ast.Tuple | ast.List | ast.Set):
         return set().union(*(_kind_names_in(e) for e in node.elts))
     return set()
@@ -53,7 +61,7 @@ def test_no_workload_kind_is_compared_by_name_outside_the_kind_modules() -> None
 
 
 def test_every_kind_answers_the_protocol_and_names_are_unique() -> None:
-    assert len(KIND_NAMES) == len(REGISTRY)
+    assert len(kind_names()) == len(REGISTRY)
     for kind in REGISTRY:
         assert isinstance(kind, WorkloadKind), kind.name
         assert kind_named(kind.name) is kind
@@ -79,7 +87,20 @@ def test_the_first_kind_that_claims_a_pod_wins() -> None:
     assert group_of(pod, {}).kind == REGISTRY[0].name
     del pod["metadata"]["labels"]
     assert group_of(pod, {}).name == "wpg"
-    assert group_of(pod, {}, TranslateSettings(), {"wpg": "wl"}).name == "wl"
+    wl = {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {"name": "wl", "namespace": "ns"},
+        "spec": {"podGroupTemplates": [{"name": "a"}, {"name": "b"}]},
+    }
+    wpg = {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "wpg", "namespace": "ns"},
+        "spec": {"workloadRef": {"workloadName": "wl", "templateName": "a"}},
+    }
+    held = related_objects([wl, wpg])
+    assert group_of(pod, {}, TranslateSettings(), held).name == "wl"
 
 
 @pytest.mark.parametrize(
