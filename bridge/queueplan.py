@@ -17,11 +17,15 @@ per-CPU reservations:
   time);
 * each running job holds its per-node allocation until its end (start + time limit;
   ``INFINITE``: forever);
-* each pending job starts at the earliest time at which enough of its partitions' usable
-  nodes have its CPUs (tasks x CPUs per task, between its minimum and maximum node
-  count, tasks per node), memory (per CPU or per node) and GRES (per node or per task)
-  free for its whole time limit; whole free nodes for a job that asks exclusive nodes;
-  then it holds what it took there for its window (the next jobs plan around it);
+* each pending job starts, not before the jobs ahead of it on the nodes it may use, at
+  the earliest time at which enough of its partitions' usable nodes have its CPUs (tasks
+  x CPUs per task, between its minimum and maximum node count, tasks per node), memory
+  (per CPU or per node) and GRES (per node or per task) free for its whole time limit;
+  whole free nodes for a job that asks exclusive nodes; then it holds what it took there
+  for its window (the next jobs plan around it). No job starts before one ahead of it:
+  on shared nodes Slurm's backfill, reserving whole nodes, leaves it no room to (the
+  sandbox's recorded queues: with backfill jumps allowed per CPU, p90 122 s; in order,
+  61 s); where Slurm does plan a job sooner, its own plan is the earlier one and is shown;
 * a heterogeneous job's components start together.
 
 The same walk is made a second time with backfill's own rule, whole nodes reserved for
@@ -40,6 +44,7 @@ needs has no plan: ``unknowable``.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -59,7 +64,8 @@ UNUSABLE_NODE_STATES = frozenset(
 )
 # Bounds of one plan (Slurm's own backfill stops at bf_max_job_test, 500 by default).
 MAX_JOBS = 500
-MAX_WORK = 200_000  # node-window tests (about a second of CPU at most)
+# the work of one plan: uses looked at in its node tests (about a second of CPU at most)
+MAX_WORK = 400_000
 
 # why a wanted job has no plan of the bridge's
 NOT_PLANNABLE = "not waiting for resources or priority"
@@ -194,55 +200,132 @@ def _at(t: float) -> datetime:
     return datetime.fromtimestamp(t, UTC)
 
 
+class _Profile:
+    """What one node holds over time: a step function, level ``i`` holding from
+    ``times[i]`` until ``times[i + 1]`` (the first from the beginning of time)."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = [-INF]
+        self.cpus: list[int] = [0]
+        self.memory: list[int] = [0]
+        self.gres: list[dict[GresKind, int]] = [{}]
+        self.holders: list[int] = [0]  # how many uses hold the node then
+
+    def copy(self) -> _Profile:
+        p = _Profile()
+        p.times, p.cpus, p.memory = list(self.times), list(self.cpus), list(self.memory)
+        p.gres, p.holders = list(self.gres), list(self.holders)
+        return p
+
+    def _split(self, t: float) -> int:
+        """The index of the level starting at ``t`` (made by splitting the one holding
+        then)."""
+        i = bisect_right(self.times, t) - 1
+        if self.times[i] == t:
+            return i
+        i += 1
+        self.times.insert(i, t)
+        self.cpus.insert(i, self.cpus[i - 1])
+        self.memory.insert(i, self.memory[i - 1])
+        self.gres.insert(i, self.gres[i - 1])
+        self.holders.insert(i, self.holders[i - 1])
+        return i
+
+    def add(self, use: _Use) -> None:
+        i, j = self._split(use.start), len(self.times)
+        if use.end < INF:
+            j = self._split(use.end)
+        for k in range(i, j):
+            self.cpus[k] += use.cpus
+            self.memory[k] += use.memory
+            self.holders[k] += 1
+            if use.gres:
+                g = dict(self.gres[k])
+                for kind, n in use.gres.items():
+                    g[kind] = g.get(kind, 0) + n
+                self.gres[k] = g
+
+    def most(
+        self, t0: float, t1: float, over: float = INF
+    ) -> tuple[int, int, dict[GresKind, int], int, int]:
+        """The most CPUs, memory, GRES and holders in use at once during [t0, t1), and
+        the levels looked at; it stops at a level of more than ``over`` CPUs (then
+        nothing more fits)."""
+        times, cpus_at, mem_at, gres_at, holders_at = (
+            self.times,
+            self.cpus,
+            self.memory,
+            self.gres,
+            self.holders,
+        )
+        i = k = bisect_right(times, t0) - 1
+        cpus = mem = holders = 0
+        gres: dict[GresKind, int] = {}
+        end = len(times)
+        while k < end and times[k] < t1:
+            c = cpus_at[k]
+            if c > cpus:
+                cpus = c
+            if mem_at[k] > mem:
+                mem = mem_at[k]
+            if holders_at[k] > holders:
+                holders = holders_at[k]
+            for kind, n in gres_at[k].items():
+                if n > gres.get(kind, 0):
+                    gres[kind] = n
+            k += 1
+            if cpus > over:
+                break
+        return cpus, mem, gres, holders, k - i
+
+
 class _Map:
     """Every node's uses over time, and the tests of a window on them."""
 
     def __init__(self, nodes: Sequence[_Node]) -> None:
         self.nodes = {n.name: n for n in nodes}
         self.order = [n.name for n in nodes]
-        self.uses: dict[str, list[_Use]] = {n.name: [] for n in nodes}
+        self.profiles: dict[str, _Profile] = {n.name: _Profile() for n in nodes}
+        self.ends_on: dict[float, set[str]] = {}  # every finite end of a use: its nodes
+        self.starts: set[float] = set()  # the starts of the jobs planned
+        self.forever = False  # a use without an end (a job without a time limit)
         # the jobs planned so far in the walk: (start, end, nodes)
         self.planned: list[tuple[float, float, frozenset[str]]] = []
         self.work = 0
 
     def copy(self) -> _Map:
         m = _Map(list(self.nodes.values()))
-        m.uses = {k: list(v) for k, v in self.uses.items()}
+        m.profiles = {k: p.copy() for k, p in self.profiles.items()}
+        m.ends_on = {t: set(ns) for t, ns in self.ends_on.items()}
+        m.starts, m.forever = set(self.starts), self.forever
         m.planned = list(self.planned)
         return m
 
-    def reserved(self, t0: float, t1: float) -> set[str]:
-        """The nodes of jobs planned ahead that start after ``t0`` and before ``t1``: a
-        job starting at ``t0`` jumps them, which backfill allows only off their nodes
-        (it reserves them whole for the jobs it plans)."""
-        return {n for s, _, ns in self.planned if t0 < s < t1 for n in ns}
-
     def hold(self, node: str, use: _Use) -> None:
-        if node in self.uses:
-            self.uses[node].append(use)
+        profile = self.profiles.get(node)
+        if profile is None:
+            return
+        profile.add(use)
+        if use.end < INF:
+            self.ends_on.setdefault(use.end, set()).add(node)
+        else:
+            self.forever = True
 
     def ends(self, after: float) -> list[float]:
         """Every finite end of a use after ``after``: the times at which room appears."""
-        return sorted({u.end for us in self.uses.values() for u in us if after < u.end < INF})
+        return sorted(t for t in self.ends_on if t > after)
 
-    def free(self, node: str, t0: float, t1: float) -> tuple[int, int, dict[GresKind, int], bool]:
+    def free(
+        self, node: str, t0: float, t1: float, need: int = 0
+    ) -> tuple[int, int, dict[GresKind, int], bool]:
         """What ``node`` has free throughout [t0, t1): CPUs, memory, GRES, and whether
-        nothing at all holds it then."""
-        self.work += 1
+        nothing at all holds it then (once fewer than ``need`` CPUs are free, the rest is
+        not looked at: nothing fits)."""
         n = self.nodes[node]
-        inside = [u for u in self.uses[node] if u.start < t1 and u.end > t0]
-        if not inside:
-            return n.cpus, n.memory, dict(n.gres), True
-        cpus = mem = 0
-        gres: dict[GresKind, int] = {}
-        for c in {t0, *(u.start for u in inside if u.start > t0)}:
-            at = [u for u in inside if u.start <= c < u.end]
-            cpus = max(cpus, sum(u.cpus for u in at))
-            mem = max(mem, sum(u.memory for u in at))
-            for k in {k for u in at for k in u.gres}:
-                gres[k] = max(gres.get(k, 0), sum(u.gres.get(k, 0) for u in at))
+        cpus, mem, gres, holders, looked = self.profiles[node].most(t0, t1, n.cpus - need)
+        self.work += 1 + looked
         free_gres = {k: total - _used(gres, k) for k, total in n.gres.items()}
-        return n.cpus - cpus, n.memory - mem, free_gres, False
+        return n.cpus - cpus, n.memory - mem, free_gres, holders == 0
 
 
 def _used(used: Mapping[GresKind, int], kind: GresKind) -> int:
@@ -277,24 +360,18 @@ def _slots(ask: _Ask, node: _Node, free: tuple[int, int, dict[GresKind, int], bo
     return max(slots, 0)
 
 
-def _place(ask: _Ask, m: _Map, t0: float, jumps: bool = False) -> dict[str, int] | None:
+def _place(ask: _Ask, m: _Map, t0: float, only: set[str] | None = None) -> dict[str, int] | None:
     """Tasks per node for ``ask`` starting at ``t0`` on ``m``, or None when it does not
     fit then. One node when one takes it all (the one with the least room left: the
-    others keep theirs), else the nodes with the most room first. ``jumps``: not on the
-    nodes of a job planned ahead that starts later (backfill's rule)."""
+    others keep theirs), else the nodes with the most room first; ``only``: only these
+    nodes are tried."""
     t1 = t0 + ask.seconds
-    off = m.reserved(t0, t1) if jumps else set()
     room: list[tuple[int, int, str]] = []  # (slots, free cpus, node)
-    for name in m.order:
+    for name in m.order if only is None else sorted(only, key=m.order.index):
         n = m.nodes[name]
-        if (
-            not n.usable
-            or name in ask.excluded
-            or name in off
-            or not (n.partitions & ask.partitions)
-        ):
+        if not n.usable or name in ask.excluded or not (n.partitions & ask.partitions):
             continue
-        free = m.free(name, t0, t1)
+        free = m.free(name, t0, t1, n.cpus if ask.exclusive else ask.cpus_per_task)
         s = _slots(ask, n, free)
         if s > 0:
             room.append((s, free[0], name))
@@ -396,13 +473,43 @@ def _pending(job: SlurmJob, tiers: Mapping[str, int], min_nodes: Mapping[int, in
     )
 
 
-def _fit(p: _Pending, m: _Map, now: float, whole: bool, jumps: bool = False) -> float | None:
-    """The earliest start of ``p`` on ``m`` (held there), None when none in finite time."""
+def _fit(
+    p: _Pending,
+    m: _Map,
+    now: float,
+    whole: bool,
+) -> float | None:
+    """The earliest start of ``p`` on ``m`` (held there), None when none in finite time.
+
+    In Slurm's order: not before the last start planned ahead of it on the nodes it may
+    use (on shared nodes Slurm's backfill, reserving whole nodes for each job it plans,
+    leaves a job behind no room to start first: measured, docs/benchmarks.md; where it
+    does plan one sooner, Slurm's own plan is the earlier and is shown). The times tried
+    are then each end of a use; past the first, only those at which a use ends on a node
+    the job may use, or a job ahead starts: between two ends nothing frees, so a job that
+    did not fit at the last one does not fit at a time that frees nothing of its nodes."""
+    eligible = {
+        name
+        for name in m.order
+        if m.nodes[name].usable
+        and any(name not in a.excluded and m.nodes[name].partitions & a.partitions for a in p.asks)
+    }
+    # in order: not before a job planned ahead on these nodes starts
+    floor = max((s for s, _, ns in m.planned if ns & eligible), default=now)
     for t in [now, *m.ends(now)]:
+        if t < floor:
+            continue
+        changed = m.ends_on.get(t, set()) & eligible
+        if t > now and not changed and t not in m.starts:
+            continue
+        # a job on one node fits now only on a node where room appeared (a hetjob's
+        # other components may fit where nothing changed)
+        only = changed if t > now and t not in m.starts and len(p.asks) == 1 else None
         held: list[tuple[_Ask, dict[str, int]]] = []
         trial = m.copy() if len(p.asks) > 1 else m
         for ask in p.asks:
-            placed = _place(ask, trial, t, jumps)
+            one = ask.max_nodes == 1 or ask.tasks == 1
+            placed = _place(ask, trial, t, only if one else None)
             if placed is None:
                 break
             held.append((ask, placed))
@@ -412,6 +519,7 @@ def _fit(p: _Pending, m: _Map, now: float, whole: bool, jumps: bool = False) -> 
             for ask, placed in held:
                 _hold(ask, m, placed, t, whole=whole and t > now)
                 m.planned.append((t, t + ask.seconds, frozenset(placed)))
+                m.starts.add(t)
             m.work += trial.work if trial is not m else 0
             return t
         if trial is not m:
@@ -430,7 +538,7 @@ def _walk(
     for p in queue:
         if m.work > max_work:
             break
-        out[p.job_id] = _fit(p, m, now, whole, jumps=not whole)
+        out[p.job_id] = _fit(p, m, now, whole)
     return out
 
 
@@ -505,4 +613,4 @@ def plan_queue(
 
 
 def _holds_forever(m: _Map) -> bool:
-    return any(math.isinf(u.end) for us in m.uses.values() for u in us)
+    return m.forever

@@ -11,6 +11,7 @@ from bridge.expected import BY_BRIDGE, BY_SLURM, Plan, choose, note
 from bridge.queueplan import (
     AHEAD_NOT_MODELLED,
     NOT_PLANNABLE,
+    TOO_DEEP,
     UNKNOWABLE,
     QueueStart,
     plan_queue,
@@ -142,9 +143,9 @@ def test_short_of_gres_it_waits_for_the_gpus_though_cpus_are_free() -> None:
     ]
     plans = plan_queue(jobs, [node("n0", gres="gpu:2")], NOW, {10})
     assert plans[10].start == T1
-    # a job asking no GPU starts at once
-    jobs.append(pending(11, 1, priority=50))
-    assert plan_queue(jobs, [node("n0", gres="gpu:2")], NOW, {11})[11].start == NOW
+    # a job asking no GPU (and none ahead of it) starts at once
+    plans = plan_queue([jobs[0], pending(11, 1)], [node("n0", gres="gpu:2")], NOW, {11})
+    assert plans[11].start == NOW
 
 
 def test_behind_a_job_without_a_time_limit_the_start_is_unknowable() -> None:
@@ -183,17 +184,19 @@ def test_slurms_order_priority_first_then_submit_time() -> None:
     assert plans[10].start == T2
 
 
-def test_a_short_job_backfills_before_a_reservation_a_long_one_waits_behind_it() -> None:
+def test_jobs_start_in_slurms_order_and_slurms_sooner_backfill_plan_is_shown() -> None:
+    # on shared nodes Slurm's backfill reserves whole nodes for each job it plans, which
+    # leaves a job behind no room to start first: the bridge plans in order
     jobs = [
         running(1, {"n0": 32}, T1),
         pending(10, 64, limit=30, priority=100),  # needs the whole node: from T1
-        pending(11, 32, limit=5, priority=10),  # ends before T1: now
-        pending(12, 32, limit=30, priority=10, submitted=1),  # would delay 10: after it
+        pending(11, 32, limit=5, priority=10),  # would fit before T1: not planned there
     ]
-    plans = plan_queue(jobs, [node("n0")], NOW, {10, 11, 12})
+    plans = plan_queue(jobs, [node("n0")], NOW, {10, 11})
     assert plans[10].start == T1
-    assert plans[11].start == NOW
-    assert plans[12].start == T1 + timedelta(minutes=30)
+    assert plans[11].start == T1 + timedelta(minutes=30)
+    # where Slurm does plan it sooner (a backfill), its own plan is the earlier: shown
+    assert choose(Plan(NOW), plans[11].start, plans[11].whole) == Plan(NOW)
 
 
 def test_a_gang_spreads_its_tasks_over_nodes_when_no_node_takes_them_all() -> None:
@@ -254,3 +257,13 @@ def test_a_pending_jobs_node_count_is_slurms_guess_its_minimum_comes_from_the_ca
     assert plan_queue(jobs, nodes, NOW, {10})[10].start == NOW
     # the bridge knows its own job's minimum (its spec): 2 nodes, so n1 from T1
     assert plan_queue(jobs, nodes, NOW, {10}, min_nodes={10: 2})[10].start == T1
+
+
+def test_the_plan_is_bounded_jobs_past_the_bound_get_none_of_the_bridges() -> None:
+    jobs = [running(1, {"n0": 64}, T1)] + [pending(10 + i, 8, submitted=i) for i in range(20)]
+    plans = plan_queue(jobs, [node("n0")], NOW, {10, 29}, max_jobs=5)
+    assert plans[10].start == T1
+    assert plans[29] == QueueStart(why=TOO_DEEP)
+    # a small work bound stops the walk: the jobs after it get no plan, never a wrong one
+    plans = plan_queue(jobs, [node("n0")], NOW, {10, 29}, max_work=10)
+    assert plans[29] == QueueStart(why=TOO_DEEP)
