@@ -231,6 +231,10 @@ class SchedulerSettings(_Section):
     # only while jobs are pending; 0: never, the plans then come with the reads the
     # poller makes anyway).
     expected_start_refresh_seconds: float = Field(default=30.0, ge=0)
+    # With each refresh, plan Slurm's queue per CPU as well (bridge.queueplan, from the same
+    # read) and show that plan where Slurm's backfill, reserving whole nodes, is
+    # pessimistic on shared nodes (labelled: docs/why-pending.md); false: Slurm's only.
+    expected_start_bridge_plan: bool = True
 
     @field_validator("gres_mapping")
     @classmethod

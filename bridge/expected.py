@@ -37,13 +37,32 @@ NOTE_SEP = "; "
 DUE = "due now"
 
 
+# Who made the plan a pod shows (the annotation ``slinky.slurm.net/expected-start-by``).
+BY_SLURM = "slurm"
+BY_BRIDGE = "slurm-bridge"
+PLANNED_BY = {
+    BY_SLURM: "planned by Slurm's backfill",
+    BY_BRIDGE: "planned by slurm-bridge from Slurm's queue",
+}
+BRIDGE_EXPECTS = "slurm-bridge expects it to start at "
+# The bridge's plan replaces Slurm's only when it is earlier than Slurm's by more than
+# this, and its own whole-node walk is later than its per-CPU one by more than this (Slurm's
+# backfill plans at bf_resolution, 60 s by default: a smaller difference is its rounding).
+WHOLE_NODE_MARGIN = timedelta(seconds=30)
+
+
 @dataclass(frozen=True)
 class Plan:
-    """Slurm's plan for a pending job: ``start`` (None: no plan); ``unknowable``: Slurm
-    put the start a year ahead, behind a job without a time limit."""
+    """The plan a pending job's pods show: ``start`` (None: no plan); ``unknowable``:
+    Slurm put the start a year ahead, behind a job without a time limit; ``by`` who made
+    it (:data:`BY_SLURM`: Slurm's backfill, the job's ``start_time``; :data:`BY_BRIDGE`:
+    the bridge's per-CPU plan of Slurm's queue, :mod:`bridge.queueplan`, then
+    ``slurm_start`` is Slurm's own)."""
 
     start: datetime | None = None
     unknowable: bool = False
+    by: str = BY_SLURM
+    slurm_start: datetime | None = None
 
     @property
     def planned(self) -> bool:
@@ -60,6 +79,24 @@ def plan_of(start_time: datetime | None, now: datetime) -> Plan:
     if start_time - now >= UNKNOWABLE_AHEAD:
         return Plan(None, unknowable=True)
     return Plan(start_time.astimezone(UTC))
+
+
+def choose(slurm: Plan, cpu: datetime | None, whole: datetime | None) -> Plan:
+    """The plan to show: Slurm's (``slurm``, from its ``start_time``), or the bridge's
+    per-CPU plan ``cpu`` (:mod:`bridge.queueplan`) where Slurm's is pessimistic because
+    its backfill reserves whole nodes: Slurm has a plan, the bridge's is earlier by more
+    than :data:`WHOLE_NODE_MARGIN`, and the bridge's own walk of the same queue with
+    whole-node reservations (``whole``) is later than ``cpu`` by more than that too (the
+    difference is then the whole-node reservations', not something the bridge does not
+    see: a limit, a reservation, a job it does not know). Slurm's "no plan" stands: the
+    bridge never plans a job Slurm has not."""
+    if slurm.start is None or cpu is None:
+        return slurm
+    if whole is None or whole - cpu <= WHOLE_NODE_MARGIN:
+        return slurm
+    if slurm.start - cpu <= WHOLE_NODE_MARGIN:
+        return slurm
+    return Plan(cpu.astimezone(UTC), by=BY_BRIDGE, slurm_start=slurm.start)
 
 
 # A job without a time limit: Slurm shows INFINITE (unset) while it is pending, and a year
@@ -119,26 +156,51 @@ def short_in(seconds: float) -> str:
 
 
 def note(plan: Plan, now: datetime) -> str:
-    """The end of a pending pod's message: ``; Slurm expects it to start at T (in 12 min)``
-    or ``; no start time planned yet`` (read back by :func:`strip_note`)."""
+    """The end of a pending pod's message: ``; Slurm expects it to start at T (in 12
+    min), planned by Slurm's backfill``, ``; slurm-bridge expects it to start at T (in 7
+    min), planned by slurm-bridge from Slurm's queue (Slurm's backfill: T2, reserving
+    whole nodes)`` or ``; no start time planned yet`` (read back by :func:`strip_note`)."""
     if plan.start is None:
         return NOTE_SEP + NO_PLAN + (NO_LIMIT if plan.unknowable else "")
-    ahead = (plan.start - now).total_seconds()
-    return f"{NOTE_SEP}{EXPECTS}{rfc3339(plan.start)} ({human_in(ahead)})"
+    ahead = human_in((plan.start - now).total_seconds())
+    if plan.by == BY_BRIDGE:
+        slurm = (
+            f" (Slurm's backfill: {rfc3339(plan.slurm_start)}, reserving whole nodes)"
+            if plan.slurm_start is not None
+            else ""
+        )
+        by = PLANNED_BY[BY_BRIDGE]
+        return f"{NOTE_SEP}{BRIDGE_EXPECTS}{rfc3339(plan.start)} ({ahead}), {by}{slurm}"
+    return f"{NOTE_SEP}{EXPECTS}{rfc3339(plan.start)} ({ahead}), {PLANNED_BY[BY_SLURM]}"
+
+
+def _note_at(message: str) -> int:
+    """Where the note :func:`note` put at the end of ``message`` begins (-1: none)."""
+    for head in (NOTE_SEP + EXPECTS, NOTE_SEP + BRIDGE_EXPECTS, NOTE_SEP + NO_PLAN):
+        i = message.rfind(head)
+        if i >= 0:
+            return i
+    return -1
 
 
 def strip_note(message: str) -> str:
     """``message`` without the note :func:`note` put at its end."""
-    for head in (NOTE_SEP + EXPECTS, NOTE_SEP + NO_PLAN):
-        i = message.rfind(head)
-        if i >= 0:
-            return message[:i]
-    return message
+    i = _note_at(message)
+    return message if i < 0 else message[:i]
+
+
+def said_by(message: str) -> str | None:
+    """Who made the plan ``message``'s note tells (None: it tells none)."""
+    i = _note_at(message)
+    if i < 0 or message.startswith(NOTE_SEP + NO_PLAN, i):
+        return None
+    return BY_BRIDGE if message.startswith(NOTE_SEP + BRIDGE_EXPECTS, i) else BY_SLURM
 
 
 def said_due(message: str) -> bool:
     """The pod's message said its start had come (``(due now)``)."""
-    return message.endswith(f"({DUE})")
+    i = _note_at(message)
+    return i >= 0 and f"({DUE})" in message[i:]
 
 
 def moved(shown: datetime | None, start: datetime | None, step: float) -> bool:
@@ -170,7 +232,7 @@ def stale(
         return False
     if plan.start is None:
         return shown is not None or not message.endswith(note(plan, now))
-    if moved(shown, plan.start, step):
+    if moved(shown, plan.start, step) or said_by(message) != plan.by:
         return True
     return said_due(message) != (plan.start <= now)
 
@@ -180,16 +242,14 @@ def crossed(start: datetime | None, since: datetime, now: datetime) -> bool:
     return start is not None and since < start <= now
 
 
-def replanned(
-    held: datetime | None, read: datetime | None, *, then: datetime, now: datetime, step: float
-) -> bool:
-    """A pending job's ``start_time`` read at ``now`` (``read``) is news against the one
-    its group holds (``held``, from a read before ``then``, the last look): the plan
-    appeared, went away (or a year ahead), moved by more than ``step`` seconds, or came due
-    since ``then``."""
-    old, new = plan_of(held, now), plan_of(read, now)
+def replanned(old: Plan, new: Plan, *, then: datetime, now: datetime, step: float) -> bool:
+    """A pending job's plan made at ``now`` (``new``) is news against the one its group
+    holds (``old``, from a read before ``then``, the last look): the plan appeared, went
+    away (or a year ahead), changed hands, moved by more than ``step`` seconds, or came
+    due since ``then``."""
     return (
         old.unknowable != new.unknowable
+        or (old.start is not None and new.start is not None and old.by != new.by)
         or moved(old.start, new.start, step)
         or crossed(new.start, then, now)
     )

@@ -25,6 +25,10 @@ ANNOTATION_SPEC_HASH = SCHEDULER_PREFIX + "spec-hash"
 # its backfill plan; absent when Slurm has none, and removed when the job starts
 # (docs/why-pending.md).
 ANNOTATION_EXPECTED_START = SLINKY + "expected-start"
+# Pod annotation beside it: who made that plan, "slurm" (Slurm's backfill, the job's
+# start_time) or "slurm-bridge" (the bridge's per-CPU plan of Slurm's queue, where Slurm's
+# reserves whole nodes: bridge.queueplan).
+ANNOTATION_EXPECTED_START_BY = SLINKY + "expected-start-by"
 # ResourceClaim finalizer: held while the claim is allocated (whoever allocates adds it,
 # whoever deallocates removes it), as kube-scheduler and kube-controller-manager do.
 CLAIM_DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"

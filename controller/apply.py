@@ -29,7 +29,14 @@ from bridge.wellknown import (
     EVENT_EXTERNAL_NODE_TOPOLOGY,
     FINALIZER,
 )
-from bridge.workloads.builtin import PODGROUPS, PREEMPTED_REASON
+from bridge.workloads import Api
+from bridge.workloads.builtin import (
+    COMPOSITES,
+    PODGROUPS,
+    PREEMPTED_REASON,
+    min_group_count,
+    parent_composite,
+)
 from controller.model import (
     ACTION_KINDS,
     Action,
@@ -76,7 +83,8 @@ class Applier:
         self.kube = kube
         self.events = events
         self.on_applied = on_applied
-        self._podgroups: Resource | None = None  # the built-in PodGroups, once found
+        # the built-in PodGroups and CompositePodGroups by plural, once found served
+        self._served: dict[str, Resource] = {}
 
     async def apply(self, actions: Sequence[Action]) -> None:
         errors: list[str] = []
@@ -96,17 +104,47 @@ class Applier:
         if errors:
             raise ApplyFailed("; ".join(errors))
 
-    async def _builtin_podgroups(self) -> Resource | None:
-        """``scheduling.k8s.io`` PodGroups at the newest version the server serves (1.37's
-        v1beta1, 1.36's v1alpha2), found by discovery once; None while none is served."""
-        if self._podgroups is None:
-            api = PODGROUPS
+    async def _builtin(self, api: Api) -> Resource | None:
+        """``api`` (PodGroups, CompositePodGroups) at the newest version the server serves
+        (1.37's v1beta1, 1.36's v1alpha2; composites v1alpha3), found by discovery once;
+        None while none is served."""
+        if api.plural not in self._served:
             for version in api.versions:
                 res = Resource(api.group, version, api.plural, api.kind, True, api.builtin)
                 if await self.kube.serves(res):
-                    self._podgroups = res
+                    self._served[api.plural] = res
                     break
-        return self._podgroups
+        return self._served.get(api.plural)
+
+    async def _disrupt(self, a: DisruptPodGroup) -> None:
+        """The PodGroup's ``DisruptionTarget``, and its parent's where that is a gang
+        CompositePodGroup (its children are one hetjob: the whole composite is preempted),
+        as kube-scheduler marks the units it preempts."""
+        res = await self._builtin(PODGROUPS)
+        if res is None:  # not served: no such PodGroup to tell
+            log.info("podgroups_not_served", podgroup=a.name)
+            return
+        podgroup = await self._disruption_target(res, a.namespace, a.name, a.message)
+        parent = parent_composite(podgroup)
+        composites = await self._builtin(COMPOSITES) if parent else None
+        if composites is None:
+            return
+        composite = await self.kube.get(composites, parent, a.namespace)
+        if min_group_count(composite) is not None:
+            await self._disruption_target(composites, a.namespace, parent, a.message)
+
+    async def _disruption_target(
+        self, res: Resource, namespace: str, name: str, message: str
+    ) -> KubeObject:
+        return await self.kube.set_status_condition(
+            res,
+            namespace,
+            name,
+            CONDITION_DISRUPTION_TARGET,
+            True,
+            reason=PREEMPTED_REASON,
+            message=message,
+        )
 
     async def _event(self, namespace: str, name: str, reason: str, message: str) -> None:
         if self.events is None:
@@ -262,19 +300,7 @@ class Applier:
             case SetPodGroupPhase():
                 await self.kube.patch_podgroup_status(a.namespace, a.name, {"phase": a.phase})
             case DisruptPodGroup():
-                res = await self._builtin_podgroups()
-                if res is None:  # not served: no such PodGroup to tell
-                    log.info("podgroups_not_served", podgroup=a.name)
-                    return
-                await self.kube.set_status_condition(
-                    res,
-                    a.namespace,
-                    a.name,
-                    CONDITION_DISRUPTION_TARGET,
-                    True,
-                    reason=PREEMPTED_REASON,
-                    message=a.message,
-                )
+                await self._disrupt(a)
             case DrainSlurmNode():
                 await self.slurm.drain_node(a.slurm_node, a.reason)
             case ResumeSlurmNode():

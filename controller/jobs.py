@@ -21,8 +21,9 @@ or end (COMPLETED) is no disruption.
 Where Slurm preempts the job (selected for preemption, or ended ``PREEMPTED``, a hetjob's
 component too), the built-in PodGroups (``scheduling.k8s.io``) its pods name get
 ``DisruptionTarget=True`` with reason ``PreemptionByScheduler`` and the message naming the
-job, as kube-scheduler sets it on a PodGroup it preempts (1.37): once per PodGroup and job
-(``marked``: those already written), whether or not a pod is left to stop.
+job, as kube-scheduler sets it on a PodGroup it preempts (1.37; their gang
+CompositePodGroup too, found by the applier): once per PodGroup and job (``marked``: those
+already written), whether or not a pod is left to stop.
 """
 
 from __future__ import annotations

@@ -131,7 +131,8 @@ class SetPodGroupPhase:
 class DisruptPodGroup:
     """A built-in PodGroup (``scheduling.k8s.io``) whose gang's Slurm job Slurm preempts:
     ``DisruptionTarget=True``, reason ``PreemptionByScheduler``, the message naming the
-    job, as kube-scheduler sets it on a PodGroup it preempts (1.37)."""
+    job, as kube-scheduler sets it on a PodGroup it preempts (1.37); its parent too where
+    that is a gang CompositePodGroup (one hetjob: the whole composite is preempted)."""
 
     namespace: str
     name: str

@@ -39,6 +39,7 @@ from bridge.loops import gather
 from bridge.translate import kobj
 from bridge.wellknown import (
     ANNOTATION_EXPECTED_START,
+    ANNOTATION_EXPECTED_START_BY,
     ANNOTATION_SLURM_NODE,
     ANNOTATION_SPEC_HASH,
     FINALIZER,
@@ -303,11 +304,12 @@ class Binder:
         node: str | None,
         spec_hash: str | None = None,
         expected_start: str | None = KEEP,
+        expected_by: str | None = None,
     ) -> KubeObject:
         """One patch: job-id label, finalizer, managed-node toleration, node annotation,
         the job's spec hash (see :func:`scheduler.snapshot.restored_job`), the expected
-        start (``KEEP``: as it is; None: none, removed); none when the pod carries them
-        all. Returns the pod as it now is."""
+        start and who planned it (``expected_by``; ``KEEP``: as they are; None: none,
+        removed); none when the pod carries them all. Returns the pod as it now is."""
         labels = kobj.labels(pod)
         annotations = kobj.annotations(pod)
         tolerations = list(kobj.sequence(pod, "spec", "tolerations"))
@@ -322,8 +324,14 @@ class Binder:
         if spec_hash is not None and annotations.get(ANNOTATION_SPEC_HASH) != spec_hash:
             notes[ANNOTATION_SPEC_HASH] = spec_hash
         expected: dict[str, str | None] = {}
-        if expected_start != KEEP and annotations.get(ANNOTATION_EXPECTED_START) != expected_start:
-            expected[ANNOTATION_EXPECTED_START] = expected_start
+        if expected_start != KEEP:
+            by = expected_by if expected_start is not None else None
+            for key, value in (
+                (ANNOTATION_EXPECTED_START, expected_start),
+                (ANNOTATION_EXPECTED_START_BY, by),
+            ):
+                if annotations.get(key) != value:
+                    expected[key] = value
         if notes or expected:
             need.setdefault("metadata", {})["annotations"] = {**notes, **expected}
         if not any(t.get("key") == MANAGED_NODE_TAINT for t in tolerations):

@@ -474,7 +474,12 @@ class Scheduler:
                     await asyncio.gather(
                         *(
                             self.binder.link_pod_to_job(
-                                p, job_id, None, made_from, expected if id(p) in stale else KEEP
+                                p,
+                                job_id,
+                                None,
+                                made_from,
+                                expected if id(p) in stale else KEEP,
+                                plan.by if plan is not None else None,
                             )
                             for p in pods
                         )

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from bridge.errors import InvalidInput
-from bridge.expected import Plan, note, plan_of, strip_note
+from bridge.expected import NO_PLAN_YET, Plan, choose, note, plan_of, strip_note
 from bridge.models import GroupId, JobSpec
+from bridge.queueplan import NO_QUEUE_PLAN, PLANNABLE_REASONS, QueueStart
 from bridge.slurm.models import JOB_ENDED_STATES, het_shown
 from scheduler.assign import tasks_per_node_even
 
@@ -60,6 +61,10 @@ class JobSnapshot:
     # a PENDING job's start_time: Slurm's plan (bridge.expected; a hetjob: its last
     # component's, None while one has none)
     start_time: datetime | None = None
+    # the bridge's per-CPU plan of it (bridge.queueplan), from the last plan refresh;
+    # None: the bridge has not planned it yet (its pods then wait for that plan before
+    # showing one, when it may replace Slurm's: shown_plan)
+    queue: QueueStart | None = NO_QUEUE_PLAN
 
 
 @dataclass(frozen=True)
@@ -273,6 +278,27 @@ def topology_note(spec: JobSpec | None) -> str:
     return TOPOLOGY_NOTE + " and ".join(parts) if parts else ""
 
 
+def shown_plan(job: JobSnapshot, now: datetime) -> Plan:
+    """The plan a pending job's pods show at ``now``: Slurm's, or the bridge's where
+    Slurm's backfill is whole-node pessimistic (:func:`bridge.expected.choose`). A job
+    backfill plans (its reason ``Priority``, ``Resources`` or none) that the bridge has
+    not planned yet shows no plan until it has (at most one plan refresh): its first
+    plan shown is then the better one."""
+    return plan_shown(job.start_time, job.reason, job.queue, now)
+
+
+def plan_shown(
+    start_time: datetime | None, reason: str | None, queue: QueueStart | None, now: datetime
+) -> Plan:
+    """:func:`shown_plan` of a job whose ``start_time`` (Slurm's plan), ``reason`` and
+    bridge's plan ``queue`` are these."""
+    slurm = plan_of(start_time, now)
+    if queue is None:
+        plannable = (reason or "") in PLANNABLE_REASONS
+        return NO_PLAN_YET if plannable and slurm.start is not None else slurm
+    return choose(slurm, queue.start, queue.whole)
+
+
 _JOB_PREFIX = "Slurm job "
 _IS_PENDING = " is pending: "
 
@@ -439,7 +465,7 @@ def _next_step(snap: GroupSnapshot) -> Decision:
             return Update(job.job_id, snap.spec, h, tuple(p.job_id for p in job.parts))
         if snap.now is None:
             return Pending(job.job_id, pending_message(job, snap.spec), job.spec_hash, quiet)
-        plan = plan_of(job.start_time, snap.now)
+        plan = shown_plan(job, snap.now)
         message = pending_message(job, snap.spec, plan, snap.now)
         return Pending(job.job_id, message, job.spec_hash, quiet, plan)
     # RUNNING without its nodes yet, SUSPENDED ...: wait for Slurm to settle. The poller

@@ -16,25 +16,26 @@ the cycle as the key of the group it concerns (:meth:`SlurmState.changed`,
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
-from datetime import timedelta
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
 
 import structlog
 
 from bridge.bounded import BoundedMap, BoundedSet
 from bridge.clock import Clock
 from bridge.errors import BridgeError
-from bridge.expected import job_start, replanned
+from bridge.expected import Plan, job_start, replanned
 from bridge.kube.client import KubeClient
 from bridge.kube.resources import PODS, KubeObject
 from bridge.loops import LoopCounter, LoopGuard
 from bridge.models import GroupId
+from bridge.queueplan import NO_QUEUE_PLAN, PLANNABLE_REASONS, QueueStart, plan_queue
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import JobStateItem, SlurmJob, SlurmNode, fold_hetjobs
 from bridge.translate import group_of_link, pod_job_id
 from bridge.wellknown import LABEL_JOB_ID
 from bridge.workloads import kind_named
-from scheduler.decide import PartitionView, Shape
+from scheduler.decide import PartitionView, Shape, plan_shown
 from scheduler.poller import JobPoller
 from scheduler.state import GroupState, KubeState
 
@@ -53,6 +54,11 @@ REFUSED_MEMORY_SECONDS = 2.0
 GONE_MAX = 10_000
 # Partitions (named by pods) the start rule remembers refusals of, at most.
 PARTITIONS_MAX = 1024
+# Jobs that hold or may take nodes: what the bridge's plan of Slurm's queue reads.
+ACTIVE_STATES = frozenset({"PENDING", "RUNNING", "COMPLETING", "SUSPENDED"})
+# A new pending job awaiting the bridge's plan brings the next plan refresh forward to
+# this long after the last one (a burst of new jobs: one read), not sooner.
+PLAN_NEW_JOBS_AFTER_SECONDS = 5.0
 
 
 def _group_of_active(job: SlurmJob, mcs_label: str) -> GroupId | None:
@@ -140,6 +146,11 @@ class SlurmState:
         # (scheduler.start, a gang's allocation read from its cores)
         self.node_cpus: dict[str, int] = {}
         self.partition_size: dict[str, PartitionView] = {}  # from Slurm's node list
+        self.nodes: tuple[SlurmNode, ...] = ()  # the same list (the bridge's plan's)
+        # The bridge's plan of the followed pending jobs (bridge.queueplan), by job id,
+        # from the last refresh (replaced whole each time).
+        self.queue_plans: dict[int, QueueStart] = {}
+        self._awaiting: set[int] = set()  # followed jobs that may await the bridge's plan
 
     # ------------------------------------------------------------------ following
     def watch(self, g: GroupState, job: SlurmJob) -> None:
@@ -148,6 +159,7 @@ class SlurmState:
         self._job_partition.setdefault(job.job_id, job.partition)
         held = g.job_spec is not None and g.job_spec.priority == 0
         self._count_pending(job, held=held)
+        self._awaiting.add(job.job_id)
         self.poller.watch(job)
 
     def _count_pending(self, job: SlurmJob, *, held: bool = False) -> None:
@@ -163,6 +175,7 @@ class SlurmState:
             self.pending_in.setdefault(part, set()).add(job.job_id)
 
     def _not_pending(self, job_id: int) -> None:
+        self._awaiting.discard(job_id)
         part = self._job_partition.pop(job_id, None)
         if part is not None:
             self.pending_in.get(part, set()).discard(job_id)
@@ -181,6 +194,8 @@ class SlurmState:
             self._not_pending(job.job_id)
         else:
             self._count_pending(job)  # held, or released from its hold
+            if job.job_id not in self.queue_plans:
+                self._awaiting.add(job.job_id)
         return gkey
 
     def vanished(self, job_id: int) -> str | None:
@@ -214,11 +229,25 @@ class SlurmState:
             g = self.state.groups.get(gkey)
             if g is not None and g.job is not None:
                 ids.update(c.job_id for c in g.job.het_components)
-        listed = await self.slurm.scan_jobs(lambda j: j.state.primary == "PENDING", job_ids=ids)
+        # the bridge's plan needs every active job (the same read: the finished ones are
+        # skipped before decoding)
+        planning = self.plans_queue
+        listed = await self.slurm.scan_jobs(
+            lambda j: j.state.primary == "PENDING" or (planning and j.state.active),
+            job_ids=ids,
+            states=ACTIVE_STATES if planning else frozenset(),
+        )
         now = self.clock.now()
         then = now - timedelta(seconds=self.clock.monotonic() - since)
+        folded = fold_hetjobs(listed)
+        old_plans = self.queue_plans
+        if planning:
+            want = {j.job_id for j in folded if j.job_id in followed}
+            self.queue_plans = await asyncio.to_thread(
+                plan_queue, listed, self.nodes, now, want, min_nodes=self._min_nodes(followed)
+            )
         out = []
-        for job in fold_hetjobs(listed):
+        for job in folded:
             g = self.state.groups.get(followed.get(job.job_id, ""))
             held = g.job if g is not None else None
             if held is None or held.job_id != job.job_id or held.state.primary != "PENDING":
@@ -226,11 +255,70 @@ class SlurmState:
             if len(job.components) != len(held.components):
                 continue  # a component left PENDING: the poller reads the hetjob
             reasons = [c.state_reason for c in job.components]
+            old = self._shown(held, old_plans, now)
+            new = self._shown(job, self.queue_plans, now)
             if reasons != [c.state_reason for c in held.components] or replanned(
-                job_start(held), job_start(job), then=then, now=now, step=step
+                old, new, then=then, now=now, step=step
             ):
                 out.append(job)
         return out
+
+    def _min_nodes(self, followed: Mapping[int, str]) -> dict[int, int]:
+        """The minimum node count of the followed plain jobs, from their groups' specs
+        (Slurm's job record does not carry it)."""
+        out: dict[int, int] = {}
+        for job_id, gkey in followed.items():
+            g = self.state.groups.get(gkey)
+            spec = g.job_spec if g is not None else None
+            if spec is not None and not spec.het_components:
+                out[job_id] = spec.min_nodes
+        return out
+
+    @property
+    def plans_queue(self) -> bool:
+        """The bridge plans Slurm's queue itself (bridge.queueplan): it is on, plans are
+        refreshed, and Slurm's nodes are known."""
+        sched = self.state.cfg.scheduler
+        return (
+            sched.expected_start_bridge_plan
+            and sched.expected_start_refresh_seconds > 0
+            and bool(self.nodes)
+        )
+
+    def queue_plan(self, job: SlurmJob) -> QueueStart | None:
+        """The bridge's plan of ``job`` from the last refresh (None: not made yet;
+        :data:`NO_QUEUE_PLAN` when the bridge does not plan)."""
+        if not self.plans_queue:
+            return NO_QUEUE_PLAN
+        return self.queue_plans.get(job.job_id)
+
+    def _shown(self, job: SlurmJob, plans: Mapping[int, QueueStart], now: datetime) -> Plan:
+        """The plan the pods of ``job`` show with the bridge's ``plans``."""
+        queue = plans.get(job.job_id) if self.plans_queue else NO_QUEUE_PLAN
+        reason = job.components[job.shown_offset].state_reason
+        return plan_shown(job_start(job), reason, queue, now)
+
+    def awaits_plan(self) -> bool:
+        """A followed pending job (not held) has no plan of the bridge's yet: its pods
+        show none until the next refresh, brought forward
+        (:data:`PLAN_NEW_JOBS_AFTER_SECONDS`)."""
+        if not self.plans_queue:
+            return False
+        for job_id in list(self._awaiting):
+            g = self.state.groups.get(self._job_group.get(job_id, ""))
+            if (
+                job_id in self.queue_plans
+                or g is None
+                or g.job is None
+                or g.job.job_id != job_id
+                or g.job.state.primary != "PENDING"
+                or g.job.components[g.job.shown_offset].state_reason not in PLANNABLE_REASONS
+            ):
+                self._awaiting.discard(job_id)  # planned, or nothing to plan (a held job
+                # released is added again when the poller reads it: changed)
+            else:
+                return True
+        return False
 
     # ------------------------------------------------------------------ the start rule's view
     def refused(self, partition: str, shape: Shape) -> None:
@@ -369,6 +457,7 @@ class SlurmState:
         unknown name fails the submit with 2018), and Kubernetes has nodes Slurm lacks."""
         listed = await self.slurm.list_nodes()
         self.slurm_nodes = frozenset(n.name for n in listed)
+        self.nodes = listed
         self.node_cpus = {n.name: n.cpus for n in listed}
         self.partition_size = partition_sizes(listed)
 

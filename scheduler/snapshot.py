@@ -42,6 +42,7 @@ from bridge.errors import InvalidInput, SlurmNotFound
 from bridge.expected import job_start
 from bridge.kube.resources import KubeObject
 from bridge.models import GroupId, JobSpec
+from bridge.queueplan import NO_QUEUE_PLAN, QueueStart
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import JobState, SlurmJob
 from bridge.translate import (
@@ -89,10 +90,13 @@ def _shares(job: SlurmJob) -> bool:
     return bool(job.shared) and "none" not in job.shared
 
 
-def job_view(job: SlurmJob) -> JobSnapshot:
+def job_view(job: SlurmJob, queue: QueueStart | None = NO_QUEUE_PLAN) -> JobSnapshot:
+    """What the decision needs of ``job``; ``queue``: the bridge's plan of it
+    (:mod:`bridge.queueplan`; None: not made yet)."""
     if job.het_components:
-        return _het_view(job)
+        return replace(_het_view(job), queue=queue)
     return JobSnapshot(
+        queue=queue,
         job_id=job.job_id,
         state=job.state.primary,
         reason=job.state_reason or None,
@@ -355,7 +359,7 @@ class Snapshots:
         spec = snap.group.spec
         group = replace(
             snap.group,
-            job=job_view(job) if job is not None else None,
+            job=job_view(job, self.slurm_state.queue_plan(job)) if job is not None else None,
             job_unread=unread,
             job_reason_awaited=job is not None
             and self.slurm_state.poller.awaits_reason(job.job_id),

@@ -94,6 +94,17 @@ def parse_slurm_gres(text: str, *, field_name: str = "gres") -> dict[GresKind, i
     return out
 
 
+def tres_gres(text: str, *, field_name: str = "tres") -> dict[GresKind, int]:
+    """The GRES of a job's ``tres_per_node`` or ``tres_per_task`` (``gres/gpu:1,
+    gres/gpu:a100:2``) as counts per kind; the other TRES are left out, and text that is
+    not a GRES list gives none."""
+    items = [i.removeprefix("gres/") for i in text.split(",") if i.startswith("gres/")]
+    try:
+        return parse_slurm_gres(",".join(items), field_name=field_name)
+    except InvalidInput:
+        return {}
+
+
 @dataclass(frozen=True)
 class GresTable:
     """The mapping table (extended resource -> GRES) and what the comparison derives from

@@ -158,17 +158,25 @@ class SlurmFetching(SlurmApi):
         )
 
     async def scan_jobs(
-        self, keep: Callable[[SlurmJob], bool], *, job_ids: Container[int] | None = None
+        self,
+        keep: Callable[[SlurmJob], bool],
+        *,
+        job_ids: Container[int] | None = None,
+        states: frozenset[str] = frozenset(),
     ) -> tuple[SlurmJob, ...]:
         """The jobs of ``GET /jobs/`` that ``keep`` accepts, read as a stream: one job is
         decoded at a time and only the kept ones are held, so memory does not grow with
         Slurm's job table (finished jobs included), only with what the caller keeps.
-        ``job_ids``: only these jobs are decoded at all (the others cost a dict lookup)."""
+        ``job_ids``: only these jobs are decoded at all (the others cost a dict lookup),
+        and the jobs in one of ``states`` (``PENDING``, ``RUNNING`` ...: the raw record's
+        ``job_state``, read before decoding)."""
         c = await self.codec()
 
         def pick(item: Any) -> SlurmJob | None:
             if not isinstance(item, Mapping) or (
-                job_ids is not None and item.get("job_id") not in job_ids
+                job_ids is not None
+                and item.get("job_id") not in job_ids
+                and not (states and _in_states(item.get("job_state"), states))
             ):
                 return None
             job = c.decode_job(item)
@@ -238,6 +246,14 @@ class SlurmFetching(SlurmApi):
             params=sorted(match.items()) or None,
         )
         return c.decode_associations(resp.body)
+
+
+def _in_states(raw: Any, states: frozenset[str]) -> bool:
+    """A raw job record's ``job_state`` (a list, or a string in older versions) names
+    one of ``states``."""
+    if isinstance(raw, str):
+        return raw in states
+    return isinstance(raw, list) and any(s in states for s in raw)
 
 
 __all__ = ["STATE_IDS_PER_URL", "SlurmFetching", "state_requests"]

@@ -163,6 +163,17 @@ class SlurmJob(_Frozen):
     reservation: str = ""
     dependency: str = ""
     minimum_cpus_per_node: int | None = None
+    # What a pending job asks, for the bridge's plan of Slurm's queue (bridge.queueplan):
+    # tasks, at most how many nodes, tasks per node (None/0: any), GRES per task, the nodes
+    # it must or must not use, its constraint (features) and licenses
+    tasks: int | None = None
+    max_nodes: int | None = None
+    tasks_per_node: int | None = None
+    tres_per_task: str = ""
+    required_nodes: tuple[str, ...] = ()
+    excluded_nodes: tuple[str, ...] = ()
+    features: str = ""
+    licenses: str = ""
     # Its topology request as Slurm reports it back (None: none): ``--segment`` (nodes per
     # segment, each inside one block) and ``--switches`` (at most this many leaf switches)
     segment_size: int | None = None

@@ -28,14 +28,18 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from bridge.expected import job_start, plan_of, rfc3339, short_in
+from bridge.expected import BY_BRIDGE, Plan, job_start, parse_rfc3339, plan_of, rfc3339, short_in
 from bridge.models import GroupId
 from bridge.slurm.hostlist import HostlistError, compress
 from bridge.slurm.models import SlurmJob, fold_hetjobs
 from bridge.status.why import names_pod
 from bridge.translate import group_of, kobj, parse_admin_comment, pod_belongs, pod_job_id
 from bridge.translate.settings import TranslateSettings
-from bridge.wellknown import CONDITION_POD_SCHEDULED
+from bridge.wellknown import (
+    ANNOTATION_EXPECTED_START,
+    ANNOTATION_EXPECTED_START_BY,
+    CONDITION_POD_SCHEDULED,
+)
 
 Output = Literal["table", "wide", "json"]
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -71,6 +75,7 @@ class GroupRow:
     expected_start: str = ""
     expected_in_seconds: float | None = None
     expected: str = NONE
+    expected_by: str = ""  # who planned it: "slurm" (backfill) or "slurm-bridge"
 
     @property
     def group(self) -> str:
@@ -238,11 +243,25 @@ def bridge_jobs(jobs: Iterable[SlurmJob], mcs_label: str) -> dict[int, _BridgeJo
     return out
 
 
-def _expected(job: SlurmJob | None, now: datetime) -> dict[str, Any]:
-    """The EXPECTED fields of a row: Slurm's plan for a pending job (bridge.expected)."""
+def _expected(
+    job: SlurmJob | None, now: datetime, pods: Sequence[Mapping[str, Any]] = ()
+) -> dict[str, Any]:
+    """The EXPECTED fields of a row: Slurm's plan for a pending job (bridge.expected), or
+    the bridge's per-CPU plan where its pods show that one (their annotations say so:
+    the scheduler made it from Slurm's whole queue, which this view does not read)."""
     if job is None or not any(c.state.primary == "PENDING" for c in job.components):
         return {}
     plan = plan_of(job_start(job), now)
+    for p in pods:
+        notes = kobj.annotations(p)
+        bridge = parse_rfc3339(notes.get(ANNOTATION_EXPECTED_START))
+        if (
+            plan.start is not None
+            and bridge
+            and notes.get(ANNOTATION_EXPECTED_START_BY) == BY_BRIDGE
+        ):
+            plan = Plan(bridge, by=BY_BRIDGE, slurm_start=plan.start)
+            break
     if plan.start is None:
         return {"expected": "unknowable" if plan.unknowable else "unplanned"}
     ahead = (plan.start - now).total_seconds()
@@ -250,6 +269,7 @@ def _expected(job: SlurmJob | None, now: datetime) -> dict[str, Any]:
         "expected_start": rfc3339(plan.start),
         "expected_in_seconds": round(ahead),
         "expected": short_in(ahead),
+        "expected_by": plan.by,
     }
 
 
@@ -405,7 +425,7 @@ def _row(g: _Group, by_id: Mapping[int, SlurmJob], now: datetime, slurm_read: bo
         partition=job.partition if job is not None else "",
         pods=tuple(sorted(kobj.name(p) for p in g.pods)),
         components=_components(job) if job is not None else (),
-        **_expected(job, now),
+        **_expected(job, now, g.pods),
     )
 
 

@@ -32,9 +32,22 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from bridge.devices.node_gres import GresKind, parse_slurm_gres
+from bridge.devices.node_gres import GresKind, parse_slurm_gres, tres_gres
 from bridge.errors import InvalidInput
-from bridge.expected import NO_LIMIT, NO_PLAN, human_in, job_start, plan_of, rfc3339, unlimited
+from bridge.expected import (
+    BY_BRIDGE,
+    BY_SLURM,
+    NO_LIMIT,
+    NO_PLAN,
+    PLANNED_BY,
+    choose,
+    human_in,
+    job_start,
+    plan_of,
+    rfc3339,
+    unlimited,
+)
+from bridge.queueplan import NO_QUEUE_PLAN, PLANNABLE_REASONS, UNUSABLE_NODE_STATES, plan_queue
 from bridge.slurm.models import SlurmJob, SlurmNode, SlurmReservation
 from bridge.status.limits import Accounting, limit_lines, limit_of, reservation_lines
 from bridge.translate import kobj, names_any_pod, parse_admin_comment, pod_job_id
@@ -42,10 +55,6 @@ from bridge.wellknown import CONDITION_POD_SCHEDULED
 
 WhyOutput = Literal["text", "json"]
 
-# Node states (base or flag) in which a node takes no new job.
-UNUSABLE_NODE_STATES = frozenset(
-    {"DOWN", "DRAIN", "FAIL", "FUTURE", "INVALID", "UNKNOWN", "NOT_RESPONDING", "RESERVED"}
-)
 
 # What a user can change, per kind of reason (the pod's annotations: docs/annotations.md).
 CHANGE_SIZE = (
@@ -100,6 +109,7 @@ class Explanation:
     ahead: JobSize | None = None  # Priority: the jobs ahead
     holding: JobSize | None = None  # Resources: the running jobs on the partition's nodes
     short: dict[str, int] = field(default_factory=dict)  # resource -> nodes short of it
+    planned_by: str = ""  # who made the expected start: "slurm" or "slurm-bridge"
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -147,15 +157,6 @@ def _named(jobs: Iterable[SlurmJob], namespace: str, names_others: bool) -> list
     return out
 
 
-def _gres_of_job(tres_per_node: str) -> dict[GresKind, int]:
-    """``gres/gpu:1,gres/gpu:a100:2`` (a job's tres_per_node) as counts per kind."""
-    items = [i.removeprefix("gres/") for i in tres_per_node.split(",") if i.startswith("gres/")]
-    try:
-        return parse_slurm_gres(",".join(items), field_name="tres_per_node")
-    except InvalidInput:
-        return {}
-
-
 def _free_gres(node: SlurmNode) -> dict[GresKind, int]:
     try:
         total = parse_slurm_gres(node.gres)
@@ -170,7 +171,7 @@ def _need_per_node(job: SlurmJob) -> tuple[int, int, dict[GresKind, int]]:
     nodes = max(job.node_count or 1, 1)
     cpus = max(job.minimum_cpus_per_node or 0, -(-(job.cpus or 0) // nodes))
     mem = job.memory_per_node_mib or (job.memory_per_cpu_mib or 0) * cpus
-    return cpus, mem, _gres_of_job(job.tres_per_node)
+    return cpus, mem, tres_gres(job.tres_per_node, field_name="tres_per_node")
 
 
 def _exclusive(job: SlurmJob) -> bool:
@@ -461,14 +462,29 @@ def explain(
         why.append(f"it runs in reservation {waiting.reservation}")
 
     plan = plan_of(job_start(job), now)
-    if plan.start is not None:
+    if plan.start is not None and reason in PLANNABLE_REASONS:
+        # the bridge's per-CPU plan of the same queue, where Slurm's reserves whole nodes
+        queue = plan_queue(jobs, nodes, now, {job.job_id}).get(job.job_id, NO_QUEUE_PLAN)
+        plan = choose(plan, queue.start, queue.whole)
+    if plan.start is not None and plan.by == BY_BRIDGE:
+        expected = rfc3339(plan.start)
+        ahead_s = (plan.start - now).total_seconds()
+        slurms = rfc3339(plan.slurm_start) if plan.slurm_start else "?"
+        sure = (
+            f"slurm-bridge expects it to start at {expected} ({human_in(ahead_s)}): "
+            f"{PLANNED_BY[BY_BRIDGE]}, per CPU, assuming every job ahead runs to its time "
+            f"limit; Slurm's backfill plans {slurms}, reserving whole nodes for the jobs "
+            "it plans ahead of it"
+        )
+    elif plan.start is not None:
         expected = rfc3339(plan.start)
         when = waiting.last_sched_evaluation
         at = f" at {rfc3339(when)}" if when else ""
         ahead_s = (plan.start - now).total_seconds()
         sure = (
-            f"Slurm expects it to start at {expected} ({human_in(ahead_s)}): Slurm's plan, "
-            f"made{at}, assuming every job ahead runs to its time limit"
+            f"Slurm expects it to start at {expected} ({human_in(ahead_s)}): "
+            f"{PLANNED_BY[BY_SLURM]}, made{at}, assuming every job ahead runs to its time "
+            "limit"
         )
     else:
         expected = ""
@@ -511,6 +527,7 @@ def explain(
         ahead_size,
         holding,
         short,
+        plan.by if plan.start is not None else "",
     )
 
 

@@ -34,7 +34,7 @@ SCHEDULED_CONDITION_BY_VERSION = {"v1alpha2": "PodGroupScheduled"}
 
 
 # The reason of the ``DisruptionTarget`` condition kube-scheduler sets on a PodGroup whose
-# gang it preempts (1.37, KEP-4671's workload-aware preemption): the bridge sets it where
+# gang it preempts (1.37, KEP-5710's workload-aware preemption): the bridge sets it where
 # Slurm preempts the gang's job (controller/jobs.py).
 PREEMPTED_REASON = "PreemptionByScheduler"
 

@@ -46,6 +46,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -58,7 +59,12 @@ from bridge.kube.resources import PODGROUPS, PODS
 from bridge.models import JobSpec
 from bridge.slurm.client import SlurmClient
 from bridge.slurm.models import SlurmJob
-from bridge.wellknown import ANNOTATION_EXPECTED_START, LABEL_JOB_ID, LABEL_POD_GROUP
+from bridge.wellknown import (
+    ANNOTATION_EXPECTED_START,
+    ANNOTATION_EXPECTED_START_BY,
+    LABEL_JOB_ID,
+    LABEL_POD_GROUP,
+)
 from sandbox.cluster import SandboxCluster
 from tests.bench.topology import cli, scheduler_for
 from tests.integration.conftest import SlurmSandbox, load_sandbox, make_client
@@ -83,6 +89,7 @@ class Tracked:
     shown_at: datetime | None = None  # when the first estimate was seen on its pods
     last_shown: datetime | None = None  # the last estimate its pods showed before it ran
     planned_at: datetime | None = None  # when squeue --start first gave it a time
+    shown_by: str | None = None  # who made the first estimate (expected-start-by)
     pods: list[str] = field(default_factory=list)
 
 
@@ -251,6 +258,7 @@ class Queue:
                     if shown is not None:
                         t.shown, t.squeue_then = shown, planned.get(job.job_id)
                         t.shown_at = now
+                        t.shown_by = (notes or {}).get(ANNOTATION_EXPECTED_START_BY)
                 if t.gang:
                     notes = by_pod.get(t.pods[0], {}).get("metadata", {}).get("annotations")
                     t.last_shown = parse_rfc3339((notes or {}).get(ANNOTATION_EXPECTED_START)) or (
@@ -322,7 +330,26 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         with args.details.open("w") as f:
             for t in q.items:
                 f.write(json.dumps({k: _plain(v) for k, v in vars(t).items()}) + "\n")
-    gangs = [t for t in q.items if t.gang]
+    return summarize(
+        q.items,
+        args,
+        interval,
+        rate=rate,
+        seconds=time.monotonic() - started,
+    )
+
+
+def summarize(
+    items: list[Tracked],
+    args: argparse.Namespace,
+    interval: float,
+    *,
+    rate: float,
+    seconds: float,
+) -> dict[str, Any]:
+    """The report (its last line): the error of the first estimate each gang's pods
+    showed against its real start, beside ``squeue --start`` read at the same moment."""
+    gangs = [t for t in items if t.gang]
     shown = [t for t in gangs if t.shown is not None and t.started is not None]
     errors = [abs((t.shown - t.started).total_seconds()) for t in shown if t.shown and t.started]
     squeue = [
@@ -363,8 +390,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "bf_interval_s": interval,
         "early": args.early,
         "exclusive": args.exclusive,
+        "first_shown_by": dict(sorted(Counter(t.shown_by or "?" for t in shown).items())),
         "slurm_calls_per_s": round(rate, 2),
-        "seconds": round(time.monotonic() - started, 1),
+        "seconds": round(seconds, 1),
     }
 
 

@@ -5,7 +5,8 @@ A gang waits behind a running job with a 2-minute limit: its pods show the start
 plans (the message and ``slinky.slurm.net/expected-start``) within one backfill interval
 of ``squeue --start``; ``kubectl slurm-bridge why`` names the running job's size and the
 short resource, ``status`` its EXPECTED column; when the job starts, the annotation is
-gone."""
+gone. On shared nodes, behind small jobs Slurm's backfill plans on whole nodes, the pods
+show the bridge's own per-CPU plan instead, and say so (bridge/queueplan.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from bridge.expected import parse_rfc3339
-from bridge.wellknown import ANNOTATION_EXPECTED_START
+from bridge.models import JobSpec
+from bridge.wellknown import ANNOTATION_EXPECTED_START, ANNOTATION_EXPECTED_START_BY
 from tests.integration.bridge_harness import (
     NS,
     Bridge,
@@ -98,6 +100,7 @@ async def test_a_gang_behind_a_2_minute_job_shows_slurms_planned_start_until_it_
     assert f"1 job ({n} nodes, {n * sandbox.node_cpus} CPUs) running in partition" in said
     assert f"{n} nodes short of CPUs" in said
     assert f"Slurm expects it to start at {at.strftime('%Y-%m-%dT%H:%M:%SZ')}" in said
+    assert "planned by Slurm's backfill" in said  # one job ahead: Slurm's plan holds
     assert "blocker" not in said  # another tenant's job: counted and sized, not named
     # the EXPECTED column
     listed = json.loads(await plugin(bridge, tmp_path, "status", "-n", NS, "-o", "json"))
@@ -132,3 +135,62 @@ async def test_a_hetjob_gang_shows_the_start_of_its_last_component(
     planned = squeue_start(sandbox, leader)
     assert planned is not None
     assert abs((planned - at).total_seconds()) <= BACKFILL_INTERVAL
+
+
+async def test_on_shared_nodes_a_gang_behind_small_jobs_shows_the_bridges_plan_and_says_so(
+    bridge: Bridge, sandbox: SlurmSandbox, track_jobs: Callable[[int], int], tmp_path: Path
+) -> None:
+    # the partition is full for 2 minutes; one small job per node is queued before the
+    # gang: Slurm's backfill reserves each one's node whole for its window, so it plans
+    # the gang a window later, while all of them fit on the nodes' CPUs at once
+    blocker = blocker_spec(sandbox).model_copy(update={"time_limit_minutes": 2})
+    blocker_id = track_jobs(await bridge.slurm.submit(blocker))
+    for i in range(len(sandbox.external_nodes)):
+        small = JobSpec(
+            name=f"small-{i}",
+            partition=sandbox.partition,
+            min_nodes=1,
+            tasks=1,
+            cpus_per_task=1,
+            memory_per_node_mib=100,
+            exclusive=False,
+            time_limit_minutes=2,
+        )
+        track_jobs(await bridge.slurm.submit(small))
+    names = await podgroup(bridge, "eta-shared", 2, cpu="1", memory="100Mi")
+
+    async def shown() -> tuple[datetime, str] | None:
+        pod = await bridge.get_pod(names[0])
+        notes = pod["metadata"].get("annotations") or {}
+        at = parse_rfc3339(notes.get(ANNOTATION_EXPECTED_START))
+        msg = await bridge.scheduled_message(names[0])
+        by_bridge = notes.get(ANNOTATION_EXPECTED_START_BY) == "slurm-bridge"
+        return (at, msg) if at is not None and by_bridge else None
+
+    at, msg = await bridge.wait_for("the bridge's plan on the gang", shown)
+    job_id = job_of(await bridge.get_pod(names[0]))
+    stamp = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert f"slurm-bridge expects it to start at {stamp} (in " in msg
+    assert "planned by slurm-bridge from Slurm's queue (Slurm's backfill: " in msg
+    # Slurm's own plan is a window later; the bridge's is the blocker's end
+    planned = squeue_start(sandbox, job_id)
+    assert planned is not None
+    print(f"shown {at} squeue --start {planned}: {msg}")
+    assert (planned - at).total_seconds() >= 60
+    running = await bridge.slurm.get_job(blocker_id)
+    assert running.end_time is not None
+    assert abs((running.end_time - at).total_seconds()) <= 60 + BACKFILL_INTERVAL
+    # why and status say whose plan it is
+    said = await plugin(bridge, tmp_path, "why", f"{NS}/{names[0]}")
+    assert f"slurm-bridge expects it to start at {stamp}" in said
+    assert "planned by slurm-bridge from Slurm's queue" in said
+    listed = json.loads(await plugin(bridge, tmp_path, "status", "-n", NS, "-o", "json"))
+    row = next(g for g in listed["groups"] if g["name"] == "eta-shared")
+    assert (row["expectedStart"], row["expectedBy"]) == (stamp, "slurm-bridge")
+
+    await bridge.slurm.cancel(blocker_id)  # the blocker ends: the gang starts with the rest
+    for n in names:
+        await bridge.bound(n)
+        annotations = (await bridge.get_pod(n))["metadata"].get("annotations") or {}
+        assert ANNOTATION_EXPECTED_START not in annotations
+        assert ANNOTATION_EXPECTED_START_BY not in annotations

@@ -7,7 +7,9 @@ the message naming the Slurm job, as kube-scheduler sets it on a PodGroup it pre
 
 - Kubernetes 1.37 (v1beta1), a GraceTime: Slurm selects the job for preemption (it keeps
   its nodes for the grace), the controller sees it at once;
-- Kubernetes 1.36 (v1alpha2), no GraceTime: Slurm ends the job PREEMPTED at once.
+- Kubernetes 1.36 (v1alpha2), no GraceTime: Slurm ends the job PREEMPTED at once;
+- Kubernetes 1.37, a gang CompositePodGroup of two PodGroups (ONE hetjob): the composite
+  and both PodGroups.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from bridge.wellknown import CONDITION_DISRUPTION_TARGET
 from bridge.workloads.builtin import PREEMPTED_REASON, scheduled_condition
 from tests.integration.bridge_harness import NS, Bridge, job_of, running_bridge
 from tests.integration.conftest import SlurmSandbox
-from tests.integration.test_hetjob_e2e import member
+from tests.integration.test_hetjob_e2e import HET, bound_hetjob, member
 from tests.integration.test_preemption_e2e import higher_tier, preemptor
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
@@ -110,5 +112,52 @@ async def test_a_gang_slurm_preempts_has_its_podgroup_say_disruption_target_nami
                 for n in names:
                     pod = await b.get_pod(n)
                     assert conditions(pod)[CONDITION_DISRUPTION_TARGET]["status"] == "True"
+            finally:
+                await b.slurm.cancel(preempting)
+
+
+async def test_a_composite_slurm_preempts_has_it_and_its_podgroups_say_disruption_target(
+    sandbox: SlurmSandbox, tmp_path: Path
+) -> None:
+    """Kubernetes 1.37: a gang CompositePodGroup of two PodGroups is ONE hetjob; Slurm
+    preempting it marks the composite and both PodGroups."""
+    composites = Resource(SCHED, "v1alpha3", "compositepodgroups", "CompositePodGroup", True)
+    podgroups = Resource(SCHED, "v1beta1", "podgroups", "PodGroup", True)
+    with higher_tier(sandbox, 20, "CANCEL") as urgent:
+        async with running_bridge(
+            sandbox, tmp_path, controller=True, kube_version="1.37", scheduler=HET
+        ) as b:
+            ref = {"workloadName": "train", "templateName": "cpg"}
+            spec = {"workloadRef": ref, "schedulingPolicy": {"gang": {"minGroupCount": 2}}}
+            await b.kube.create(composites, {"metadata": {"name": "cpg"}, "spec": spec}, NS)
+            for part in ("a", "b"):
+                child = {
+                    "workloadRef": {"workloadName": "train", "templateName": part},
+                    "schedulingPolicy": {"gang": {"minCount": 1}},
+                    "parentCompositePodGroupName": "cpg",
+                }
+                await b.kube.create(
+                    podgroups, {"metadata": {"name": f"cpg-{part}"}, "spec": child}, NS
+                )
+                # two shapes (a CPU pod, a GPU pod): two components of one hetjob
+                gpus = sandbox.node_gpus if part == "b" else 0
+                await b.kube.create(PODS, member(f"cpg-{part}0", f"cpg-{part}", "1", gpus), NS)
+            job = await bound_hetjob(b, [["cpg-a0"], ["cpg-b0"]])
+
+            async def seen() -> bool:
+                return b.ctl is not None and job.job_id in b.ctl.poller.views
+
+            await b.wait_for("the controller to see the hetjob", seen)
+            preempting = await b.slurm.submit(preemptor(sandbox, urgent))
+            try:
+                for res, name in ((podgroups, "cpg-a"), (podgroups, "cpg-b"), (composites, "cpg")):
+
+                    async def disrupted(res: Resource = res, name: str = name) -> Any:
+                        obj = await b.kube.get(res, name, NS)
+                        return conditions(obj).get(CONDITION_DISRUPTION_TARGET)
+
+                    cond = await b.wait_for(f"{name}'s DisruptionTarget", disrupted, 60)
+                    assert (cond["status"], cond["reason"]) == ("True", PREEMPTED_REASON)
+                    assert f"Slurm job {job.job_id}" in cond["message"]
             finally:
                 await b.slurm.cancel(preempting)

@@ -431,6 +431,7 @@ KNOWN: dict[str, str] = {
     "WatchCaches.by_node": MIRROR,
     "WatchCaches.deleted": "pods deleted with claims unreleased: dropped at the job's next plan",
     "WatchCaches.released": MIRROR + " (uids of existing pods)",
+    "Applier._served": FIXED + " (the built-in PodGroup and CompositePodGroup APIs)",
     "WatchCaches.disrupted": "jobs of ours Slurm preempted (ownership proven before a write), "
     "each with the PodGroups its named pods name: dropped with the job, as by_job",
     "WatchCaches.nodes": MIRROR,

@@ -6,6 +6,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bridge.expected import (
+    BY_BRIDGE,
+    BY_SLURM,
     NO_PLAN_YET,
     Plan,
     crossed,
@@ -15,11 +17,13 @@ from bridge.expected import (
     plan_of,
     replanned,
     rfc3339,
+    said_by,
     short_in,
     stale,
     strip_note,
 )
 from bridge.models import GroupId, JobSpec
+from bridge.queueplan import QueueStart
 from scheduler.decide import (
     GroupSnapshot,
     JobSnapshot,
@@ -52,9 +56,14 @@ def test_a_start_a_year_ahead_is_no_plan_a_job_ahead_has_no_time_limit() -> None
 
 
 def test_the_note_says_when_and_how_far_ahead_in_the_issues_words() -> None:
-    assert note(Plan(AT), NOW) == "; Slurm expects it to start at 2026-11-29T14:05:00Z (in 12 min)"
+    by_slurm = ", planned by Slurm's backfill"
+    assert note(Plan(AT), NOW) == (
+        "; Slurm expects it to start at 2026-11-29T14:05:00Z (in 12 min)" + by_slurm
+    )
     assert note(NO_PLAN_YET, NOW) == "; no start time planned yet"
-    assert note(Plan(AT), AT) == "; Slurm expects it to start at 2026-11-29T14:05:00Z (due now)"
+    assert note(Plan(AT), AT) == (
+        "; Slurm expects it to start at 2026-11-29T14:05:00Z (due now)" + by_slurm
+    )
 
 
 @pytest.mark.parametrize(
@@ -136,16 +145,20 @@ def test_a_plan_crossed_now_between_two_looks() -> None:
 def test_a_plan_read_again_is_news_only_when_the_pods_would_be_told_something_new() -> None:
     then, now = NOW, NOW + timedelta(seconds=30)
     later = AT + timedelta(seconds=60)
-    assert not replanned(AT, later, then=then, now=now, step=60)
-    assert replanned(AT, later + timedelta(seconds=1), then=then, now=now, step=60)
-    assert replanned(None, AT, then=then, now=now, step=60)
-    assert replanned(AT, None, then=then, now=now, step=60)
+    assert not replanned(Plan(AT), Plan(later), then=then, now=now, step=60)
+    assert replanned(Plan(AT), Plan(later + timedelta(seconds=1)), then=then, now=now, step=60)
+    assert replanned(NO_PLAN_YET, Plan(AT), then=then, now=now, step=60)
+    assert replanned(Plan(AT), NO_PLAN_YET, then=then, now=now, step=60)
     year = now + timedelta(days=365)
-    assert replanned(AT, year, then=then, now=now, step=60)
-    assert not replanned(year, year + timedelta(seconds=30), then=then, now=now, step=60)
+    assert replanned(Plan(AT), plan_of(year, now), then=then, now=now, step=60)
+    unknown = plan_of(year + timedelta(seconds=30), now)
+    assert not replanned(plan_of(year, now), unknown, then=then, now=now, step=60)
     # the same plan, come due since the last look
     due = AT + timedelta(seconds=1)
-    assert replanned(AT, AT, then=AT - timedelta(seconds=30), now=due, step=60)
+    assert replanned(Plan(AT), Plan(AT), then=AT - timedelta(seconds=30), now=due, step=60)
+    # the same time, planned by the other planner: the pods must say who planned it
+    bridge = Plan(AT, by=BY_BRIDGE, slurm_start=later)
+    assert replanned(Plan(AT), bridge, then=then, now=now, step=60)
 
 
 def test_strip_note_leaves_a_message_without_one_alone() -> None:
@@ -170,7 +183,8 @@ def test_a_pending_job_with_a_plan_says_when_slurm_expects_it_to_start() -> None
     d = _pending(job, NOW)
     assert d.message == (
         "Slurm job 48 is pending: Resources; "
-        "Slurm expects it to start at 2026-11-29T14:05:00Z (in 12 min)"
+        "Slurm expects it to start at 2026-11-29T14:05:00Z (in 12 min), "
+        "planned by Slurm's backfill"
     )
     assert d.plan == Plan(AT)
     assert parse_pending(d.message) == (48, "Resources")
@@ -188,3 +202,45 @@ def test_a_snapshot_without_a_time_tells_no_plan() -> None:
     d = _pending(job, None)
     assert d.message == pending_message(job, SPEC) == "Slurm job 48 is pending: Resources"
     assert d.plan is None
+
+
+def test_a_job_the_bridge_has_not_planned_yet_shows_no_plan_until_it_has() -> None:
+    # its first plan shown is then the better one of Slurm's and the bridge's (one refresh)
+    job = JobSnapshot(
+        48, "PENDING", "Resources", spec_hash=spec_hash(SPEC), start_time=AT, queue=None
+    )
+    assert _pending(job, NOW).plan == NO_PLAN_YET
+    # a job backfill does not plan (held, a dependency ...) has nothing to wait for
+    held = JobSnapshot(48, "PENDING", "JobHeldUser", spec_hash=spec_hash(SPEC), queue=None)
+    assert _pending(held, NOW).plan == NO_PLAN_YET
+    dep = JobSnapshot(
+        48, "PENDING", "BeginTime", spec_hash=spec_hash(SPEC), start_time=AT, queue=None
+    )
+    assert _pending(dep, NOW).plan == Plan(AT)
+
+
+def test_the_bridges_plan_says_who_made_it_and_slurms_own() -> None:
+    earlier = AT - timedelta(minutes=7)
+    job = JobSnapshot(
+        48,
+        "PENDING",
+        "Priority",
+        spec_hash=spec_hash(SPEC),
+        start_time=AT,
+        queue=QueueStart(earlier, AT),
+    )
+    d = _pending(job, NOW)
+    assert d.plan == Plan(earlier, by=BY_BRIDGE, slurm_start=AT)
+    assert d.message == (
+        "Slurm job 48 is pending: Priority; slurm-bridge expects it to start at "
+        "2026-11-29T13:58:00Z (in 5 min), planned by slurm-bridge from Slurm's queue "
+        "(Slurm's backfill: 2026-11-29T14:05:00Z, reserving whole nodes)"
+    )
+    assert parse_pending(d.message) == (48, "Priority")
+    assert said_by(d.message) == BY_BRIDGE
+    assert strip_note(d.message) == "Slurm job 48 is pending: Priority"
+    # a pod that shows Slurm's plan at the same time is written again to say who made it
+    told = BASE + note(Plan(earlier), NOW)
+    assert said_by(told) == BY_SLURM
+    assert _stale(earlier, told, d.plan)
+    assert not _stale(earlier, BASE + note(d.plan, NOW), d.plan)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bridge.models import GroupId
-from bridge.slurm.models import JobState, SlurmJob, SlurmNode
+from bridge.slurm.models import AllocatedNode, JobState, SlurmJob, SlurmNode
 from bridge.status.why import explain, find_job, render
 from bridge.translate import admin_comment
 from bridge.wellknown import LABEL_JOB_ID
@@ -283,3 +283,29 @@ def test_a_job_slurm_plans_no_start_for_says_why_there_is_no_plan(
     assert e.why == (why,)
     assert e.sureness == f"no start time planned yet: {sure}"
     assert any(change in c for c in e.changes)
+
+
+def test_where_slurms_backfill_reserves_whole_nodes_why_shows_the_bridges_plan_and_says_so() -> (
+    None
+):
+    # the node is full until 13:55; job 47 (one task of 2 CPUs, ahead) and job 48 fit
+    # together then per CPU, while Slurm's backfill planned 48 a window later
+    blocker = BLOCKER.model_copy(
+        update={"nodes": ("n0",), "allocation": (AllocatedNode(name="n0", cpus=8),)}
+    )
+    shape: dict[str, Any] = {"nodes": 1, "cpus": 2, "cpus_per_task": 2, "tasks": 1}
+    ahead = job(47, priority=10, start_time=NOW + timedelta(minutes=2), **shape)
+    later = NOW + timedelta(minutes=4)
+    mine = job(48, "PENDING", "Priority", priority=9, start_time=later, **shape)
+    e = explain(pod(job=48), mine, [ahead, mine, blocker], NODES[:1], now=NOW)
+    assert e.planned_by == "slurm-bridge"
+    assert e.expected_start == "2026-11-29T13:55:00Z"
+    assert (
+        "slurm-bridge expects it to start at 2026-11-29T13:55:00Z (in 2 min): planned by "
+        "slurm-bridge from Slurm's queue, per CPU" in render(e)
+    )
+    assert "Slurm's backfill plans 2026-11-29T13:57:00Z, reserving whole nodes" in render(e)
+    # the job ahead: both walks agree, Slurm's plan
+    first = explain(pod(job=47), ahead, [ahead, mine, blocker], NODES[:1], now=NOW)
+    assert first.planned_by == "slurm"
+    assert "planned by Slurm's backfill" in render(first)

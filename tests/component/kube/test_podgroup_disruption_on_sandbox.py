@@ -2,7 +2,8 @@
 DisruptPodGroup) against the sandbox API server of each release: ``DisruptionTarget=True``,
 reason ``PreemptionByScheduler``, the message naming the Slurm job, written at the version
 discovery finds (1.36's v1alpha2, 1.37's v1beta1), the other conditions kept; a repeat
-writes nothing and a PodGroup gone is done."""
+writes nothing and a PodGroup gone is done. A gang CompositePodGroup (1.37) its PodGroup
+belongs to is told too; a basic one is not."""
 
 from __future__ import annotations
 
@@ -81,3 +82,59 @@ async def test_a_preempted_gangs_podgroup_gets_disruption_target_at_the_served_v
     await applier.apply([DisruptPodGroup(NS, "gpu", said)])  # a repeat writes nothing
     assert (await kube.get(podgroups, "gpu", NS))["metadata"]["resourceVersion"] == version
     await applier.apply([DisruptPodGroup(NS, "gone", said)])  # a PodGroup gone: done
+
+
+@pytest.mark.parametrize(("policy", "marked"), [("gang", True), ("basic", False)])
+async def test_a_gang_composite_of_a_preempted_podgroup_is_told_too_a_basic_one_is_not(
+    policy: str, marked: bool
+) -> None:
+    """Kubernetes 1.37: a gang CompositePodGroup's children are ONE hetjob, so Slurm's
+    preemption of it preempts the whole composite; a basic composite's children are jobs
+    of their own."""
+    async with (
+        SandboxCluster(nodes=["n1"], kube_version="1.37") as srv,
+        kube_for_host(srv.url, request_timeout=5, token=SANDBOX_TOKEN) as kube,
+    ):
+        gang = {"gang": {"minGroupCount": 2}} if policy == "gang" else {"basic": {}}
+        tree = {
+            "name": "job",
+            "schedulingPolicy": gang,
+            "podGroupTemplates": [
+                {"name": t, "schedulingPolicy": {"gang": {"minCount": 1}}} for t in ("cpu", "gpu")
+            ],
+        }
+        workloads = Resource(G, "v1beta1", "workloads", "Workload", True)
+        composites = Resource(G, "v1alpha3", "compositepodgroups", "CompositePodGroup", True)
+        podgroups = Resource(G, "v1beta1", "podgroups", "PodGroup", True)
+        await kube.create(
+            workloads,
+            {"metadata": {"name": "train"}, "spec": {"compositePodGroupTemplates": [tree]}},
+            NS,
+        )
+        ref = {"workloadName": "train", "templateName": "job"}
+        spec = {"workloadRef": ref, "schedulingPolicy": gang}
+        await kube.create(composites, {"metadata": {"name": "train-job"}, "spec": spec}, NS)
+        for t in ("cpu", "gpu"):
+            child = {
+                "workloadRef": {"workloadName": "train", "templateName": t},
+                "schedulingPolicy": {"gang": {"minCount": 1}},
+                "parentCompositePodGroupName": "train-job",
+            }
+            await kube.create(podgroups, {"metadata": {"name": f"train-{t}"}, "spec": child}, NS)
+        applier = Applier(cast(SlurmClient, None), kube)
+        said = "Slurm job 42 ended with state PREEMPTED in hetjob component 42+1"
+        await applier.apply([DisruptPodGroup(NS, "train-cpu", said)])
+
+        pg = await kube.get(podgroups, "train-cpu", NS)
+        assert pg["status"]["conditions"][0]["reason"] == PREEMPTED_REASON
+        cpg = await kube.get(composites, "train-job", NS)
+        conds = {c["type"]: c for c in (cpg.get("status") or {}).get("conditions") or []}
+        if marked:
+            cond = conds[CONDITION_DISRUPTION_TARGET]
+            assert (cond["status"], cond["reason"], cond["message"]) == (
+                "True",
+                PREEMPTED_REASON,
+                said,
+            )
+        else:
+            assert CONDITION_DISRUPTION_TARGET not in conds

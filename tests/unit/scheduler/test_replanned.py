@@ -10,9 +10,10 @@ from datetime import timedelta
 from typing import cast
 
 from bridge.config import parse_config
+from bridge.expected import BY_BRIDGE, BY_SLURM
 from bridge.kube.client import KubeClient
 from bridge.slurm.client import SlurmClient
-from bridge.slurm.models import JobState, SlurmJob
+from bridge.slurm.models import AllocatedNode, JobState, SlurmJob, SlurmNode
 from bridge.translate import GroupRef, TranslateSettings
 from scheduler.poller import JobPoller
 from scheduler.slurm_state import SlurmState
@@ -30,10 +31,18 @@ class FakeSlurm:
         self.scans = 0
 
     async def scan_jobs(
-        self, keep: Callable[[SlurmJob], bool], *, job_ids: Container[int] | None = None
+        self,
+        keep: Callable[[SlurmJob], bool],
+        *,
+        job_ids: Container[int] | None = None,
+        states: frozenset[str] = frozenset(),
     ) -> tuple[SlurmJob, ...]:
         self.scans += 1
-        return tuple(j for j in self.jobs if (job_ids is None or j.job_id in job_ids) and keep(j))
+        return tuple(
+            j
+            for j in self.jobs
+            if (job_ids is None or j.job_id in job_ids or j.state.primary in states) and keep(j)
+        )
 
 
 def pending(job_id: int, reason: str = "Resources", **kw: object) -> SlurmJob:
@@ -125,3 +134,42 @@ async def test_a_hetjob_is_read_whole_and_its_plan_is_its_last_components() -> N
     assert [c.job_id for c in news[0].het_components] == [41]  # whole, for the group
     slurm.jobs = rows(het(at, at, "Priority"))
     assert [j.job_id for j in await s.replanned(step=60, since=0)] == [40]
+
+
+async def test_the_bridges_plan_rides_on_the_same_read_and_replaces_a_whole_node_plan() -> None:
+    # one 8-CPU node full until T1; two pending 4-CPU jobs fit together at T1 per CPU,
+    # while Slurm's backfill (whole nodes) plans the second one a window later
+    s, slurm, clock = setup()
+    s.nodes = (SlurmNode(name="n0", state=frozenset({"ALLOCATED"}), cpus=8, partitions=("p",)),)
+    now = clock.now()
+    t1, later = now + timedelta(minutes=2), now + timedelta(minutes=12)
+    blocker = SlurmJob(
+        job_id=1,
+        name="native",
+        state=JobState(primary="RUNNING"),
+        partition="p",
+        start_time=now,
+        end_time=t1,
+        time_limit_minutes=2,
+        allocation=(AllocatedNode(name="n0", cpus=8),),
+    )
+    shape = {"cpus": 4, "cpus_per_task": 4, "tasks": 1, "time_limit_minutes": 10, "priority": 9}
+    first = pending(2, start_time=t1, **shape)
+    second = pending(3, "Priority", start_time=later, **shape)
+    follow(s, first)
+    follow(s, second)
+    assert s.awaits_plan()  # new jobs: the next refresh is brought forward
+    assert s.queue_plan(second) is None  # and their pods show no plan until it
+    slurm.jobs = [blocker, first, second]
+    news = await s.replanned(step=60, since=0)
+    assert slurm.scans == 1  # the running job came with the same read
+    assert {j.job_id for j in news} == {2, 3}  # their first plans
+    assert not s.awaits_plan()
+    plan3 = s.queue_plan(second)
+    assert plan3 is not None
+    assert plan3.start == t1
+    assert plan3.whole == now + timedelta(minutes=12)
+    assert s._shown(second, s.queue_plans, now).by == BY_BRIDGE
+    assert s._shown(first, s.queue_plans, now).by == BY_SLURM  # the walks agree: Slurm's
+    # read again with nothing moved: no news
+    assert await s.replanned(step=60, since=0) == []
