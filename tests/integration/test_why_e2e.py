@@ -124,8 +124,11 @@ async def test_a_reservation_not_started_is_named_with_its_window_and_node_count
                 msg = await b.scheduled_message(pod)
                 return msg if "is pending: Reservation" in msg else ""
 
-            await b.wait_for("the pod waiting for its reservation", waiting)
-            said = await why(b, tmp_path, pod)
+            try:
+                await b.wait_for("the pod waiting for its reservation", waiting)
+                said = await why(b, tmp_path, pod)
+            finally:
+                await b.cancel_jobs()  # Slurm deletes no reservation a job still waits for
             n = len(sandbox.external_nodes)
             assert f"it waits for reservation {resv} (Reservation)" in said
             assert f"reservation {resv}: " in said
