@@ -141,7 +141,6 @@ def _state() -> KubeState:
     clock = FakeClock()
     return KubeState(
         CFG,
-        cast(KubeClient, None),
         TranslateSettings.from_config(CFG),
         clock,
     )

@@ -183,7 +183,7 @@ def _following(clock: FakeClock, slurm: PendingSlurm) -> tuple[SlurmState, JobPo
     """A SlurmState following each of ``slurm``'s jobs (pending, reason Priority: planned
     by Slurm, not held) for a group of its own."""
     told = Told()
-    state = KubeState(CFG, cast(KubeClient, None), TranslateSettings.from_config(CFG), clock)
+    state = KubeState(CFG, TranslateSettings.from_config(CFG), clock)
     poller = JobPoller(cast(SlurmClient, slurm), told.job)
     s = SlurmState(cast(KubeClient, None), cast(SlurmClient, slurm), clock, state, poller)
     for job in slurm.jobs:
