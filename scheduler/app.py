@@ -190,6 +190,7 @@ async def run_scheduler(
             await kind_synced.wait()
         tg.create_task(sched.queue.run_timers())
         tg.create_task(sched.polling.run_forever())
+        tg.create_task(sched.polling.plans_forever(sched.guard("scheduler-plans")))
         for _ in range(cfg.scheduler.workers):
             tg.create_task(sched.worker())
         await pods_synced.wait()

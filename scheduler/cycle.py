@@ -115,7 +115,7 @@ class Scheduler:
             max_backoff=cfg.scheduler.reject_backoff_max_seconds,
         )
         self.slurm_outage = SlurmReachability()
-        self.state = KubeState(cfg, kube, TranslateSettings.from_config(cfg), clock=clock)
+        self.state = KubeState(cfg, TranslateSettings.from_config(cfg), clock=clock)
         self.dra = DraAllocator(
             kube,
             slurm,

@@ -20,7 +20,6 @@ import structlog
 from bridge.bounded import BoundedSet
 from bridge.clock import Clock, SystemClock
 from bridge.config import BridgeConfig
-from bridge.kube.client import KubeClient
 from bridge.kube.resources import KubeObject, slim
 from bridge.models import JobSpec
 from bridge.slurm.models import SlurmJob
@@ -84,12 +83,10 @@ class KubeState:
     def __init__(
         self,
         cfg: BridgeConfig,
-        kube: KubeClient,
         settings: TranslateSettings,
         clock: Clock | None = None,
     ) -> None:
         self.cfg = cfg
-        self.kube = kube
         self.settings = settings
         self.pods: dict[str, KubeObject] = {}  # unbound managed pods, by ns/name
         self.pod_group: dict[str, str] = {}  # pod key -> group key

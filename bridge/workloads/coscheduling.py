@@ -16,7 +16,6 @@ class CoschedulingPodGroup(Kind):
     name_field = f"metadata.labels[{LABEL_POD_GROUP}]"
     source_field = name_field
     size_field = "spec.minMember"
-    reread = True  # minMember may change
 
     def claim(self, c: Claim) -> GroupRef | None:
         name = c.labels.get(LABEL_POD_GROUP)

@@ -13,8 +13,9 @@ change is judged by (docs/benchmarks.md, "Paired"). This script:
    the same on both sides and only the scheduler differs (``--own-benches``: each tree's
    own bench instead; see docs/benchmarks.md, "The 256-pod gang", for why that is not the
    default);
-3. prints per pair the scheduler CPU per pod, pods/s and the gang time of both sides and
-   their ratios (new / base), then the median ratio of each.
+3. prints per pair the scheduler CPU per pod, pods/s, the gang time and the pending pods'
+   CPU and time to show Slurm's reason of both sides and their ratios (new / base), then
+   the median ratio of each.
 
 Both sides use the sandbox the environment names (``SLURM_SANDBOX_ENV``), e.g. one made
 with ``slurm-bridge sandbox slurm up --external-nodes 64 --node-cpus 64``.
@@ -36,8 +37,15 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_BENCH = ["--pods", "1000", "--gang", "256", "--pending", "2000"]
-# figures compared: (key in the bench's JSON, better when higher)
-FIGURES = (("cpu_ms_per_pod", False), ("pods_per_s", True), ("gang_s", False))
+# figures compared: (key in the bench's JSON, better when higher); the last two are the
+# pending pods' path (the steady phase: created -> Slurm's reason shown)
+FIGURES = (
+    ("cpu_ms_per_pod", False),
+    ("pods_per_s", True),
+    ("gang_s", False),
+    ("pending_cpu_ms_per_pod", False),
+    ("pending_reasons_s", False),
+)
 # the bench's options that older commits' benches lack: left out on their side
 NEWER_OPTIONS = (
     "--gang-reps",

@@ -18,7 +18,11 @@ Phases:
 3. steady: ``--pending`` pods whose jobs Slurm holds (``priority: 0``); once each shows
    Slurm's reason, every slurmrestd request of each component is counted for ``--window``
    seconds (60: two whole periods of the 30 s resync, whose requests a shorter window
-   catches or misses by chance);
+   catches or misses by chance). ``--plannable``: pods whose jobs Slurm does NOT hold, so
+   it plans their starts and the scheduler re-reads the plans (issue #42: every
+   ``scheduler.expectedStartRefreshSeconds``, ``--refresh``): the waves fill every CPU
+   (``--wave1`` + ``--wave2`` = nodes x CPUs), the pods wait for Resources or Priority, and
+   the run ends after the window (no restarts: the probes would wait behind them);
 4. restart: the scheduler is killed (SIGKILL) with every pod above in place and their jobs
    active; one more pod is created; ``restart_ready_s`` = new process started -> that pod
    bound (it was in the restarted scheduler's initial pod list, so it waits for the
@@ -349,15 +353,18 @@ class Run:
 
     async def steady(self, kube: KubeClient, sched: Child, ctl: Child) -> None:
         a = self.args
-        names = [f"held-{i}" for i in range(a.pending)]
-        await create_pods(kube, [bench_pod(p, annotations=HELD) for p in names], a.creators)
+        kind, annotations = ("pending", SHARED) if a.plannable else ("held", HELD)
+        names = [f"{kind}-{i}" for i in range(a.pending)]
+        pods = [bench_pod(p, annotations=annotations) for p in names]
+        await create_pods(kube, pods, a.creators)
 
         def all_pending() -> bool:
-            return all(slurm_reason(self.api, p) for p in names)
+            # a plannable pod may find a CPU the waves left: bound, it waits for nothing
+            return all(slurm_reason(self.api, p) or p in self.stamps.bound for p in names)
 
-        progress(f"steady: {a.pending} held pods")
-        await until("every held pod shows Slurm's reason", all_pending, a.limit, every=1.0)
-        progress("steady: every held pod shows its reason")
+        progress(f"steady: {a.pending} {kind} pods")
+        await until(f"every {kind} pod shows Slurm's reason", all_pending, a.limit, every=1.0)
+        progress(f"steady: every {kind} pod shows its reason")
         self.out["pending_reasons"] = dict(Counter(slurm_reason(self.api, p) for p in names))
         await asyncio.sleep(a.settle)
         s0, c0 = await fresh_report(sched), await fresh_report(ctl)
@@ -390,7 +397,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "--node-gpus 0 --extra-conf MinJobAge=7200"
         )
     nodes = sb.external_nodes[: args.nodes]
-    need = args.wave1 + args.wave2 + 2  # and the two probes
+    need = args.wave1 + args.wave2 + (0 if args.plannable else 2)  # and the two probes
     if need > len(nodes) * sb.node_cpus:
         raise SystemExit(f"{need} pods of 1 CPU do not fit {len(nodes)} x {sb.node_cpus} CPUs")
     jobs: set[int] = set()
@@ -406,6 +413,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             ):
                 r = Run(args, sb, api)
                 r.out.update(
+                    plannable=args.plannable,
+                    expected_start_refresh_s=args.refresh,
                     nodes=len(nodes),
                     finished_jobs_in_table=finished,
                     workers=args.workers,
@@ -416,6 +425,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 for role in ("scheduler", "controller"):
                     kubeconfig = Path(tmp) / f"{role}.kubeconfig"
                     cfg = scheduler_config(sb, kubeconfig, args.workers, args.poll)
+                    if args.refresh is not None:
+                        cfg["scheduler"]["expectedStartRefreshSeconds"] = args.refresh
                     cfg["logLevel"] = "info"  # start-up and sweep timings in the children's logs
                     await component_kubeconfig(kube, parse_config(cfg, env={}), role, kubeconfig)
                     paths[role] = Path(tmp) / f"{role}.yaml"
@@ -457,6 +468,8 @@ async def phases(r: Run, kube: KubeClient, sched_cfg: Path, ctl_cfg: Path) -> No
             await r.steady(kube, sched, ctl)
             r.note_rss("scheduler", sched)
             r.note_rss("controller", ctl)
+            if a.plannable:
+                return
             # the figures so far, should the restarts not finish
             progress(
                 "so far: " + json.dumps(out | {f"{k}_rss_peak_mb": v for k, v in r.rss.items()})
@@ -506,6 +519,16 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--wave1", type=int, default=1000, help="pods of the first wave")
     ap.add_argument("--wave2", type=int, default=20000, help="pods of the second wave")
     ap.add_argument("--pending", type=int, default=10000, help="held pods at steady state")
+    ap.add_argument(
+        "--plannable",
+        action="store_true",
+        help="steady pods Slurm plans (not held): the waves must fill every CPU; no restarts",
+    )
+    ap.add_argument(
+        "--refresh",
+        type=float,
+        help="scheduler.expectedStartRefreshSeconds (default: the config's, 30; 0: off)",
+    )
     ap.add_argument("--workers", type=int, default=16, help="scheduler.workers")
     ap.add_argument("--creators", type=int, default=32, help="concurrent pod creations")
     ap.add_argument("--poll", type=float, default=0.25, help="slurmPollIntervalSeconds")

@@ -22,7 +22,8 @@ Phases:
    ``paced_p99_ms`` (created -> bound);
 3. gang: a PodGroup of ``--gang`` pods: last member created -> all bound;
 4. steady: every job so far cancelled, one blocker job takes every external node, then
-   ``--pending`` pods whose jobs pend; once every one shows Slurm's reason, the
+   ``--pending`` pods whose jobs pend: ``pending_reasons_s`` until every one shows Slurm's
+   reason, ``pending_cpu_ms_per_pod`` the scheduler's CPU meanwhile per pod; then the
    scheduler's slurmrestd requests are counted for ``--window`` seconds.
    ``refused_allocations``: immediate allocations Slurm refused from the blocker's start
    to the end of the window (each leaves a FAILED record);
@@ -756,12 +757,19 @@ async def steady(
             raise TimeoutError("the blocker job never started")
         await asyncio.sleep(0.1)
     names = [f"p-{i}" for i in range(args.pending)]
+    cpu0, started = process_cpu(sched.proc.pid), time.monotonic()
     await create_pods(kube, [bench_pod(n) for n in names], args.creators)
 
     def all_pending() -> bool:
         return all(slurm_reason(api, n) for n in names)
 
     await until("every pending pod to show Slurm's reason", all_pending, args.limit, every=0.2)
+    # the pending pods' own path: created -> each shows Slurm's reason (its job submitted,
+    # followed, read, the pod linked and told), and the scheduler's CPU over it
+    out["pending_reasons_s"] = round(time.monotonic() - started, 1)
+    out["pending_cpu_ms_per_pod"] = round(
+        1000 * (process_cpu(sched.proc.pid) - cpu0) / max(args.pending, 1), 2
+    )
     reasons = Counter(slurm_reason(api, n) for n in names)
     out["pending_reasons"] = dict(reasons)
     await asyncio.sleep(args.settle)  # the poller's first-ticks reason refreshes end

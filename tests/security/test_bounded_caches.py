@@ -141,7 +141,6 @@ def _state() -> KubeState:
     clock = FakeClock()
     return KubeState(
         CFG,
-        cast(KubeClient, None),
         TranslateSettings.from_config(CFG),
         clock,
     )
@@ -407,6 +406,17 @@ KNOWN: dict[str, str] = {
     "SlurmState._job_group": SLURM + " (pending jobs of ours the poller follows)",
     "SlurmState.pending_in": SLURM + " (pending jobs of ours, by their partition)",
     "SlurmState._job_partition": SLURM + " (pending jobs of ours)",
+    "SlurmState.queue_plans": SLURM
+    + " (the bridge's plan of the pending jobs of ours the poller follows, replaced whole"
+    " at each refresh)",
+    "SlurmState._awaiting": SLURM + " (pending jobs of ours awaiting the bridge's plan)",
+    "SlurmLimits.tres": VALUE + " (one QOS's or association's TRES limits, read by `why`)",
+    "SlurmLimits.counts": VALUE + " (one QOS's or association's other limits, read by `why`)",
+    "_Use.gres": VALUE + " (one job's GRES on one node, within one plan of the queue)",
+    "_Map.nodes": VALUE + " (the partition's nodes, within one plan of the queue)",
+    "_Map.profiles": VALUE + " (each node's use over time, within one plan of the queue)",
+    "_Map.ends_on": VALUE + " (the ends of the uses, within one plan of the queue)",
+    "_Map.starts": VALUE + " (the starts of the jobs planned, within one plan of the queue)",
     "SlurmState.partition_size": SLURM,
     "SlurmState.node_cpus": SLURM + " (Slurm's node list, replaced whole on each read)",
     "JobPoller._watched": SLURM + " (pending jobs of ours)",

@@ -23,7 +23,7 @@ BASE = "Slurm job 48 is pending: Resources"
 
 def reporter() -> tuple[Reporter, SchedulerMetrics, FakeClock]:
     clock = FakeClock()
-    state = KubeState(CFG, cast(KubeClient, None), TranslateSettings.from_config(CFG), clock)
+    state = KubeState(CFG, TranslateSettings.from_config(CFG), clock)
     metrics = SchedulerMetrics()
     kube, events = cast(KubeClient, None), cast(EventRecorder, None)
     return Reporter(kube, events, state, metrics, clock), metrics, clock

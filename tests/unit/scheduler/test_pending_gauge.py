@@ -31,7 +31,7 @@ def test_the_gauge_counts_pods_by_slurms_reason_whatever_note_follows_it() -> No
     cfg = parse_config({}, env={})
     clock = SystemClock()
     kube: Any = object()  # never called: the gauge reads the cache only
-    state = KubeState(cfg, kube, TranslateSettings.from_config(cfg), clock=clock)
+    state = KubeState(cfg, TranslateSettings.from_config(cfg), clock=clock)
     metrics = SchedulerMetrics()
     report = Reporter(kube, EventRecorder(kube, "s"), state, metrics, clock)
     topology = JobSpec(name="g", min_nodes=4, tasks=4, segment_size=4)

@@ -5,10 +5,9 @@ wakes the groups it concerns, and only those (no timed retry, no regroup storm).
 from __future__ import annotations
 
 import inspect
-from typing import Any, cast
+from typing import Any
 
 from bridge.config import parse_config
-from bridge.kube.client import KubeClient
 from bridge.translate import TranslateSettings
 from bridge.wellknown import LABEL_POD_GROUP
 from bridge.workloads import kind_named
@@ -22,7 +21,7 @@ COSCHEDULING = kind_named("PodGroup").api
 
 
 def _state() -> KubeState:
-    return KubeState(CFG, cast(KubeClient, None), TranslateSettings.from_config(CFG), FakeClock())
+    return KubeState(CFG, TranslateSettings.from_config(CFG), FakeClock())
 
 
 def _pod(name: str, *, podgroup: str = "", label: str = "") -> dict[str, Any]:

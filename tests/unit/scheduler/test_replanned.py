@@ -60,7 +60,7 @@ def pending(job_id: int, reason: str = "Resources", **kw: object) -> SlurmJob:
 def setup() -> tuple[SlurmState, FakeSlurm, FakeClock]:
     clock = FakeClock()
     slurm = FakeSlurm()
-    state = KubeState(CFG, cast(KubeClient, None), TranslateSettings.from_config(CFG), clock)
+    state = KubeState(CFG, TranslateSettings.from_config(CFG), clock)
     poller = JobPoller(cast(SlurmClient, slurm), lambda _: None)
     return (
         SlurmState(cast(KubeClient, None), cast(SlurmClient, slurm), clock, state, poller),

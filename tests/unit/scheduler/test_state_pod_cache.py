@@ -5,10 +5,9 @@ towards giving the allocation back (seen in the fit benchmark under load)."""
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from bridge.config import parse_config
-from bridge.kube.client import KubeClient
 from bridge.translate import TranslateSettings, kobj
 from bridge.wellknown import LABEL_POD_GROUP
 from scheduler.state import KubeState
@@ -19,7 +18,7 @@ CFG = parse_config({"managedNamespaces": ["team"]}, env={})
 
 def _state() -> KubeState:
     clock = FakeClock()
-    return KubeState(CFG, cast(KubeClient, None), TranslateSettings.from_config(CFG), clock)
+    return KubeState(CFG, TranslateSettings.from_config(CFG), clock)
 
 
 def _pod(rv: str, uid: str = "uid-a", note: str = "") -> dict[str, Any]:
