@@ -70,6 +70,17 @@ def squeue_start(sandbox: SlurmSandbox, job_id: int) -> datetime | None:
     return max(starts, default=None)
 
 
+async def plan_shown(b: Bridge, pod: str, by: str | None) -> tuple[datetime, str] | None:
+    """The expected start ``pod`` shows and its message, once it shows one planned by
+    ``by`` (``slurm`` or ``slurm-bridge``; None: either)."""
+    notes = (await b.get_pod(pod))["metadata"].get("annotations") or {}
+    at = parse_rfc3339(notes.get(ANNOTATION_EXPECTED_START))
+    msg = await b.scheduled_message(pod)
+    if at is None or "planned by" not in msg:
+        return None
+    return (at, msg) if by is None or notes.get(ANNOTATION_EXPECTED_START_BY) == by else None
+
+
 async def test_a_gang_behind_a_2_minute_job_shows_slurms_planned_start_until_it_starts(
     slurm_only: Bridge, sandbox: SlurmSandbox, track_jobs: Callable[[int], int], tmp_path: Path
 ) -> None:
@@ -172,15 +183,9 @@ async def test_on_shared_nodes_a_gang_behind_small_jobs_shows_the_bridges_plan_a
         track_jobs(await bridge.slurm.submit(small))
     names = await podgroup(bridge, "eta-shared", 2, cpu="1", memory="100Mi")
 
-    async def shown() -> tuple[datetime, str] | None:
-        pod = await bridge.get_pod(names[0])
-        notes = pod["metadata"].get("annotations") or {}
-        at = parse_rfc3339(notes.get(ANNOTATION_EXPECTED_START))
-        msg = await bridge.scheduled_message(names[0])
-        by_bridge = notes.get(ANNOTATION_EXPECTED_START_BY) == "slurm-bridge"
-        return (at, msg) if at is not None and by_bridge else None
-
-    at, msg = await bridge.wait_for("the bridge's plan on the gang", shown)
+    at, msg = await bridge.wait_for(
+        "the bridge's plan on the gang", lambda: plan_shown(bridge, names[0], "slurm-bridge")
+    )
     job_id = job_of(await bridge.get_pod(names[0]))
     stamp = at.strftime("%Y-%m-%dT%H:%M:%SZ")
     assert f"slurm-bridge expects it to start at {stamp} (in " in msg
@@ -218,14 +223,9 @@ async def test_behind_one_job_the_bridges_plan_is_its_end_to_the_second_slurms_t
     blocker_id = track_jobs(await bridge.slurm.submit(blocker))
     names = await podgroup(bridge, "eta-slot", 2, cpu="3", memory="500Mi")
 
-    async def shown() -> tuple[datetime, str] | None:
-        pod = await bridge.get_pod(names[0])
-        notes = pod["metadata"].get("annotations") or {}
-        at = parse_rfc3339(notes.get(ANNOTATION_EXPECTED_START))
-        msg = await bridge.scheduled_message(names[0])
-        return (at, msg) if at is not None and "planned by" in msg else None
-
-    at, msg = await bridge.wait_for("the gang's expected start", shown)
+    at, msg = await bridge.wait_for(
+        "the gang's expected start", lambda: plan_shown(bridge, names[0], None)
+    )
     running = await bridge.slurm.get_job(blocker_id)
     assert running.end_time is not None
     assert abs((running.end_time - at).total_seconds()) <= BACKFILL_INTERVAL
