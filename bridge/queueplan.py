@@ -455,7 +455,11 @@ class _Pending:
 
 
 def _pending(
-    job: SlurmJob, tiers: Mapping[str, int], min_nodes: Mapping[int, int], whole: Collection[int]
+    job: SlurmJob,
+    tiers: Mapping[str, int],
+    min_nodes: Mapping[int, int],
+    whole: Collection[int],
+    sharing_known: bool = True,
 ) -> _Pending:
     comps = job.components
     parts = {p for c in comps for p in c.partition.split(",") if p}
@@ -471,7 +475,7 @@ def _pending(
         [_ask(c, min_nodes.get(c.job_id), c.job_id in whole) for c in comps],
         (-tier, -prio, submit, job.job_id),
         plannable,
-        all(_modelled(c) for c in comps),
+        sharing_known and all(_modelled(c) for c in comps),
     )
 
 
@@ -553,6 +557,7 @@ def plan_queue(
     tiers: Mapping[str, int] | None = None,
     min_nodes: Mapping[int, int] | None = None,
     whole: Collection[int] = (),
+    sharing_known: bool = True,
     max_jobs: int = MAX_JOBS,
     max_work: int = MAX_WORK,
 ) -> dict[int, QueueStart]:
@@ -561,7 +566,9 @@ def plan_queue(
     ``nodes`` and partitions' PriorityTier ``tiers`` (absent: 1), at ``now``.
     ``min_nodes``: the minimum node count of the jobs whose the caller knows, ``whole``
     the jobs it knows ask whole nodes (the bridge's own, from their specs: Slurm's record
-    does not have the one, nor in v0.0.45 the other)."""
+    does not have the one, nor in v0.0.45 the other). ``sharing_known`` false: the
+    records do not say which jobs ask whole nodes, so a pending job the caller does not
+    know (in ``min_nodes``) is not modelled (no plan behind it)."""
     t_now = now.timestamp()
     listed = fold_hetjobs(jobs)
     base = _Map([_node(n) for n in nodes])
@@ -570,9 +577,10 @@ def plan_queue(
             if c.state.primary != "PENDING" and c.state.active:
                 for name, use in _running_uses(c, t_now):
                     base.hold(name, use)
+    known = min_nodes or {}
     queue = sorted(
         (
-            _pending(j, tiers or {}, min_nodes or {}, whole)
+            _pending(j, tiers or {}, known, whole, sharing_known or j.job_id in known)
             for j in listed
             if j.state.primary == "PENDING"
         ),

@@ -246,9 +246,17 @@ class SlurmState:
         if planning:
             want = {j.job_id for j in folded if j.job_id in followed}
             min_nodes, whole = self._own_asks(followed)
+            known = (await self.slurm.sharing_codec()).reports_shared
             self.queue_plans = await asyncio.to_thread(
                 functools.partial(
-                    plan_queue, listed, self.nodes, now, want, min_nodes=min_nodes, whole=whole
+                    plan_queue,
+                    listed,
+                    self.nodes,
+                    now,
+                    want,
+                    min_nodes=min_nodes,
+                    whole=whole,
+                    sharing_known=known,
                 )
             )
         out = []

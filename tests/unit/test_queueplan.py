@@ -280,3 +280,13 @@ def test_a_job_the_caller_knows_asks_whole_nodes_is_planned_on_whole_nodes() -> 
     nodes = [node("n0"), node("n1")]
     assert plan_queue(jobs, nodes, NOW, {10})[10].start == NOW
     assert plan_queue(jobs, nodes, NOW, {10}, whole={10})[10].start == T1
+
+
+def test_when_the_records_do_not_say_who_asks_whole_nodes_no_plan_behind_an_unknown_job() -> None:
+    # slurmrestd serving v0.0.45 only: a native job's whole-node ask cannot be read, so
+    # the bridge plans nothing behind it (Slurm's plan stands); its own jobs it knows
+    jobs = [running(1, {"n0": 64}, T1), pending(10, 8, priority=9), pending(11, 8, priority=5)]
+    plans = plan_queue(jobs, [node("n0")], NOW, {11}, min_nodes={11: 1}, sharing_known=False)
+    assert plans[11] == QueueStart(why=AHEAD_NOT_MODELLED)
+    plans = plan_queue(jobs, [node("n0")], NOW, {10}, min_nodes={10: 1}, sharing_known=False)
+    assert plans[10].start == T1

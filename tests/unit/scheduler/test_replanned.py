@@ -13,6 +13,7 @@ from bridge.config import parse_config
 from bridge.expected import BY_BRIDGE, BY_SLURM
 from bridge.kube.client import KubeClient
 from bridge.slurm.client import SlurmClient
+from bridge.slurm.codec.v0_0_44 import CodecV0044
 from bridge.slurm.models import AllocatedNode, JobState, SlurmJob, SlurmNode
 from bridge.translate import GroupRef, TranslateSettings
 from scheduler.poller import JobPoller
@@ -29,6 +30,9 @@ class FakeSlurm:
     def __init__(self) -> None:
         self.jobs: list[SlurmJob] = []
         self.scans = 0
+
+    async def sharing_codec(self) -> CodecV0044:
+        return CodecV0044()  # its records say which jobs ask whole nodes
 
     async def scan_jobs(
         self,
