@@ -473,8 +473,8 @@ def explain(
         sure = (
             f"slurm-bridge expects it to start at {expected} ({human_in(ahead_s)}): "
             f"{PLANNED_BY[BY_BRIDGE]}, per CPU, assuming every job ahead runs to its time "
-            f"limit; Slurm's backfill plans {slurms}, reserving whole nodes for the jobs "
-            "it plans ahead of it"
+            f"limit; Slurm's backfill plans {slurms} (it reserves whole nodes for the jobs "
+            "it plans, in time slots of bf_resolution)"
         )
     elif plan.start is not None:
         expected = rfc3339(plan.start)

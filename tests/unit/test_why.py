@@ -304,7 +304,7 @@ def test_where_slurms_backfill_reserves_whole_nodes_why_shows_the_bridges_plan_a
         "slurm-bridge expects it to start at 2026-11-29T13:55:00Z (in 2 min): planned by "
         "slurm-bridge from Slurm's queue, per CPU" in render(e)
     )
-    assert "Slurm's backfill plans 2026-11-29T13:57:00Z, reserving whole nodes" in render(e)
+    assert "Slurm's backfill plans 2026-11-29T13:57:00Z (it reserves whole nodes" in render(e)
     # the job ahead: both walks agree, Slurm's plan
     first = explain(pod(job=47), ahead, [ahead, mine, blocker], NODES[:1], now=NOW)
     assert first.planned_by == "slurm"
