@@ -65,7 +65,7 @@ UNKNOWN = Shape(UNKNOWN_SIZE)
 
 # ------------------------------------------------------------------------------ lexing
 class Token(NamedTuple):
-    kind: str  # "id", "num", "str", "op", "end"
+    tag: str  # "id", "num", "str", "op", "end"
     text: str
     start: int
     size: int = 0  # a string literal's length (at most its characters)
@@ -112,14 +112,14 @@ def tokens(source: str) -> list[Token]:
         m = match(source, pos)
         if m is None:
             raise ParseError(f"unexpected character {source[pos]!r} at {pos}")
-        kind = m.lastgroup
-        if kind == "str":
+        tag = m.lastgroup
+        if tag == "str":
             text = m.group()
             body = text.lstrip("rRbB")
             quote = 3 if body[:3] in ('"""', "'''") else 1
-            append(Token(kind, text, pos, len(body) - 2 * quote))
-        elif kind != "ws":
-            append(Token(kind or "", m.group(), pos))
+            append(Token(tag, text, pos, len(body) - 2 * quote))
+        elif tag != "ws":
+            append(Token(tag or "", m.group(), pos))
         pos = m.end()
     append(Token("end", "", pos))
     return out
@@ -145,7 +145,7 @@ class _Parser:
 
     def peek(self, text: str) -> bool:
         t = self.toks[self.i]
-        return (t.kind == "op" and t.text == text) or (t.kind == "id" and t.text == text)
+        return (t.tag == "op" and t.text == text) or (t.tag == "id" and t.text == text)
 
     def take(self, text: str) -> None:
         if not self.peek(text):
@@ -155,7 +155,7 @@ class _Parser:
 
     def parse(self) -> Node:
         node = self.expr()
-        if self.toks[self.i].kind != "end":
+        if self.toks[self.i].tag != "end":
             raise ParseError(f"unexpected {self.toks[self.i].text!r}")
         return node
 
@@ -185,15 +185,15 @@ class _Parser:
         left = self.unary()
         while True:
             t = self.toks[self.i]
-            prec = self._PRECEDENCE.get(t.text, -1) if t.kind in ("op", "id") else -1
+            prec = self._PRECEDENCE.get(t.text, -1) if t.tag in ("op", "id") else -1
             if prec < level:
                 return left
             self.i += 1
             right = self.binary(prec + 1)
             if t.text in ("&&", "||"):
-                kind = "and" if t.text == "&&" else "or"
-                args = left.args if left.op == kind else (left,)
-                left = Node(kind, (*args, right), t.text)
+                joined = "and" if t.text == "&&" else "or"
+                args = left.args if left.op == joined else (left,)
+                left = Node(joined, (*args, right), t.text)
             else:
                 left = Node("bin", (left, right), t.text)
 
@@ -233,7 +233,7 @@ class _Parser:
 
     def ident(self) -> str:
         t = self.toks[self.i]
-        if t.kind != "id":
+        if t.tag != "id":
             raise ParseError(f"expected a name at {t.start}, got {t.text!r}")
         self.i += 1
         return t.text
@@ -262,16 +262,16 @@ class _Parser:
 
     def primary(self) -> Node:
         t = self.toks[self.i]
-        if t.kind == "op" and t.text == ".":  # a leading dot: the root namespace
+        if t.tag == "op" and t.text == ".":  # a leading dot: the root namespace
             self.i += 1
             t = self.toks[self.i]
         self.i += 1
-        if t.kind == "str":
+        if t.tag == "str":
             plain = t.text[0] in "'\"" and t.text[:3] not in ('"""', "'''") and "\\" not in t.text
             return Node("lit", value=Shape(t.size), text=t.text[1:-1] if plain else None)
-        if t.kind == "num":
+        if t.tag == "num":
             return Node("lit", value=Shape(1))
-        if t.kind == "id":
+        if t.tag == "id":
             if t.text in ("true", "false", "null"):
                 return Node("lit", value=Shape(1))
             if self.peek("("):
@@ -284,13 +284,13 @@ class _Parser:
                 fields = self.items("}")
                 return Node("map", tuple(fields))
             return Node("id", value=t.text)
-        if t.kind == "op" and t.text == "(":
+        if t.tag == "op" and t.text == "(":
             node = self.expr()
             self.take(")")
             return node
-        if t.kind == "op" and t.text == "[":
+        if t.tag == "op" and t.text == "[":
             return Node("list", tuple(self.items("]")))
-        if t.kind == "op" and t.text == "{":
+        if t.tag == "op" and t.text == "{":
             return Node("map", tuple(self.items("}")))
         raise ParseError(f"unexpected {t.text!r} at {t.start}")
 
@@ -310,7 +310,7 @@ def call_spans(toks: list[Token], name: str) -> list[tuple[int, int]]:
     return [
         (t.start, t.start + len(t.text))
         for i, t in enumerate(toks)
-        if t.kind == "id" and t.text == name and toks[i + 1].text == "("
+        if t.tag == "id" and t.text == name and toks[i + 1].text == "("
     ]
 
 

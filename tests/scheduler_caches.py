@@ -13,7 +13,13 @@ from bridge.kube.resources import RESOURCE_CLAIMS
 from bridge.workloads import kind_of_object, object_apis
 from scheduler.app import served_version
 from scheduler.cycle import Scheduler
-from scheduler.dra import CLAIM_TEMPLATES, DEVICE_CLASSES, RESOURCE_SLICES
+from scheduler.dra import (
+    CLAIM_TEMPLATES,
+    DEVICE_CLASSES,
+    RESOURCE_SLICES,
+    DraAllocator,
+    DraCache,
+)
 from scheduler.related import api_key, kept
 
 
@@ -34,12 +40,17 @@ async def list_into(sched: Scheduler, kube: KubeClient) -> None:
             continue
         for obj in (await kube.list(res)).items:
             sched.on_related_event(api, "ADDED", kept(obj))
-    dra = sched.dra.cache
+    await list_dra_into(sched.dra, kube)
+
+
+async def list_dra_into(dra: DraAllocator, kube: KubeClient) -> None:
+    """Fill ``dra``'s caches afresh from the API server, as its watches' lists would."""
+    cache = dra.cache = DraCache()
     feeds = (
-        (DEVICE_CLASSES, dra.on_class_event),
-        (RESOURCE_SLICES, dra.on_slice_event),
-        (RESOURCE_CLAIMS, dra.on_claim_event),
-        (CLAIM_TEMPLATES, dra.on_template_event),
+        (DEVICE_CLASSES, cache.on_class_event),
+        (RESOURCE_SLICES, cache.on_slice_event),
+        (RESOURCE_CLAIMS, cache.on_claim_event),
+        (CLAIM_TEMPLATES, cache.on_template_event),
     )
     for res, feed in feeds:
         try:
@@ -48,4 +59,14 @@ async def list_into(sched: Scheduler, kube: KubeClient) -> None:
             continue
         for obj in listed.items:
             feed("ADDED", obj)
-        dra.listed(res)
+        cache.listed(res)
+
+
+class ListingDraAllocator(DraAllocator):
+    """A DraAllocator a test drives by hand, without the scheduler's watches: its caches
+    are listed afresh before each allocation, as the watches have caught up by the time
+    the scheduler binds (the snapshot reads only the caches)."""
+
+    async def allocate(self, *args: Any, **kwargs: Any) -> int:
+        await list_dra_into(self, self.kube)
+        return await super().allocate(*args, **kwargs)

@@ -141,7 +141,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     async def worker(mine: list[dict[str, Any]]) -> None:
         nonlocal resolved
         for p in mine:
-            inputs = await dra.inputs([p])
+            await dra.cel_turn()  # as the cycle takes it, before the snapshot's copy
+            inputs = dra.inputs([p])
             assert inputs is not None
             t = time.perf_counter()  # what follows holds the loop: the group's CEL work
             try:

@@ -202,6 +202,14 @@ def request_kind(e: Any) -> str:
     return f"{e.method} {watch}{kind} {e.status}"
 
 
+def not_served(e: Any) -> bool:
+    """A discovery GET of an API group/version the server does not serve (404): how the
+    scheduler learns that a workload kind's API (JobSet, LWS ...) is not installed, not a
+    refusal."""
+    parts = e.path.strip("/").split("/")
+    return e.method == "GET" and e.status == 404 and len(parts) <= (2 if parts[0] == "api" else 3)
+
+
 def bench_pod(
     name: str,
     *,
@@ -696,7 +704,11 @@ async def gang(
         pods = [bench_pod(n, labels={LABEL_POD_GROUP: group}, annotations={}) for n in names]
         if rep == 0:  # requests refused before the gang (the last 10,000 requests)
             out["refused_requests"] = dict(
-                Counter(request_kind(e) for e in api.request_log.entries() if e.status >= 400)
+                Counter(
+                    request_kind(e)
+                    for e in api.request_log.entries()
+                    if e.status >= 400 and not not_served(e)
+                )
             )
         api.request_log.clear()
         cpu0 = (process_cpu(os.getpid()), process_cpu(scheduler_pid))

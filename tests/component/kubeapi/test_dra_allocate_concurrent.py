@@ -15,8 +15,9 @@ from bridge.slurm.models import GresAllocation, NodeResources
 from sandbox.cluster import SandboxCluster
 from sandbox.controllers import dra_driver
 from sandbox.kubeapi.identity import SANDBOX_TOKEN
-from scheduler.dra import DEVICE_CLASSES, RESOURCE_SLICES, DraAllocator
+from scheduler.dra import DEVICE_CLASSES, RESOURCE_SLICES
 from tests.clients import kube_for_host
+from tests.scheduler_caches import ListingDraAllocator
 
 NS = "default"
 NODE = "n1"
@@ -71,7 +72,7 @@ async def test_jobs_allocated_at_once_on_one_node_never_get_the_same_device(
         for i in range(JOBS):
             await kube.create(RESOURCE_CLAIMS, claim(f"c{i}"), NS)
             pods.append(await kube.create(PODS, pod(f"p{i}", f"c{i}"), NS))
-        dra = DraAllocator(
+        dra = ListingDraAllocator(
             kube,
             CountingSlurm(),  # type: ignore[arg-type]
             device_class_gres={"gpu.nvidia.com": "gpu"},

@@ -24,9 +24,10 @@ from bridge.wellknown import LABEL_JOB_ID
 from sandbox.cluster import SandboxCluster
 from sandbox.controllers import dra_driver
 from sandbox.kubeapi.identity import SANDBOX_TOKEN
-from scheduler.dra import DEVICE_CLASSES, RESOURCE_SLICES, DraAllocator
+from scheduler.dra import DEVICE_CLASSES, RESOURCE_SLICES
 from tests.clients import kube_for_host
 from tests.component.kubeapi.test_dra_allocate_concurrent import NODE, NS, claim, pod
+from tests.scheduler_caches import ListingDraAllocator
 
 
 class OneGpu:
@@ -44,12 +45,12 @@ class OneGpu:
 @contextlib.asynccontextmanager
 async def cluster(
     srv: SandboxCluster, slurm: OneGpu
-) -> AsyncIterator[tuple[KubeClient, DraAllocator]]:
+) -> AsyncIterator[tuple[KubeClient, ListingDraAllocator]]:
     async with kube_for_host(srv.url, token=SANDBOX_TOKEN, request_timeout=10) as kube:
         for obj in dra_driver.device_classes():
             await kube.create(DEVICE_CLASSES, obj)
         await kube.create(RESOURCE_SLICES, dra_driver.gpu_slice(NODE, 2))
-        dra = DraAllocator(
+        dra = ListingDraAllocator(
             kube,
             slurm,  # type: ignore[arg-type]
             device_class_gres={"gpu.nvidia.com": "gpu"},
