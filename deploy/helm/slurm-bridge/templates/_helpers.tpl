@@ -314,3 +314,22 @@ changes when the CA itself is renewed, and then still trusts the old CA.
 {{- end -}}
 {{- dict "crt" $crt "key" $key "caCrt" $caCrt "caKey" $caKey "caBundle" $caBundle "notAfter" (toString $leafAfter) "caNotAfter" (toString $caAfter) | toYaml -}}
 {{- end -}}
+
+
+{{/*
+The workload kinds' APIs (bridge/workloads: one line per kind's resource; a new kind adds
+its line here and nowhere else in the chart). The scheduler lists and watches each
+(rbac.yaml), and the workloads webhook validates their pod templates
+(admission-webhooks.yaml). `versions`: the API versions the webhook matches (default
+every one). tests/component/deploy/test_chart_kinds.py checks this list against the
+registry.
+*/}}
+{{- define "slurm-bridge.workloadApis" -}}
+- {group: scheduling.x-k8s.io, resource: podgroups}
+- {group: scheduling.k8s.io, resource: workloads}
+- {group: scheduling.k8s.io, resource: podgroups}
+- {group: scheduling.k8s.io, resource: compositepodgroups}
+- {group: jobset.x-k8s.io, resource: jobsets}
+- {group: leaderworkerset.x-k8s.io, resource: leaderworkersets}
+- {group: batch, resource: jobs, versions: [v1]}
+{{- end -}}
