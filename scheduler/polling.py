@@ -93,10 +93,7 @@ class SlurmPolling:
                         last_resync = self.clock.monotonic()
                         await self.slurm_state.refresh_slurm_nodes()
                 except SlurmError as e:
-                    self.metrics.rest_errors.labels(e.endpoint or "?", str(e.status or 0)).inc()
-                    # One warning per outage (slurm_unreachable), not one per tick.
-                    quiet = self.outage.down is not None and isinstance(e, SlurmUnavailable)
-                    (log.debug if quiet else log.warning)("poll_failed", error=str(e))
+                    self._count(e, "poll_failed")
                     if isinstance(e, SlurmUnavailable):
                         await self._on_unreachable(e)
             # Idle back-off (see JobPoller), cut short when a job is newly watched.
@@ -131,11 +128,16 @@ class SlurmPolling:
                     looked = started
                 except SlurmError as e:
                     # counted and logged; the poll loop's tick (cheap) tells an outage
-                    self.metrics.rest_errors.labels(e.endpoint or "?", str(e.status or 0)).inc()
-                    quiet = self.outage.down is not None and isinstance(e, SlurmUnavailable)
-                    (log.debug if quiet else log.warning)("plans_read_failed", error=str(e))
+                    self._count(e, "plans_read_failed")
                 ended = self.clock.monotonic()
                 rest = (ended - started) * (1 / PLANS_READ_SHARE - 1)
+
+    def _count(self, e: SlurmError, event: str) -> None:
+        """A failed read of either loop: counted by endpoint and logged, once per outage
+        (slurm_unreachable), not once per tick."""
+        self.metrics.rest_errors.labels(e.endpoint or "?", str(e.status or 0)).inc()
+        quiet = self.outage.down is not None and isinstance(e, SlurmUnavailable)
+        (log.debug if quiet else log.warning)(event, error=str(e))
 
     def _plans_due(self, ended: float, rest: float) -> bool:
         """The plans' next read is due: the refresh's interval (or the bring-forward's)
